@@ -1,0 +1,115 @@
+"""Default ``EnvParams``: the calibration cluster, AWS prices, the ``mixed`` generator, cold start."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slamorl_jax.env.catalog import Catalog, load_catalog
+from slamorl_jax.env.derived import with_derived_tables
+from slamorl_jax.env.params import INIT_STRATEGIES, NUM_SCENARIO_KINDS, EnvParams, WorkloadParams
+
+# Default SLA factor ranges, rows = scenario kind, columns = SLA (objectives.SLA_NAMES):
+# deadline x T_ref, budget x C_ref, throughput x thr_ref, memory x mem_ref, GPU util min, CPU util min.
+DEFAULT_SLA_FACTOR_LOW = np.array(
+    [
+        [0.30, 1.50, 0.50, 4.00, 0.20, 0.05],  # deadline-critical
+        [1.50, 0.30, 0.20, 1.50, 0.40, 0.05],  # budget-constrained
+        [0.60, 0.60, 0.40, 2.00, 0.30, 0.05],  # balanced
+    ],
+    dtype=np.float32,
+)
+DEFAULT_SLA_FACTOR_HIGH = np.array(
+    [
+        [0.70, 3.00, 1.00, 8.00, 0.40, 0.20],
+        [3.00, 0.70, 0.50, 3.00, 0.70, 0.20],
+        [1.00, 1.00, 0.80, 4.00, 0.50, 0.20],
+    ],
+    dtype=np.float32,
+)
+
+
+def _f32(x: Any) -> jax.Array:
+    return jnp.asarray(np.asarray(x, dtype=np.float32))
+
+
+def _i32(x: Any) -> jax.Array:
+    return jnp.asarray(np.asarray(x, dtype=np.int32))
+
+
+def workload_params(catalog: Catalog) -> WorkloadParams:
+    """Traced workload table from the calibrated catalogue."""
+    c = catalog
+    return WorkloadParams(
+        samples_per_epoch=_f32(c.samples_per_epoch),
+        local_batch=_f32(c.local_batch),
+        epochs_min=_i32(c.epochs_min),
+        epochs_max=_i32(c.epochs_max),
+        data_parallel=jnp.asarray(np.asarray(c.data_parallel, dtype=bool)),
+        compute_alpha_s=_f32(c.compute_alpha_s),
+        compute_beta_s=_f32(c.compute_beta_s),
+        sync_local_alpha_s=_f32(c.sync_local_alpha_s),
+        sync_local_beta_s=_f32(c.sync_local_beta_s),
+        sync_node_alpha_s=_f32(c.sync_node_alpha_s),
+        sync_node_beta_s=_f32(c.sync_node_beta_s),
+        gamma=_f32(c.gamma),
+        calibration_intra_node_gbps=_f32(c.calibration_intra_node_gbps),
+        calibration_inter_node_gbps=_f32(c.calibration_inter_node_gbps),
+        calibration_cpus_per_gpu=_f32(c.calibration_cpus_per_gpu),
+        compute_speed=_f32(c.compute_speed),
+        cpu_c_sat=_f32(c.cpu_c_sat),
+        cpu_p=_f32(c.cpu_p),
+        requested_gpu_probs=_f32(c.requested_gpu_probs),
+    )
+
+
+def default_params(catalog: Catalog | None = None) -> EnvParams:
+    """Defaults: the calibration cluster, AWS prices, the ``mixed`` scenario, cold start."""
+    c = catalog or load_catalog()
+    num_types = c.num_gpu_types
+    params = EnvParams(
+        workloads=workload_params(c),
+        gpus_per_node=_i32(4),
+        cpus_per_node=_i32(48),
+        max_nodes=_i32(4),
+        max_gpus_per_job=_i32(16),
+        cpu_step=_i32(4),
+        intra_node_gbps=_f32(128.0),
+        inter_node_gbps=_f32(50.0),
+        host_memory_gib_per_gpu=_f32(8.0),
+        memory_gib_per_vcpu=_f32(4.0),
+        worker_memory_gib_per_busy_cpu=_f32(2.0),
+        gpu_price_per_hour=_f32(c.gpu_price_per_hour),
+        vcpu_price_per_hour=_f32(c.vcpu_price_per_hour),
+        gib_price_per_hour=_f32(c.gib_price_per_hour),
+        workload_probs=_f32(np.full(c.num_workloads, 1.0 / c.num_workloads)),
+        gpu_type_probs=_f32(np.full(num_types, 1.0 / num_types)),
+        scenario_probs=_f32(np.full(NUM_SCENARIO_KINDS, 1.0 / NUM_SCENARIO_KINDS)),
+        random_preference_prob=_f32(0.5),
+        use_fixed_preference=jnp.asarray(False),
+        fixed_preference=_f32([0.4, 0.4, 0.2]),
+        sla_factor_low=_f32(DEFAULT_SLA_FACTOR_LOW),
+        sla_factor_high=_f32(DEFAULT_SLA_FACTOR_HIGH),
+        feasibility_margin=_f32(1.1),
+        requested_gpu_bins=_i32(c.requested_gpu_bins),
+        requested_cpus_per_gpu_values=_f32(c.requested_cpus_per_gpu_values),
+        requested_cpus_per_gpu_probs=_f32(c.requested_cpus_per_gpu_probs),
+        init_strategy=_i32(INIT_STRATEGIES.index("cold")),
+        reallocation_pause_s=_f32(30.0),
+        epoch_time_noise=_f32(0.03),
+        util_noise=_f32(0.03),
+        contention_start_prob=_f32(0.05),
+        contention_end_prob=_f32(0.25),
+        contention_compute_slowdown=_f32(0.3),
+        contention_network_slowdown=_f32(2.0),
+        adapt_strength=_f32(1.5),
+        reward_clip=_f32(10.0),
+        completion_bonus=_f32(1.0),
+        max_episode_steps=_i32(200),
+        fastest_epoch_s=_f32(np.zeros(c.compute_speed.shape)),
+        cheapest_epoch_usd=_f32(np.zeros(c.compute_speed.shape)),
+    )
+    return with_derived_tables(params)

@@ -1,0 +1,111 @@
+"""Layout of the uniform draws that drive the environment.
+
+``reset`` consumes ``RESET_DRAWS`` uniforms and ``step`` consumes ``STEP_DRAWS`` (then ``RESET_DRAWS``
+more for its auto-reset), all from one call of :func:`uniforms` per function. Naming each slot
+lets an independent implementation (``slamorl_jax.env.python_job``) replay exactly the same episode
+from the same numbers.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+# Reset slots.
+WORKLOAD = 0
+GPU_TYPE = 1
+EPOCHS = 2
+SCENARIO = 3
+RANDOM_PREFERENCE = 4
+PREFERENCE = (5, 6)  # two uniforms -> a uniform point on the simplex (sorted spacings)
+SLA_FACTORS = (7, 8, 9, 10, 11, 12)  # one per SLA
+REQUESTED_GPUS = 13
+REQUESTED_CPUS = 14
+INIT_GPUS = 15
+INIT_CPUS = 16
+CONTENTION_AT_START = 17
+RESET_DRAWS = 18
+
+# Step slots.
+EPOCH_NOISE = 0
+CONTENTION_SWITCH = 1
+GPU_UTIL_NOISE = 2
+CPU_UTIL_NOISE = 3
+STEP_DRAWS = 4
+
+
+GOLDEN = 0x9E3779B9  # 2**32 / golden ratio: spreads the slot counter over the 32-bit words
+UNIFORM_BITS = 24
+
+
+def _mix32(x: jax.Array) -> jax.Array:
+    """MurmurHash3's 32-bit finaliser: a bijection of uint32 with full avalanche."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def key_words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Two 32-bit words of the key's own random bits (its first and last words)."""
+    data = jax.random.key_data(key) if jnp.issubdtype(key.dtype, jax.dtypes.prng_key) else key
+    data = data.astype(jnp.uint32)
+    return data[..., 0], data[..., -1]
+
+
+def uniforms(key: jax.Array, count: int) -> tuple[jax.Array, ...]:
+    """``count`` float32 uniforms in [0, 1) (24-bit grid) hashed from the key's 64 bits.
+
+    A key handed to the environment is already the output of ``jax.random.split`` (or a seed), so
+    its words are used as the entropy directly: each slot ``k`` hashes
+    ``w0 ^ (w1 * (2k + 1)) + k * GOLDEN`` through MurmurHash3's finaliser. This avoids a
+    counter-based block per step (the largest single cost of a vectorised step on CPU), and every
+    uniform is a separate scalar, so under ``vmap`` each one is a contiguous array that XLA on CPU
+    keeps vectorised. Returned as a tuple indexed by the slot names above. As with any JAX random
+    function, never use one key twice.
+    """
+    w0, w1 = key_words(key)
+    scale = jnp.float32(1.0 / (1 << UNIFORM_BITS))
+    out = []
+    for k in range(count):
+        mixed = _mix32((w0 ^ (w1 * jnp.uint32(2 * k + 1))) + jnp.uint32((k * GOLDEN) & 0xFFFFFFFF))
+        out.append((mixed >> (32 - UNIFORM_BITS)).astype(jnp.float32) * scale)
+    return tuple(out)
+
+
+def as_tuple(u: jax.Array | tuple[jax.Array, ...] | list[jax.Array]) -> tuple[jax.Array, ...]:
+    """Uniforms as a tuple of scalars; an array of draws (e.g. from a test) is split along its last axis."""
+    if isinstance(u, (tuple, list)):
+        return tuple(u)
+    return tuple(u[..., i] for i in range(u.shape[-1]))
+
+
+def categorical(u: jax.Array, probs: jax.Array) -> jax.Array:
+    """Index drawn from ``probs`` by inverse CDF of the uniform ``u`` (zero-probability bins never)."""
+    return categorical_from_cdf(u, jnp.cumsum(probs / jnp.sum(probs)))
+
+
+def categorical_from_cdf(u: jax.Array, cdf: jax.Array) -> jax.Array:
+    """Index drawn by inverse CDF: the number of cumulative probabilities (but the last) <= ``u``."""
+    index = sum((u >= cdf[..., k]).astype(jnp.int32) for k in range(cdf.shape[-1] - 1))
+    return jnp.minimum(index, cdf.shape[-1] - 1)
+
+
+def uniform_int(u: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:
+    """Integer uniform on ``[low, high]`` from the uniform ``u``."""
+    span = (high - low + 1).astype(jnp.float32)
+    return jnp.minimum(low + jnp.floor(u * span).astype(jnp.int32), high)
+
+
+def uniform_simplex(u0: jax.Array, u1: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """A uniform point on the 3-simplex from two uniforms: the spacings of their sorted values."""
+    low = jnp.minimum(u0, u1)
+    high = jnp.maximum(u0, u1)
+    return low, high - low, 1.0 - high
+
+
+def standard_normal_approx(u: jax.Array) -> jax.Array:
+    """A unit-variance logistic deviate: a cheap stand-in for a normal (one log, no erfinv)."""
+    u = jnp.clip(u, 1e-5, 1.0 - 1e-5)
+    return jnp.log(u / (1.0 - u)) * (jnp.sqrt(3.0) / jnp.pi)

@@ -1,0 +1,330 @@
+"""``JobAllocationEnv``: one ML training job on a GPU cluster, re-allocated every epoch.
+
+Functional, gymnax-style API (pure functions of arrays; jit, vmap and scan them freely)::
+
+    env = JobAllocationEnv()
+    params = env.default_params                       # or scenario_params("deadline-critical")
+    obs, state = env.reset(key, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+
+Episode: one training job of ``job.epochs`` epochs; each ``step`` is one decision: the action changes
+the allocation (a change pauses the job for ``reallocation_pause_s``, billed), then one epoch runs.
+The episode terminates when the last epoch completes; it is truncated (never by default) after
+``max_episode_steps`` decisions. ``step`` auto-resets: when the episode ends it returns the first
+observation of a new job, and the last observation of the old one in ``info["final_observation"]``.
+
+Observation: 21 float32 features in [0, 1] (``observation.FEATURE_NAMES``).
+Actions: 9 = GPU {-1, 0, +1} x CPU {-step, 0, +step} (``actions.py``).
+Reward: a float32 vector over ``objectives.OBJECTIVES``:
+
+* ``time`` = -(epoch time + pause) / T_ref, clipped at ``-reward_clip``;
+* ``cost`` = -(epoch cost) / C_ref, clipped at ``-reward_clip``;
+* ``sla``  = -(mean of the six severities) / epochs, plus at the last epoch
+  ``completion_bonus x (0.5 [deadline met] + 0.5 [budget met])``.
+
+T_ref and C_ref are the job's time and cost at its requested allocation, so a whole episode's time
+and cost rewards are about -T / T_ref and -C / C_ref for any workload. ``reward_space`` bounds each.
+
+``info`` (fixed structure every step): ``weights`` (adaptive weights for the returned observation),
+``step_weights`` (those in force when the action was taken), ``severities`` and ``sla_met`` of the
+epoch, and the episode figures of the job that the step advanced (meaningful when it is done):
+``episode_time_s``, ``episode_cost_usd``, ``time_ref_s``, ``cost_ref_usd``, ``deadline_met``,
+``budget_met``, ``job_sla_met`` (6 job-level checks, ``objectives.py``), ``all_slas_met``,
+``sla_compliance`` (fraction of the six met), ``mean_severity``, ``reallocations``, ``epochs``,
+``workload``, ``gpu_type``, ``scenario``, ``preference``, plus ``terminated``, ``truncated`` and
+``final_observation``. No host callbacks and no Python control flow on traced values.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slamorl_jax.env import draws as d
+from slamorl_jax.env.actions import NUM_ACTIONS, apply_action
+from slamorl_jax.env.adaptive_weights import adapt_columns
+from slamorl_jax.env.catalog import Catalog, load_catalog
+from slamorl_jax.env.job_generator import initial_allocation, sample_job
+from slamorl_jax.env.job_model import epoch_metrics
+from slamorl_jax.env.lookup import contiguous
+from slamorl_jax.env.objectives import NUM_OBJECTIVES
+from slamorl_jax.env.observation import NUM_FEATURES, observe
+from slamorl_jax.env.params import EnvParams, max_gpus
+from slamorl_jax.env.scenarios import scenario_params
+from slamorl_jax.env.sla import sla_severities
+from slamorl_jax.env.spaces import Box, Discrete
+from slamorl_jax.env.state import EnvState, JobSpec
+
+Info = dict[str, jax.Array]
+
+
+def _severities_and_weights(
+    job: JobSpec,
+    preference: tuple[jax.Array, ...],
+    price_per_hour: jax.Array,
+    memory_used_gib: jax.Array,
+    gpu_util: jax.Array,
+    cpu_util: jax.Array,
+    throughput: jax.Array,
+    epoch_time_s: jax.Array,
+    elapsed_s: jax.Array,
+    cost_usd: jax.Array,
+    epoch: jax.Array,
+    params: EnvParams,
+) -> tuple[jax.Array, jax.Array]:
+    """Forward-looking severities (6,) and adaptive weights (3,) after an epoch's readings."""
+    remaining = (job.epochs - epoch).astype(jnp.float32)
+    projected_time = elapsed_s + remaining * epoch_time_s
+    projected_cost = cost_usd + remaining * epoch_time_s * price_per_hour / 3600.0
+    severities = sla_severities(
+        projected_time,
+        projected_cost,
+        throughput,
+        memory_used_gib,
+        gpu_util,
+        cpu_util,
+        job.sla_targets,
+    )
+    weights = adapt_columns(preference, severities, params.adapt_strength)
+    return jnp.stack(severities), jnp.stack(weights)
+
+
+class JobAllocationEnv:
+    """SLA-aware GPU/CPU re-allocation of one ML training job per episode (see module docstring)."""
+
+    num_actions = NUM_ACTIONS
+    reward_dim = NUM_OBJECTIVES
+    name = "JobAllocation-v0"
+
+    def __init__(self, catalog: Catalog | None = None) -> None:
+        self.catalog = catalog or load_catalog()
+
+    @property
+    def default_params(self) -> EnvParams:
+        """Defaults of the calibration cluster with the ``mixed`` scenario."""
+        return scenario_params("mixed", self.catalog)
+
+    # Spaces ---------------------------------------------------------------------------------
+    def action_space(self, params: EnvParams | None = None) -> Discrete:
+        """The 9 re-allocation actions."""
+        return Discrete(NUM_ACTIONS)
+
+    def observation_space(self, params: EnvParams | None = None) -> Box:
+        """21 features in [0, 1]."""
+        return Box(np.zeros(NUM_FEATURES, np.float32), np.ones(NUM_FEATURES, np.float32), (NUM_FEATURES,))
+
+    def reward_space(self, params: EnvParams | None = None) -> Box:
+        """Bounds of the (time, cost, sla) reward vector under ``params``."""
+        params = params if params is not None else self.default_params
+        clip = float(params.reward_clip)
+        low = np.array([-clip, -clip, -1.0], dtype=np.float32)
+        high = np.array([0.0, 0.0, float(params.completion_bonus)], dtype=np.float32)
+        return Box(low, high, (NUM_OBJECTIVES,))
+
+    # Reset ----------------------------------------------------------------------------------
+    def reset(self, key: jax.Array, params: EnvParams | None = None) -> tuple[jax.Array, EnvState]:
+        """Draw a new job and return its first observation and state."""
+        params = params if params is not None else self.default_params
+        state = self.reset_from_draws(d.uniforms(key, d.RESET_DRAWS), params)
+        return observe(state, params), state
+
+    def reset_from_draws(self, u: jax.Array, params: EnvParams) -> EnvState:
+        """The reset state for the ``RESET_DRAWS`` uniforms ``u`` (``draws.py`` names each slot)."""
+        u = d.as_tuple(u)
+        job = sample_job(u, params)
+        gpus, cpus = initial_allocation(u, job, params)
+        start, end = params.contention_start_prob, params.contention_end_prob
+        stationary = start / jnp.maximum(start + end, 1e-9)
+        m = epoch_metrics(job.constants, gpus, cpus, params)
+        zero = jnp.zeros((), jnp.float32)
+        preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
+        severities, weights = _severities_and_weights(
+            job, preference, m.price_per_hour, m.memory_used_gib, m.gpu_util, m.cpu_util,
+            m.throughput, m.epoch_time_s, zero, zero, jnp.zeros((), jnp.int32), params,
+        )  # fmt: skip
+        return EnvState(
+            job=job,
+            steps=jnp.zeros((), jnp.int32),
+            epoch=jnp.zeros((), jnp.int32),
+            gpus=gpus,
+            cpus=cpus,
+            contended=u[d.CONTENTION_AT_START] < stationary,
+            elapsed_s=zero,
+            cost_usd=zero,
+            epoch_time_s=m.epoch_time_s,
+            throughput=m.throughput,
+            gpu_util=m.gpu_util,
+            cpu_util=m.cpu_util,
+            memory_util=m.memory_used_gib / m.memory_alloc_gib,
+            memory_used_gib=m.memory_used_gib,
+            price_per_hour=m.price_per_hour,
+            severities=severities,
+            weights=weights,
+            gpu_busy_s=zero,
+            cpu_busy_s=zero,
+            peak_memory_gib=zero,
+            reallocations=jnp.zeros((), jnp.int32),
+            severity_sum=zero,
+        )
+
+    # Step -----------------------------------------------------------------------------------
+    def step(
+        self,
+        key: jax.Array,
+        state: EnvState,
+        action: jax.Array | int,
+        params: EnvParams | None = None,
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
+        """One decision and one epoch; auto-resets a finished job (see module docstring)."""
+        params = params if params is not None else self.default_params
+        u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
+        return self.step_from_draws(u[: d.STEP_DRAWS], u[d.STEP_DRAWS :], state, action, params)
+
+    def step_from_draws(
+        self,
+        u_step: jax.Array,
+        u_reset: jax.Array,
+        state: EnvState,
+        action: jax.Array | int,
+        params: EnvParams,
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
+        """``step`` with explicit uniforms: ``STEP_DRAWS`` for the epoch, ``RESET_DRAWS`` for a reset."""
+        next_state, reward, terminated, info = self.transition(u_step, state, action, params)
+        truncated = jnp.logical_and(next_state.steps >= params.max_episode_steps, jnp.logical_not(terminated))
+        done = jnp.logical_or(terminated, truncated)
+        final_obs = observe(next_state, params)
+        reset_state = self.reset_from_draws(u_reset, params)
+        state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
+        obs = jnp.where(done, observe(reset_state, params), final_obs)
+        info.update(
+            weights=state_out.weights,
+            terminated=terminated,
+            truncated=truncated,
+            final_observation=final_obs,
+        )
+        return obs, state_out, reward, terminated, truncated, info
+
+    def transition(
+        self, u: jax.Array, state: EnvState, action: jax.Array | int, params: EnvParams
+    ) -> tuple[EnvState, jax.Array, jax.Array, Info]:
+        """Apply ``action`` and run one epoch (no reset): next state, reward, terminated, info."""
+        u = d.as_tuple(u)
+        job = state.job
+        gpus, cpus = apply_action(
+            action,
+            state.gpus,
+            state.cpus,
+            max_gpus(params),
+            params.gpus_per_node,
+            params.cpus_per_node,
+            params.cpu_step,
+        )
+        changed = jnp.logical_or(gpus != state.gpus, cpus != state.cpus)
+        contended = jnp.where(
+            state.contended,
+            u[d.CONTENTION_SWITCH] >= params.contention_end_prob,
+            u[d.CONTENTION_SWITCH] < params.contention_start_prob,
+        )
+        m = epoch_metrics(job.constants, gpus, cpus, params, contended)
+        noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
+        epoch_time = m.epoch_time_s * noise
+        interval = epoch_time + jnp.where(changed, params.reallocation_pause_s, 0.0)
+        interval_cost = interval * m.price_per_hour / 3600.0
+        working = epoch_time / interval
+        gpu_util = jnp.clip(
+            m.gpu_util * working + params.util_noise * (2.0 * u[d.GPU_UTIL_NOISE] - 1.0), 0.0, 1.0
+        )
+        cpu_util = jnp.clip(
+            m.cpu_util * working + params.util_noise * (2.0 * u[d.CPU_UTIL_NOISE] - 1.0), 0.0, 1.0
+        )
+        throughput = job.constants.samples_per_epoch / interval
+        elapsed = state.elapsed_s + interval
+        cost = state.cost_usd + interval_cost
+        epoch = state.epoch + 1
+        preference = contiguous(tuple(job.preference[i] for i in range(NUM_OBJECTIVES)))
+        severities, weights = _severities_and_weights(
+            job, preference, m.price_per_hour, m.memory_used_gib, gpu_util, cpu_util,
+            throughput, epoch_time, elapsed, cost, epoch, params,
+        )  # fmt: skip
+        terminated = epoch >= job.epochs
+        next_state = state.replace(
+            steps=state.steps + 1,
+            epoch=epoch,
+            gpus=gpus,
+            cpus=cpus,
+            contended=contended,
+            elapsed_s=elapsed,
+            cost_usd=cost,
+            epoch_time_s=epoch_time,
+            throughput=throughput,
+            gpu_util=gpu_util,
+            cpu_util=cpu_util,
+            memory_util=m.memory_used_gib / m.memory_alloc_gib,
+            memory_used_gib=m.memory_used_gib,
+            price_per_hour=m.price_per_hour,
+            severities=severities,
+            weights=weights,
+            gpu_busy_s=state.gpu_busy_s + gpu_util * interval,
+            cpu_busy_s=state.cpu_busy_s + cpu_util * interval,
+            peak_memory_gib=jnp.maximum(state.peak_memory_gib, m.memory_used_gib),
+            reallocations=state.reallocations + changed.astype(jnp.int32),
+            severity_sum=state.severity_sum + jnp.mean(severities),
+        )
+        figures = episode_figures(next_state)
+        epochs_f = job.epochs.astype(jnp.float32)
+        completion = params.completion_bonus * (
+            0.5 * figures["deadline_met"].astype(jnp.float32)
+            + 0.5 * figures["budget_met"].astype(jnp.float32)
+        )
+        reward = jnp.stack(
+            [
+                -jnp.minimum(interval / job.time_ref_s, params.reward_clip),
+                -jnp.minimum(interval_cost / job.cost_ref_usd, params.reward_clip),
+                -jnp.mean(severities) / epochs_f + jnp.where(terminated, completion, 0.0),
+            ]
+        ).astype(jnp.float32)
+        info = {
+            "step_weights": state.weights,
+            "severities": severities,
+            "sla_met": severities <= 0.0,
+            "reallocated": changed,
+            **figures,
+        }
+        return next_state, reward, terminated, info
+
+
+def episode_figures(state: EnvState) -> Info:
+    """Job-level figures of the episode so far (final once the job terminates)."""
+    job = state.job
+    targets = job.sla_targets
+    elapsed = jnp.maximum(state.elapsed_s, 1e-9)
+    done_samples = state.epoch.astype(jnp.float32) * job.constants.samples_per_epoch
+    job_met = jnp.stack(
+        [
+            state.elapsed_s <= targets.deadline_s,
+            state.cost_usd <= targets.budget_usd,
+            done_samples / elapsed >= targets.min_throughput,
+            state.peak_memory_gib <= targets.max_memory_gib,
+            state.gpu_busy_s / elapsed >= targets.min_gpu_util,
+            state.cpu_busy_s / elapsed >= targets.min_cpu_util,
+        ]
+    )
+    return {
+        "episode_time_s": state.elapsed_s,
+        "episode_cost_usd": state.cost_usd,
+        "time_ref_s": job.time_ref_s,
+        "cost_ref_usd": job.cost_ref_usd,
+        "deadline_met": job_met[0],
+        "budget_met": job_met[1],
+        "job_sla_met": job_met,
+        "all_slas_met": jnp.all(job_met),
+        "sla_compliance": jnp.mean(job_met.astype(jnp.float32)),
+        "mean_severity": state.severity_sum / jnp.maximum(state.epoch, 1).astype(jnp.float32),
+        "reallocations": state.reallocations,
+        "epochs": job.epochs,
+        "workload": job.workload,
+        "gpu_type": job.gpu_type,
+        "scenario": job.scenario,
+        "preference": job.preference,
+    }

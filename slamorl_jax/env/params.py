@@ -1,0 +1,105 @@
+"""``EnvParams``: every numeric knob of the environment as a traced leaf, with defaults and validation.
+
+One compiled ``reset``/``step`` serves every configuration, and ``vmap`` can sweep any field. The
+calibrated workload constants live in ``EnvParams.workloads`` (from :mod:`slamorl_jax.env.catalog`).
+Static sizes (13 workloads, 4 GPU types, 6 request bins, the 32-GPU lattice bound) are fixed by the
+catalogue and :data:`MAX_GPUS`.
+
+Cluster defaults describe the Pollux cluster the calibration data came from: AWS g4dn.12xlarge nodes
+(4 x T4 on PCIe 3.0, 48 vCPU, 192 GiB, 50 Gb/s network), up to 4 nodes per job.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+# Static bound of the allocation lattice (GPUs per job); validated against the cluster size.
+MAX_GPUS = 32
+NUM_SCENARIO_KINDS = 3  # deadline-critical, budget-constrained, balanced (see scenarios.py)
+INIT_STRATEGIES = ("cold", "requested", "random", "max")
+
+
+@struct.dataclass
+class WorkloadParams:
+    """Calibrated per-workload constants, shape (W,) unless noted (see ``docs/calibration.md``)."""
+
+    samples_per_epoch: jax.Array
+    local_batch: jax.Array
+    epochs_min: jax.Array  # int32
+    epochs_max: jax.Array  # int32
+    data_parallel: jax.Array  # bool: extra GPUs speed the job up
+    compute_alpha_s: jax.Array
+    compute_beta_s: jax.Array
+    sync_local_alpha_s: jax.Array
+    sync_local_beta_s: jax.Array
+    sync_node_alpha_s: jax.Array
+    sync_node_beta_s: jax.Array
+    gamma: jax.Array
+    calibration_intra_node_gbps: jax.Array
+    calibration_inter_node_gbps: jax.Array
+    calibration_cpus_per_gpu: jax.Array
+    compute_speed: jax.Array  # (W, T) speed of each GPU type relative to the calibration GPU
+    cpu_c_sat: jax.Array
+    cpu_p: jax.Array
+    requested_gpu_probs: jax.Array  # (W, B) over ``EnvParams.requested_gpu_bins``
+
+
+@struct.dataclass
+class EnvParams:
+    """All knobs of :class:`slamorl_jax.env.job_env.JobAllocationEnv` (units in the names)."""
+
+    workloads: WorkloadParams
+    # Cluster: nodes of fixed shape; a job of g GPUs spans ceil(g / gpus_per_node) nodes.
+    gpus_per_node: jax.Array
+    cpus_per_node: jax.Array
+    max_nodes: jax.Array
+    max_gpus_per_job: jax.Array
+    cpu_step: jax.Array  # CPUs added or removed by one action
+    intra_node_gbps: jax.Array  # GPU-to-GPU link inside a node (PCIe 3.0 x16 ~ 128, NVLink more)
+    inter_node_gbps: jax.Array  # network between nodes
+    host_memory_gib_per_gpu: jax.Array  # host memory a training process holds per GPU
+    memory_gib_per_vcpu: jax.Array  # memory allocated (and billed) with each vCPU
+    worker_memory_gib_per_busy_cpu: jax.Array  # memory a busy data-loading worker uses
+    # Prices.
+    gpu_price_per_hour: jax.Array  # (T,) $ per GPU-hour by GPU type
+    vcpu_price_per_hour: jax.Array
+    gib_price_per_hour: jax.Array
+    # Job generator (see scenarios.py).
+    workload_probs: jax.Array  # (W,)
+    gpu_type_probs: jax.Array  # (T,)
+    scenario_probs: jax.Array  # (3,) deadline-critical, budget-constrained, balanced
+    random_preference_prob: jax.Array  # chance of a uniform random preference on the simplex
+    use_fixed_preference: jax.Array  # bool: every job gets ``fixed_preference``
+    fixed_preference: jax.Array  # (3,) time, cost, sla
+    sla_factor_low: jax.Array  # (3, 6) per scenario kind and SLA
+    sla_factor_high: jax.Array  # (3, 6)
+    feasibility_margin: jax.Array  # deadline/budget >= margin x fastest/cheapest static job
+    requested_gpu_bins: jax.Array  # (B,) int32
+    requested_cpus_per_gpu_values: jax.Array  # (R,)
+    requested_cpus_per_gpu_probs: jax.Array  # (R,)
+    init_strategy: jax.Array  # int32 index into INIT_STRATEGIES
+    # Dynamics.
+    reallocation_pause_s: jax.Array  # checkpoint-restart pause of a re-allocation (billed)
+    epoch_time_noise: jax.Array  # std of the log-normal epoch-time noise
+    util_noise: jax.Array  # half-width of the uniform noise on utilisation readings
+    contention_start_prob: jax.Array  # per epoch, uncontended -> contended
+    contention_end_prob: jax.Array  # per epoch, contended -> uncontended
+    contention_compute_slowdown: jax.Array  # compute time x (1 + this) under contention
+    contention_network_slowdown: jax.Array  # inter-node sync x (1 + this) under contention
+    # Objectives.
+    adapt_strength: jax.Array  # eta of adaptive_weights.adapt; 0 = static weights
+    reward_clip: jax.Array  # |time| and |cost| reward of one step are clipped to this
+    completion_bonus: jax.Array  # SLA reward at the last epoch: half for deadline, half for budget
+    max_episode_steps: jax.Array  # truncation limit (int32)
+    # Derived tables: functions of the fields above, cached so a vectorised step need not search the
+    # allocation lattice. ``derived.with_derived_tables`` recomputes them; ``validate_params``
+    # refuses params whose tables are stale.
+    fastest_epoch_s: jax.Array  # (W, T) shortest epoch over static allocations
+    cheapest_epoch_usd: jax.Array  # (W, T) lowest epoch cost over static allocations
+
+
+def max_gpus(params: EnvParams) -> jax.Array:
+    """Largest GPU count a job may hold under ``params``."""
+    return jnp.minimum(params.max_gpus_per_job, params.gpus_per_node * params.max_nodes)

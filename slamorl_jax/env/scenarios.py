@@ -1,0 +1,86 @@
+"""Named, reproducible scenarios: how jobs, preferences and SLA targets are drawn at reset.
+
+Every job draws (``job_generator.sample_job``): a workload (``workload_probs``), a GPU type
+(``gpu_type_probs``), its epochs (uniform in the workload's calibrated range), a scenario kind
+(``scenario_probs``), the user's requested allocation (GPU count from the workload's request
+distribution, CPUs per GPU from the Alibaba request distribution, both clipped to the cluster), and
+six SLA targets as factors of the requested allocation's own time, cost, throughput and memory,
+uniform in ``[sla_factor_low, sla_factor_high]`` of its kind (defaults in ``params.py``):
+
+=====================  ===============  ===============  ==============  =============  ========
+kind                   deadline x T_ref budget x C_ref   min thr x ref   max mem x ref  pref.
+=====================  ===============  ===============  ==============  =============  ========
+deadline-critical      0.30 - 0.70      1.5 - 3.0        0.5 - 1.0       4 - 8          time
+budget-constrained     1.5 - 3.0        0.30 - 0.70      0.2 - 0.5       1.5 - 3        cost
+balanced               0.60 - 1.00      0.60 - 1.00      0.4 - 0.8       2 - 4          balanced
+=====================  ===============  ===============  ==============  =============  ========
+
+GPU utilisation minimum 0.2-0.4 / 0.4-0.7 / 0.3-0.5 and CPU utilisation minimum 0.05-0.2 (absolute).
+Tight targets stay reachable: the deadline is at least ``feasibility_margin`` x the fastest static
+allocation's time, the budget at least that margin x the cheapest one's cost, and the throughput
+minimum at most the fastest throughput / margin. Whether one static allocation meets all six SLAs
+at once is not guaranteed; ``slamorl_jax.env.feasibility`` measures how often it does.
+
+Named scenarios (``scenario_params(name)``):
+
+* ``deadline-critical``, ``budget-constrained``, ``balanced``: only that kind, its preset preference.
+* ``mixed`` (training default): the three kinds with equal probability, and with probability 0.5
+  a preference drawn uniformly from the simplex instead of the kind's preset.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+
+from slamorl_jax.env.catalog import Catalog
+from slamorl_jax.env.defaults import default_params
+from slamorl_jax.env.objectives import preference_vector
+from slamorl_jax.env.params import EnvParams
+
+SCENARIO_KINDS = ("deadline-critical", "budget-constrained", "balanced")
+KIND_PREFERENCES = ("time", "cost", "balanced")
+SCENARIOS = (*SCENARIO_KINDS, "mixed")
+
+
+def check_scenario(name: str) -> str:
+    """Return ``name`` if it is a scenario, else raise a ``ValueError`` listing the valid ones."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; choose one of: {', '.join(SCENARIOS)}")
+    return name
+
+
+def with_scenario(params: EnvParams, name: str) -> EnvParams:
+    """``params`` with the job generator set to the named scenario."""
+    check_scenario(name)
+    if name == "mixed":
+        probs = np.full(len(SCENARIO_KINDS), 1.0 / len(SCENARIO_KINDS), dtype=np.float32)
+        random_preference = 0.5
+    else:
+        probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
+        probs[SCENARIO_KINDS.index(name)] = 1.0
+        random_preference = 0.0
+    return params.replace(
+        scenario_probs=jnp.asarray(probs),
+        random_preference_prob=jnp.asarray(np.float32(random_preference)),
+    )
+
+
+def with_preference(params: EnvParams, preference: str | list[float] | np.ndarray | None) -> EnvParams:
+    """``params`` where every job uses ``preference`` (a preset name or weights); ``None`` = scenario's."""
+    if preference is None:
+        return params.replace(use_fixed_preference=jnp.asarray(False))
+    return params.replace(
+        use_fixed_preference=jnp.asarray(True),
+        fixed_preference=jnp.asarray(preference_vector(preference)),
+    )
+
+
+def scenario_params(name: str = "mixed", catalog: Catalog | None = None) -> EnvParams:
+    """Default parameters with the named scenario."""
+    return with_scenario(default_params(catalog), name)
+
+
+def kind_preferences() -> np.ndarray:
+    """(3, 3) preset preference of each scenario kind."""
+    return np.stack([preference_vector(p) for p in KIND_PREFERENCES])

@@ -1,0 +1,83 @@
+"""``EnvState``: one running training job (flax dataclass of fixed-shape arrays)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from slamorl_jax.env.job_model import JobConstants
+
+
+@struct.dataclass
+class SlaTargets:
+    """The six SLA limits of a job (order of ``objectives.SLA_NAMES``)."""
+
+    deadline_s: jax.Array
+    budget_usd: jax.Array
+    min_throughput: jax.Array  # samples per second
+    max_memory_gib: jax.Array
+    min_gpu_util: jax.Array
+    min_cpu_util: jax.Array
+
+    def as_array(self) -> jax.Array:
+        """The six limits stacked on a last axis."""
+        return jnp.stack(
+            [
+                self.deadline_s,
+                self.budget_usd,
+                self.min_throughput,
+                self.max_memory_gib,
+                self.min_gpu_util,
+                self.min_cpu_util,
+            ],
+            axis=-1,
+        )
+
+
+@struct.dataclass
+class JobSpec:
+    """What the job generator drew at reset; constant for the whole episode."""
+
+    workload: jax.Array  # int32 index into the catalogue
+    gpu_type: jax.Array  # int32 index into catalogue.gpu_types
+    scenario: jax.Array  # int32 scenario kind (scenarios.SCENARIO_KINDS)
+    epochs: jax.Array  # int32 epochs of the job = decisions of the episode
+    constants: JobConstants
+    requested_gpus: jax.Array  # int32: the user's static request
+    requested_cpus: jax.Array  # int32
+    preference: jax.Array  # (3,) objective weights the user asked for
+    sla_targets: jax.Array  # (6,) deadline s, budget $, min samples/s, max GiB, min GPU util, min CPU util
+    time_ref_s: jax.Array  # job time at the requested allocation (noise- and contention-free)
+    cost_ref_usd: jax.Array
+    throughput_ref: jax.Array  # samples/s at the requested allocation
+
+
+@struct.dataclass
+class EnvState:
+    """Job spec plus progress, allocation, last epoch's readings and episode accumulators."""
+
+    job: JobSpec
+    steps: jax.Array  # int32 decisions taken in this episode
+    epoch: jax.Array  # int32 epochs completed
+    gpus: jax.Array  # int32 current allocation
+    cpus: jax.Array  # int32
+    contended: jax.Array  # bool: noisy neighbour / congested network this epoch
+    elapsed_s: jax.Array
+    cost_usd: jax.Array
+    # Last epoch's readings (at reset: the noise-free expectation for the initial allocation).
+    epoch_time_s: jax.Array
+    throughput: jax.Array
+    gpu_util: jax.Array
+    cpu_util: jax.Array
+    memory_util: jax.Array
+    memory_used_gib: jax.Array
+    price_per_hour: jax.Array
+    severities: jax.Array  # (6,)
+    weights: jax.Array  # (3,) adaptive weights for the current observation
+    # Episode accumulators for the job-level figures.
+    gpu_busy_s: jax.Array  # integral of GPU utilisation over time
+    cpu_busy_s: jax.Array
+    peak_memory_gib: jax.Array
+    reallocations: jax.Array  # int32
+    severity_sum: jax.Array  # sum over epochs of the mean severity

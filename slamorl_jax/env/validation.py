@@ -1,0 +1,133 @@
+"""Up-front validation of ``EnvParams``: a bad value raises ``ValueError`` naming the field and range.
+
+Runs on concrete (host) values, before anything is compiled; call it on params you build yourself.
+``JobAllocationEnv`` and the CLIs call it for you.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from slamorl_jax.env.derived import stale_derived_fields
+from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, EnvParams
+
+INF = float("inf")
+
+# field: (low, high, integer?) — inclusive bounds on every element of the field.
+SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
+    "gpus_per_node": (1, MAX_GPUS, True),
+    "cpus_per_node": (1, 1024, True),
+    "max_nodes": (1, MAX_GPUS, True),
+    "max_gpus_per_job": (1, MAX_GPUS, True),
+    "cpu_step": (1, 64, True),
+    "intra_node_gbps": (1e-3, 1e6, False),
+    "inter_node_gbps": (1e-3, 1e6, False),
+    "host_memory_gib_per_gpu": (0.0, 4096.0, False),
+    "memory_gib_per_vcpu": (0.0, 1024.0, False),
+    "worker_memory_gib_per_busy_cpu": (0.0, 1024.0, False),
+    "gpu_price_per_hour": (0.0, 1e4, False),
+    "vcpu_price_per_hour": (0.0, 1e4, False),
+    "gib_price_per_hour": (0.0, 1e4, False),
+    "random_preference_prob": (0.0, 1.0, False),
+    "fixed_preference": (0.0, 1.0, False),
+    "sla_factor_low": (0.0, 1e3, False),
+    "sla_factor_high": (0.0, 1e3, False),
+    "feasibility_margin": (1.0, 10.0, False),
+    "requested_gpu_bins": (1, 1_000_000, True),
+    "requested_cpus_per_gpu_values": (0.0, 1024.0, False),
+    "init_strategy": (0, len(INIT_STRATEGIES) - 1, True),
+    "reallocation_pause_s": (0.0, 86_400.0, False),
+    "epoch_time_noise": (0.0, 1.0, False),
+    "util_noise": (0.0, 0.5, False),
+    "contention_start_prob": (0.0, 1.0, False),
+    "contention_end_prob": (0.0, 1.0, False),
+    "contention_compute_slowdown": (0.0, 100.0, False),
+    "contention_network_slowdown": (0.0, 100.0, False),
+    "adapt_strength": (0.0, 100.0, False),
+    "reward_clip": (1e-3, 1e6, False),
+    "completion_bonus": (0.0, 100.0, False),
+    "max_episode_steps": (1, 1_000_000, True),
+}
+DERIVED = ("fastest_epoch_s", "cheapest_epoch_usd")
+PROBABILITY_FIELDS = (
+    "workload_probs",
+    "gpu_type_probs",
+    "scenario_probs",
+    "requested_cpus_per_gpu_probs",
+)
+WORKLOAD_RANGES: dict[str, tuple[float, float, bool]] = {
+    "samples_per_epoch": (1.0, 1e12, False),
+    "local_batch": (1.0, 1e9, False),
+    "epochs_min": (1, 100_000, True),
+    "epochs_max": (1, 100_000, True),
+    "compute_alpha_s": (0.0, 1e5, False),
+    "compute_beta_s": (0.0, 1e5, False),
+    "sync_local_alpha_s": (-1e5, 1e5, False),
+    "sync_local_beta_s": (-1e5, 1e5, False),
+    "sync_node_alpha_s": (-1e5, 1e5, False),
+    "sync_node_beta_s": (-1e5, 1e5, False),
+    "gamma": (1.0, 100.0, False),
+    "calibration_intra_node_gbps": (1e-3, 1e6, False),
+    "calibration_inter_node_gbps": (1e-3, 1e6, False),
+    "calibration_cpus_per_gpu": (1e-3, 1024.0, False),
+    "compute_speed": (1e-6, 1e6, False),
+    "cpu_c_sat": (0.0, 1024.0, False),
+    "cpu_p": (1e-3, 100.0, False),
+}
+
+
+def _check_range(name: str, value: np.ndarray, low: float, high: float, integer: bool) -> None:
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"EnvParams.{name} must be finite, got {value.tolist()}")
+    if integer and not np.all(np.equal(np.round(value), value)):
+        raise ValueError(f"EnvParams.{name} must be an integer, got {value.tolist()}")
+    if np.any(value < low) or np.any(value > high):
+        raise ValueError(f"EnvParams.{name} must lie in [{low}, {high}], got {value.tolist()}")
+
+
+def _check_probabilities(name: str, value: np.ndarray) -> None:
+    if value.ndim == 0 or not np.all(np.isfinite(value)) or np.any(value < 0):
+        raise ValueError(f"EnvParams.{name} must be non-negative probabilities, got {value.tolist()}")
+    sums = value.sum(axis=-1)
+    if np.any(np.abs(sums - 1.0) > 1e-4):
+        raise ValueError(f"EnvParams.{name} must sum to 1 (got sum {sums.tolist()})")
+
+
+def validate_params(params: EnvParams) -> EnvParams:
+    """Check every field of concrete ``params``; return them unchanged or raise ``ValueError``."""
+    host = {k: np.asarray(v) for k, v in vars(params).items() if k != "workloads"}
+    for name in DERIVED:
+        host.pop(name)
+    for name, (low, high, integer) in SCALAR_RANGES.items():
+        _check_range(name, host[name].astype(np.float64), low, high, integer)
+    for name in PROBABILITY_FIELDS:
+        _check_probabilities(name, host[name].astype(np.float64))
+    workloads = {k: np.asarray(v) for k, v in vars(params.workloads).items()}
+    for name, (low, high, integer) in WORKLOAD_RANGES.items():
+        _check_range(f"workloads.{name}", workloads[name].astype(np.float64), low, high, integer)
+    _check_probabilities("workloads.requested_gpu_probs", workloads["requested_gpu_probs"])
+    if np.any(workloads["epochs_min"] > workloads["epochs_max"]):
+        raise ValueError("EnvParams.workloads.epochs_min must not exceed epochs_max")
+    if np.any(host["sla_factor_low"] > host["sla_factor_high"]):
+        raise ValueError("EnvParams.sla_factor_low must not exceed sla_factor_high")
+    if host["sla_factor_low"][:, :4].min() <= 0:
+        raise ValueError("EnvParams.sla_factor_low for time, cost, throughput, memory must be > 0")
+    if host["sla_factor_high"][:, 4:].max() > 1.0:
+        raise ValueError("EnvParams.sla_factor_high for gpu_util and cpu_util must be <= 1")
+    cluster_gpus = int(np.max(host["gpus_per_node"] * host["max_nodes"]))
+    if cluster_gpus > MAX_GPUS:
+        raise ValueError(
+            f"EnvParams.gpus_per_node x max_nodes = {cluster_gpus} exceeds the lattice bound "
+            f"MAX_GPUS = {MAX_GPUS}"
+        )
+    if np.any(host["cpus_per_node"] < host["cpu_step"]):
+        raise ValueError("EnvParams.cpus_per_node must be at least cpu_step")
+    if np.any(host["fixed_preference"].sum(axis=-1) <= 0):
+        raise ValueError("EnvParams.fixed_preference must have a positive sum")
+    stale = stale_derived_fields(params)
+    if stale:
+        raise ValueError(
+            f"EnvParams.{', '.join(stale)} are stale: call "
+            "slamorl_jax.env.with_derived_tables(params) after changing workload, cluster or price fields"
+        )
+    return params
