@@ -1,0 +1,54 @@
+"""The pure-JAX job-and-cluster environment (see ``job_env.JobAllocationEnv``)."""
+
+from slamorl_jax.env.actions import ACTION_NAMES, NO_OP_ACTION, NUM_ACTIONS, encode_action
+from slamorl_jax.env.adaptive_weights import adapt
+from slamorl_jax.env.catalog import Catalog, load_catalog
+from slamorl_jax.env.defaults import default_params
+from slamorl_jax.env.derived import with_derived_tables
+from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures
+from slamorl_jax.env.objectives import OBJECTIVES, PREFERENCES, SLA_NAMES, preference_vector
+from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES, observe
+from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, EnvParams, WorkloadParams
+from slamorl_jax.env.scenarios import SCENARIOS, scenario_params, with_preference, with_scenario
+from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
+from slamorl_jax.env.validation import validate_params
+
+__all__ = [
+    "ACTION_NAMES",
+    "FEATURE_NAMES",
+    "INIT_STRATEGIES",
+    "MAX_GPUS",
+    "NO_OP_ACTION",
+    "NUM_ACTIONS",
+    "NUM_FEATURES",
+    "OBJECTIVES",
+    "PREFERENCES",
+    "SCENARIOS",
+    "SLA_NAMES",
+    "Catalog",
+    "EnvParams",
+    "EnvState",
+    "JobAllocationEnv",
+    "JobSpec",
+    "SlaTargets",
+    "WorkloadParams",
+    "adapt",
+    "default_params",
+    "encode_action",
+    "episode_figures",
+    "load_catalog",
+    "observe",
+    "preference_vector",
+    "scenario_params",
+    "validate_params",
+    "with_derived_tables",
+    "with_preference",
+    "with_scenario",
+    "make",
+]
+
+
+def make(scenario: str = "mixed", catalog: Catalog | None = None) -> tuple[JobAllocationEnv, EnvParams]:
+    """The environment and validated default params for a named scenario (gymnax's ``make``)."""
+    env = JobAllocationEnv(catalog)
+    return env, validate_params(scenario_params(scenario, env.catalog))
