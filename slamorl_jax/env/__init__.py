@@ -37,6 +37,7 @@ __all__ = [
     "encode_action",
     "episode_figures",
     "load_catalog",
+    "make",
     "observe",
     "preference_vector",
     "scenario_params",
@@ -44,7 +45,6 @@ __all__ = [
     "with_derived_tables",
     "with_preference",
     "with_scenario",
-    "make",
 ]
 
 

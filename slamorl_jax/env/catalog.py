@@ -44,6 +44,7 @@ class Catalog:
     sync_local_beta_s: np.ndarray
     sync_node_alpha_s: np.ndarray
     sync_node_beta_s: np.ndarray
+    sync_two_node_factor: np.ndarray
     gamma: np.ndarray
     calibration_intra_node_gbps: np.ndarray
     calibration_inter_node_gbps: np.ndarray
@@ -107,6 +108,7 @@ def parse_catalog(raw: dict) -> Catalog:
         sync_local_beta_s=_column(workloads, "sync_local_beta_s", f32),
         sync_node_alpha_s=_column(workloads, "sync_node_alpha_s", f32),
         sync_node_beta_s=_column(workloads, "sync_node_beta_s", f32),
+        sync_two_node_factor=_column(workloads, "sync_two_node_factor", f32),
         gamma=_column(workloads, "gamma", f32),
         calibration_intra_node_gbps=_column(workloads, "calibration_intra_node_gbps", f32),
         calibration_inter_node_gbps=_column(workloads, "calibration_inter_node_gbps", f32),

@@ -55,6 +55,7 @@ def workload_params(catalog: Catalog) -> WorkloadParams:
         sync_local_beta_s=_f32(c.sync_local_beta_s),
         sync_node_alpha_s=_f32(c.sync_node_alpha_s),
         sync_node_beta_s=_f32(c.sync_node_beta_s),
+        sync_two_node_factor=_f32(c.sync_two_node_factor),
         gamma=_f32(c.gamma),
         calibration_intra_node_gbps=_f32(c.calibration_intra_node_gbps),
         calibration_inter_node_gbps=_f32(c.calibration_inter_node_gbps),

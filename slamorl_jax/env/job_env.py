@@ -26,7 +26,8 @@ T_ref and C_ref are the job's time and cost at its requested allocation, so a wh
 and cost rewards are about -T / T_ref and -C / C_ref for any workload. ``reward_space`` bounds each.
 
 ``info`` (fixed structure every step): ``weights`` (adaptive weights for the returned observation),
-``step_weights`` (those in force when the action was taken), ``severities`` and ``sla_met`` of the
+``step_weights`` (those in force when the action was taken), ``final_weights`` (those of the
+pre-reset ``final_observation``), ``severities`` and ``sla_met`` of the
 epoch, and the episode figures of the job that the step advanced (meaningful when it is done):
 ``episode_time_s``, ``episode_cost_usd``, ``time_ref_s``, ``cost_ref_usd``, ``deadline_met``,
 ``budget_met``, ``job_sla_met`` (6 job-level checks, ``objectives.py``), ``all_slas_met``,
@@ -199,6 +200,7 @@ class JobAllocationEnv:
         obs = jnp.where(done, observe(reset_state, params), final_obs)
         info.update(
             weights=state_out.weights,
+            final_weights=next_state.weights,
             terminated=terminated,
             truncated=truncated,
             final_observation=final_obs,

@@ -39,6 +39,7 @@ class JobConstants:
     sync_local_beta_s: jax.Array
     sync_node_alpha_s: jax.Array
     sync_node_beta_s: jax.Array
+    sync_two_node_factor: jax.Array
     gamma: jax.Array
     cpu_c_sat: jax.Array
     cpu_p: jax.Array
@@ -80,6 +81,7 @@ def job_constants_table(params: EnvParams) -> JobConstants:
         sync_local_beta_s=per_workload(w.sync_local_beta_s * local_scale),
         sync_node_alpha_s=per_workload(w.sync_node_alpha_s * node_scale),
         sync_node_beta_s=per_workload(w.sync_node_beta_s * node_scale),
+        sync_two_node_factor=per_workload(w.sync_two_node_factor),
         gamma=per_workload(w.gamma),
         cpu_c_sat=per_workload(w.cpu_c_sat),
         cpu_p=per_workload(w.cpu_p),
@@ -120,6 +122,7 @@ def epoch_metrics(
         job.sync_node_alpha_s,
         job.sync_node_beta_s,
         node_scale=1.0 + contended_f * params.contention_network_slowdown,
+        two_node_factor=job.sync_two_node_factor,
     )
     t_step = tp.step_time(t_comp, t_sync, job.gamma)
     cpu_scale = (

@@ -36,6 +36,7 @@ class WorkloadParams:
     sync_local_beta_s: jax.Array
     sync_node_alpha_s: jax.Array
     sync_node_beta_s: jax.Array
+    sync_two_node_factor: jax.Array
     gamma: jax.Array
     calibration_intra_node_gbps: jax.Array
     calibration_inter_node_gbps: jax.Array

@@ -66,6 +66,7 @@ WORKLOAD_RANGES: dict[str, tuple[float, float, bool]] = {
     "sync_local_beta_s": (-1e5, 1e5, False),
     "sync_node_alpha_s": (-1e5, 1e5, False),
     "sync_node_beta_s": (-1e5, 1e5, False),
+    "sync_two_node_factor": (1.0, 100.0, False),
     "gamma": (1.0, 100.0, False),
     "calibration_intra_node_gbps": (1e-3, 1e6, False),
     "calibration_inter_node_gbps": (1e-3, 1e6, False),

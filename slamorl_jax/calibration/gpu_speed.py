@@ -1,0 +1,108 @@
+"""Compute speed of each GPU type relative to a workload's calibration GPU.
+
+* Gavel workloads (calibrated on V100): K80 and P100 from Gavel's own 1-GPU measurements at the
+  workload's batch; T4 / V100 from the two models both datasets measured.
+* T4 / V100: Pollux measured ResNet-18/CIFAR-10 (``cifar10``) and ResNet-50/ImageNet
+  (``imagenet``) on one T4; Gavel measured the same models on one V100. The Pollux 1-GPU
+  throughput is interpolated (linear in log batch / log throughput between measured batches) to the
+  Gavel batch and divided by the Gavel V100 throughput; the geometric mean of the two ratios is
+  used for every Gavel workload.
+* Pollux workloads (calibrated on T4): K80 and P100 = median over Gavel's job types of the 1-GPU
+  K80 / V100 and P100 / V100 ratios, divided by T4 / V100; V100 = 1 / (T4 / V100).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from slamorl_jax.calibration.loaders import (
+    DEFAULT_DATA_DIR,
+    load_gavel_isolated,
+    load_pollux_step_times,
+)
+
+GPU_TYPES: tuple[str, ...] = ("T4", "K80", "P100", "V100")
+#: (Pollux app, Gavel job type) pairs that are the same model on the same dataset.
+SHARED_MODELS: tuple[tuple[str, str], ...] = (("cifar10", "ResNet-18"), ("imagenet", "ResNet-50"))
+
+
+def pollux_single_gpu_samples_per_s(app: str, batch: float, data_dir: Path = DEFAULT_DATA_DIR) -> float:
+    """Pollux's measured 1-GPU throughput of ``app`` interpolated to per-GPU ``batch``.
+
+    Linear interpolation in (log batch, log samples/s) between the measured batches; the batch
+    must lie inside the measured range (no extrapolation).
+    """
+    d = load_pollux_step_times(app, data_dir)
+    one = d.select((d.num_gpus == 1) & (d.source == "placements"))
+    order = np.argsort(one.local_batch)
+    lb, tp = one.local_batch[order], one.samples_per_s[order]
+    if not lb[0] <= batch <= lb[-1]:
+        raise ValueError(f"{app}: batch {batch} outside the measured 1-GPU range {lb[0]}..{lb[-1]}")
+    return float(np.exp(np.interp(np.log(batch), np.log(lb), np.log(tp))))
+
+
+@dataclass(frozen=True)
+class T4V100Ratio:
+    """T4 / V100 compute-speed ratio and its two ingredients."""
+
+    ratio: float  # geometric mean over SHARED_MODELS
+    per_model: dict[str, float]  # Gavel job type -> ratio at its chosen batch
+    batches: dict[str, int]
+
+
+def t4_over_v100(gavel_batches: dict[str, int], data_dir: Path = DEFAULT_DATA_DIR) -> T4V100Ratio:
+    """T4 / V100 from the models measured in both datasets, at the Gavel workloads' batches."""
+    iso = load_gavel_isolated(data_dir)
+    per_model = {}
+    for app, job in SHARED_MODELS:
+        b = gavel_batches[job]
+        v100 = iso[("v100", f"{job} (batch size {b})", 1)] * b
+        per_model[job] = pollux_single_gpu_samples_per_s(app, b, data_dir) / v100
+    ratio = float(np.exp(np.mean(np.log(list(per_model.values())))))
+    return T4V100Ratio(
+        ratio=ratio, per_model=per_model, batches={j: gavel_batches[j] for _, j in SHARED_MODELS}
+    )
+
+
+def gavel_single_gpu_ratio(job_name: str, gpu: str, data_dir: Path = DEFAULT_DATA_DIR) -> float:
+    """Gavel's 1-GPU throughput of ``job_name`` on ``gpu`` (``"k80"``/``"p100"``) over V100."""
+    iso = load_gavel_isolated(data_dir)
+    return iso[(gpu, job_name, 1)] / iso[("v100", job_name, 1)]
+
+
+def median_gavel_ratios(data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, float]:
+    """Median over all of Gavel's job types of the 1-GPU K80 / V100 and P100 / V100 ratios."""
+    iso = load_gavel_isolated(data_dir)
+    jobs = sorted(j for (w, j, s) in iso if w == "v100" and s == 1)
+    out = {}
+    for gpu in ("k80", "p100"):
+        vals = [iso[(gpu, j, 1)] / iso[("v100", j, 1)] for j in jobs if iso.get((gpu, j, 1), 0.0) > 0.0]
+        out[gpu.upper()] = float(np.median(vals))
+    out["num_job_types"] = float(len(jobs))
+    return out
+
+
+def gavel_workload_speeds(
+    job_name: str, t4_ratio: float, data_dir: Path = DEFAULT_DATA_DIR
+) -> dict[str, float]:
+    """Compute speed of each GPU type relative to V100 for one Gavel job (name with batch)."""
+    return {
+        "T4": t4_ratio,
+        "K80": gavel_single_gpu_ratio(job_name, "k80", data_dir),
+        "P100": gavel_single_gpu_ratio(job_name, "p100", data_dir),
+        "V100": 1.0,
+    }
+
+
+def pollux_workload_speeds(t4_ratio: float, data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, float]:
+    """Compute speed of each GPU type relative to T4 (shared by the Pollux workloads)."""
+    med = median_gavel_ratios(data_dir)
+    return {
+        "T4": 1.0,
+        "K80": med["K80"] / t4_ratio,
+        "P100": med["P100"] / t4_ratio,
+        "V100": 1.0 / t4_ratio,
+    }
