@@ -1,0 +1,148 @@
+"""``TrainConfig``: every knob of the learner, with up-front validation (one clear message per error)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
+from slamorl_jax.env.objectives import PREFERENCES, preference_vector
+from slamorl_jax.env.params import INIT_STRATEGIES
+from slamorl_jax.env.prices import PRICE_PRESETS
+from slamorl_jax.env.scenarios import SCENARIOS
+
+LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """PPO with adaptive-weight advantages on ``JobAllocationEnv`` (see ``slamorl_jax.train --helpfull``)."""
+
+    num_envs: int = 1024
+    total_timesteps: int = 20_000_000
+    rollout_length: int = 16
+    update_epochs: int = 4
+    num_minibatches: int = 4
+    learning_rate: float = 1e-3
+    lr_schedule: str = "linear"
+    max_grad_norm: float = 0.5
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    value_coef: float = 0.5
+    entropy_coef: float = 0.01
+    value_clip_eps: float = 0.2
+    normalise_advantages: bool = True
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    activation: str = "tanh"
+    initializer: str = "orthogonal"
+    adapt_strength: float = 1.5
+    scenario: str = "mixed"
+    preference: str | None = None  # a preset name, "w_time,w_cost,w_sla", or None = the scenario's
+    init_strategy: str = "requested"
+    prices: str = "aws"
+    seed: int = 0
+    updates_per_chunk: int = 10
+
+    @property
+    def batch_size(self) -> int:
+        """Transitions collected per update."""
+        return self.num_envs * self.rollout_length
+
+    @property
+    def minibatch_size(self) -> int:
+        """Transitions per gradient step."""
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        """PPO updates needed to reach ``total_timesteps`` (rounded up to whole chunks)."""
+        updates = -(-self.total_timesteps // self.batch_size)
+        return -(-updates // self.updates_per_chunk) * self.updates_per_chunk
+
+    @property
+    def num_chunks(self) -> int:
+        """Jitted chunks of ``updates_per_chunk`` updates."""
+        return self.num_updates // self.updates_per_chunk
+
+    @property
+    def network(self) -> NetworkConfig:
+        """The actor-critic shape."""
+        return NetworkConfig(tuple(self.hidden_sizes), self.activation, self.initializer)
+
+    def to_json(self) -> str:
+        """The resolved configuration as JSON (stored beside every checkpoint)."""
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        """Rebuild from :meth:`to_json`'s dict; unknown keys raise ``ValueError``."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+        values = dict(data)
+        if "hidden_sizes" in values:
+            values["hidden_sizes"] = tuple(int(h) for h in values["hidden_sizes"])
+        return cls(**values)
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def validate_config(c: TrainConfig) -> TrainConfig:
+    """Raise ``ValueError`` naming the flag of the first invalid value; return ``c`` if all are valid."""
+    _require(c.num_envs >= 1, f"--num_envs must be >= 1, got {c.num_envs}")
+    _require(c.rollout_length >= 1, f"--rollout_length must be >= 1, got {c.rollout_length}")
+    _require(c.total_timesteps >= 1, f"--total_timesteps must be >= 1, got {c.total_timesteps}")
+    _require(c.update_epochs >= 1, f"--update_epochs must be >= 1, got {c.update_epochs}")
+    _require(c.num_minibatches >= 1, f"--num_minibatches must be >= 1, got {c.num_minibatches}")
+    _require(
+        c.batch_size % c.num_minibatches == 0,
+        f"--num_minibatches={c.num_minibatches} must divide the rollout batch "
+        f"num_envs x rollout_length = {c.batch_size}",
+    )
+    _require(c.updates_per_chunk >= 1, f"--updates_per_chunk must be >= 1, got {c.updates_per_chunk}")
+    _require(0 < c.learning_rate < 1, f"--learning_rate must be in (0, 1), got {c.learning_rate}")
+    _require(c.lr_schedule in LR_SCHEDULES, f"--lr_schedule must be one of {', '.join(LR_SCHEDULES)}")
+    _require(c.max_grad_norm > 0, f"--max_grad_norm must be > 0, got {c.max_grad_norm}")
+    _require(0 <= c.gamma <= 1, f"--gamma must be in [0, 1], got {c.gamma}")
+    _require(0 <= c.gae_lambda <= 1, f"--gae_lambda must be in [0, 1], got {c.gae_lambda}")
+    _require(0 < c.clip_eps < 1, f"--clip_eps must be in (0, 1), got {c.clip_eps}")
+    _require(c.value_coef >= 0, f"--value_coef must be >= 0, got {c.value_coef}")
+    _require(c.entropy_coef >= 0, f"--entropy_coef must be >= 0, got {c.entropy_coef}")
+    _require(c.value_clip_eps >= 0, f"--value_clip_eps must be >= 0, got {c.value_clip_eps}")
+    _require(
+        len(c.hidden_sizes) >= 1 and all(1 <= h <= 8192 for h in c.hidden_sizes),
+        f"--hidden_sizes must be 1 to 8192 units per layer, got {list(c.hidden_sizes)}",
+    )
+    _require(c.activation in ACTIVATIONS, f"--activation must be one of {', '.join(ACTIVATIONS)}")
+    _require(c.initializer in INITIALIZERS, f"--initializer must be one of {', '.join(INITIALIZERS)}")
+    _require(0 <= c.adapt_strength <= 100, f"--adapt_strength must be in [0, 100], got {c.adapt_strength}")
+    _require(c.scenario in SCENARIOS, f"--scenario must be one of {', '.join(SCENARIOS)}")
+    _require(
+        c.init_strategy in INIT_STRATEGIES, f"--init_strategy must be one of {', '.join(INIT_STRATEGIES)}"
+    )
+    _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
+    _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
+    if c.preference is not None:
+        try:
+            preference_vector(parse_preference(c.preference))
+        except ValueError as err:
+            raise ValueError(
+                f"--preference: {err} (presets: {', '.join(PREFERENCES)}, or 'time,cost,sla' weights)"
+            ) from None
+    return c
+
+
+def parse_preference(text: str) -> str | list[float]:
+    """A preset name, or comma-separated weights ``"0.5,0.3,0.2"`` as floats."""
+    if text in PREFERENCES:
+        return text
+    try:
+        return [float(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"unknown preference {text!r}") from None

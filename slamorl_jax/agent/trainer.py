@@ -1,0 +1,270 @@
+"""PPO on ``JobAllocationEnv`` in the PureJaxRL shape: pure ``init`` and a jitted chunk of updates.
+
+``make_train(config)`` returns a :class:`Trainer`. ``trainer.init(key)`` builds the whole training
+state (network, optimiser, a batch of running jobs); ``trainer.update_chunk(state, env_params)`` runs
+``config.updates_per_chunk`` PPO updates under ``lax.scan`` and returns metrics already reduced to
+scalars, so memory does not grow with training length. One update = a rollout of
+``rollout_length`` steps of ``num_envs`` jobs, per-objective GAE, then ``update_epochs`` passes of
+``num_minibatches`` gradient steps on the loss of ``losses.py``.
+
+Every job carries its own preference and SLA-adapted weights (the actor's input), so one run trains
+one policy for all preferences.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from slamorl_jax.agent.config import TrainConfig, parse_preference, validate_config
+from slamorl_jax.agent.gae import bootstrap_values, vector_gae
+from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
+from slamorl_jax.agent.networks import ActorCritic, init_params
+from slamorl_jax.env.catalog import Catalog
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.observation import NUM_FEATURES
+from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams
+from slamorl_jax.env.prices import with_prices
+from slamorl_jax.env.scenarios import scenario_params, with_preference
+from slamorl_jax.env.state import EnvState
+
+# Episode figures summed over finished jobs in a chunk (divided by "episodes" for reporting).
+EPISODE_SUMS = (
+    "return",
+    "time_vs_request",
+    "cost_vs_request",
+    "deadline_met",
+    "budget_met",
+    "all_slas_met",
+    "sla_compliance",
+    "reallocations",
+)
+
+
+@struct.dataclass
+class TrainState:
+    """Everything a run needs to continue exactly: checkpointed whole for ``--resume``."""
+
+    params: Any
+    opt_state: Any
+    env_state: EnvState
+    obs: jax.Array  # [N, F]
+    weights: jax.Array  # [N, K] adaptive weights for ``obs``
+    episode_returns: jax.Array  # [N, K] reward vector summed over the running episode
+    key: jax.Array
+    update: jax.Array  # int32 updates done
+
+
+def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) -> EnvParams:
+    """Environment parameters for the scenario, preference, initialisation and prices of ``config``."""
+    params = scenario_params(config.scenario, catalog)
+    preference = None if config.preference is None else parse_preference(config.preference)
+    params = with_preference(params, preference)
+    params = with_prices(params, config.prices, catalog)
+    return params.replace(
+        init_strategy=jnp.asarray(INIT_STRATEGIES.index(config.init_strategy), jnp.int32),
+        adapt_strength=jnp.asarray(config.adapt_strength, jnp.float32),
+    )
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    """Adam with global-norm gradient clipping and the configured learning-rate schedule."""
+    steps = config.num_updates * config.update_epochs * config.num_minibatches
+    if config.lr_schedule == "linear":
+        lr = optax.linear_schedule(config.learning_rate, 0.0, steps)
+    elif config.lr_schedule == "cosine":
+        lr = optax.cosine_decay_schedule(config.learning_rate, steps)
+    else:
+        lr = config.learning_rate
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5))
+
+
+@dataclasses.dataclass(frozen=True)
+class Trainer:
+    """The pure pieces of one training run (build with :func:`make_train`)."""
+
+    config: TrainConfig
+    env: JobAllocationEnv
+    network: ActorCritic
+    optimizer: optax.GradientTransformation
+
+    def apply(self, params: Any, obs: jax.Array, weights: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """Actor logits and per-objective values."""
+        return self.network.apply(params, obs, weights)
+
+    def init(self, key: jax.Array, env_params: EnvParams) -> TrainState:
+        """Fresh network, optimiser and ``num_envs`` running jobs from ``key``."""
+        key, net_key, env_key = jax.random.split(key, 3)
+        params = init_params(self.network, net_key, NUM_FEATURES)
+        env_keys = jax.random.split(env_key, self.config.num_envs)
+        obs, env_state = jax.vmap(self.env.reset, in_axes=(0, None))(env_keys, env_params)
+        return TrainState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            env_state=env_state,
+            obs=obs,
+            weights=env_state.weights,
+            episode_returns=jnp.zeros((self.config.num_envs, self.env.reward_dim), jnp.float32),
+            key=key,
+            update=jnp.zeros((), jnp.int32),
+        )
+
+    # One update --------------------------------------------------------------------------------
+    def _rollout(self, state: TrainState, env_params: EnvParams) -> tuple[TrainState, dict, dict]:
+        """Collect ``rollout_length`` steps; return the new state, the transitions and episode sums."""
+        c = self.config
+
+        def step(carry: tuple, _: None) -> tuple:
+            state, sums = carry
+            key, act_key, env_key = jax.random.split(state.key, 3)
+            logits, values = self.apply(state.params, state.obs, state.weights)
+            actions = jax.random.categorical(act_key, logits)
+            log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits), actions[:, None], axis=1)[:, 0]
+            env_keys = jax.random.split(env_key, c.num_envs)
+            obs, env_state, reward, terminated, truncated, info = jax.vmap(
+                self.env.step, in_axes=(0, 0, 0, None)
+            )(env_keys, state.env_state, actions, env_params)
+            done = jnp.logical_or(terminated, truncated)
+            # Values of truncated episodes' last observations (for their bootstrap), computed only
+            # when some job in the batch was truncated.
+            final_values = jax.lax.cond(
+                jnp.any(truncated),
+                lambda: self.apply(state.params, info["final_observation"], info["final_weights"])[1],
+                lambda: jnp.zeros_like(values),
+            )
+            returns = state.episode_returns + reward
+            sums = _add_episode_sums(sums, done, returns, info)
+            transition = {
+                "obs": state.obs,
+                "weights": state.weights,
+                "actions": actions,
+                "log_probs": log_probs,
+                "values": values,
+                "rewards": reward,
+                "terminated": terminated,
+                "truncated": truncated,
+                "final_values": final_values,
+            }
+            new_state = state.replace(
+                env_state=env_state,
+                obs=obs,
+                weights=info["weights"],
+                episode_returns=jnp.where(done[:, None], 0.0, returns),
+                key=key,
+            )
+            return (new_state, sums), transition
+
+        zero_sums = {name: jnp.zeros((), jnp.float32) for name in (*EPISODE_SUMS, "episodes")}
+        (state, sums), traj = jax.lax.scan(step, (state, zero_sums), None, c.rollout_length)
+        return state, traj, sums
+
+    def _learn(self, state: TrainState, traj: dict) -> tuple[TrainState, dict]:
+        """Per-objective GAE, then the PPO epochs over shuffled minibatches."""
+        c = self.config
+        _, last_values = self.apply(state.params, state.obs, state.weights)
+        bootstrap = bootstrap_values(traj["values"], last_values, traj["final_values"], traj["truncated"])
+        advantages, targets = vector_gae(
+            traj["rewards"],
+            traj["values"],
+            bootstrap,
+            traj["terminated"],
+            traj["truncated"],
+            c.gamma,
+            c.gae_lambda,
+        )
+        batch = Batch(
+            obs=traj["obs"],
+            weights=traj["weights"],
+            actions=traj["actions"],
+            log_probs=traj["log_probs"],
+            values=traj["values"],
+            advantages=advantages,
+            targets=targets,
+        )
+        batch = jax.tree.map(lambda x: x.reshape((c.batch_size, *x.shape[2:])), batch)
+        coefs = LossCoefficients(c.clip_eps, c.value_coef, c.entropy_coef, c.value_clip_eps)
+        grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
+
+        def minibatch_step(carry: tuple, minibatch: Batch) -> tuple:
+            params, opt_state = carry
+            (_, metrics), grads = grad_fn(
+                params, self.network.apply, minibatch, coefs, c.normalise_advantages
+            )
+            updates, opt_state = self.optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), metrics
+
+        def epoch(carry: tuple, key: jax.Array) -> tuple:
+            order = jax.random.permutation(key, c.batch_size)
+            shuffled = jax.tree.map(
+                lambda x: x[order].reshape((c.num_minibatches, c.minibatch_size, *x.shape[1:])), batch
+            )
+            carry, metrics = jax.lax.scan(minibatch_step, carry, shuffled)
+            return carry, jax.tree.map(jnp.mean, metrics)
+
+        key, epoch_key = jax.random.split(state.key)
+        (params, opt_state), metrics = jax.lax.scan(
+            epoch, (state.params, state.opt_state), jax.random.split(epoch_key, c.update_epochs)
+        )
+        state = state.replace(params=params, opt_state=opt_state, key=key, update=state.update + 1)
+        return state, jax.tree.map(jnp.mean, metrics)
+
+    def update(self, state: TrainState, env_params: EnvParams) -> tuple[TrainState, dict]:
+        """One PPO update: rollout, GAE, learning. Metrics are scalars (sums for episode figures)."""
+        state, traj, sums = self._rollout(state, env_params)
+        state, loss_metrics = self._learn(state, traj)
+        return state, {**loss_metrics, **sums}
+
+    def update_chunk(self, state: TrainState, env_params: EnvParams) -> tuple[TrainState, dict]:
+        """``updates_per_chunk`` updates under ``lax.scan``; loss metrics averaged, episode sums added."""
+
+        def body(state: TrainState, _: None) -> tuple:
+            return self.update(state, env_params)
+
+        state, metrics = jax.lax.scan(body, state, None, self.config.updates_per_chunk)
+        reduced = {k: (v.sum() if k in (*EPISODE_SUMS, "episodes") else v.mean()) for k, v in metrics.items()}
+        return state, reduced
+
+
+def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dict) -> dict:
+    """Add the figures of the jobs that finished this step to the running sums."""
+    d = done.astype(jnp.float32)
+    scalar_return = jnp.sum(returns * info["preference"], axis=-1)
+    figures = {
+        "return": scalar_return,
+        "time_vs_request": info["episode_time_s"] / info["time_ref_s"],
+        "cost_vs_request": info["episode_cost_usd"] / info["cost_ref_usd"],
+        "deadline_met": info["deadline_met"].astype(jnp.float32),
+        "budget_met": info["budget_met"].astype(jnp.float32),
+        "all_slas_met": info["all_slas_met"].astype(jnp.float32),
+        "sla_compliance": info["sla_compliance"],
+        "reallocations": info["reallocations"].astype(jnp.float32),
+    }
+    new = {name: sums[name] + jnp.sum(d * value) for name, value in figures.items()}
+    new["episodes"] = sums["episodes"] + jnp.sum(d)
+    return new
+
+
+def make_train(config: TrainConfig, env: JobAllocationEnv | None = None) -> Trainer:
+    """A validated :class:`Trainer` for ``config`` (raises ``ValueError`` on a bad config)."""
+    validate_config(config)
+    env = env or JobAllocationEnv()
+    return Trainer(
+        config=config,
+        env=env,
+        network=ActorCritic(config.network),
+        optimizer=make_optimizer(config),
+    )
+
+
+def summarise(metrics: dict[str, Any]) -> dict[str, float]:
+    """Host-side averages of a chunk's metrics (episode figures per finished episode)."""
+    out = {k: float(v) for k, v in metrics.items() if k not in EPISODE_SUMS}
+    episodes = max(out.get("episodes", 0.0), 1.0)
+    for name in EPISODE_SUMS:
+        out[name] = float(metrics[name]) / episodes
+    return out

@@ -1,0 +1,190 @@
+"""orbax checkpoints of training runs, and ``load_policy`` for downstream tools.
+
+A checkpoint step holds three items: ``state`` (the whole :class:`TrainState`, for ``--resume``),
+``policy`` (network parameters only) and ``meta`` (JSON: format version, the resolved
+:class:`TrainConfig`, update and env-step counters). ``load_policy`` reads ``meta`` and ``policy``
+alone, so it needs neither an optimiser nor any training code. Saves are synchronous and orbax
+writes each step to a temporary directory first, so an interrupted save never replaces a good one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import orbax.checkpoint as ocp
+
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.networks import ActorCritic, init_params
+from slamorl_jax.agent.trainer import TrainState
+from slamorl_jax.env.observation import NUM_FEATURES
+
+FORMAT_VERSION = 1
+ITEMS = ("state", "policy", "meta")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint is missing, partial or incompatible (the message says which and where)."""
+
+
+def make_manager(directory: str | Path, keep: int = 3) -> ocp.CheckpointManager:
+    """A keep-``keep`` manager over ``directory`` (created if needed)."""
+    options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
+    return ocp.CheckpointManager(Path(directory).absolute(), options=options, item_names=ITEMS)
+
+
+def _to_host(state: TrainState) -> TrainState:
+    """``state`` with its PRNG key as raw key data (orbax stores plain arrays)."""
+    return state.replace(key=jax.random.key_data(state.key))
+
+
+def save(
+    manager: ocp.CheckpointManager,
+    state: TrainState,
+    config: TrainConfig,
+    extra: dict[str, Any] | None = None,
+) -> int:
+    """Save ``state`` at its update count and return that step."""
+    step = int(state.update)
+    meta = {
+        "format_version": FORMAT_VERSION,
+        "config": dataclasses.asdict(config),
+        "update": step,
+        "env_steps": step * config.batch_size,
+        **(extra or {}),
+    }
+    manager.save(
+        step,
+        args=ocp.args.Composite(
+            state=ocp.args.StandardSave(_to_host(state)),
+            policy=ocp.args.StandardSave({"params": state.params}),
+            meta=ocp.args.JsonSave(meta),
+        ),
+        force=True,
+    )
+    manager.wait_until_finished()
+    return step
+
+
+def _step_dir_and_root(path: Path) -> tuple[Path, int]:
+    """Resolve a run directory (latest step) or a step directory to (root, step)."""
+    if not path.exists():
+        raise CheckpointError(f"checkpoint path {path} does not exist")
+    if path.name.isdigit() and (path / "meta").exists():
+        return path.parent, int(path.name)
+    steps = sorted(int(p.name) for p in path.iterdir() if p.name.isdigit() and (p / "meta").exists())
+    if not steps:
+        raise CheckpointError(f"no complete checkpoint in {path} (expected numbered step directories)")
+    return path, steps[-1]
+
+
+def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
+    """The ``meta`` JSON of the latest (or given) step, checked for format and config compatibility."""
+    root, step = _step_dir_and_root(Path(path).absolute())
+    meta_file = root / str(step) / "meta" / "metadata"
+    try:
+        meta = json.loads(meta_file.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"checkpoint {root / str(step)} is partial: unreadable meta ({err})") from None
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CheckpointError(
+            f"checkpoint {root / str(step)} has format_version {version!r}; "
+            f"this slamorl_jax reads {FORMAT_VERSION}"
+        )
+    try:
+        TrainConfig.from_dict(meta["config"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {root / str(step)} has an incompatible config: {err}") from None
+    return meta, root, step
+
+
+def restore_state(path: str | Path, template: TrainState) -> TrainState:
+    """Restore the full training state of the latest (or given) step onto ``template``'s structure."""
+    _, root, step = read_meta(path)
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_host(template))
+    manager = make_manager(root)
+    try:
+        restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
+    except Exception as err:  # orbax raises many types for partial or mismatched trees
+        raise CheckpointError(f"cannot restore training state from {root / str(step)}: {err}") from None
+    state = restored["state"]
+    return state.replace(key=jax.random.wrap_key_data(state.key))
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedPolicy:
+    """A trained policy: ``policy(obs, weights)`` gives actions; ``key=`` samples instead of argmax."""
+
+    config: TrainConfig
+    params: Any
+    network: ActorCritic
+    step: int
+    _act: Callable = dataclasses.field(repr=False)
+
+    def __call__(self, obs: jax.Array, weights: jax.Array, key: jax.Array | None = None) -> jax.Array:
+        """Actions for observations ``[..., 21]`` and objective weights ``[..., 3]``."""
+        obs = jnp.asarray(obs, jnp.float32)
+        weights = jnp.asarray(weights, jnp.float32)
+        if key is None:
+            return self._act(self.params, obs, weights)
+        logits = self.logits(obs, weights)
+        return jax.random.categorical(key, logits)
+
+    def logits(self, obs: jax.Array, weights: jax.Array) -> jax.Array:
+        """Unnormalised action log-probabilities."""
+        return self.network.apply(
+            self.params, jnp.asarray(obs, jnp.float32), jnp.asarray(weights, jnp.float32)
+        )[0]
+
+    def values(self, obs: jax.Array, weights: jax.Array) -> jax.Array:
+        """The critic's value of each objective."""
+        return self.network.apply(
+            self.params, jnp.asarray(obs, jnp.float32), jnp.asarray(weights, jnp.float32)
+        )[1]
+
+
+def load_policy(path: str | Path) -> LoadedPolicy:
+    """Load the policy of a checkpoint (a run's checkpoint directory = latest step, or a step directory).
+
+    Returns a :class:`LoadedPolicy`: ``policy(obs, weights)`` is the greedy action,
+    ``policy(obs, weights, key)`` a sampled one; ``policy.config`` is the run's :class:`TrainConfig`.
+    Raises :class:`CheckpointError` for a missing, partial or incompatible checkpoint.
+    """
+    meta, root, step = read_meta(path)
+    config = TrainConfig.from_dict(meta["config"])
+    network = ActorCritic(config.network)
+    template = init_params(network, jax.random.key(0), NUM_FEATURES)
+    abstract = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, template)}
+    manager = make_manager(root)
+    try:
+        restored = manager.restore(step, args=ocp.args.Composite(policy=ocp.args.StandardRestore(abstract)))
+    except Exception as err:
+        raise CheckpointError(f"cannot restore the policy from {root / str(step)}: {err}") from None
+    params = restored["policy"]["params"]
+
+    @jax.jit
+    def act(params: Any, obs: jax.Array, weights: jax.Array) -> jax.Array:
+        return jnp.argmax(network.apply(params, obs, weights)[0], axis=-1)
+
+    return LoadedPolicy(config=config, params=params, network=network, step=step, _act=act)
+
+
+def has_checkpoint(directory: str | Path) -> bool:
+    """Whether ``directory`` holds at least one complete checkpoint step."""
+    path = Path(directory)
+    return path.exists() and any(p.name.isdigit() and (p / "meta").exists() for p in path.iterdir())
+
+
+def params_equal(a: Any, b: Any) -> bool:
+    """Exact equality of two parameter trees (same structure and bitwise-equal leaves)."""
+    if jax.tree.structure(a) != jax.tree.structure(b):
+        return False
+    pairs = zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True)
+    return all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in pairs)

@@ -1,0 +1,90 @@
+"""Run logging: a tqdm progress bar, metrics as JSON lines, and TensorBoard event files.
+
+tqdm and tensorboardX are well-kept libraries that do this better than code of our own;
+tensorboardX writes TensorBoard events without TensorFlow or PyTorch.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tensorboardX import SummaryWriter
+from tqdm import tqdm
+
+from slamorl_jax.agent.config import TrainConfig
+
+
+class MetricsLogger:
+    """Writes ``metrics.jsonl`` and TensorBoard events in ``log_dir`` and drives the progress bar."""
+
+    def __init__(
+        self,
+        log_dir: str | Path,
+        config: TrainConfig,
+        total_steps: int,
+        initial_steps: int = 0,
+        progress: bool = True,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config
+        (self.log_dir / "config.json").write_text(config.to_json())
+        self._jsonl = (self.log_dir / "metrics.jsonl").open("a")
+        self._writer = SummaryWriter(str(self.log_dir))
+        self._bar = tqdm(
+            total=total_steps,
+            initial=initial_steps,
+            unit="step",
+            unit_scale=True,
+            dynamic_ncols=True,
+            disable=not progress,
+        )
+        self._steps = initial_steps
+
+    def log(self, update: int, metrics: dict[str, float], steps_per_s: float) -> None:
+        """Record one chunk's metrics at ``update`` (``steps_per_s``: training speed, compile excluded)."""
+        env_steps = update * self.config.batch_size
+        rate = steps_per_s
+        record = {
+            "update": update,
+            "env_steps": env_steps,
+            "steps_per_s": rate,
+            "time": time.time(),
+            **metrics,
+        }
+        self._jsonl.write(json.dumps(record) + "\n")
+        self._jsonl.flush()
+        for name, value in metrics.items():
+            self._writer.add_scalar(name, value, env_steps)
+        self._writer.add_scalar("steps_per_s", rate, env_steps)
+        self._bar.update(env_steps - self._steps)
+        self._steps = env_steps
+        self._bar.set_postfix(
+            {
+                "sps": f"{rate:,.0f}",
+                "return": f"{metrics['return']:.3f}",
+                "SLAs met": f"{metrics['all_slas_met']:.1%}",
+                "time/req": f"{metrics['time_vs_request']:.2f}",
+                "cost/req": f"{metrics['cost_vs_request']:.2f}",
+            },
+            refresh=False,
+        )
+
+    def message(self, text: str) -> None:
+        """Print a line without breaking the progress bar."""
+        self._bar.write(text)
+
+    def close(self) -> None:
+        """Flush and close files and the bar."""
+        self._bar.close()
+        self._jsonl.close()
+        self._writer.close()
+
+    def __enter__(self) -> MetricsLogger:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

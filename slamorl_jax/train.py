@@ -1,0 +1,193 @@
+"""Train an SLA-MORL policy: ``python -m slamorl_jax.train [--num_envs=4096] [--flagfile=...]``.
+
+One run trains one preference-conditioned policy on the chosen scenario (default ``mixed``), logs
+to JSONL and TensorBoard, checkpoints with orbax (``--resume`` continues exactly), and ends with
+an evaluation on fresh jobs of every named scenario against the jobs' requested static allocations.
+Bad flags exit with code 2 and one line; SIGTERM/SIGINT save a checkpoint before exiting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+from absl import app, flags
+from absl import logging as absl_logging  # defines --log_dir, which we use for metrics too
+
+from slamorl_jax.agent.config import LR_SCHEDULES, PRICE_PRESETS, TrainConfig, validate_config
+from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
+from slamorl_jax.env.params import INIT_STRATEGIES
+from slamorl_jax.env.scenarios import SCENARIOS
+
+DEFAULTS = TrainConfig()
+FLAGS = flags.FLAGS
+
+flags.DEFINE_integer("num_envs", DEFAULTS.num_envs, "Jobs simulated in parallel (vectorised environments).")
+flags.DEFINE_integer(
+    "total_timesteps", DEFAULTS.total_timesteps, "Environment steps (job epochs) to train on."
+)
+flags.DEFINE_integer("rollout_length", DEFAULTS.rollout_length, "Steps per environment per PPO update.")
+flags.DEFINE_integer("update_epochs", DEFAULTS.update_epochs, "PPO passes over each rollout.")
+flags.DEFINE_integer(
+    "num_minibatches",
+    DEFAULTS.num_minibatches,
+    "Minibatches per pass; must divide num_envs x rollout_length.",
+)
+flags.DEFINE_float(
+    "learning_rate", DEFAULTS.learning_rate, "Adam learning rate (initial value of the schedule)."
+)
+flags.DEFINE_enum("lr_schedule", DEFAULTS.lr_schedule, LR_SCHEDULES, "Learning-rate schedule over training.")
+flags.DEFINE_float("max_grad_norm", DEFAULTS.max_grad_norm, "Global-norm gradient clipping.")
+flags.DEFINE_float("gamma", DEFAULTS.gamma, "Discount factor.")
+flags.DEFINE_float("gae_lambda", DEFAULTS.gae_lambda, "GAE lambda.")
+flags.DEFINE_float("clip_eps", DEFAULTS.clip_eps, "PPO ratio clipping.")
+flags.DEFINE_float("value_coef", DEFAULTS.value_coef, "Weight of the (vector) value loss.")
+flags.DEFINE_float("entropy_coef", DEFAULTS.entropy_coef, "Weight of the entropy bonus.")
+flags.DEFINE_float("value_clip_eps", DEFAULTS.value_clip_eps, "Value clipping range (0 disables).")
+flags.DEFINE_boolean(
+    "normalise_advantages",
+    DEFAULTS.normalise_advantages,
+    "Normalise the scalarised advantages per minibatch.",
+)
+flags.DEFINE_list(
+    "hidden_sizes",
+    [str(h) for h in DEFAULTS.hidden_sizes],
+    "Hidden layer sizes of actor and critic, e.g. 256,256.",
+)
+flags.DEFINE_enum("activation", DEFAULTS.activation, list(ACTIVATIONS), "Hidden-layer activation.")
+flags.DEFINE_enum("initializer", DEFAULTS.initializer, list(INITIALIZERS), "Kernel initialiser.")
+flags.DEFINE_float(
+    "adapt_strength",
+    DEFAULTS.adapt_strength,
+    "Adaptation strength eta of the SLA-severity weights (0 = static).",
+)
+flags.DEFINE_string("scenario", DEFAULTS.scenario, f"Training scenario: {', '.join(SCENARIOS)}.")
+flags.DEFINE_string(
+    "preference",
+    None,
+    "Fixed preference for every job: time, cost, balanced or 'w_time,w_cost,w_sla'. "
+    "Unset: each job's scenario preset or a random one (mixed).",
+)
+flags.DEFINE_enum("init_strategy", DEFAULTS.init_strategy, INIT_STRATEGIES, "Initial allocation of each job.")
+flags.DEFINE_enum("prices", DEFAULTS.prices, PRICE_PRESETS, "Price preset.")
+flags.DEFINE_integer(
+    "seed", DEFAULTS.seed, "Random seed (same seed and flags give identical parameters on CPU)."
+)
+flags.DEFINE_integer("updates_per_chunk", DEFAULTS.updates_per_chunk, "PPO updates per jitted chunk.")
+flags.DEFINE_string("checkpoint_dir", None, "Checkpoint directory (default: <run_dir>/checkpoints).")
+flags.DEFINE_string(
+    "run_dir", None, "Parent of the default checkpoint and log directories (default: runs/<date-time>)."
+)
+flags.DEFINE_integer("save_interval", 100, "Save a checkpoint every this many PPO updates (and at the end).")
+flags.DEFINE_integer("keep", 3, "Checkpoints to keep.")
+flags.DEFINE_boolean("resume", False, "Continue from the latest checkpoint in --checkpoint_dir.")
+flags.DEFINE_integer("eval_episodes", 1024, "Fresh jobs per scenario in the final evaluation (0 skips it).")
+flags.DEFINE_boolean("progress", True, "Show a progress bar.")
+
+flags.DEFINE_string(
+    "compilation_cache_dir",
+    str(Path.home() / ".cache" / "slamorl_jax" / "jax"),
+    "JAX persistent compilation cache (later runs skip most compilation); empty disables it.",
+)
+
+CONFIG_FLAGS = tuple(f.name for f in dataclasses.fields(TrainConfig))
+
+
+def config_from_flags() -> TrainConfig:
+    """The :class:`TrainConfig` the command line asks for (not yet validated)."""
+    values = {name: FLAGS[name].value for name in CONFIG_FLAGS}
+    try:
+        values["hidden_sizes"] = tuple(int(h) for h in FLAGS.hidden_sizes)
+    except ValueError:
+        raise ValueError(f"--hidden_sizes must be integers, got {','.join(FLAGS.hidden_sizes)}") from None
+    return TrainConfig(**values)
+
+
+def check_run_flags() -> None:
+    """Validate the flags that are not part of the training config."""
+    if FLAGS.save_interval < 1:
+        raise ValueError(f"--save_interval must be >= 1, got {FLAGS.save_interval}")
+    if FLAGS.keep < 1:
+        raise ValueError(f"--keep must be >= 1, got {FLAGS.keep}")
+    if FLAGS.eval_episodes < 0:
+        raise ValueError(f"--eval_episodes must be >= 0, got {FLAGS.eval_episodes}")
+    if FLAGS.resume and FLAGS.checkpoint_dir is None:
+        raise ValueError("--resume needs --checkpoint_dir (the run to continue)")
+
+
+def enable_compilation_cache(directory: str) -> None:
+    """Turn on JAX's persistent compilation cache in ``directory`` (no-op for an empty string)."""
+    if not directory:
+        return
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def fail(message: str) -> None:
+    """Print one line to stderr and exit with code 2 (bad input)."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+    """absl flag parsing with bad flags reported in one line and exit code 2."""
+    try:
+        return FLAGS(argv)
+    except flags.Error as err:
+        fail(str(err).splitlines()[0])
+    return argv  # unreachable
+
+
+def resolve_paths() -> tuple[Path, Path]:
+    """Checkpoint and log directories from the flags."""
+    run_dir = Path(FLAGS.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
+    checkpoint_dir = Path(FLAGS.checkpoint_dir) if FLAGS.checkpoint_dir else run_dir / "checkpoints"
+    # --log_dir is absl's own flag (its log files); metrics.jsonl, TensorBoard events and
+    # summary.json go there too.
+    log_dir = Path(FLAGS.log_dir) if FLAGS.log_dir else run_dir / "logs"
+    return checkpoint_dir, log_dir
+
+
+def main(argv: list[str]) -> None:
+    """Validate everything, then hand over to :func:`slamorl_jax.training_loop.run_training`."""
+    del argv
+    try:
+        config = validate_config(config_from_flags())
+        check_run_flags()
+    except ValueError as err:
+        fail(str(err))
+    checkpoint_dir, log_dir = resolve_paths()
+    absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
+    enable_compilation_cache(FLAGS.compilation_cache_dir)
+    # Heavy imports (JAX compilation, orbax) only after the flags are known to be good.
+    from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.training_loop import RunOptions, run_training
+
+    options = RunOptions(
+        checkpoint_dir=checkpoint_dir,
+        log_dir=log_dir,
+        save_interval=FLAGS.save_interval,
+        keep=FLAGS.keep,
+        resume=FLAGS.resume,
+        eval_episodes=FLAGS.eval_episodes,
+        progress=FLAGS.progress,
+        explicit_flags=tuple(name for name in CONFIG_FLAGS if FLAGS[name].present),
+    )
+    try:
+        code = run_training(config, options)
+    except CheckpointError as err:
+        fail(str(err))
+    sys.exit(code)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app.run(main, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+    run()

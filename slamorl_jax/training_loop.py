@@ -1,0 +1,213 @@
+"""The host loop of a training run: chunks, logging, checkpoints, signals, final evaluation.
+
+Everything with side effects lives here; the learner itself (``agent/trainer.py``) is pure.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from slamorl_jax import checkpoint as ckpt
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.trainer import Trainer, env_params_from_config, make_train, summarise
+from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
+from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes, with_init_strategy
+from slamorl_jax.run_logging import MetricsLogger
+
+EXIT_OK = 0
+EXIT_NON_FINITE = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """Run-level options (not part of the learner's config)."""
+
+    checkpoint_dir: Path
+    log_dir: Path
+    save_interval: int = 100
+    keep: int = 3
+    resume: bool = False
+    eval_episodes: int = 1024
+    progress: bool = True
+    explicit_flags: tuple[str, ...] = ()
+
+
+class StopRequest:
+    """Remembers a SIGTERM/SIGINT so the loop can checkpoint and exit between chunks."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+
+
+@contextmanager
+def catch_stop_signals() -> Iterator[StopRequest]:
+    """Install SIGTERM/SIGINT handlers for the duration of the block."""
+    stop = StopRequest()
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
+    """The config to run: the checkpoint's when resuming (explicit flags must agree with it)."""
+    if not options.resume:
+        if ckpt.has_checkpoint(options.checkpoint_dir):
+            raise ckpt.CheckpointError(
+                f"{options.checkpoint_dir} already holds checkpoints; pass --resume to continue that run "
+                "or choose another --checkpoint_dir"
+            )
+        return config
+    meta, _, _ = ckpt.read_meta(options.checkpoint_dir)
+    stored = TrainConfig.from_dict(meta["config"])
+    conflicts = [name for name in options.explicit_flags if getattr(stored, name) != getattr(config, name)]
+    if conflicts:
+        raise ckpt.CheckpointError(
+            f"--resume: flags differ from the checkpoint's config: {', '.join(sorted(conflicts))}"
+        )
+    return stored
+
+
+def evaluate_against_request(
+    trainer: Trainer, params: Any, config: TrainConfig, num_episodes: int, seed: int
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Greedy policy vs the requested static allocation on fresh jobs of each scenario kind."""
+    base = env_params_from_config(config)
+
+    def greedy(obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
+        return jnp.argmax(trainer.apply(params, obs, weights)[0], axis=-1)
+
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for name in SCENARIO_KINDS:
+        env_params = with_init_strategy(with_scenario(base, name), "requested")
+        key = jax.random.key(seed + 1)
+        results[name] = {
+            "policy": summarise_episodes(run_episodes(trainer.env, env_params, greedy, key, num_episodes)),
+            "requested_static": summarise_episodes(
+                run_episodes(trainer.env, env_params, keep_allocation, key, num_episodes)
+            ),
+        }
+    return results
+
+
+def format_evaluation(results: dict[str, dict[str, dict[str, float]]]) -> str:
+    """A Markdown table of :func:`evaluate_against_request`'s results."""
+    lines = [
+        "| scenario | allocation | time / request | cost / request | deadline met | budget met "
+        "| all SLAs met |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for scenario, rows in results.items():
+        for who, r in rows.items():
+            lines.append(
+                f"| {scenario} | {who} | {r['time_vs_request']:.3f} | {r['cost_vs_request']:.3f} "
+                f"| {r['deadline_met']:.1%} | {r['budget_met']:.1%} | {r['all_slas_met']:.1%} |"
+            )
+    return "\n".join(lines)
+
+
+def run_training(config: TrainConfig, options: RunOptions) -> int:
+    """Train (or resume) per ``options``; returns the process exit code."""
+    config = resolve_config(config, options)
+    trainer = make_train(config)
+    env_params = env_params_from_config(config)
+    manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
+    init = jax.jit(trainer.init)
+    chunk = jax.jit(trainer.update_chunk, donate_argnums=0)
+
+    start = time.perf_counter()
+    state = init(jax.random.key(config.seed), env_params)
+    if options.resume:
+        state = ckpt.restore_state(options.checkpoint_dir, state)
+    compile_start = time.perf_counter()
+    compiled = chunk.lower(state, env_params).compile()
+    compile_s = time.perf_counter() - compile_start
+
+    first_chunk = int(state.update) // config.updates_per_chunk
+    logger = MetricsLogger(
+        options.log_dir,
+        config,
+        total_steps=config.num_updates * config.batch_size,
+        initial_steps=int(state.update) * config.batch_size,
+        progress=options.progress,
+    )
+    last_saved = int(state.update)
+    train_s = 0.0
+    code = EXIT_OK
+    with catch_stop_signals() as stop, logger:
+        for _ in range(first_chunk, config.num_chunks):
+            tick = time.perf_counter()
+            new_state, metrics = compiled(state, env_params)
+            metrics = summarise(jax.device_get(metrics))
+            jax.block_until_ready(new_state)
+            train_s += time.perf_counter() - tick
+            if not math.isfinite(metrics["loss"]):
+                logger.message(
+                    f"non-finite loss at update {int(new_state.update)}; stopping. The last good checkpoint "
+                    f"(update {last_saved}) in {options.checkpoint_dir} is kept."
+                )
+                return EXIT_NON_FINITE
+            state = new_state
+            update = int(state.update)
+            steps_this_run = (update - first_chunk * config.updates_per_chunk) * config.batch_size
+            logger.log(update, metrics, steps_per_s=steps_this_run / max(train_s, 1e-9))
+            if update - last_saved >= options.save_interval:
+                last_saved = ckpt.save(manager, state, config)
+            if stop.signum is not None:
+                last_saved = ckpt.save(manager, state, config)
+                name = signal.Signals(stop.signum).name
+                logger.message(f"{name}: saved checkpoint at update {update} in {options.checkpoint_dir}")
+                return 128 + stop.signum
+        if int(state.update) != last_saved:
+            last_saved = ckpt.save(manager, state, config)
+    env_steps = (int(state.update) - first_chunk * config.updates_per_chunk) * config.batch_size
+    summary: dict[str, Any] = {
+        "config": dataclasses.asdict(config),
+        "updates": int(state.update),
+        "env_steps_this_run": env_steps,
+        "steps_per_s": env_steps / max(train_s, 1e-9),
+        "compile_s": compile_s,
+        "wall_s": time.perf_counter() - start,
+        "checkpoint": str(Path(options.checkpoint_dir).absolute() / str(last_saved)),
+    }
+    if options.eval_episodes > 0:
+        evaluation = evaluate_against_request(
+            trainer, state.params, config, options.eval_episodes, config.seed
+        )
+        summary["evaluation"] = evaluation
+        summary["evaluation_markdown"] = format_evaluation(evaluation)
+    summary["wall_s"] = time.perf_counter() - start
+    Path(options.log_dir).mkdir(parents=True, exist_ok=True)
+    (Path(options.log_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
+    print_summary(summary)
+    return code
+
+
+def print_summary(summary: dict[str, Any]) -> None:
+    """The end-of-run report on stdout."""
+    print(
+        f"\ntrained {summary['updates']} updates; {summary['env_steps_this_run']:,} env steps this run at "
+        f"{summary['steps_per_s']:,.0f} steps/s (compile {summary['compile_s']:.1f} s, "
+        f"wall {summary['wall_s']:.1f} s)\ncheckpoint: {summary['checkpoint']}"
+    )
+    if "evaluation_markdown" in summary:
+        print("\nevaluation on fresh jobs (greedy policy vs the requested static allocation):")
+        print(summary["evaluation_markdown"])
+    sys.stdout.flush()
