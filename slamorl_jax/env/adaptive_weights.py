@@ -43,9 +43,14 @@ def adapt_columns(
     """:func:`adapt` on separate arrays per objective and per SLA (fast under ``vmap``)."""
     eta = jnp.asarray(eta)
     tilt = [eta * p for p in pressures(*severities)]
-    # Subtracting the largest tilt keeps exp() finite for any eta; it cancels in the normalisation.
-    top = jnp.maximum(jnp.maximum(tilt[0], tilt[1]), tilt[2])
-    tilted = [w * jnp.exp(t - top) for w, t in zip(preference, tilt, strict=True)]
+    # Subtracting the largest tilt among the objectives the user weighs keeps exp() finite for any
+    # eta (it cancels in the normalisation); objectives with zero preference stay at zero.
+    live = [jnp.where(w > 0, t, -jnp.inf) for w, t in zip(preference, tilt, strict=True)]
+    top = jnp.maximum(jnp.maximum(live[0], live[1]), live[2])
+    tilted = [
+        jnp.where(w > 0, w * jnp.exp(jnp.minimum(t - top, 0.0)), 0.0)
+        for w, t in zip(preference, tilt, strict=True)
+    ]
     total = tilted[0] + tilted[1] + tilted[2]
     return tilted[0] / total, tilted[1] / total, tilted[2] / total
 

@@ -47,7 +47,7 @@ class JobSpec:
     requested_gpus: jax.Array  # int32: the user's static request
     requested_cpus: jax.Array  # int32
     preference: jax.Array  # (3,) objective weights the user asked for
-    sla_targets: jax.Array  # (6,) deadline s, budget $, min samples/s, max GiB, min GPU util, min CPU util
+    sla_targets: SlaTargets
     time_ref_s: jax.Array  # job time at the requested allocation (noise- and contention-free)
     cost_ref_usd: jax.Array
     throughput_ref: jax.Array  # samples/s at the requested allocation

@@ -23,7 +23,7 @@ SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
     "intra_node_gbps": (1e-3, 1e6, False),
     "inter_node_gbps": (1e-3, 1e6, False),
     "host_memory_gib_per_gpu": (0.0, 4096.0, False),
-    "memory_gib_per_vcpu": (0.0, 1024.0, False),
+    "memory_gib_per_vcpu": (1e-3, 1024.0, False),
     "worker_memory_gib_per_busy_cpu": (0.0, 1024.0, False),
     "gpu_price_per_hour": (0.0, 1e4, False),
     "vcpu_price_per_hour": (0.0, 1e4, False),
@@ -123,6 +123,14 @@ def validate_params(params: EnvParams) -> EnvParams:
         )
     if np.any(host["cpus_per_node"] < host["cpu_step"]):
         raise ValueError("EnvParams.cpus_per_node must be at least cpu_step")
+    cheapest = (
+        host["gpu_price_per_hour"].min(axis=-1) + host["vcpu_price_per_hour"] + host["gib_price_per_hour"]
+    )
+    if np.any(cheapest <= 0):
+        raise ValueError(
+            "EnvParams prices must not all be zero (min gpu_price_per_hour + vcpu_price_per_hour + "
+            "gib_price_per_hour > 0): budgets and cost rewards are relative to the job's cost"
+        )
     if np.any(host["fixed_preference"].sum(axis=-1) <= 0):
         raise ValueError("EnvParams.fixed_preference must have a positive sum")
     stale = stale_derived_fields(params)

@@ -1,0 +1,238 @@
+"""Up-front validation: bad ``EnvParams`` and unknown names fail with a clear one-line ``ValueError``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from slamorl_jax.env import (
+    MAX_GPUS,
+    PREFERENCES,
+    SCENARIOS,
+    EnvParams,
+    default_params,
+    load_catalog,
+    make,
+    preference_vector,
+    scenario_params,
+    validate_params,
+    with_derived_tables,
+    with_preference,
+    with_scenario,
+)
+from slamorl_jax.env.catalog import gpu_type_index, workload_index
+
+
+def with_values(tree: Any, **values: Any) -> Any:
+    """``tree.replace(**values)`` with each value cast to the field's dtype (shape may change)."""
+    return tree.replace(
+        **{
+            name: jnp.asarray(np.asarray(value, dtype=getattr(tree, name).dtype))
+            for name, value in values.items()
+        }
+    )
+
+
+def with_workload_values(params: EnvParams, **values: Any) -> EnvParams:
+    """``params`` with fields of ``params.workloads`` replaced."""
+    return params.replace(workloads=with_values(params.workloads, **values))
+
+
+@pytest.fixture(scope="module")
+def params() -> EnvParams:
+    """The shipped defaults."""
+    return default_params(load_catalog())
+
+
+def fresh(params: EnvParams) -> EnvParams:
+    """Derived tables recomputed, so only the field under test is wrong."""
+    return with_derived_tables(params)
+
+
+def nan_at_first(array: Any) -> np.ndarray:
+    """A float copy of ``array`` with a NaN in its first element."""
+    out = np.array(array, dtype=np.float32)
+    out.reshape(-1)[0] = np.nan
+    return out
+
+
+# (test id, change to the defaults, text the error must contain)
+BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
+    ("zero cpu_step", lambda p: fresh(with_values(p, cpu_step=0)), "cpu_step"),
+    ("negative cpu_step", lambda p: fresh(with_values(p, cpu_step=-4)), "cpu_step"),
+    ("fractional cpu_step", lambda p: p.replace(cpu_step=jnp.float32(2.5)), "cpu_step"),
+    (
+        "workload probs sum to 1.3",
+        lambda p: with_values(p, workload_probs=np.full(p.workload_probs.shape, 0.1)),
+        "workload_probs",
+    ),
+    (
+        "negative gpu type prob",
+        lambda p: with_values(
+            p, gpu_type_probs=np.eye(p.gpu_type_probs.size)[0] * 1.5 - np.eye(p.gpu_type_probs.size)[1] * 0.5
+        ),
+        "gpu_type_probs",
+    ),
+    (
+        "scenario probs sum to 0.5",
+        lambda p: with_values(p, scenario_probs=[0.25, 0.25, 0.0]),
+        "scenario_probs",
+    ),
+    (
+        "request ratio probs sum to 2",
+        lambda p: with_values(p, requested_cpus_per_gpu_probs=np.asarray(p.requested_cpus_per_gpu_probs) * 2),
+        "requested_cpus_per_gpu_probs",
+    ),
+    (
+        "workload request probs off",
+        lambda p: with_workload_values(
+            p, requested_gpu_probs=np.asarray(p.workloads.requested_gpu_probs) * 0.5
+        ),
+        "workloads.requested_gpu_probs",
+    ),
+    ("NaN adapt_strength", lambda p: with_values(p, adapt_strength=np.nan), "adapt_strength"),
+    (
+        "NaN price",
+        lambda p: with_values(p, gpu_price_per_hour=nan_at_first(p.gpu_price_per_hour)),
+        "gpu_price",
+    ),
+    ("infinite pause", lambda p: with_values(p, reallocation_pause_s=np.inf), "reallocation_pause_s"),
+    (
+        "NaN workload constant",
+        lambda p: with_workload_values(p, compute_alpha_s=nan_at_first(p.workloads.compute_alpha_s)),
+        "workloads.compute_alpha_s",
+    ),
+    ("negative noise", lambda p: with_values(p, epoch_time_noise=-0.1), "epoch_time_noise"),
+    ("probability above 1", lambda p: with_values(p, contention_start_prob=1.5), "contention_start_prob"),
+    ("init strategy out of range", lambda p: with_values(p, init_strategy=4), "init_strategy"),
+    ("max_episode_steps 0", lambda p: with_values(p, max_episode_steps=0), "max_episode_steps"),
+    (
+        "sla_factor_low above high",
+        lambda p: with_values(p, sla_factor_low=np.asarray(p.sla_factor_high) + 0.1),
+        "sla_factor_low",
+    ),
+    (
+        "epochs_min above epochs_max",
+        lambda p: with_workload_values(p, epochs_min=np.asarray(p.workloads.epochs_max) + 1),
+        "epochs_min",
+    ),
+    ("cluster above MAX_GPUS", lambda p: fresh(with_values(p, gpus_per_node=8, max_nodes=8)), "MAX_GPUS"),
+    (
+        "fewer CPUs per node than a step",
+        lambda p: fresh(with_values(p, cpus_per_node=2, cpu_step=4)),
+        "cpus_per_node",
+    ),
+    ("zero fixed preference", lambda p: with_values(p, fixed_preference=[0.0, 0.0, 0.0]), "fixed_preference"),
+    (
+        "stale tables after a link change",
+        lambda p: with_values(p, inter_node_gbps=1.0),
+        "with_derived_tables",
+    ),
+    (
+        "stale tables after a price change",
+        lambda p: with_values(p, vcpu_price_per_hour=5.0),
+        "cheapest_epoch_usd",
+    ),
+    (
+        "stale tables after a speed change",
+        lambda p: with_workload_values(p, compute_speed=np.asarray(p.workloads.compute_speed) * 2),
+        "fastest_epoch_s",
+    ),
+]
+
+
+def test_shipped_defaults_validate(params: EnvParams) -> None:
+    """The shipped defaults, every scenario and every preference preset validate."""
+    assert validate_params(params) is params
+    for name in SCENARIOS:
+        validate_params(scenario_params(name))
+        _, made = make(name)
+        validate_params(made)
+    for preference in PREFERENCES:
+        validate_params(with_preference(params, preference))
+
+
+@pytest.mark.parametrize(("change", "expected"), [c[1:] for c in BAD_PARAMS], ids=[c[0] for c in BAD_PARAMS])
+def test_bad_params_raise_value_error_naming_the_field(
+    params: EnvParams, change: Callable[[EnvParams], EnvParams], expected: str
+) -> None:
+    """Each bad value raises a one-line ValueError naming its field."""
+    bad = change(params)
+    with pytest.raises(ValueError, match=re.escape(expected)) as info:
+        validate_params(bad)
+    message = str(info.value)
+    assert "\n" not in message
+    assert "EnvParams." in message
+
+
+def test_stale_tables_pass_once_recomputed(params: EnvParams) -> None:
+    """Stale derived tables fail until with_derived_tables recomputes them."""
+    changed = with_values(params, inter_node_gbps=1.0, intra_node_gbps=2.0, vcpu_price_per_hour=5.0)
+    with pytest.raises(ValueError, match="stale"):
+        validate_params(changed)
+    validate_params(with_derived_tables(changed))
+
+
+def test_largest_valid_cluster_passes(params: EnvParams) -> None:
+    """A cluster of exactly MAX_GPUS GPUs is valid."""
+    validate_params(
+        fresh(with_values(params, gpus_per_node=8, max_nodes=MAX_GPUS // 8, max_gpus_per_job=MAX_GPUS))
+    )
+
+
+# --- unknown names ----------------------------------------------------------------------------
+
+
+def assert_lists(err: pytest.ExceptionInfo, names: tuple[str, ...] | list[str]) -> None:
+    """The error names every valid choice."""
+    message = str(err.value)
+    for name in names:
+        assert name in message, f"{name!r} missing from {message!r}"
+
+
+@pytest.mark.parametrize("call", [scenario_params, lambda name: with_scenario(default_params(), name), make])
+def test_unknown_scenario_lists_the_valid_ones(call: Callable[[str], Any]) -> None:
+    """Unknown scenario names fail listing every scenario."""
+    with pytest.raises(ValueError, match="unknown scenario 'rush-hour'") as err:
+        call("rush-hour")
+    assert_lists(err, SCENARIOS)
+
+
+def test_unknown_preference_lists_the_valid_ones(params: EnvParams) -> None:
+    """Unknown preference presets fail listing every preset."""
+    with pytest.raises(ValueError, match="unknown preference 'speed'") as err:
+        preference_vector("speed")
+    assert_lists(err, list(PREFERENCES))
+    with pytest.raises(ValueError, match="unknown preference") as err:
+        with_preference(params, "speed")
+    assert_lists(err, list(PREFERENCES))
+
+
+@pytest.mark.parametrize("weights", [[1.0, -0.5, 0.5], [0.0, 0.0, 0.0], [0.5, 0.5], [np.nan, 0.5, 0.5]])
+def test_bad_preference_weights_raise(weights: list[float]) -> None:
+    """Negative, all-zero, wrongly sized or NaN preference weights fail."""
+    with pytest.raises(ValueError, match="preference"):
+        preference_vector(weights)
+
+
+def test_unknown_workload_lists_the_valid_ones() -> None:
+    """Unknown workload names fail listing every workload."""
+    catalog = load_catalog()
+    assert workload_index(catalog.workload_names[2], catalog) == 2
+    with pytest.raises(ValueError, match="unknown workload 'gpt-5'") as err:
+        workload_index("gpt-5", catalog)
+    assert_lists(err, catalog.workload_names)
+
+
+def test_unknown_gpu_type_lists_the_valid_ones() -> None:
+    """Unknown GPU types fail listing every GPU type."""
+    catalog = load_catalog()
+    assert gpu_type_index(catalog.gpu_types[-1], catalog) == catalog.num_gpu_types - 1
+    with pytest.raises(ValueError, match="unknown GPU type 'H100'") as err:
+        gpu_type_index("H100", catalog)
+    assert_lists(err, catalog.gpu_types)
