@@ -28,7 +28,8 @@ and cost rewards are about -T / T_ref and -C / C_ref for any workload. ``reward_
 ``info`` (fixed structure every step): ``weights`` (adaptive weights for the returned observation),
 ``step_weights`` (those in force when the action was taken), ``final_weights`` (those of the
 pre-reset ``final_observation``), ``reallocated`` (whether the action changed the allocation),
-``severities`` and ``sla_met`` of the epoch, and the episode figures of the job that the step advanced (meaningful when it is done):
+``severities`` and ``sla_met`` of the epoch, and the episode figures of the job that the step
+advanced (meaningful when it is done):
 ``episode_time_s``, ``episode_cost_usd``, ``time_ref_s``, ``cost_ref_usd``, ``deadline_met``,
 ``budget_met``, ``job_sla_met`` (6 job-level checks, ``objectives.py``), ``all_slas_met``,
 ``sla_compliance`` (fraction of the six met), ``mean_severity``, ``reallocations``, ``epochs``,
