@@ -51,6 +51,11 @@ flags.DEFINE_boolean(
     DEFAULTS.normalise_advantages,
     "Normalise the scalarised advantages per minibatch.",
 )
+flags.DEFINE_float(
+    "shaping",
+    DEFAULTS.shaping,
+    "Coefficient of potential-based reward shaping from the projected remaining time and cost (0 = off).",
+)
 flags.DEFINE_list(
     "hidden_sizes",
     [str(h) for h in DEFAULTS.hidden_sizes],

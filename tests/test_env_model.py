@@ -257,27 +257,33 @@ def test_cold_and_requested_starts(
 def test_reallocation_pauses_and_bills_the_job(
     env: JobAllocationEnv, quiet: EnvParams, jitted: tuple[Callable, Callable]
 ) -> None:
-    """A changed allocation adds reallocation_pause_s to elapsed time and cost."""
+    """A GPU change adds reallocation_pause_s, a CPU-only change cpu_reallocation_pause_s (both billed)."""
     reset, step = jitted
-    pause = 120.0
-    p = with_values(quiet, reallocation_pause_s=pause, init_strategy=INIT_STRATEGIES.index("cold"))
+    pause, cpu_pause = 120.0, 7.0
+    p = with_values(
+        quiet,
+        reallocation_pause_s=pause,
+        cpu_reallocation_pause_s=cpu_pause,
+        init_strategy=INIT_STRATEGIES.index("cold"),
+    )
     p = with_values(p, workload_probs=one_hot(env.catalog.num_workloads, workload_named("imagenet")))
     validate_params(p)
     _, state = reset(jax.random.key(3), p)
     cases = [
-        (NO_OP_ACTION, (1, 4), False),  # keep the allocation: no pause
-        (encode_action(1, 0), (2, 4), True),  # one more GPU: pause
-        (encode_action(0, 1), (2, 8), True),  # one more CPU step: pause
-        (NO_OP_ACTION, (2, 8), False),
-        (encode_action(-1, -1), (1, 4), True),
-        (encode_action(-1, -1), (1, 4), False),  # clipped at the minimum: nothing changes, no pause
+        (NO_OP_ACTION, (1, 4), 0.0),  # keep the allocation: no pause
+        (encode_action(1, 0), (2, 4), pause),  # one more GPU: checkpoint-restart pause
+        (encode_action(0, 1), (2, 8), cpu_pause),  # one more CPU step: data-loader restart
+        (NO_OP_ACTION, (2, 8), 0.0),
+        (encode_action(-1, -1), (1, 4), pause),  # both change: the GPU pause
+        (encode_action(-1, -1), (1, 4), 0.0),  # clipped at the minimum: nothing changes, no pause
     ]
-    for t, (action, allocation, changed) in enumerate(cases):
+    for t, (action, allocation, paused) in enumerate(cases):
+        changed = paused > 0
         _, next_state, reward, terminated, _, info = step(jax.random.key(t), state, jnp.int32(action), p)
         assert not bool(terminated)
         assert (int(next_state.gpus), int(next_state.cpus)) == allocation
         expected = epoch_metrics(state.job.constants, allocation[0], allocation[1], p)
-        interval = float(expected.epoch_time_s) + (pause if changed else 0.0)
+        interval = float(expected.epoch_time_s) + paused
         np.testing.assert_allclose(float(next_state.elapsed_s - state.elapsed_s), interval, rtol=1e-5)
         cost = interval * float(expected.price_per_hour) / 3600.0
         np.testing.assert_allclose(float(next_state.cost_usd - state.cost_usd), cost, rtol=1e-5)

@@ -34,6 +34,7 @@ class TrainConfig:
     entropy_coef: float = 0.01
     value_clip_eps: float = 0.2
     normalise_advantages: bool = True
+    shaping: float = 1.0  # potential-based shaping from the env's projections (0 = off)
     hidden_sizes: tuple[int, ...] = (64, 64)
     activation: str = "tanh"
     initializer: str = "orthogonal"
@@ -115,6 +116,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(c.value_coef >= 0, f"--value_coef must be >= 0, got {c.value_coef}")
     _require(c.entropy_coef >= 0, f"--entropy_coef must be >= 0, got {c.entropy_coef}")
     _require(c.value_clip_eps >= 0, f"--value_clip_eps must be >= 0, got {c.value_clip_eps}")
+    _require(0 <= c.shaping <= 100, f"--shaping must be in [0, 100], got {c.shaping}")
     _require(
         len(c.hidden_sizes) >= 1 and all(1 <= h <= 8192 for h in c.hidden_sizes),
         f"--hidden_sizes must be 1 to 8192 units per layer, got {list(c.hidden_sizes)}",

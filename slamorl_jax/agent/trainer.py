@@ -139,13 +139,19 @@ class Trainer:
             )
             returns = state.episode_returns + reward
             sums = _add_episode_sums(sums, done, returns, info)
+            shaping = c.gamma * potential(
+                info["projected_remaining_time_s"],
+                info["projected_remaining_cost_usd"],
+                info["time_ref_s"],
+                info["cost_ref_usd"],
+            ) - env_potential(state.env_state)
             transition = {
                 "obs": state.obs,
                 "weights": state.weights,
                 "actions": actions,
                 "log_probs": log_probs,
                 "values": values,
-                "rewards": reward,
+                "rewards": reward + c.shaping * shaping,
                 "terminated": terminated,
                 "truncated": truncated,
                 "final_values": final_values,
@@ -228,6 +234,35 @@ class Trainer:
         state, metrics = jax.lax.scan(body, state, None, self.config.updates_per_chunk)
         reduced = {k: (v.sum() if k in (*EPISODE_SUMS, "episodes") else v.mean()) for k, v in metrics.items()}
         return state, reduced
+
+
+POTENTIAL_FLOOR = -10.0
+
+
+def potential(
+    remaining_time_s: jax.Array, remaining_cost_usd: jax.Array, time_ref_s: jax.Array, cost_ref_usd: jax.Array
+) -> jax.Array:
+    """Shaping potential per objective: minus the projected remaining time and cost (0 for SLA).
+
+    Potential-based shaping ``r + gamma * Phi(s') - Phi(s)`` leaves the optimal policies unchanged
+    (Ng, Harada and Russell, ICML 1999) and credits a re-allocation at once with its effect on the
+    projected completion, instead of spreading it over the rest of the job. ``Phi`` is 0 when the
+    job has finished, and floored at ``POTENTIAL_FLOOR`` so one pathological epoch cannot dominate.
+    """
+    phi_time = jnp.maximum(-remaining_time_s / time_ref_s, POTENTIAL_FLOOR)
+    phi_cost = jnp.maximum(-remaining_cost_usd / cost_ref_usd, POTENTIAL_FLOOR)
+    return jnp.stack([phi_time, phi_cost, jnp.zeros_like(phi_time)], axis=-1)
+
+
+def env_potential(env_state: EnvState) -> jax.Array:
+    """:func:`potential` of a (batch of) environment state(s)."""
+    job = env_state.job
+    return potential(
+        env_state.projected_remaining_time_s,
+        env_state.projected_remaining_cost_usd,
+        job.time_ref_s,
+        job.cost_ref_usd,
+    )
 
 
 def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dict) -> dict:

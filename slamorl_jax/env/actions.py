@@ -27,10 +27,20 @@ def encode_action(gpu_delta: int, cpu_step_delta: int) -> int:
     return 3 * (gpu_delta + 1) + (cpu_step_delta + 1)
 
 
+def floor_div(a: jnp.ndarray, b: jnp.ndarray | int) -> jnp.ndarray:
+    """``a // b`` for small non-negative integers (< 2**24), computed in float32.
+
+    XLA on CPU has no vector integer division, so ``//`` on int32 runs as a slow scalar loop; the
+    float32 quotient of such small integers is exact enough that its floor is the integer quotient.
+    """
+    quotient = jnp.asarray(a).astype(jnp.float32) / jnp.asarray(b).astype(jnp.float32)
+    return jnp.floor(quotient + 1e-4).astype(jnp.int32)
+
+
 def cpu_cap(gpus: jnp.ndarray, gpus_per_node, cpus_per_node, cpu_step) -> jnp.ndarray:
     """Most CPUs a job of ``gpus`` GPUs can hold: its nodes' CPUs, floored to a ``cpu_step`` multiple."""
-    nodes = (gpus + gpus_per_node - 1) // gpus_per_node
-    return (nodes * cpus_per_node) // cpu_step * cpu_step
+    nodes = floor_div(gpus + gpus_per_node - 1, gpus_per_node)
+    return floor_div(nodes * cpus_per_node, cpu_step) * cpu_step
 
 
 def clip_allocation(
@@ -39,7 +49,7 @@ def clip_allocation(
     """Clip an allocation into the cluster's bounds, CPUs snapped down to the ``cpu_step`` lattice."""
     gpus = jnp.clip(gpus, 1, max_gpus)
     cpus = jnp.clip(
-        cpus // cpu_step * cpu_step, cpu_step, cpu_cap(gpus, gpus_per_node, cpus_per_node, cpu_step)
+        floor_div(cpus, cpu_step) * cpu_step, cpu_step, cpu_cap(gpus, gpus_per_node, cpus_per_node, cpu_step)
     )
     return gpus, cpus
 
@@ -55,8 +65,8 @@ def apply_action(
 ) -> tuple[jnp.ndarray, jnp.ndarray]:
     """Allocation after ``action``: deltas applied, then clipped to the cluster."""
     action = jnp.asarray(action, dtype=jnp.int32)
-    gpu_delta = action // 3 - 1
-    cpu_delta = (action % 3 - 1) * cpu_step
+    gpu_delta = floor_div(action, 3) - 1
+    cpu_delta = (action - 3 * floor_div(action, 3) - 1) * cpu_step
     return clip_allocation(
         gpus + gpu_delta, cpus + cpu_delta, max_gpus, gpus_per_node, cpus_per_node, cpu_step
     )

@@ -100,6 +100,7 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         requested_cpus_per_gpu_probs=_f32(c.requested_cpus_per_gpu_probs),
         init_strategy=_i32(INIT_STRATEGIES.index("cold")),
         reallocation_pause_s=_f32(30.0),
+        cpu_reallocation_pause_s=_f32(5.0),
         epoch_time_noise=_f32(0.03),
         util_noise=_f32(0.03),
         contention_start_prob=_f32(0.05),

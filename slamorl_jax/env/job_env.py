@@ -8,7 +8,9 @@ Functional, gymnax-style API (pure functions of arrays; jit, vmap and scan them 
     obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
 
 Episode: one training job of ``job.epochs`` epochs; each ``step`` is one decision: the action changes
-the allocation (a change pauses the job for ``reallocation_pause_s``, billed), then one epoch runs.
+the allocation, then one epoch runs. A GPU change checkpoints and restarts the job
+(``reallocation_pause_s``, 30 s as measured by Pollux); a CPU-only change restarts the data loaders
+(``cpu_reallocation_pause_s``); both pauses are billed.
 The episode terminates when the last epoch completes; it is truncated (never by default) after
 ``max_episode_steps`` decisions. ``step`` auto-resets: when the episode ends it returns the first
 observation of a new job, and the last observation of the old one in ``info["final_observation"]``.
@@ -28,7 +30,9 @@ and cost rewards are about -T / T_ref and -C / C_ref for any workload. ``reward_
 ``info`` (fixed structure every step): ``weights`` (adaptive weights for the returned observation),
 ``step_weights`` (those in force when the action was taken), ``final_weights`` (those of the
 pre-reset ``final_observation``), ``reallocated`` (whether the action changed the allocation),
-``severities`` and ``sla_met`` of the epoch, and the episode figures of the job that the step
+``severities`` and ``sla_met`` of the epoch, ``projected_remaining_time_s`` and
+``projected_remaining_cost_usd`` (the advanced job's remaining epochs at its latest epoch rate; 0 at
+its end), and the episode figures of the job that the step
 advanced (meaningful when it is done):
 ``episode_time_s``, ``episode_cost_usd``, ``time_ref_s``, ``cost_ref_usd``, ``deadline_met``,
 ``budget_met``, ``job_sla_met`` (6 job-level checks, ``objectives.py``), ``all_slas_met``,
@@ -46,6 +50,7 @@ import numpy as np
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import NUM_ACTIONS, apply_action
 from slamorl_jax.env.adaptive_weights import adapt_columns
+from slamorl_jax.env.batched_step import vmappable_step
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.job_generator import initial_allocation, sample_job
 from slamorl_jax.env.job_model import epoch_metrics
@@ -74,11 +79,14 @@ def _severities_and_weights(
     cost_usd: jax.Array,
     epoch: jax.Array,
     params: EnvParams,
-) -> tuple[jax.Array, jax.Array]:
-    """Forward-looking severities (6,) and adaptive weights (3,) after an epoch's readings."""
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """Severities (6,) and weights (3,) after an epoch's readings, and the projected remaining
+    time (s) and cost ($) of the job at the current epoch rate."""
     remaining = (job.epochs - epoch).astype(jnp.float32)
-    projected_time = elapsed_s + remaining * epoch_time_s
-    projected_cost = cost_usd + remaining * epoch_time_s * price_per_hour / 3600.0
+    remaining_time = remaining * epoch_time_s
+    remaining_cost = remaining_time * price_per_hour / 3600.0
+    projected_time = elapsed_s + remaining_time
+    projected_cost = cost_usd + remaining_cost
     severities = sla_severities(
         projected_time,
         projected_cost,
@@ -89,7 +97,7 @@ def _severities_and_weights(
         job.sla_targets,
     )
     weights = adapt_columns(preference, severities, params.adapt_strength)
-    return jnp.stack(severities), jnp.stack(weights)
+    return jnp.stack(severities), jnp.stack(weights), remaining_time, remaining_cost
 
 
 class JobAllocationEnv:
@@ -101,6 +109,7 @@ class JobAllocationEnv:
 
     def __init__(self, catalog: Catalog | None = None) -> None:
         self.catalog = catalog or load_catalog()
+        self._vmappable_step = vmappable_step(self)
 
     @property
     def default_params(self) -> EnvParams:
@@ -141,7 +150,7 @@ class JobAllocationEnv:
         m = epoch_metrics(job.constants, gpus, cpus, params)
         zero = jnp.zeros((), jnp.float32)
         preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
-        severities, weights = _severities_and_weights(
+        severities, weights, remaining_time, remaining_cost = _severities_and_weights(
             job, preference, m.price_per_hour, m.memory_used_gib, m.gpu_util, m.cpu_util,
             m.throughput, m.epoch_time_s, zero, zero, jnp.zeros((), jnp.int32), params,
         )  # fmt: skip
@@ -163,6 +172,8 @@ class JobAllocationEnv:
             price_per_hour=m.price_per_hour,
             severities=severities,
             weights=weights,
+            projected_remaining_time_s=remaining_time,
+            projected_remaining_cost_usd=remaining_cost,
             gpu_busy_s=zero,
             cpu_busy_s=zero,
             peak_memory_gib=zero,
@@ -178,8 +189,19 @@ class JobAllocationEnv:
         action: jax.Array | int,
         params: EnvParams | None = None,
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
-        """One decision and one epoch; auto-resets a finished job (see module docstring)."""
+        """One decision and one epoch; auto-resets a finished job (see module docstring).
+
+        Under ``jax.vmap`` over keys, states and actions (params shared) this runs the batched step
+        of ``batched_step.py``: the same results, with the resets computed only for the jobs that
+        ended.
+        """
         params = params if params is not None else self.default_params
+        return self._vmappable_step(key, state, jnp.asarray(action, jnp.int32), params)
+
+    def step_single(
+        self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
+        """:meth:`step` for one job (what ``vmap`` falls back to when params are batched too)."""
         u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
         return self.step_from_draws(u[: d.STEP_DRAWS], u[d.STEP_DRAWS :], state, action, params)
 
@@ -192,13 +214,30 @@ class JobAllocationEnv:
         params: EnvParams,
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
         """``step`` with explicit uniforms: ``STEP_DRAWS`` for the epoch, ``RESET_DRAWS`` for a reset."""
+        advanced = self.advance(u_step, state, action, params)
+        return self.finish_step(advanced, self.reset_from_draws(u_reset, params), params)
+
+    def advance(
+        self, u_step: jax.Array, state: EnvState, action: jax.Array | int, params: EnvParams
+    ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, Info]:
+        """The epoch of a step without the reset: (next state, reward, terminated, truncated, info)."""
         next_state, reward, terminated, info = self.transition(u_step, state, action, params)
         truncated = jnp.logical_and(next_state.steps >= params.max_episode_steps, jnp.logical_not(terminated))
+        return next_state, reward, terminated, truncated, info
+
+    def finish_step(
+        self,
+        advanced: tuple[EnvState, jax.Array, jax.Array, jax.Array, Info],
+        reset_state: EnvState,
+        params: EnvParams,
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
+        """Auto-reset: swap in ``reset_state`` where the job ended; assemble the step's outputs."""
+        next_state, reward, terminated, truncated, info = advanced
         done = jnp.logical_or(terminated, truncated)
         final_obs = observe(next_state, params)
-        reset_state = self.reset_from_draws(u_reset, params)
-        state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
-        obs = jnp.where(done, observe(reset_state, params), final_obs)
+        state_out = jax.tree.map(lambda r, s: jnp.where(_expand(done, s), r, s), reset_state, next_state)
+        obs = jnp.where(done[..., None], observe(reset_state, params), final_obs)
+        info = dict(info)
         info.update(
             weights=state_out.weights,
             final_weights=next_state.weights,
@@ -223,7 +262,8 @@ class JobAllocationEnv:
             params.cpus_per_node,
             params.cpu_step,
         )
-        changed = jnp.logical_or(gpus != state.gpus, cpus != state.cpus)
+        gpus_changed = gpus != state.gpus
+        changed = jnp.logical_or(gpus_changed, cpus != state.cpus)
         contended = jnp.where(
             state.contended,
             u[d.CONTENTION_SWITCH] >= params.contention_end_prob,
@@ -232,7 +272,12 @@ class JobAllocationEnv:
         m = epoch_metrics(job.constants, gpus, cpus, params, contended)
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
         epoch_time = m.epoch_time_s * noise
-        interval = epoch_time + jnp.where(changed, params.reallocation_pause_s, 0.0)
+        pause = jnp.where(
+            gpus_changed,
+            params.reallocation_pause_s,
+            jnp.where(changed, params.cpu_reallocation_pause_s, 0.0),
+        )
+        interval = epoch_time + pause
         interval_cost = interval * m.price_per_hour / 3600.0
         working = epoch_time / interval
         gpu_util = jnp.clip(
@@ -246,7 +291,7 @@ class JobAllocationEnv:
         cost = state.cost_usd + interval_cost
         epoch = state.epoch + 1
         preference = contiguous(tuple(job.preference[i] for i in range(NUM_OBJECTIVES)))
-        severities, weights = _severities_and_weights(
+        severities, weights, remaining_time, remaining_cost = _severities_and_weights(
             job, preference, m.price_per_hour, m.memory_used_gib, gpu_util, cpu_util,
             throughput, epoch_time, elapsed, cost, epoch, params,
         )  # fmt: skip
@@ -268,6 +313,8 @@ class JobAllocationEnv:
             price_per_hour=m.price_per_hour,
             severities=severities,
             weights=weights,
+            projected_remaining_time_s=remaining_time,
+            projected_remaining_cost_usd=remaining_cost,
             gpu_busy_s=state.gpu_busy_s + gpu_util * interval,
             cpu_busy_s=state.cpu_busy_s + cpu_util * interval,
             peak_memory_gib=jnp.maximum(state.peak_memory_gib, m.memory_used_gib),
@@ -292,9 +339,16 @@ class JobAllocationEnv:
             "severities": severities,
             "sla_met": severities <= 0.0,
             "reallocated": changed,
+            "projected_remaining_time_s": remaining_time,
+            "projected_remaining_cost_usd": remaining_cost,
             **figures,
         }
         return next_state, reward, terminated, info
+
+
+def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:
+    """``mask`` with trailing unit axes to broadcast against ``like``."""
+    return mask.reshape(mask.shape + (1,) * (like.ndim - mask.ndim))
 
 
 def episode_figures(state: EnvState) -> Info:

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.actions import clip_allocation, cpu_cap
+from slamorl_jax.env.actions import clip_allocation, cpu_cap, floor_div
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.lookup import gather_row, take_small
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, max_gpus
@@ -128,7 +128,9 @@ def initial_allocation(
     one = jnp.ones((), jnp.int32)
     random_gpus = d.uniform_int(u[d.INIT_GPUS], one, g_max)
     random_levels = cpu_cap(random_gpus, params.gpus_per_node, params.cpus_per_node, params.cpu_step)
-    random_cpus = params.cpu_step * d.uniform_int(u[d.INIT_CPUS], one, random_levels // params.cpu_step)
+    random_cpus = params.cpu_step * d.uniform_int(
+        u[d.INIT_CPUS], one, floor_div(random_levels, params.cpu_step)
+    )
     big = jnp.int32(1 << 20)
     strategy = params.init_strategy
     assert len(INIT_STRATEGIES) == 4

@@ -82,7 +82,8 @@ class EnvParams:
     requested_cpus_per_gpu_probs: jax.Array  # (R,)
     init_strategy: jax.Array  # int32 index into INIT_STRATEGIES
     # Dynamics.
-    reallocation_pause_s: jax.Array  # checkpoint-restart pause of a re-allocation (billed)
+    reallocation_pause_s: jax.Array  # checkpoint-restart pause when the GPU count changes (billed)
+    cpu_reallocation_pause_s: jax.Array  # data-loader restart when only the CPUs change (billed)
     epoch_time_noise: jax.Array  # std of the log-normal epoch-time noise
     util_noise: jax.Array  # half-width of the uniform noise on utilisation readings
     contention_start_prob: jax.Array  # per epoch, uncontended -> contended

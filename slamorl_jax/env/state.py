@@ -75,6 +75,8 @@ class EnvState:
     price_per_hour: jax.Array
     severities: jax.Array  # (6,)
     weights: jax.Array  # (3,) adaptive weights for the current observation
+    projected_remaining_time_s: jax.Array  # remaining epochs x last epoch time
+    projected_remaining_cost_usd: jax.Array  # the same in dollars at the current price
     # Episode accumulators for the job-level figures.
     gpu_busy_s: jax.Array  # integral of GPU utilisation over time
     cpu_busy_s: jax.Array

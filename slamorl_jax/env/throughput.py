@@ -111,4 +111,6 @@ def nodes_spanned(num_gpus: ArrayLike, gpus_per_node: ArrayLike) -> jnp.ndarray:
     """Nodes a job of ``num_gpus`` GPUs occupies when packed onto nodes of ``gpus_per_node`` GPUs."""
     g = jnp.asarray(num_gpus)
     n = jnp.asarray(gpus_per_node)
-    return jnp.floor_divide(g + n - 1, n)
+    # ceil of the quotient (not floor_divide, which XLA on CPU runs as a slow scalar loop); the
+    # small offset keeps exact multiples from rounding up.
+    return jnp.ceil(g / n - 1e-4)

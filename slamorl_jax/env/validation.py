@@ -37,6 +37,7 @@ SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
     "requested_cpus_per_gpu_values": (0.0, 1024.0, False),
     "init_strategy": (0, len(INIT_STRATEGIES) - 1, True),
     "reallocation_pause_s": (0.0, 86_400.0, False),
+    "cpu_reallocation_pause_s": (0.0, 86_400.0, False),
     "epoch_time_noise": (0.0, 1.0, False),
     "util_noise": (0.0, 0.5, False),
     "contention_start_prob": (0.0, 1.0, False),

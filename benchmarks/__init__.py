@@ -1,0 +1,4 @@
+"""Benchmarks of slamorl_jax (DESIGN.md §9).
+
+Run each as a module from the repository root, e.g. ``python -m benchmarks.env_throughput``.
+"""

@@ -1,0 +1,230 @@
+"""Timing harness shared by the benchmarks (DESIGN.md §9).
+
+* Compile time is measured apart: ``jax.jit(fn).lower(*args).compile()`` is timed on its own.
+* Every compiled function is called once to warm up before it is timed, and every timed call ends
+  with ``jax.block_until_ready``.
+* Each figure is repeated; reports give the median and the best.
+* Candidates that are compared are timed in turns (A, B, A, B, ...) so machine noise hits them alike.
+
+Also here: machine facts for the report, a Markdown table, JSON + Markdown output, and an argument
+parser whose errors are one line with exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import jax
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclasses.dataclass
+class Timing:
+    """Compile time and the wall times of repeated calls that each do ``work`` units (e.g. env steps)."""
+
+    work: float
+    compile_s: float = 0.0
+    run_s: list[float] = dataclasses.field(default_factory=list)
+
+    @property
+    def median_rate(self) -> float:
+        """Work per second of the median call."""
+        return self.work / statistics.median(self.run_s)
+
+    @property
+    def best_rate(self) -> float:
+        """Work per second of the fastest call."""
+        return self.work / min(self.run_s)
+
+    def as_dict(self, unit: str = "steps") -> dict[str, Any]:
+        """JSON-ready summary."""
+        return {
+            f"{unit}_per_call": self.work,
+            "compile_s": self.compile_s,
+            "run_s": self.run_s,
+            f"{unit}_per_s_median": self.median_rate,
+            f"{unit}_per_s_best": self.best_rate,
+        }
+
+
+def compile_timed(fn: Callable[..., Any], *args: Any) -> tuple[Callable[..., Any], float]:
+    """Jit, lower and compile ``fn`` for ``args``; the executable and the seconds it took."""
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - start
+
+
+def time_call(compiled: Callable[..., Any], *args: Any) -> float:
+    """Wall seconds of one call, up to ``block_until_ready`` on its outputs."""
+    start = time.perf_counter()
+    jax.block_until_ready(compiled(*args))
+    return time.perf_counter() - start
+
+
+def interleaved_timings(
+    candidates: Mapping[str, tuple[Callable[..., Any], tuple[Any, ...], Timing]], repeats: int
+) -> None:
+    """Warm each compiled candidate up once, then time them in turns ``repeats`` times.
+
+    ``candidates`` maps a name to (compiled function, its arguments, the ``Timing`` to fill).
+    """
+    for compiled, args, _ in candidates.values():
+        jax.block_until_ready(compiled(*args))
+    for _ in range(repeats):
+        for compiled, args, timing in candidates.values():
+            timing.run_s.append(time_call(compiled, *args))
+
+
+def time_python_loop(
+    step_chunk: Callable[[int], Any], seconds: float, repeats: int, chunk: int = 500
+) -> Timing:
+    """Steps per second of a host loop; ``step_chunk(n)`` runs ``n`` steps.
+
+    One chunk warms up; then each of ``repeats`` windows of ``seconds / repeats`` runs whole chunks
+    and is recorded as its mean seconds per chunk (``Timing.work`` = ``chunk`` steps).
+    """
+    step_chunk(chunk)
+    window = seconds / repeats
+    rates = []
+    for _ in range(repeats):
+        steps, start = 0, time.perf_counter()
+        while (elapsed := time.perf_counter() - start) < window:
+            step_chunk(chunk)
+            steps += chunk
+        rates.append(steps / elapsed)
+    work = float(chunk)
+    return Timing(work=work, run_s=[work / r for r in rates])
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def machine_info(**extra: Any) -> dict[str, Any]:
+    """Facts that make a benchmark result interpretable: versions, backend, device, CPUs."""
+    device = jax.devices()[0]
+    try:
+        usable_cpus = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable_cpus = os.cpu_count()
+    return {
+        "jax_version": jax.__version__,
+        "numpy_version": np.__version__,
+        "python_version": platform.python_version(),
+        "backend": jax.default_backend(),
+        "device": str(getattr(device, "device_kind", device.platform)),
+        "device_count": jax.device_count(),
+        "cpu_count": os.cpu_count(),
+        "usable_cpus": usable_cpus,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "git_commit": _git_commit(),
+        "timestamp_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **extra,
+    }
+
+
+def available_memory_bytes() -> int | None:
+    """Free memory of the default device (accelerator memory, or the host's ``MemAvailable``)."""
+    device = jax.devices()[0]
+    if device.platform != "cpu":
+        stats = device.memory_stats() or {}
+        if "bytes_limit" in stats:
+            return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+        return None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def format_rate(x: float | None) -> str:
+    """A rate with a metric suffix: 1234567 -> '1.23M'."""
+    if x is None:
+        return "-"
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= scale:
+            return f"{x / scale:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub Markdown table."""
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_report(out: Path, payload: Mapping[str, Any], markdown: str) -> tuple[Path, Path]:
+    """Write ``payload`` as JSON to ``out`` and ``markdown`` beside it (same name, ``.md``)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=2) + "\n")
+    md = out.with_suffix(".md")
+    md.write_text(markdown + "\n")
+    return out, md
+
+
+def fail(message: str, prog: str | None = None) -> NoReturn:
+    """Print ``prog: error: message`` on one line to stderr and exit with status 2."""
+    print(f"{prog or Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+class OneLineArgumentParser(argparse.ArgumentParser):
+    """``argparse`` whose errors are one line (no usage block) with exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        """Report a bad command line and exit 2."""
+        fail(message, self.prog)
+
+
+def positive_int_list(text: str) -> list[int]:
+    """``argparse`` type: a comma-separated list of positive integers, e.g. ``1,64,4096``."""
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated positive integers, got {text!r}"
+        ) from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return values
+
+
+def bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
+    """``argparse`` type: a number of ``kind`` in ``[low, high]``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            noun = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
+        return value
+
+    return parse

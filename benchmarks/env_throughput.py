@@ -1,0 +1,298 @@
+"""Environment steps per second: our env vs gymnax CartPole-v1 in one harness, and the Python job loop.
+
+    python -m benchmarks.env_throughput [--num-envs 1,64,4096,65536,262144] [--steps N]
+        [--repeats 5] [--python-seconds 2] [--scenario mixed] [--out benchmarks/results/env_throughput.json]
+
+Harness (identical for both JAX envs): one jitted function resets ``num_envs`` envs (``vmap``) and
+``lax.scan``s ``steps`` steps of ``vmap(env.step)`` with actions from ``jax.random.randint`` and
+per-env keys from ``jax.random.split``; observations, states and the summed reward are carried, so
+nothing but unused ``info`` entries can be dropped by the compiler (as in a training loop). Compile
+time is timed apart, each function is warmed up once, and the two envs are timed in turns per
+``num_envs``. The plain-Python single job (``slamorl_jax.env.python_job``, NumPy's generator for its
+uniforms and actions) is timed in the same run. Writes JSON and a Markdown table beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gymnax
+import jax
+import jax.numpy as jnp
+
+from benchmarks.common import (
+    OneLineArgumentParser,
+    Timing,
+    available_memory_bytes,
+    bounded,
+    compile_timed,
+    fail,
+    format_rate,
+    interleaved_timings,
+    machine_info,
+    markdown_table,
+    positive_int_list,
+    time_python_loop,
+    write_report,
+)
+from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
+from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, run_random_steps
+
+DEFAULT_NUM_ENVS = (1, 64, 4096, 65536, 262144)
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_throughput.json"
+TARGET_NUM_ENVS = 4096
+TARGET_VS_CARTPOLE = 0.5
+TARGET_VS_PYTHON = 1000.0
+# Bytes a batched step may hold per byte of one env's (obs, state): inputs, outputs and temporaries.
+MEMORY_HEADROOM = 32
+
+Rollout = Callable[[jax.Array, Any], tuple[jax.Array, jax.Array]]
+
+
+def make_rollout(
+    reset: Callable[..., Any], step: Callable[..., Any], num_actions: int, num_envs: int, num_steps: int
+) -> Rollout:
+    """``rollout(key, params)``: reset ``num_envs`` envs, scan ``num_steps`` random-action steps."""
+
+    def rollout(key: jax.Array, params: Any) -> tuple[jax.Array, jax.Array]:
+        reset_key, run_key = jax.random.split(key)
+        obs, state = jax.vmap(reset, in_axes=(0, None))(jax.random.split(reset_key, num_envs), params)
+
+        def body(
+            carry: tuple[Any, Any, jax.Array], key: jax.Array
+        ) -> tuple[tuple[Any, Any, jax.Array], None]:
+            obs, state, total = carry
+            action_key, step_key = jax.random.split(key)
+            actions = jax.random.randint(action_key, (num_envs,), 0, num_actions)
+            obs, state, reward, _, _, _ = jax.vmap(step, in_axes=(0, 0, 0, None))(
+                jax.random.split(step_key, num_envs), state, actions, params
+            )
+            return (obs, state, total + jnp.sum(reward)), None
+
+        carry = (obs, state, jnp.zeros((), jnp.float32))
+        (obs, _, total), _ = jax.lax.scan(body, carry, jax.random.split(run_key, num_steps))
+        return obs, total
+
+    return rollout
+
+
+def default_steps(num_envs: int) -> int:
+    """Steps per timed call when ``--steps`` is not given: about 2**20 env steps, 16 to 1000 scan steps."""
+    return min(1000, max(16, 2**20 // num_envs))
+
+
+def bytes_per_env(env: Any, params: Any) -> int:
+    """Bytes of one env's observation and state."""
+    shapes = jax.eval_shape(env.reset, jax.random.key(0), params)
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(shapes))
+
+
+def measure_jax(envs: dict[str, tuple[Any, Any, int]], num_envs: int, steps: int, repeats: int) -> dict:
+    """Compile each env's rollout for ``num_envs`` and time them in turns; a JSON-ready row."""
+    key = jax.random.key(0)
+    candidates = {}
+    for name, (env, params, num_actions) in envs.items():
+        rollout = make_rollout(env.reset, env.step, num_actions, num_envs, steps)
+        compiled, compile_s = compile_timed(rollout, key, params)
+        candidates[name] = (compiled, (key, params), Timing(work=num_envs * steps, compile_s=compile_s))
+    interleaved_timings(candidates, repeats)
+    return {"num_envs": num_envs, "steps": steps, **{name: c[2].as_dict() for name, c in candidates.items()}}
+
+
+def measure_python(scenario: str, seconds: float, repeats: int) -> dict:
+    """Steps per second of the plain-Python single job with NumPy uniforms and random actions."""
+    job = PythonJob(scenario_params(scenario))
+    source = NumpyUniforms(seed=0)
+    job.reset(source.reset_draws())
+    timing = time_python_loop(lambda n: run_random_steps(job, source, n), seconds, repeats)
+    summary = timing.as_dict()
+    del summary["compile_s"]  # nothing is compiled
+    return summary
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """``numerator / denominator``, or None when either is missing."""
+    return None if numerator is None or not denominator else numerator / denominator
+
+
+def to_markdown(payload: dict) -> str:
+    """The report as Markdown: a table of steps/s and ratios, the Python loop and the machine."""
+    python_rate = (payload.get("python_loop") or {}).get("steps_per_s_median")
+    rows = []
+    for row in payload["results"]:
+        if "skipped" in row:
+            rows.append([row["num_envs"], "-", "skipped: " + row["skipped"], "", "", "", "", ""])
+            continue
+        cart, ours = row["cartpole"], row["ours"]
+        rows.append(
+            [
+                row["num_envs"],
+                row["steps"],
+                f"{format_rate(cart['steps_per_s_median'])} / {format_rate(cart['steps_per_s_best'])}",
+                f"{format_rate(ours['steps_per_s_median'])} / {format_rate(ours['steps_per_s_best'])}",
+                f"{row['ours_vs_cartpole']:.2f}x",
+                "-" if row["ours_vs_python"] is None else f"{row['ours_vs_python']:.0f}x",
+                f"{cart['compile_s']:.1f}",
+                f"{ours['compile_s']:.1f}",
+            ]
+        )
+    headers = [
+        "num_envs",
+        "steps",
+        "CartPole-v1 steps/s (median / best)",
+        "ours steps/s (median / best)",
+        "ours / CartPole",
+        "ours / Python",
+        "CartPole compile s",
+        "ours compile s",
+    ]
+    m = payload["machine"]
+    lines = [
+        f"# Environment throughput ({payload['config']['scenario']} scenario, random actions)",
+        "",
+        markdown_table(headers, rows),
+        "",
+        f"Plain-Python single job (`python_job.PythonJob`, NumPy uniforms): "
+        f"{format_rate(python_rate)} steps/s (median).",
+    ]
+    target = payload.get("target")
+    if target:
+        lines.append(
+            f"Target at {target['num_envs']} envs: ours >= {TARGET_VS_CARTPOLE}x CartPole "
+            f"({'met' if target['vs_cartpole_met'] else 'missed'}), >= {TARGET_VS_PYTHON:.0f}x Python "
+            f"({'met' if target['vs_python_met'] else 'missed'})."
+        )
+    lines += [
+        "",
+        f"Machine: jax {m['jax_version']}, backend {m['backend']} ({m['device']}), "
+        f"{m['usable_cpus']} usable of {m['cpu_count']} CPUs, {m['processor']}, "
+        f"gymnax {m['gymnax_version']}, commit {m['git_commit']}, {m['timestamp_utc']}. "
+        f"Compile time is measured apart; {payload['config']['repeats']} timed call(s) "
+        "per cell after one warm-up call, the two JAX envs timed in turns.",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> dict:
+    """All measurements of one run as a JSON-ready dict."""
+    cart_env, cart_params = gymnax.make("CartPole-v1")
+    ours_env = JobAllocationEnv()
+    ours_params = scenario_params(args.scenario, ours_env.catalog)
+    envs = {
+        "cartpole": (cart_env, cart_params, cart_env.num_actions),
+        "ours": (ours_env, ours_params, ours_env.num_actions),
+    }
+    per_env = max(bytes_per_env(env, params) for env, params, _ in envs.values())
+    free = available_memory_bytes()
+    python = None
+    if args.python_seconds > 0:
+        python = measure_python(args.scenario, args.python_seconds, args.repeats)
+        print(
+            f"python loop: {format_rate(python['steps_per_s_median'])} steps/s", file=sys.stderr, flush=True
+        )
+    python_rate = python["steps_per_s_median"] if python else None
+    results = []
+    for num_envs in args.num_envs:
+        need = num_envs * per_env * MEMORY_HEADROOM
+        if free is not None and need > free:
+            reason = f"needs ~{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+            results.append({"num_envs": num_envs, "skipped": reason})
+            print(f"num_envs={num_envs}: skipped ({reason})", file=sys.stderr, flush=True)
+            continue
+        row = measure_jax(envs, num_envs, args.steps or default_steps(num_envs), args.repeats)
+        row["ours_vs_cartpole"] = ratio(
+            row["ours"]["steps_per_s_median"], row["cartpole"]["steps_per_s_median"]
+        )
+        row["ours_vs_python"] = ratio(row["ours"]["steps_per_s_median"], python_rate)
+        results.append(row)
+        print(
+            f"num_envs={num_envs}: cartpole {format_rate(row['cartpole']['steps_per_s_median'])}, "
+            f"ours {format_rate(row['ours']['steps_per_s_median'])} steps/s",
+            file=sys.stderr,
+            flush=True,
+        )
+    payload = {
+        "benchmark": "env_throughput",
+        "machine": machine_info(gymnax_version=importlib.metadata.version("gymnax")),
+        "config": {
+            "num_envs": args.num_envs,
+            "steps": args.steps or "auto (2**20 / num_envs, clipped to [16, 1000])",
+            "repeats": args.repeats,
+            "python_seconds": args.python_seconds,
+            "scenario": args.scenario,
+            "ours_env": ours_env.name,
+            "cartpole_env": "gymnax CartPole-v1",
+        },
+        "python_loop": python,
+        "results": results,
+        "notes": (
+            "steps/s = num_envs x steps / wall time of one jitted call (reset + scan), compile excluded; "
+            "unused info entries may be removed by XLA for both envs, as in a training loop."
+        ),
+    }
+    target_row = next((r for r in results if r["num_envs"] == TARGET_NUM_ENVS and "skipped" not in r), None)
+    if target_row is not None:
+        payload["target"] = {
+            "num_envs": TARGET_NUM_ENVS,
+            "vs_cartpole": target_row["ours_vs_cartpole"],
+            "vs_cartpole_met": target_row["ours_vs_cartpole"] >= TARGET_VS_CARTPOLE,
+            "vs_python": target_row["ours_vs_python"],
+            "vs_python_met": (target_row["ours_vs_python"] or 0.0) >= TARGET_VS_PYTHON,
+        }
+    return payload
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags; a bad value prints one line and exits with status 2."""
+    parser = OneLineArgumentParser(prog="env_throughput", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--num-envs",
+        type=positive_int_list,
+        default=list(DEFAULT_NUM_ENVS),
+        help="comma-separated batch sizes (default: %(default)s; sizes that do not fit are skipped)",
+    )
+    parser.add_argument(
+        "--steps",
+        type=bounded(int, 1, 1_000_000),
+        default=None,
+        help="scan steps per timed call (default: auto)",
+    )
+    parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=5, help="timed calls per cell")
+    parser.add_argument(
+        "--python-seconds",
+        type=bounded(float, 0.0, 3600.0),
+        default=2.0,
+        help="seconds spent timing the plain-Python loop (0 skips it)",
+    )
+    parser.add_argument("--scenario", choices=SCENARIOS, default="mixed", help="scenario of our env")
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown written beside it)"
+    )
+    args = parser.parse_args(argv)
+    if args.out.suffix != ".json":
+        fail(f"--out must end in .json, got {str(args.out)!r}", parser.prog)
+    if args.out.exists() and args.out.is_dir():
+        fail(f"--out {str(args.out)!r} is a directory", parser.prog)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark, print the Markdown table and write JSON + Markdown."""
+    args = parse_args(argv)
+    payload = run(args)
+    markdown = to_markdown(payload)
+    json_path, md_path = write_report(args.out, payload, markdown)
+    print(markdown)
+    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
