@@ -50,9 +50,8 @@ import numpy as np
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import NUM_ACTIONS, apply_action
 from slamorl_jax.env.adaptive_weights import adapt_columns
-from slamorl_jax.env.batched_step import vmappable_step
 from slamorl_jax.env.catalog import Catalog, load_catalog
-from slamorl_jax.env.job_generator import initial_allocation, sample_job
+from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, sample_job_row
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.lookup import contiguous
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
@@ -109,7 +108,6 @@ class JobAllocationEnv:
 
     def __init__(self, catalog: Catalog | None = None) -> None:
         self.catalog = catalog or load_catalog()
-        self._vmappable_step = vmappable_step(self)
 
     @property
     def default_params(self) -> EnvParams:
@@ -143,11 +141,11 @@ class JobAllocationEnv:
     def reset_from_draws(self, u: jax.Array, params: EnvParams) -> EnvState:
         """The reset state for the ``RESET_DRAWS`` uniforms ``u`` (``draws.py`` names each slot)."""
         u = d.as_tuple(u)
-        job = sample_job(u, params)
+        job, row = sample_job_row(u, params)
         gpus, cpus = initial_allocation(u, job, params)
         start, end = params.contention_start_prob, params.contention_end_prob
         stationary = start / jnp.maximum(start + end, 1e-9)
-        m = epoch_metrics(job.constants, gpus, cpus, params)
+        m = initial_metrics(job, row, gpus, cpus, params)
         zero = jnp.zeros((), jnp.float32)
         preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
         severities, weights, remaining_time, remaining_cost = _severities_and_weights(
@@ -189,19 +187,8 @@ class JobAllocationEnv:
         action: jax.Array | int,
         params: EnvParams | None = None,
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
-        """One decision and one epoch; auto-resets a finished job (see module docstring).
-
-        Under ``jax.vmap`` over keys, states and actions (params shared) this runs the batched step
-        of ``batched_step.py``: the same results, with the resets computed only for the jobs that
-        ended.
-        """
+        """One decision and one epoch; auto-resets a finished job (see module docstring)."""
         params = params if params is not None else self.default_params
-        return self._vmappable_step(key, state, jnp.asarray(action, jnp.int32), params)
-
-    def step_single(
-        self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
-    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
-        """:meth:`step` for one job (what ``vmap`` falls back to when params are batched too)."""
         u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
         return self.step_from_draws(u[: d.STEP_DRAWS], u[d.STEP_DRAWS :], state, action, params)
 
@@ -214,30 +201,13 @@ class JobAllocationEnv:
         params: EnvParams,
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
         """``step`` with explicit uniforms: ``STEP_DRAWS`` for the epoch, ``RESET_DRAWS`` for a reset."""
-        advanced = self.advance(u_step, state, action, params)
-        return self.finish_step(advanced, self.reset_from_draws(u_reset, params), params)
-
-    def advance(
-        self, u_step: jax.Array, state: EnvState, action: jax.Array | int, params: EnvParams
-    ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, Info]:
-        """The epoch of a step without the reset: (next state, reward, terminated, truncated, info)."""
         next_state, reward, terminated, info = self.transition(u_step, state, action, params)
         truncated = jnp.logical_and(next_state.steps >= params.max_episode_steps, jnp.logical_not(terminated))
-        return next_state, reward, terminated, truncated, info
-
-    def finish_step(
-        self,
-        advanced: tuple[EnvState, jax.Array, jax.Array, jax.Array, Info],
-        reset_state: EnvState,
-        params: EnvParams,
-    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
-        """Auto-reset: swap in ``reset_state`` where the job ended; assemble the step's outputs."""
-        next_state, reward, terminated, truncated, info = advanced
         done = jnp.logical_or(terminated, truncated)
         final_obs = observe(next_state, params)
-        state_out = jax.tree.map(lambda r, s: jnp.where(_expand(done, s), r, s), reset_state, next_state)
-        obs = jnp.where(done[..., None], observe(reset_state, params), final_obs)
-        info = dict(info)
+        reset_state = self.reset_from_draws(u_reset, params)
+        state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
+        obs = jnp.where(done, observe(reset_state, params), final_obs)
         info.update(
             weights=state_out.weights,
             final_weights=next_state.weights,
@@ -344,11 +314,6 @@ class JobAllocationEnv:
             **figures,
         }
         return next_state, reward, terminated, info
-
-
-def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:
-    """``mask`` with trailing unit axes to broadcast against ``like``."""
-    return mask.reshape(mask.shape + (1,) * (like.ndim - mask.ndim))
 
 
 def episode_figures(state: EnvState) -> Info:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation, cpu_cap, floor_div
-from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
+from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
 from slamorl_jax.env.lookup import gather_row, take_small
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, max_gpus
 from slamorl_jax.env.scenarios import kind_preferences
@@ -20,25 +20,62 @@ _KIND_PREFERENCES = kind_preferences()
 
 
 def requested_allocation(
-    u_gpus: jax.Array,
-    u_cpus: jax.Array,
-    gpu_cdf: jax.Array,
-    data_parallel: jax.Array,
-    params: EnvParams,
+    gpu_bins: jax.Array, cpus_per_gpu: jax.Array, data_parallel: jax.Array, params: EnvParams
 ) -> tuple[jax.Array, jax.Array]:
-    """The user's static request: GPUs from the workload's distribution (given as its CDF), CPUs per
-    GPU from Alibaba's."""
-    bin_index = d.categorical_from_cdf(u_gpus, gpu_cdf)
-    gpus = take_small(params.requested_gpu_bins, bin_index)
-    gpus = jnp.where(data_parallel, gpus, 1)
-    ratio_index = d.categorical(u_cpus, params.requested_cpus_per_gpu_probs)
-    ratio = take_small(params.requested_cpus_per_gpu_values, ratio_index)
-    cpus_wanted = ratio * gpus.astype(jnp.float32)
+    """The user's static request for GPU-count bins and CPUs-per-GPU values (broadcast): a job that
+    is not data-parallel asks for one GPU; CPUs are rounded to the ``cpu_step`` lattice, then clipped."""
+    gpus = jnp.where(data_parallel, gpu_bins, 1)
     step = params.cpu_step.astype(jnp.float32)
-    cpus = (jnp.round(cpus_wanted / step) * step).astype(jnp.int32)
+    cpus = (jnp.round(cpus_per_gpu * gpus.astype(jnp.float32) / step) * step).astype(jnp.int32)
     return clip_allocation(
         gpus, cpus, max_gpus(params), params.gpus_per_node, params.cpus_per_node, params.cpu_step
     )
+
+
+def job_table(params: EnvParams) -> dict:
+    """Everything about a job that depends only on its discrete draws, for every combination.
+
+    Shape (W, T, B, R): workload x GPU type x requested GPU bin x requested CPUs-per-GPU value.
+    Holds the job's constants, its request and the request's noise-free epoch metrics, and those of
+    the initial allocation of ``params.init_strategy`` (except ``random``, evaluated per job by
+    :func:`initial_metrics`). It depends on ``params`` alone,
+    so a batch of jobs sharing params computes it once; each reset then reads one row.
+    """
+    consts = job_constants_table(params)  # (W, T)
+    num_workloads, num_types = consts.compute_s.shape
+    bins = params.requested_gpu_bins[None, None, :, None]
+    ratios = params.requested_cpus_per_gpu_values[None, None, None, :]
+    data_parallel = params.workloads.data_parallel[:, None, None, None]
+    req_gpus, req_cpus = requested_allocation(bins, ratios, data_parallel, params)
+    shape = (num_workloads, num_types, bins.shape[2], ratios.shape[3])
+    req_gpus = jnp.broadcast_to(req_gpus, shape)
+    req_cpus = jnp.broadcast_to(req_cpus, shape)
+    expand = jax.tree.map(lambda x: x[:, :, None, None], consts)
+    g_max = max_gpus(params)
+    cap = cpu_cap(g_max, params.gpus_per_node, params.cpus_per_node, params.cpu_step)
+
+    def full(x: jax.Array) -> jax.Array:
+        return jnp.broadcast_to(x, shape)
+
+    requested = jax.tree.map(full, epoch_metrics(expand, req_gpus, req_cpus, params))
+    strategy = params.init_strategy
+
+    return {
+        "constants": jax.tree.map(full, expand),
+        "requested_gpus": req_gpus,
+        "requested_cpus": req_cpus,
+        "requested": requested,
+        "initial": jax.tree.map(
+            lambda cold, req, big: jnp.select([strategy == 0, strategy == 1], [cold, req], big),
+            jax.tree.map(full, epoch_metrics(expand, 1, params.cpu_step, params)),
+            requested,
+            jax.tree.map(full, epoch_metrics(expand, g_max, cap, params)),
+        ),
+        "epochs_min": full(params.workloads.epochs_min[:, None, None, None]),
+        "epochs_max": full(params.workloads.epochs_max[:, None, None, None]),
+        "fastest_epoch": full(params.fastest_epoch_s[:, :, None, None]),
+        "cheapest_epoch": full(params.cheapest_epoch_usd[:, :, None, None]),
+    }
 
 
 def sample_preference(u: tuple[jax.Array, ...], kind: jax.Array, params: EnvParams) -> jax.Array:
@@ -55,37 +92,26 @@ def sample_preference(u: tuple[jax.Array, ...], kind: jax.Array, params: EnvPara
     )
 
 
-def sample_job(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> JobSpec:
-    """Draw a job from the ``RESET_DRAWS`` uniforms ``u`` (see ``scenarios.py`` for the distribution)."""
+def sample_job_row(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> tuple[JobSpec, dict]:
+    """Draw a job from the ``RESET_DRAWS`` uniforms ``u``; also return its :func:`job_table` row."""
     u = d.as_tuple(u)
     workload = d.categorical(u[d.WORKLOAD], params.workload_probs)
     gpu_type = d.categorical(u[d.GPU_TYPE], params.gpu_type_probs)
     kind = d.categorical(u[d.SCENARIO], params.scenario_probs)
-    w = params.workloads
-    table_shape = params.fastest_epoch_s.shape
-    gpu_probs = w.requested_gpu_probs
+    gpu_probs = params.workloads.requested_gpu_probs
     gpu_cdf = jnp.cumsum(gpu_probs / jnp.sum(gpu_probs, axis=1, keepdims=True), axis=1)
-    row = gather_row(
-        {
-            "constants": job_constants_table(params),
-            "epochs_min": jnp.broadcast_to(w.epochs_min[:, None], table_shape),
-            "epochs_max": jnp.broadcast_to(w.epochs_max[:, None], table_shape),
-            "gpu_cdf": jnp.broadcast_to(gpu_cdf[:, None, :], (*table_shape, gpu_cdf.shape[1])),
-            "fastest_epoch": params.fastest_epoch_s,
-            "cheapest_epoch": params.cheapest_epoch_usd,
-        },
-        workload * table_shape[1] + gpu_type,
-    )
+    gpu_bin = d.categorical_from_cdf(u[d.REQUESTED_GPUS], gpu_cdf[workload])
+    cpu_bin = d.categorical(u[d.REQUESTED_CPUS], params.requested_cpus_per_gpu_probs)
+    table = job_table(params)
+    _, num_types, num_bins, num_ratios = table["requested_gpus"].shape
+    row = gather_row(table, ((workload * num_types + gpu_type) * num_bins + gpu_bin) * num_ratios + cpu_bin)
+
     constants = row["constants"]
+    ref = row["requested"]
     epochs = d.uniform_int(u[d.EPOCHS], row["epochs_min"], row["epochs_max"])
-    req_gpus, req_cpus = requested_allocation(
-        u[d.REQUESTED_GPUS], u[d.REQUESTED_CPUS], row["gpu_cdf"], constants.data_parallel, params
-    )
-    ref = epoch_metrics(constants, req_gpus, req_cpus, params)
     epochs_f = epochs.astype(jnp.float32)
     time_ref = epochs_f * ref.epoch_time_s
     cost_ref = time_ref * ref.price_per_hour / 3600.0
-
     low = take_small(params.sla_factor_low, kind)
     high = take_small(params.sla_factor_high, kind)
     f = [lo + (hi - lo) * u[i] for lo, hi, i in zip(low, high, d.SLA_FACTORS, strict=True)]
@@ -99,20 +125,26 @@ def sample_job(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> JobSp
         min_gpu_util=f[4],
         min_cpu_util=f[5],
     )
-    return JobSpec(
+    job = JobSpec(
         workload=workload,
         gpu_type=gpu_type,
         scenario=kind,
         epochs=epochs,
         constants=constants,
-        requested_gpus=req_gpus,
-        requested_cpus=req_cpus,
+        requested_gpus=row["requested_gpus"],
+        requested_cpus=row["requested_cpus"],
         preference=sample_preference(u, kind, params),
         sla_targets=targets,
         time_ref_s=time_ref,
         cost_ref_usd=cost_ref,
         throughput_ref=ref.throughput,
     )
+    return job, row
+
+
+def sample_job(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> JobSpec:
+    """Draw a job from the ``RESET_DRAWS`` uniforms ``u`` (see ``scenarios.py`` for the distribution)."""
+    return sample_job_row(u, params)[0]
 
 
 def initial_allocation(
@@ -143,3 +175,15 @@ def initial_allocation(
         big,
     )
     return clip_allocation(gpus, cpus, g_max, params.gpus_per_node, params.cpus_per_node, params.cpu_step)
+
+
+def initial_metrics(
+    job: JobSpec, row: dict, gpus: jax.Array, cpus: jax.Array, params: EnvParams
+) -> EpochMetrics:
+    """Noise-free metrics of the first allocation: read from the job's table row, except for the
+    ``random`` strategy, which evaluates the model (a branch on the shared params, so only then)."""
+    return jax.lax.cond(
+        params.init_strategy == INIT_STRATEGIES.index("random"),
+        lambda: epoch_metrics(job.constants, gpus, cpus, params),
+        lambda: row["initial"],
+    )
