@@ -18,6 +18,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -27,7 +28,6 @@ from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
-from slamorl_jax.env.observation import NUM_FEATURES
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams
 from slamorl_jax.env.prices import with_prices
 from slamorl_jax.env.scenarios import scenario_params, with_preference
@@ -93,6 +93,11 @@ class Trainer:
     network: ActorCritic
     optimizer: optax.GradientTransformation
 
+    @property
+    def obs_dim(self) -> int:
+        """Observation features of the environment."""
+        return int(self.env.observation_space().shape[0])
+
     def apply(self, params: Any, obs: jax.Array, weights: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Actor logits and per-objective values."""
         return self.network.apply(params, obs, weights)
@@ -100,7 +105,7 @@ class Trainer:
     def init(self, key: jax.Array, env_params: EnvParams) -> TrainState:
         """Fresh network, optimiser and ``num_envs`` running jobs from ``key``."""
         key, net_key, env_key = jax.random.split(key, 3)
-        params = init_params(self.network, net_key, NUM_FEATURES)
+        params = init_params(self.network, net_key, self.obs_dim)
         env_keys = jax.random.split(env_key, self.config.num_envs)
         obs, env_state = jax.vmap(self.env.reset, in_axes=(0, None))(env_keys, env_params)
         return TrainState(
@@ -123,8 +128,7 @@ class Trainer:
             state, sums = carry
             key, act_key, env_key = jax.random.split(state.key, 3)
             logits, values = self.apply(state.params, state.obs, state.weights)
-            actions = jax.random.categorical(act_key, logits)
-            log_probs = jnp.take_along_axis(jax.nn.log_softmax(logits), actions[:, None], axis=1)[:, 0]
+            actions, log_probs = sample_actions(act_key, logits)
             env_keys = jax.random.split(env_key, c.num_envs)
             obs, env_state, reward, terminated, truncated, info = jax.vmap(
                 self.env.step, in_axes=(0, 0, 0, None)
@@ -204,12 +208,13 @@ class Trainer:
             updates, opt_state = self.optimizer.update(grads, opt_state, params)
             return (optax.apply_updates(params, updates), opt_state), metrics
 
+        # One packed float32 matrix, so each epoch's shuffle is a single row gather.
+        packed, unpack = pack_rows(batch)
+
         def epoch(carry: tuple, key: jax.Array) -> tuple:
             order = jax.random.permutation(key, c.batch_size)
-            shuffled = jax.tree.map(
-                lambda x: x[order].reshape((c.num_minibatches, c.minibatch_size, *x.shape[1:])), batch
-            )
-            carry, metrics = jax.lax.scan(minibatch_step, carry, shuffled)
+            shuffled = packed[order].reshape((c.num_minibatches, c.minibatch_size, packed.shape[1]))
+            carry, metrics = jax.lax.scan(lambda cr, rows: minibatch_step(cr, unpack(rows)), carry, shuffled)
             return carry, jax.tree.map(jnp.mean, metrics)
 
         key, epoch_key = jax.random.split(state.key)
@@ -265,6 +270,40 @@ def env_potential(env_state: EnvState) -> jax.Array:
     )
 
 
+def pack_rows(tree: Any) -> tuple[jax.Array, Any]:
+    """Pack a pytree of ``[B, ...]`` arrays into one ``[B, F]`` float32 matrix, and its inverse.
+
+    Integer leaves (actions) travel as float32, exact below 2**24.
+    """
+    leaves, treedef = jax.tree.flatten(tree)
+    widths = [int(np.prod(leaf.shape[1:])) for leaf in leaves]
+    packed = jnp.concatenate([leaf.reshape(leaf.shape[0], -1).astype(jnp.float32) for leaf in leaves], axis=1)
+
+    def unpack(rows: jax.Array) -> Any:
+        out, start = [], 0
+        for leaf, width in zip(leaves, widths, strict=True):
+            piece = rows[..., start : start + width].reshape(rows.shape[:-1] + leaf.shape[1:])
+            out.append(piece.astype(leaf.dtype))
+            start += width
+        return jax.tree.unflatten(treedef, out)
+
+    return packed, unpack
+
+
+def sample_actions(key: jax.Array, logits: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Sample one action per row of ``logits`` and return it with its log-probability.
+
+    Inverse-CDF sampling with one uniform per row: the same distribution as
+    ``jax.random.categorical`` (which draws a Gumbel per logit), with ``num_actions`` times fewer
+    random numbers, which matters on CPU where the counter-based generator is a large cost.
+    """
+    log_probs = jax.nn.log_softmax(logits)
+    cdf = jnp.cumsum(jnp.exp(log_probs), axis=-1)
+    u = jax.random.uniform(key, (*logits.shape[:-1], 1), dtype=cdf.dtype)
+    actions = jnp.minimum(jnp.sum(u >= cdf[..., :-1], axis=-1), logits.shape[-1] - 1).astype(jnp.int32)
+    return actions, jnp.take_along_axis(log_probs, actions[..., None], axis=-1)[..., 0]
+
+
 def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dict) -> dict:
     """Add the figures of the jobs that finished this step to the running sums."""
     d = done.astype(jnp.float32)
@@ -285,13 +324,21 @@ def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dic
 
 
 def make_train(config: TrainConfig, env: JobAllocationEnv | None = None) -> Trainer:
-    """A validated :class:`Trainer` for ``config`` (raises ``ValueError`` on a bad config)."""
+    """A validated :class:`Trainer` for ``config`` (raises ``ValueError`` on a bad config).
+
+    ``env`` defaults to :class:`JobAllocationEnv`; any env with the same functional API, info keys
+    and ``num_actions``/``reward_dim``/``observation_space`` works (the training benchmark runs
+    gymnax CartPole through an adapter).
+    """
     validate_config(config)
     env = env or JobAllocationEnv()
+    network_config = dataclasses.replace(
+        config.network, num_actions=int(env.num_actions), num_objectives=int(env.reward_dim)
+    )
     return Trainer(
         config=config,
         env=env,
-        network=ActorCritic(config.network),
+        network=ActorCritic(network_config),
         optimizer=make_optimizer(config),
     )
 

@@ -1,0 +1,215 @@
+"""Training steps per second: PPO on our env vs PPO on gymnax CartPole with the same learner.
+
+    python -m benchmarks.train_throughput [--num-envs 64,1024,4096,16384] [--hidden-sizes 64,64]
+        [--rollout-length 16] [--update-epochs 4] [--num-minibatches 4] [--updates-per-call 2]
+        [--repeats 3] [--out benchmarks/results/train_throughput.json]
+
+Both runs use ``slamorl_jax.agent.trainer`` unchanged (same network shape, rollout length, epochs,
+minibatches, optimiser; PureJaxRL's structure: rollout scan, GAE, epoch and minibatch scans), so
+the difference is the environment; CartPole goes through ``cartpole_adapter.py``. One timed call
+is ``--updates-per-call`` PPO updates (``update_chunk``); compile time is measured apart, each
+compiled chunk is warmed up once, and the two are timed in turns. Memory is XLA's estimate for one
+call (arguments + outputs + temporaries), plus the device's peak where the backend reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import jax
+
+from benchmarks.cartpole_adapter import CartPoleForTrainer
+from benchmarks.common import (
+    OneLineArgumentParser,
+    Timing,
+    bounded,
+    compile_timed,
+    fail,
+    format_rate,
+    interleaved_timings,
+    machine_info,
+    markdown_table,
+    positive_int_list,
+    write_report,
+)
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.trainer import env_params_from_config, make_train
+
+DEFAULT_NUM_ENVS = (64, 1024, 4096, 16384)
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "train_throughput.json"
+TARGET_NUM_ENVS = 4096
+TARGET_VS_CARTPOLE = 0.9
+
+
+def memory_bytes(compiled: Any) -> int | None:
+    """XLA's memory estimate of one call: arguments + outputs + temporaries (None if unknown)."""
+    try:
+        m = compiled.memory_analysis()
+        return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes)
+    except (AttributeError, NotImplementedError, TypeError):
+        return None
+
+
+def device_peak_bytes() -> int | None:
+    """Peak bytes in use on the default device, where the backend reports it (GPU/TPU)."""
+    stats = jax.devices()[0].memory_stats() or {}
+    return int(stats["peak_bytes_in_use"]) if "peak_bytes_in_use" in stats else None
+
+
+def measure(config: TrainConfig, repeats: int) -> dict[str, Any]:
+    """Compile and time ``update_chunk`` for our env and CartPole at ``config``; a JSON-ready row."""
+    candidates = {}
+    memory = {}
+    for name, env, env_params in (
+        ("cartpole", CartPoleForTrainer(), None),
+        ("ours", None, env_params_from_config(config)),
+    ):
+        trainer = make_train(config, env)
+        if env_params is None:
+            env_params = trainer.env.default_params
+        state = jax.jit(trainer.init)(jax.random.key(config.seed), env_params)
+        compiled, compile_s = compile_timed(trainer.update_chunk, state, env_params)
+        work = config.updates_per_chunk * config.batch_size
+        candidates[name] = (compiled, (state, env_params), Timing(work=work, compile_s=compile_s))
+        memory[name] = memory_bytes(compiled)
+    interleaved_timings(candidates, repeats)
+    row: dict[str, Any] = {"num_envs": config.num_envs}
+    for name, (_, _, timing) in candidates.items():
+        row[name] = {**timing.as_dict(), "xla_memory_bytes": memory[name]}
+    row["ours_vs_cartpole"] = row["ours"]["steps_per_s_median"] / row["cartpole"]["steps_per_s_median"]
+    row["device_peak_bytes"] = device_peak_bytes()
+    return row
+
+
+def to_markdown(payload: dict) -> str:
+    """The report as a Markdown table with the machine line."""
+
+    def mib(x: int | None) -> str:
+        return "-" if x is None else f"{x / 2**20:.0f}"
+
+    rows = [
+        [
+            r["num_envs"],
+            f"{format_rate(r['cartpole']['steps_per_s_median'])} / {format_rate(r['cartpole']['steps_per_s_best'])}",
+            f"{format_rate(r['ours']['steps_per_s_median'])} / {format_rate(r['ours']['steps_per_s_best'])}",
+            f"{r['ours_vs_cartpole']:.2f}x",
+            f"{r['cartpole']['compile_s']:.1f} / {r['ours']['compile_s']:.1f}",
+            f"{mib(r['cartpole']['xla_memory_bytes'])} / {mib(r['ours']['xla_memory_bytes'])}",
+        ]
+        for r in payload["results"]
+    ]
+    headers = [
+        "num_envs",
+        "CartPole PPO steps/s (median / best)",
+        "ours PPO steps/s (median / best)",
+        "ours / CartPole",
+        "compile s (CartPole / ours)",
+        "XLA memory MiB (CartPole / ours)",
+    ]
+    c, m = payload["config"], payload["machine"]
+    lines = [
+        f"# Training throughput (PPO, hidden {c['hidden_sizes']}, rollout {c['rollout_length']}, "
+        f"{c['update_epochs']} epochs x {c['num_minibatches']} minibatches)",
+        "",
+        markdown_table(headers, rows),
+    ]
+    target = payload.get("target")
+    if target:
+        lines += [
+            "",
+            f"Target at {target['num_envs']} envs: ours >= {TARGET_VS_CARTPOLE}x CartPole "
+            f"({'met' if target['met'] else 'missed'}: {target['ratio']:.2f}x).",
+        ]
+    lines += [
+        "",
+        f"Machine: jax {m['jax_version']}, backend {m['backend']} ({m['device']}), {m['usable_cpus']} usable "
+        f"of {m['cpu_count']} CPUs, commit {m['git_commit']}, {m['timestamp_utc']}. One timed call = "
+        f"{c['updates_per_call']} PPO updates; {c['repeats']} timed calls per cell after a warm-up, "
+        "the two timed in turns; compile time apart.",
+    ]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """All measurements of one run as a JSON-ready dict."""
+    results = []
+    for num_envs in args.num_envs:
+        config = TrainConfig(
+            num_envs=num_envs,
+            rollout_length=args.rollout_length,
+            update_epochs=args.update_epochs,
+            num_minibatches=args.num_minibatches,
+            hidden_sizes=tuple(args.hidden_sizes),
+            updates_per_chunk=args.updates_per_call,
+            total_timesteps=num_envs * args.rollout_length * args.updates_per_call,
+        )
+        if config.batch_size % config.num_minibatches:
+            fail(f"--num-minibatches {args.num_minibatches} must divide {num_envs} x {args.rollout_length}")
+        row = measure(config, args.repeats)
+        results.append(row)
+        print(
+            f"num_envs={num_envs}: cartpole {format_rate(row['cartpole']['steps_per_s_median'])}, "
+            f"ours {format_rate(row['ours']['steps_per_s_median'])} steps/s",
+            file=sys.stderr,
+            flush=True,
+        )
+    payload: dict[str, Any] = {
+        "benchmark": "train_throughput",
+        "machine": machine_info(),
+        "config": {
+            "num_envs": args.num_envs,
+            "hidden_sizes": list(args.hidden_sizes),
+            "rollout_length": args.rollout_length,
+            "update_epochs": args.update_epochs,
+            "num_minibatches": args.num_minibatches,
+            "updates_per_call": args.updates_per_call,
+            "repeats": args.repeats,
+        },
+        "results": results,
+    }
+    target = next((r for r in results if r["num_envs"] == TARGET_NUM_ENVS), None)
+    if target is not None:
+        payload["target"] = {
+            "num_envs": TARGET_NUM_ENVS,
+            "ratio": target["ours_vs_cartpole"],
+            "met": target["ours_vs_cartpole"] >= TARGET_VS_CARTPOLE,
+        }
+    return payload
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags; a bad value prints one line and exits with status 2."""
+    defaults = TrainConfig()
+    parser = OneLineArgumentParser(prog="train_throughput", description=__doc__.splitlines()[0])
+    parser.add_argument("--num-envs", type=positive_int_list, default=list(DEFAULT_NUM_ENVS))
+    parser.add_argument("--hidden-sizes", type=positive_int_list, default=list(defaults.hidden_sizes))
+    parser.add_argument("--rollout-length", type=bounded(int, 1, 4096), default=defaults.rollout_length)
+    parser.add_argument("--update-epochs", type=bounded(int, 1, 100), default=defaults.update_epochs)
+    parser.add_argument("--num-minibatches", type=bounded(int, 1, 4096), default=defaults.num_minibatches)
+    parser.add_argument("--updates-per-call", type=bounded(int, 1, 1000), default=2)
+    parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
+    args = parser.parse_args(argv)
+    if args.out.suffix != ".json":
+        fail(f"--out must end in .json, got {str(args.out)!r}", parser.prog)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the benchmark, print the Markdown table and write JSON + Markdown."""
+    args = parse_args(argv)
+    payload = run(args)
+    markdown = to_markdown(payload)
+    json_path, md_path = write_report(args.out, payload, markdown)
+    print(markdown)
+    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
