@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,7 @@ def save(
 ) -> int:
     """Save ``state`` at its update count and return that step."""
     step = int(state.update)
+    _remove_incomplete_step(manager, step)
     meta = {
         "format_version": FORMAT_VERSION,
         "config": dataclasses.asdict(config),
@@ -70,6 +72,17 @@ def save(
     )
     manager.wait_until_finished()
     return step
+
+
+def _remove_incomplete_step(manager: ocp.CheckpointManager, step: int) -> None:
+    """Delete a leftover directory of ``step`` that has no ``meta`` (an interrupted or damaged save).
+
+    Such a directory is never read (``read_meta`` skips it) but would block saving that step again.
+    """
+    path = Path(manager.directory) / str(step)
+    if path.exists() and not (path / "meta").exists():
+        shutil.rmtree(path)
+        manager.reload()
 
 
 def _step_dir_and_root(path: Path) -> tuple[Path, int]:

@@ -7,6 +7,7 @@ tensorboardX writes TensorBoard events without TensorFlow or PyTorch.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -48,17 +49,20 @@ class MetricsLogger:
         """Record one chunk's metrics at ``update`` (``steps_per_s``: training speed, compile excluded)."""
         env_steps = update * self.config.batch_size
         rate = steps_per_s
+        # Figures with no finished episode in the chunk are NaN: null in JSON, absent in TensorBoard.
+        finite = {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
         record = {
             "update": update,
             "env_steps": env_steps,
             "steps_per_s": rate,
             "time": time.time(),
-            **metrics,
+            **finite,
         }
         self._jsonl.write(json.dumps(record) + "\n")
         self._jsonl.flush()
-        for name, value in metrics.items():
-            self._writer.add_scalar(name, value, env_steps)
+        for name, value in finite.items():
+            if value is not None:
+                self._writer.add_scalar(name, value, env_steps)
         self._writer.add_scalar("steps_per_s", rate, env_steps)
         self._bar.update(env_steps - self._steps)
         self._steps = env_steps

@@ -171,7 +171,8 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
             if update - last_saved >= options.save_interval:
                 last_saved = ckpt.save(manager, state, config)
             if stop.signum is not None:
-                last_saved = ckpt.save(manager, state, config)
+                if update != last_saved:
+                    last_saved = ckpt.save(manager, state, config)
                 name = signal.Signals(stop.signum).name
                 logger.message(f"{name}: saved checkpoint at update {update} in {options.checkpoint_dir}")
                 return 128 + stop.signum

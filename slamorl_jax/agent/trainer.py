@@ -344,9 +344,10 @@ def make_train(config: TrainConfig, env: JobAllocationEnv | None = None) -> Trai
 
 
 def summarise(metrics: dict[str, Any]) -> dict[str, float]:
-    """Host-side averages of a chunk's metrics (episode figures per finished episode)."""
+    """Host-side averages of a chunk's metrics (episode figures per finished episode; NaN when no
+    episode finished in the chunk)."""
     out = {k: float(v) for k, v in metrics.items() if k not in EPISODE_SUMS}
-    episodes = max(out.get("episodes", 0.0), 1.0)
+    episodes = out.get("episodes", 0.0)
     for name in EPISODE_SUMS:
-        out[name] = float(metrics[name]) / episodes
+        out[name] = float(metrics[name]) / episodes if episodes > 0 else float("nan")
     return out

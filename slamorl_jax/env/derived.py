@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 
 from slamorl_jax.env.job_model import job_constants_table
@@ -11,10 +12,12 @@ from slamorl_jax.env.static_allocations import fastest_and_cheapest_epoch
 DERIVED_FIELDS = ("fastest_epoch_s", "cheapest_epoch_usd")
 
 
+@jax.jit
 def with_derived_tables(params: EnvParams) -> EnvParams:
     """``params`` with the fastest/cheapest static epoch tables recomputed (jittable, vmappable).
 
-    Call it after changing any workload, cluster or price field with ``params.replace``.
+    Call it after changing any workload, cluster or price field with ``params.replace``. Jitted, so a
+    host call compiles once instead of dispatching every small operation on its own.
     """
     fastest, cheapest = fastest_and_cheapest_epoch(job_constants_table(params), params)
     return params.replace(fastest_epoch_s=fastest, cheapest_epoch_usd=cheapest)

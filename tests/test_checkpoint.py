@@ -1,0 +1,227 @@
+"""orbax checkpoints: exact round trips, ``load_policy``, resume = uninterrupted, and bad checkpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from learner_fixtures import TINY, Compiled, random_inputs, shared_trainer, to_host, trees_equal
+
+from slamorl_jax import checkpoint as ckpt
+from slamorl_jax.agent.networks import ActorCritic, init_params
+from slamorl_jax.agent.trainer import TrainState
+from slamorl_jax.env.observation import NUM_FEATURES
+
+SAVED_STEP = TINY.updates_per_chunk  # the good checkpoint holds the state after one chunk
+
+
+@dataclasses.dataclass(frozen=True)
+class Saved:
+    """A run directory with one good checkpoint, and a host copy of the state it holds."""
+
+    root: Path
+    state: TrainState  # NumPy leaves, key as key data
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Compiled:
+    """TINY's jitted ``init`` and ``update_chunk`` (shared with the other learner test modules)."""
+    return shared_trainer(TINY)
+
+
+@pytest.fixture(scope="module")
+def saved(compiled: Compiled, tmp_path_factory: pytest.TempPathFactory) -> Saved:
+    """One chunk of training saved at step ``SAVED_STEP``."""
+    state, _ = compiled.run(compiled.fresh(), 1)
+    root = tmp_path_factory.mktemp("run") / "checkpoints"
+    assert ckpt.save(ckpt.make_manager(root), state, TINY) == SAVED_STEP
+    return Saved(root=root, state=to_host(state))
+
+
+@pytest.fixture
+def copy_of(saved: Saved, tmp_path: Path) -> Path:
+    """A private copy of the good run directory, free to damage."""
+    return Path(shutil.copytree(saved.root, tmp_path / "checkpoints"))
+
+
+def test_save_then_restore_gives_identical_state(saved: Saved, compiled: Compiled) -> None:
+    template = compiled.fresh(seed=7)  # other values, same structure
+    for path in (saved.root, saved.root / str(SAVED_STEP)):
+        restored = ckpt.restore_state(path, template)
+        assert jnp.issubdtype(restored.key.dtype, jax.dtypes.prng_key)
+        assert trees_equal(restored, saved.state)
+    assert ckpt.has_checkpoint(saved.root)
+    meta, _, step = ckpt.read_meta(saved.root)
+    assert step == SAVED_STEP and meta["update"] == SAVED_STEP
+    assert meta["env_steps"] == SAVED_STEP * TINY.batch_size
+    assert meta["format_version"] == ckpt.FORMAT_VERSION
+
+
+def test_load_policy_acts_like_the_live_parameters(saved: Saved, compiled: Compiled) -> None:
+    obs, weights = random_inputs(seed=0, n=256)
+    params = jax.tree.map(jnp.asarray, saved.state.params)
+    live_logits, live_values = compiled.trainer.apply(params, obs, weights)
+    greedy = np.asarray(jnp.argmax(live_logits, axis=-1))
+    assert len(np.unique(greedy)) > 1  # the check below could not pass by a constant action
+    for path in (saved.root, saved.root / str(SAVED_STEP)):
+        policy = ckpt.load_policy(path)
+        assert policy.step == SAVED_STEP
+        assert policy.config == TINY
+        np.testing.assert_array_equal(np.asarray(policy(obs, weights)), greedy)
+        np.testing.assert_allclose(np.asarray(policy.logits(obs, weights)), live_logits, rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(policy.values(obs, weights)), live_values, rtol=1e-6)
+        sampled = np.asarray(policy(obs, weights, jax.random.key(5)))
+        assert sampled.shape == (256,) and np.issubdtype(sampled.dtype, np.integer)
+        assert sampled.min() >= 0 and sampled.max() < TINY.network.num_actions
+        np.testing.assert_array_equal(sampled, np.asarray(policy(obs, weights, jax.random.key(5))))
+    # NumPy inputs of one sample work too.
+    single = ckpt.load_policy(saved.root)(np.asarray(obs[0]), np.asarray(weights[0]))
+    assert int(single) == greedy[0]
+
+
+def test_resume_equals_uninterrupted(compiled: Compiled, tmp_path: Path) -> None:
+    straight, _ = compiled.run(compiled.fresh(), 4)
+    half, _ = compiled.run(compiled.fresh(), 2)
+    ckpt.save(ckpt.make_manager(tmp_path), half, TINY)
+    resumed = ckpt.restore_state(tmp_path, compiled.fresh(seed=7))  # any leaf left unrestored differs
+    resumed, _ = compiled.run(resumed, 2)
+    assert int(resumed.update) == int(straight.update) == 4 * TINY.updates_per_chunk
+    assert trees_equal(resumed.params, straight.params)
+    assert trees_equal(resumed.opt_state, straight.opt_state)
+    assert trees_equal(resumed, straight)
+
+
+def test_keeps_the_newest_checkpoints(compiled: Compiled, tmp_path: Path) -> None:
+    manager = ckpt.make_manager(tmp_path, keep=2)
+    state = compiled.fresh()
+    for _ in range(3):
+        state, _ = compiled.run(state, 1)
+        ckpt.save(manager, state, TINY)
+    steps = sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit())
+    assert steps == [2 * TINY.updates_per_chunk, 3 * TINY.updates_per_chunk]
+    assert ckpt.load_policy(tmp_path).step == 3 * TINY.updates_per_chunk
+
+
+def remove_item(item: str) -> Callable[[Path], None]:
+    """Damage: delete one item (``meta``, ``state`` or ``policy``) of the saved step."""
+    return lambda step_dir: shutil.rmtree(step_dir / item)
+
+
+def write_meta(text: str) -> Callable[[Path], None]:
+    """Damage: replace the saved step's meta JSON."""
+    return lambda step_dir: (step_dir / "meta" / "metadata").write_text(text)
+
+
+def edit_meta(**changes: object) -> Callable[[Path], None]:
+    """Damage: change fields of the saved step's meta JSON (``config_extra`` adds a config key)."""
+
+    def apply(step_dir: Path) -> None:
+        meta_file = step_dir / "meta" / "metadata"
+        meta = json.loads(meta_file.read_text())
+        fields = dict(changes)
+        extra = fields.pop("config_extra", None)
+        meta.update(fields)
+        if extra:
+            meta["config"].update(extra)
+        meta_file.write_text(json.dumps(meta))
+
+    return apply
+
+
+BROKEN = {
+    "meta removed": (remove_item("meta"), "no complete checkpoint"),
+    "meta not JSON": (write_meta("{not json"), "partial: unreadable meta"),
+    "meta empty": (write_meta(""), "partial: unreadable meta"),
+    "wrong format_version": (edit_meta(format_version=99), "format_version 99"),
+    "no format_version": (edit_meta(format_version=None), "format_version None"),
+    "unknown config key": (edit_meta(config_extra={"warp_factor": 9}), "incompatible config.*warp_factor"),
+}
+
+
+@pytest.mark.parametrize("damage", list(BROKEN))
+@pytest.mark.parametrize("as_step_dir", [False, True], ids=["run dir", "step dir"])
+def test_broken_checkpoints_raise_checkpoint_error(
+    damage: str, as_step_dir: bool, copy_of: Path, compiled: Compiled
+) -> None:
+    corrupt, message = BROKEN[damage]
+    step_dir = copy_of / str(SAVED_STEP)
+    corrupt(step_dir)
+    path = step_dir if as_step_dir else copy_of
+    if as_step_dir and damage == "meta removed":
+        message = "no complete checkpoint"  # a step directory without meta is not a checkpoint
+    with pytest.raises(ckpt.CheckpointError, match=message):
+        ckpt.load_policy(path)
+    with pytest.raises(ckpt.CheckpointError, match=message):
+        ckpt.restore_state(path, compiled.fresh())
+
+
+def test_missing_and_empty_directories_raise_checkpoint_error(tmp_path: Path, compiled: Compiled) -> None:
+    with pytest.raises(ckpt.CheckpointError, match="does not exist"):
+        ckpt.load_policy(tmp_path / "nope")
+    with pytest.raises(ckpt.CheckpointError, match="does not exist"):
+        ckpt.restore_state(tmp_path / "nope", compiled.fresh())
+    with pytest.raises(ckpt.CheckpointError, match="no complete checkpoint"):
+        ckpt.load_policy(tmp_path)
+    assert not ckpt.has_checkpoint(tmp_path) and not ckpt.has_checkpoint(tmp_path / "nope")
+    assert issubclass(ckpt.CheckpointError, ValueError)
+
+
+def test_missing_arrays_raise_checkpoint_error(copy_of: Path, compiled: Compiled, saved: Saved) -> None:
+    shutil.rmtree(copy_of / str(SAVED_STEP) / "state")
+    with pytest.raises(ckpt.CheckpointError, match="cannot restore training state"):
+        ckpt.restore_state(copy_of, compiled.fresh())
+    # The policy needs only meta and policy.
+    assert ckpt.load_policy(copy_of).step == SAVED_STEP
+    shutil.rmtree(copy_of / str(SAVED_STEP) / "policy")
+    with pytest.raises(ckpt.CheckpointError, match="cannot restore the policy"):
+        ckpt.load_policy(copy_of)
+
+
+def test_restoring_onto_another_network_raises_checkpoint_error(saved: Saved, compiled: Compiled) -> None:
+    other = ActorCritic(dataclasses.replace(TINY.network, hidden_sizes=(8,)))
+    template = compiled.fresh().replace(params=init_params(other, jax.random.key(0), NUM_FEATURES))
+    with pytest.raises(ckpt.CheckpointError, match="cannot restore training state"):
+        ckpt.restore_state(saved.root, template)
+
+
+def add_partial_steps(root: Path) -> None:
+    """A later step without meta (an interrupted or damaged save) and an orbax temporary directory."""
+    partial = root / str(2 * SAVED_STEP)
+    partial.mkdir()
+    shutil.copytree(root / str(SAVED_STEP) / "state", partial / "state")
+    (root / f"{3 * SAVED_STEP}.orbax-checkpoint-tmp-1700000000").mkdir()
+
+
+def test_partial_later_step_falls_back_to_the_last_complete_one(
+    copy_of: Path, saved: Saved, compiled: Compiled
+) -> None:
+    add_partial_steps(copy_of)
+    assert ckpt.has_checkpoint(copy_of)
+    assert ckpt.load_policy(copy_of).step == SAVED_STEP
+    assert trees_equal(ckpt.restore_state(copy_of, compiled.fresh()), saved.state)
+
+
+def test_damaged_latest_step_leaves_older_steps_loadable(copy_of: Path, compiled: Compiled) -> None:
+    state = ckpt.restore_state(copy_of, compiled.fresh())
+    state, _ = compiled.run(state, 1)
+    ckpt.save(ckpt.make_manager(copy_of), state, TINY)
+    latest = copy_of / str(2 * SAVED_STEP)
+    write_meta("{truncated")(latest)
+    with pytest.raises(ckpt.CheckpointError, match=str(latest)):
+        ckpt.load_policy(copy_of)
+    assert ckpt.load_policy(copy_of / str(SAVED_STEP)).step == SAVED_STEP
+
+
+def test_saving_over_a_partial_step_succeeds(copy_of: Path, compiled: Compiled) -> None:
+    add_partial_steps(copy_of)
+    state = ckpt.restore_state(copy_of, compiled.fresh())
+    state, _ = compiled.run(state, 1)  # reaches the partial step's number
+    ckpt.save(ckpt.make_manager(copy_of), state, TINY)
+    assert ckpt.load_policy(copy_of).step == 2 * SAVED_STEP

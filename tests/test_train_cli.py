@@ -1,0 +1,383 @@
+"""``python -m slamorl_jax.train`` end to end: outputs, bad flags, ``--resume``, signals, non-finite losses.
+
+The CLI runs train ``TINY`` (``learner_fixtures.py``) and share the tests' persistent compilation
+cache, so after the in-process tests have compiled TINY's update the subprocesses only load it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer, trees_equal
+
+from slamorl_jax import checkpoint as ckpt
+from slamorl_jax import training_loop
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.env.scenarios import SCENARIO_KINDS
+
+CLI_TIMEOUT_S = 300
+
+
+def cli_env() -> dict[str, str]:
+    """The test environment with the repository importable."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def cli_command(*args: str) -> list[str]:
+    """The training CLI with ``args`` and the tests' compilation cache."""
+    cache = jax.config.jax_compilation_cache_dir or ""
+    return [sys.executable, "-m", "slamorl_jax.train", *args, f"--compilation_cache_dir={cache}"]
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI to completion from the repository root."""
+    return subprocess.run(
+        cli_command(*args),
+        cwd=REPO_ROOT,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT_S,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], *phrases: str) -> None:
+    """Exit code 2, exactly one line on stderr naming ``phrases``, no traceback."""
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2, result.stderr
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert lines[0].startswith("error: ")
+    for phrase in phrases:
+        assert phrase in lines[0]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a JSON-lines file."""
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@dataclasses.dataclass(frozen=True)
+class FinishedRun:
+    """A tiny CLI run that ran to the end."""
+
+    run_dir: Path
+    result: subprocess.CompletedProcess[str]
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Where the run saved its checkpoints (the default under ``--run_dir``)."""
+        return self.run_dir / "checkpoints"
+
+    @property
+    def log_dir(self) -> Path:
+        """Where the run wrote its metrics and summary (the default under ``--run_dir``)."""
+        return self.run_dir / "logs"
+
+
+@pytest.fixture(scope="module")
+def flagfile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """TINY's flags, one a line."""
+    path = tmp_path_factory.mktemp("flags") / "tiny.flags"
+    path.write_text("\n".join(cli_flags(TINY)) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Compiled:
+    """TINY's jitted ``init`` and ``update_chunk`` (shared with the other learner test modules)."""
+    return shared_trainer(TINY)
+
+
+@pytest.fixture(scope="module")
+def finished(flagfile: Path, tmp_path_factory: pytest.TempPathFactory, compiled: Compiled) -> FinishedRun:
+    """TINY trained to the end through ``--flagfile``, with a small final evaluation."""
+    compiled.run(
+        compiled.fresh(), 1
+    )  # compile TINY's functions here first; the CLI loads them from the cache
+    run_dir = tmp_path_factory.mktemp("finished")
+    result = run_cli(f"--flagfile={flagfile}", f"--run_dir={run_dir}", "--eval_episodes=4")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return FinishedRun(run_dir, result)
+
+
+def test_tiny_run_writes_metrics_events_summary_config_and_checkpoint(
+    finished: FinishedRun, compiled: Compiled
+) -> None:
+    updates = TINY.num_updates
+    records = read_jsonl(finished.log_dir / "metrics.jsonl")
+    assert [r["update"] for r in records] == list(
+        range(TINY.updates_per_chunk, updates + 1, TINY.updates_per_chunk)
+    )
+    for record in records:
+        assert record["env_steps"] == record["update"] * TINY.batch_size
+        assert {"loss", "return", "policy_loss", "value_loss", "entropy", "all_slas_met"} <= set(record)
+        assert all(math.isfinite(record[k]) for k in ("loss", "return"))
+    assert list(finished.log_dir.glob("events.out.tfevents.*"))
+
+    # config.json holds the flagfile's values, i.e. --flagfile was read.
+    assert TrainConfig.from_dict(json.loads((finished.log_dir / "config.json").read_text())) == TINY
+    summary = json.loads((finished.log_dir / "summary.json").read_text())
+    assert summary["updates"] == updates
+    assert summary["env_steps_this_run"] == updates * TINY.batch_size
+    assert Path(summary["checkpoint"]) == (finished.checkpoint_dir / str(updates)).absolute()
+    assert set(summary["evaluation"]) == set(SCENARIO_KINDS)
+    assert f"trained {updates} updates" in finished.result.stdout
+    assert "Traceback" not in finished.result.stderr
+
+    policy = ckpt.load_policy(finished.checkpoint_dir)
+    assert policy.step == updates and policy.config == TINY
+    # Same seed and flags as the library run: identical parameters.
+    state, _ = compiled.run(compiled.fresh(), TINY.num_chunks)
+    assert trees_equal(policy.params, state.params)
+
+
+BAD_FLAGS = {
+    "num_envs zero": (["--num_envs=0"], ["--num_envs"]),
+    "minibatches do not divide": (["--num_envs=32", "--rollout_length=8", "--num_minibatches=3"], ["256"]),
+    "unknown scenario": (["--scenario=nope"], ["--scenario", "deadline-critical"]),
+    "hidden sizes not integers": (["--hidden_sizes=a,b"], ["--hidden_sizes"]),
+    "unknown flag": (["--no_such_flag=1"], ["no_such_flag"]),
+    "float flag not a number": (["--learning_rate=abc"], ["learning_rate"]),
+    "learning rate out of range": (["--learning_rate=2"], ["--learning_rate"]),
+    "bad preference": (["--preference=fast"], ["--preference"]),
+    "resume without checkpoint dir": (["--resume"], ["--resume", "--checkpoint_dir"]),
+    "missing flagfile": (["--flagfile=/nonexistent/tiny.flags"], ["flagfile"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FLAGS))
+def test_bad_flags_exit_2_with_one_line(case: str, tmp_path: Path) -> None:
+    args, phrases = BAD_FLAGS[case]
+    result = run_cli(*args, f"--run_dir={tmp_path}")
+    assert_one_line_error(result, *phrases)
+    assert not any(tmp_path.iterdir())  # nothing written
+
+
+def test_existing_checkpoints_without_resume_exit_2(
+    finished: FinishedRun, flagfile: Path, tmp_path: Path
+) -> None:
+    result = run_cli(
+        f"--flagfile={flagfile}", f"--checkpoint_dir={finished.checkpoint_dir}", f"--run_dir={tmp_path}"
+    )
+    assert_one_line_error(result, str(finished.checkpoint_dir), "--resume")
+
+
+def test_resume_with_a_conflicting_flag_exits_2(finished: FinishedRun, tmp_path: Path) -> None:
+    result = run_cli(
+        "--resume",
+        f"--checkpoint_dir={finished.checkpoint_dir}",
+        f"--total_timesteps={10 * TINY.total_timesteps}",
+        f"--run_dir={tmp_path}",
+    )
+    assert_one_line_error(result, "total_timesteps")
+    assert ckpt.load_policy(finished.checkpoint_dir).step == TINY.num_updates  # untouched
+
+
+def test_resume_from_a_missing_directory_exits_2(tmp_path: Path) -> None:
+    result = run_cli("--resume", f"--checkpoint_dir={tmp_path / 'none'}", f"--run_dir={tmp_path}")
+    assert_one_line_error(result, "does not exist")
+
+
+def test_helpfull_lists_every_flag_with_its_help() -> None:
+    result = run_cli("--helpfull")
+    assert result.returncode in (0, 1)  # absl exits 1 after printing help
+    assert "Traceback" not in result.stderr
+    text = result.stdout
+    for field in dataclasses.fields(TrainConfig):
+        assert f"--{field.name}:" in text or f"--[no]{field.name}:" in text, field.name
+    for phrase in ("Jobs simulated in parallel", "Continue from the latest checkpoint", "--flagfile"):
+        assert phrase in text
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_143(flagfile: Path, tmp_path: Path, compiled: Compiled) -> None:
+    log_dir = tmp_path / "logs"
+    checkpoint_dir = tmp_path / "checkpoints"
+    process = subprocess.Popen(
+        cli_command(
+            f"--flagfile={flagfile}",
+            "--total_timesteps=1000000000",  # never finishes on its own
+            "--save_interval=1000000000",  # the only checkpoint is the one the signal asks for
+            "--eval_episodes=0",
+            "--noprogress",
+            f"--run_dir={tmp_path}",
+        ),
+        cwd=REPO_ROOT,
+        env=cli_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + CLI_TIMEOUT_S
+        metrics = log_dir / "metrics.jsonl"
+        while not (metrics.exists() and metrics.read_text().strip()):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "no metrics line before the timeout"
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    report = f"exit {process.returncode}\nstdout: {stdout[-2000:]}\nstderr: {stderr[-3000:]}"
+    assert process.returncode == 128 + signal.SIGTERM, report
+    assert "Traceback" not in stderr, report
+    last_update = read_jsonl(metrics)[-1]["update"]
+    assert f"SIGTERM: saved checkpoint at update {last_update}" in stdout, report
+
+    policy = ckpt.load_policy(checkpoint_dir)
+    assert policy.step == last_update
+    restored = ckpt.restore_state(checkpoint_dir, compiled.fresh())
+    assert int(restored.update) == last_update
+    assert trees_equal(restored.params, policy.params)
+
+
+# The CLI with the loss of its second chunk replaced by NaN (no flags reliably make the loss NaN).
+NAN_ON_SECOND_CHUNK = """
+import sys
+from slamorl_jax import train, training_loop
+real_summarise = training_loop.summarise
+calls = []
+def summarise(metrics):
+    calls.append(1)
+    out = real_summarise(metrics)
+    return {**out, "loss": float("nan")} if len(calls) == 2 else out
+training_loop.summarise = summarise
+sys.argv = ["slamorl_jax.train", *sys.argv[1:]]
+train.run()
+"""
+
+
+def test_cli_exits_3_on_a_non_finite_loss(flagfile: Path, tmp_path: Path) -> None:
+    command = cli_command(
+        f"--flagfile={flagfile}",
+        f"--save_interval={TINY.updates_per_chunk}",
+        "--eval_episodes=0",
+        "--noprogress",
+        f"--run_dir={tmp_path}",
+    )
+    command[1:3] = ["-c", NAN_ON_SECOND_CHUNK]  # instead of -m slamorl_jax.train
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True, timeout=CLI_TIMEOUT_S
+    )
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "non-finite loss" in result.stdout and "Traceback" not in result.stderr
+    assert ckpt.load_policy(tmp_path / "checkpoints").step == TINY.updates_per_chunk
+    assert not (tmp_path / "logs" / "summary.json").exists()
+
+
+def run_options(root: Path, **overrides: Any) -> training_loop.RunOptions:
+    """In-process run options: checkpoints after every chunk, no evaluation, no progress bar."""
+    values: dict[str, Any] = {
+        "checkpoint_dir": root / "checkpoints",
+        "log_dir": root / "logs",
+        "save_interval": TINY.updates_per_chunk,
+        "eval_episodes": 0,
+        "progress": False,
+        **overrides,
+    }
+    return training_loop.RunOptions(**values)
+
+
+def nan_loss_on_second_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the loop see a NaN loss after its second chunk (in process)."""
+    calls = []
+    real_summarise = training_loop.summarise
+
+    def summarise(metrics: dict[str, Any]) -> dict[str, float]:
+        calls.append(1)
+        out = real_summarise(metrics)
+        return {**out, "loss": float("nan")} if len(calls) == 2 else out
+
+    monkeypatch.setattr(training_loop, "summarise", summarise)
+
+
+def test_non_finite_loss_stops_with_exit_3_and_keeps_the_last_good_checkpoint(
+    tmp_path: Path, compiled: Compiled, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real_summarise = training_loop.summarise
+    nan_loss_on_second_chunk(monkeypatch)
+    options = run_options(tmp_path)
+    assert training_loop.run_training(TINY, options) == training_loop.EXIT_NON_FINITE == 3
+    out = capsys.readouterr().out
+    assert "non-finite loss" in out and f"update {TINY.updates_per_chunk}" in out
+    kept = sorted(int(p.name) for p in options.checkpoint_dir.iterdir() if p.name.isdigit())
+    assert kept == [TINY.updates_per_chunk]
+    assert len(read_jsonl(options.log_dir / "metrics.jsonl")) == 1
+    assert ckpt.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
+
+    # The kept checkpoint is a good place to resume: the finished run equals an uninterrupted one.
+    monkeypatch.setattr(training_loop, "summarise", real_summarise)
+    assert training_loop.run_training(TINY, dataclasses.replace(options, resume=True)) == 0
+    straight, _ = compiled.run(compiled.fresh(), TINY.num_chunks)
+    resumed = ckpt.restore_state(options.checkpoint_dir, compiled.fresh())
+    assert int(resumed.update) == TINY.num_updates
+    assert trees_equal(resumed, straight)
+    updates = [r["update"] for r in read_jsonl(options.log_dir / "metrics.jsonl")]
+    assert updates == list(range(TINY.updates_per_chunk, TINY.num_updates + 1, TINY.updates_per_chunk))
+
+
+def stop_after_first_chunk(monkeypatch: pytest.MonkeyPatch, signum: int) -> None:
+    """Make the loop's first ``summarise`` call deliver ``signum`` to the installed handler.
+
+    The handler is called directly (no real signal), so a missing handler fails the test instead of
+    killing the test process.
+    """
+    calls = []
+    real_summarise = training_loop.summarise
+
+    def summarise(metrics: dict[str, Any]) -> dict[str, float]:
+        calls.append(1)
+        if len(calls) == 1:
+            handler = signal.getsignal(signum)
+            assert isinstance(handler, training_loop.StopRequest)
+            handler(signum, None)  # what the signal arriving during the chunk would do
+        return real_summarise(metrics)
+
+    monkeypatch.setattr(training_loop, "summarise", summarise)
+
+
+def test_stop_signal_right_after_a_periodic_save_exits_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stop_after_first_chunk(monkeypatch, signal.SIGTERM)
+    options = run_options(tmp_path)  # saves after every chunk
+    assert training_loop.run_training(TINY, options) == 128 + signal.SIGTERM
+    assert ckpt.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
+
+
+def test_stop_signal_in_process_saves_and_resume_continues_exactly(
+    tmp_path: Path, compiled: Compiled, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real_summarise = training_loop.summarise
+    stop_after_first_chunk(monkeypatch, signal.SIGINT)
+    options = run_options(tmp_path, save_interval=10**6)
+    assert training_loop.run_training(TINY, options) == 128 + signal.SIGINT
+    assert signal.getsignal(signal.SIGINT) is not None
+    assert not isinstance(signal.getsignal(signal.SIGINT), training_loop.StopRequest)  # restored
+    assert ckpt.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
+
+    monkeypatch.setattr(training_loop, "summarise", real_summarise)
+    assert training_loop.run_training(TINY, dataclasses.replace(options, resume=True)) == 0
+    resumed = ckpt.load_policy(options.checkpoint_dir)
+    straight, _ = compiled.run(compiled.fresh(), TINY.num_chunks)
+    assert resumed.step == TINY.num_updates
+    assert trees_equal(resumed.params, straight.params)
+    summary = json.loads((options.log_dir / "summary.json").read_text())
+    assert summary["env_steps_this_run"] == (TINY.num_updates - TINY.updates_per_chunk) * TINY.batch_size
+    assert np.isfinite(summary["steps_per_s"])

@@ -1,0 +1,109 @@
+"""``make_train``: one compilation across chunks, determinism, scalar metrics, and that it learns."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import chex
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from learner_fixtures import TINY, Compiled, compile_trainer, shared_trainer, trees_equal, with_fixed_workload
+
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.trainer import EPISODE_SUMS, TrainState, make_train, summarise
+from slamorl_jax.episodes import with_init_strategy
+
+# 5-12 epochs per job, so a chunk of TINY finishes hundreds of episodes.
+LEARNING_WORKLOAD = "movielens-ncf"
+LEARNING_CHUNKS = 300
+EARLY_CHUNKS = 10
+LATE_CHUNKS = 50
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Compiled:
+    """TINY's jitted ``init`` and ``update_chunk`` (shared with the other learner test modules)."""
+    return shared_trainer(TINY)
+
+
+def avals(tree: object) -> list[tuple]:
+    """Shape, dtype and weak type of every leaf: what decides whether jit retraces."""
+    return [(t.shape, t.dtype, t.weak_type) for t in map(jax.typeof, jax.tree.leaves(tree))]
+
+
+def test_update_chunk_traces_and_compiles_once(compiled: Compiled) -> None:
+    trainer = compiled.trainer
+    chex.clear_trace_counter()
+    chunk = jax.jit(chex.assert_max_traces(trainer.update_chunk, n=1), donate_argnums=0)
+    state = compiled.fresh()
+    before = avals(state)
+    # Traced env params may change between chunks (other init strategy, new arrays) without a retrace.
+    variants = [
+        compiled.env_params,
+        with_init_strategy(compiled.env_params, "requested"),
+        jax.tree.map(jnp.array, compiled.env_params),
+    ]
+    for env_params in variants:
+        state, metrics = chunk(state, env_params)
+    jax.block_until_ready(state)
+    assert avals(state) == before  # no weak types or dtype drift in the carry
+    assert chunk._cache_size() == 1
+    assert int(state.update) == 3 * TINY.updates_per_chunk
+    assert set(metrics) >= {"loss", "policy_loss", "value_loss", "entropy", *EPISODE_SUMS, "episodes"}
+
+
+def test_same_seed_is_bitwise_reproducible_and_other_seeds_differ(compiled: Compiled) -> None:
+    first, _ = compiled.run(compiled.fresh(), 2)
+    rebuilt = compile_trainer(TINY)  # a separate make_train and init
+    second, _ = rebuilt.run(rebuilt.fresh(), 2)
+    assert trees_equal(first, second)
+    other, _ = compiled.run(compiled.fresh(seed=1), 2)
+    assert not trees_equal(first.params, other.params)
+    assert int(other.update) == int(first.update) == 2 * TINY.updates_per_chunk
+
+
+def test_metrics_are_scalars_whatever_the_chunk_length(compiled: Compiled) -> None:
+    _, history = compiled.run(compiled.fresh(), 1)
+    assert all(np.shape(v) == () for v in history[0].values())
+    summary = summarise(history[0])
+    assert all(isinstance(v, float) and np.isfinite(v) for v in summary.values())
+    assert summary["episodes"] > 0
+    # Traced without compiling: a 500-update chunk returns the same scalars and state shapes.
+    state = compiled.fresh()
+    for updates in (TINY.updates_per_chunk, 500):
+        trainer = make_train(dataclasses.replace(TINY, updates_per_chunk=updates))
+        out_state, metrics = jax.eval_shape(trainer.update_chunk, state, compiled.env_params)
+        assert all(m.shape == () for m in metrics.values())
+        assert avals(out_state) == avals(state)
+
+
+def mean_return(history: list[dict]) -> float:
+    """Scalarised return per finished episode over a list of chunks' metrics."""
+    episodes = sum(float(m["episodes"]) for m in history)
+    return sum(float(m["return"]) for m in history) / episodes
+
+
+def learning_curve(compiled: Compiled, seed: int) -> tuple[float, float, TrainState]:
+    """Mean episode return over the first ``EARLY_CHUNKS`` and the last ``LATE_CHUNKS`` chunks."""
+    env_params = with_fixed_workload(compiled.env_params, LEARNING_WORKLOAD)
+    state = compiled.init(jax.random.key(seed), env_params)
+    state, history = compiled.run(state, LEARNING_CHUNKS, env_params)
+    return mean_return(history[:EARLY_CHUNKS]), mean_return(history[-LATE_CHUNKS:]), state
+
+
+def test_learning_improves_the_scalarised_return(compiled: Compiled) -> None:
+    # Deadline-critical jobs (time preference) of one workload starting from random allocations,
+    # 153,600 env steps. Measured over seeds 0-5: the return rises by 0.32-0.62 (about -1.65 to
+    # -1.15; seed 3: 0.52); with learning_rate=1e-9 it moves by -0.04 to +0.09.
+    early, late, state = learning_curve(compiled, seed=3)
+    assert late - early > 0.2, f"return {early:.3f} -> {late:.3f}"
+    assert int(state.update) == LEARNING_CHUNKS * TINY.updates_per_chunk
+
+
+def test_configs_are_validated_before_compiling() -> None:
+    with pytest.raises(ValueError, match="num_minibatches"):
+        make_train(dataclasses.replace(TINY, num_minibatches=3))
+    with pytest.raises(ValueError, match="num_envs"):
+        make_train(TrainConfig(num_envs=0))
