@@ -76,7 +76,7 @@ class _WithWeights:
 
     @property
     def weights(self) -> jax.Array:
-        return jnp.ones(jnp.shape(self.inner.time) + (1,), jnp.float32)
+        return jnp.ones((*jnp.shape(self.inner.time), 1), jnp.float32)
 
     @property
     def projected_remaining_time_s(self) -> jax.Array:

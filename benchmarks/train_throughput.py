@@ -93,11 +93,14 @@ def to_markdown(payload: dict) -> str:
     def mib(x: int | None) -> str:
         return "-" if x is None else f"{x / 2**20:.0f}"
 
+    def rates(timing: dict) -> str:
+        return f"{format_rate(timing['steps_per_s_median'])} / {format_rate(timing['steps_per_s_best'])}"
+
     rows = [
         [
             r["num_envs"],
-            f"{format_rate(r['cartpole']['steps_per_s_median'])} / {format_rate(r['cartpole']['steps_per_s_best'])}",
-            f"{format_rate(r['ours']['steps_per_s_median'])} / {format_rate(r['ours']['steps_per_s_best'])}",
+            rates(r["cartpole"]),
+            rates(r["ours"]),
             f"{r['ours_vs_cartpole']:.2f}x",
             f"{r['cartpole']['compile_s']:.1f} / {r['ours']['compile_s']:.1f}",
             f"{mib(r['cartpole']['xla_memory_bytes'])} / {mib(r['ours']['xla_memory_bytes'])}",

@@ -189,6 +189,29 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     return LoadedPolicy(config=config, params=params, network=network, step=step, _act=act)
 
 
+def export_policy(source: str | Path, destination: str | Path) -> Path:
+    """Copy the policy and config of a checkpoint (latest step of a run, or a step) to ``destination``.
+
+    The copy holds only the ``policy`` and ``meta`` items (kilobytes instead of the whole training
+    state): enough for :func:`load_policy`, not for ``--resume``. Returns the new step directory.
+    """
+    policy = load_policy(source)
+    meta, _, _ = read_meta(source)
+    destination = Path(destination)
+    if has_checkpoint(destination):
+        raise CheckpointError(f"{destination} already holds checkpoints; choose an empty directory")
+    manager = make_manager(destination, keep=1)
+    manager.save(
+        policy.step,
+        args=ocp.args.Composite(
+            policy=ocp.args.StandardSave({"params": policy.params}),
+            meta=ocp.args.JsonSave(meta),
+        ),
+    )
+    manager.wait_until_finished()
+    return destination.absolute() / str(policy.step)
+
+
 def has_checkpoint(directory: str | Path) -> bool:
     """Whether ``directory`` holds at least one complete checkpoint step."""
     path = Path(directory)

@@ -17,13 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.config import TrainConfig
-from slamorl_jax.agent.trainer import Trainer, env_params_from_config, make_train, summarise
-from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
-from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes, with_init_strategy
+from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
+from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
 from slamorl_jax.run_logging import MetricsLogger
 
 EXIT_OK = 0
@@ -83,44 +81,6 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
             f"--resume: flags differ from the checkpoint's config: {', '.join(sorted(conflicts))}"
         )
     return stored
-
-
-def evaluate_against_request(
-    trainer: Trainer, params: Any, config: TrainConfig, num_episodes: int, seed: int
-) -> dict[str, dict[str, dict[str, float]]]:
-    """Greedy policy vs the requested static allocation on fresh jobs of each scenario kind."""
-    base = env_params_from_config(config)
-
-    def greedy(obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
-        return jnp.argmax(trainer.apply(params, obs, weights)[0], axis=-1)
-
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    for name in SCENARIO_KINDS:
-        env_params = with_init_strategy(with_scenario(base, name), "requested")
-        key = jax.random.key(seed + 1)
-        results[name] = {
-            "policy": summarise_episodes(run_episodes(trainer.env, env_params, greedy, key, num_episodes)),
-            "requested_static": summarise_episodes(
-                run_episodes(trainer.env, env_params, keep_allocation, key, num_episodes)
-            ),
-        }
-    return results
-
-
-def format_evaluation(results: dict[str, dict[str, dict[str, float]]]) -> str:
-    """A Markdown table of :func:`evaluate_against_request`'s results."""
-    lines = [
-        "| scenario | allocation | time / request | cost / request | deadline met | budget met "
-        "| all SLAs met |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for scenario, rows in results.items():
-        for who, r in rows.items():
-            lines.append(
-                f"| {scenario} | {who} | {r['time_vs_request']:.3f} | {r['cost_vs_request']:.3f} "
-                f"| {r['deadline_met']:.1%} | {r['budget_met']:.1%} | {r['all_slas_met']:.1%} |"
-            )
-    return "\n".join(lines)
 
 
 def run_training(config: TrainConfig, options: RunOptions) -> int:
@@ -193,6 +153,7 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
             trainer, state.params, config, options.eval_episodes, config.seed
         )
         summary["evaluation"] = evaluation
+        summary["quality_bar"] = quality_bar(evaluation)
         summary["evaluation_markdown"] = format_evaluation(evaluation)
     summary["wall_s"] = time.perf_counter() - start
     Path(options.log_dir).mkdir(parents=True, exist_ok=True)
@@ -211,4 +172,6 @@ def print_summary(summary: dict[str, Any]) -> None:
     if "evaluation_markdown" in summary:
         print("\nevaluation on fresh jobs (greedy policy vs the requested static allocation):")
         print(summary["evaluation_markdown"])
+        verdicts = ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in summary["quality_bar"].items())
+        print(f"\nbetter than the request on the scenario's objective and on all SLAs met: {verdicts}")
     sys.stdout.flush()

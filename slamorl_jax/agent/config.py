@@ -20,7 +20,7 @@ class TrainConfig:
     """PPO with adaptive-weight advantages on ``JobAllocationEnv`` (see ``slamorl_jax.train --helpfull``)."""
 
     num_envs: int = 1024
-    total_timesteps: int = 20_000_000
+    total_timesteps: int = 50_000_000
     rollout_length: int = 16
     update_epochs: int = 4
     num_minibatches: int = 4
