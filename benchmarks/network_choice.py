@@ -1,7 +1,7 @@
 """Which network reaches the quality bar fastest: wall-clock time to the bar per actor-critic size.
 
     python -m benchmarks.network_choice [--hidden-sizes 64,64 128,128 256,256] [--budget-s 300]
-        [--eval-every 25] [--eval-episodes 512] [--out benchmarks/results/network_choice.json]
+        [--eval-every 5] [--eval-episodes 512] [--out benchmarks/results/network_choice.json]
 
 For each size, ``python -m slamorl_jax.train``'s default configuration is trained chunk by chunk;
 every ``--eval-every`` chunks the greedy policy is evaluated against the requested static
@@ -150,7 +150,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--hidden-sizes", type=positive_int_list, nargs="+", default=[list(s) for s in DEFAULT_SIZES]
     )
     parser.add_argument("--budget-s", type=bounded(float, 1.0, 36_000.0), default=300.0)
-    parser.add_argument("--eval-every", type=bounded(int, 1, 10_000), default=25)
+    parser.add_argument("--eval-every", type=bounded(int, 1, 10_000), default=5)
     parser.add_argument("--eval-episodes", type=bounded(int, 16, 100_000), default=512)
     parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)

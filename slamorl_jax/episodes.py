@@ -17,7 +17,7 @@ import numpy as np
 
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures
-from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams
+from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
 
 Policy = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
 
@@ -104,7 +104,7 @@ def with_init_strategy(params: EnvParams, strategy: str) -> EnvParams:
     """``params`` starting every job with the named initial allocation strategy."""
     if strategy not in INIT_STRATEGIES:
         raise ValueError(f"unknown init strategy {strategy!r}; choose one of: {', '.join(INIT_STRATEGIES)}")
-    return params.replace(init_strategy=jnp.asarray(INIT_STRATEGIES.index(strategy), jnp.int32))
+    return with_values(params, init_strategy=INIT_STRATEGIES.index(strategy))
 
 
 def summarise_episodes(figures: dict[str, np.ndarray]) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""Shared test configuration: JAX's persistent compilation cache and hypothesis profiles."""
+"""Shared test configuration: JAX's persistent compilation cache, hypothesis profiles, the env."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import os
 from pathlib import Path
 
 import jax
+import pytest
 from hypothesis import HealthCheck, settings
+
+from slamorl_jax.env import JobAllocationEnv, load_catalog
 
 CACHE_DIR = Path(
     os.environ.get("SLAMORL_JAX_TEST_CACHE", Path(__file__).resolve().parent.parent / ".jax_cache")
@@ -23,3 +26,9 @@ settings.register_profile(
 )
 settings.register_profile("thorough", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session")
+def env() -> JobAllocationEnv:
+    """The environment on the shipped calibrated catalogue."""
+    return JobAllocationEnv(load_catalog())

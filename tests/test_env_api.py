@@ -25,7 +25,6 @@ from slamorl_jax.env import (
     EnvParams,
     EnvState,
     JobAllocationEnv,
-    load_catalog,
     make,
     observe,
     validate_params,
@@ -33,6 +32,7 @@ from slamorl_jax.env import (
     with_scenario,
 )
 from slamorl_jax.env import draws as d
+from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import KIND_PREFERENCES, SCENARIO_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -93,17 +93,6 @@ print(json.dumps({
 """
 
 
-def with_values(tree: Any, **values: Any) -> Any:
-    """``tree.replace(**values)`` keeping each field's dtype and shape, so nothing retraces."""
-    new = {}
-    for name, value in values.items():
-        old = getattr(tree, name)
-        array = np.asarray(value, dtype=old.dtype)
-        assert array.shape == old.shape, f"{name}: shape {array.shape} != {old.shape}"
-        new[name] = jnp.asarray(array)
-    return tree.replace(**new)
-
-
 def with_epochs(params: EnvParams, low: int, high: int) -> EnvParams:
     """Every workload's epochs drawn from ``[low, high]`` (short episodes for fast tests)."""
     count = params.workloads.epochs_min.shape
@@ -138,12 +127,6 @@ def episode_segments(done: np.ndarray) -> list[tuple[int, int]]:
 
 
 # --- fixtures: one environment, one compilation of each function per module --------------------
-
-
-@pytest.fixture(scope="module")
-def env() -> JobAllocationEnv:
-    """The environment on the shipped calibrated catalogue."""
-    return JobAllocationEnv(load_catalog())
 
 
 @pytest.fixture(scope="module")

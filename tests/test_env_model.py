@@ -24,20 +24,10 @@ from slamorl_jax.env import (
 from slamorl_jax.env.catalog import gpu_type_index
 from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
 from slamorl_jax.env.objectives import SLA_NAMES
+from slamorl_jax.env.params import with_values
 
 NUM_KEYS = 6
 TIME_SLA = SLA_NAMES.index("time")
-
-
-def with_values(tree: Any, **values: Any) -> Any:
-    """``tree.replace(**values)`` keeping each field's dtype and shape, so nothing retraces."""
-    new = {}
-    for name, value in values.items():
-        old = getattr(tree, name)
-        array = np.asarray(value, dtype=old.dtype)
-        assert array.shape == old.shape, f"{name}: shape {array.shape} != {old.shape}"
-        new[name] = jnp.asarray(array)
-    return tree.replace(**new)
 
 
 def one_hot(size: int, index: int) -> np.ndarray:
@@ -62,12 +52,6 @@ def workload_named(part: str) -> int:
     matches = [i for i, name in enumerate(names) if part in name and "gavel" not in name]
     assert len(matches) == 1, (part, names)
     return matches[0]
-
-
-@pytest.fixture(scope="module")
-def env() -> JobAllocationEnv:
-    """The environment on the shipped calibrated catalogue."""
-    return JobAllocationEnv(load_catalog())
 
 
 @pytest.fixture(scope="module")

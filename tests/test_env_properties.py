@@ -32,20 +32,10 @@ from slamorl_jax.env import (
     with_derived_tables,
     with_scenario,
 )
+from slamorl_jax.env.params import with_values
 
 NUM_ENVS = 8
 NUM_STEPS = 40
-
-
-def with_values(tree: Any, **values: Any) -> Any:
-    """``tree.replace(**values)`` keeping each field's dtype and shape, so nothing retraces."""
-    new = {}
-    for name, value in values.items():
-        old = getattr(tree, name)
-        array = np.asarray(value, dtype=old.dtype)
-        assert array.shape == old.shape, f"{name}: shape {array.shape} != {old.shape}"
-        new[name] = jnp.asarray(array)
-    return tree.replace(**new)
 
 
 # --- strategies ---------------------------------------------------------------------------------
@@ -135,12 +125,6 @@ SETTINGS = env_settings(load_catalog().num_workloads, load_catalog().num_gpu_typ
 
 
 # --- fixtures -----------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def env() -> JobAllocationEnv:
-    """The environment on the shipped calibrated catalogue."""
-    return JobAllocationEnv(load_catalog())
 
 
 @pytest.fixture(scope="module")

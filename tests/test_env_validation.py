@@ -26,16 +26,12 @@ from slamorl_jax.env import (
     with_scenario,
 )
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
+from slamorl_jax.env.params import with_values as with_same_dtype
 
 
 def with_values(tree: Any, **values: Any) -> Any:
-    """``tree.replace(**values)`` with each value cast to the field's dtype (shape may change)."""
-    return tree.replace(
-        **{
-            name: jnp.asarray(np.asarray(value, dtype=getattr(tree, name).dtype))
-            for name, value in values.items()
-        }
-    )
+    """``with_same_dtype`` allowing shape changes (validation must reject them)."""
+    return with_same_dtype(tree, same_shape=False, **values)
 
 
 def with_workload_values(params: EnvParams, **values: Any) -> EnvParams:

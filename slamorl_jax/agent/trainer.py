@@ -28,7 +28,7 @@ from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
-from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams
+from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
 from slamorl_jax.env.prices import with_prices
 from slamorl_jax.env.scenarios import scenario_params, with_preference
 from slamorl_jax.env.state import EnvState
@@ -66,9 +66,10 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
     preference = None if config.preference is None else parse_preference(config.preference)
     params = with_preference(params, preference)
     params = with_prices(params, config.prices, catalog)
-    return params.replace(
-        init_strategy=jnp.asarray(INIT_STRATEGIES.index(config.init_strategy), jnp.int32),
-        adapt_strength=jnp.asarray(config.adapt_strength, jnp.float32),
+    return with_values(
+        params,
+        init_strategy=INIT_STRATEGIES.index(config.init_strategy),
+        adapt_strength=config.adapt_strength,
     )
 
 

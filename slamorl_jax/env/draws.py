@@ -71,9 +71,7 @@ def uniforms(key: jax.Array, count: int) -> tuple[jax.Array, ...]:
     for k in range(count):
         mixed = _mix32((w0 ^ (w1 * jnp.uint32(2 * k + 1))) + jnp.uint32((k * GOLDEN) & 0xFFFFFFFF))
         out.append((mixed >> (32 - UNIFORM_BITS)).astype(jnp.float32) * scale)
-    # Materialise the draws once: otherwise XLA fuses each hash chain into every consumer and
-    # recomputes it there.
-    return jax.lax.optimization_barrier(tuple(out))
+    return tuple(out)
 
 
 def as_tuple(u: jax.Array | tuple[jax.Array, ...] | list[jax.Array]) -> tuple[jax.Array, ...]:

@@ -43,6 +43,8 @@ advanced (meaningful when it is done):
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -53,7 +55,6 @@ from slamorl_jax.env.adaptive_weights import adapt_columns
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, sample_job_row
 from slamorl_jax.env.job_model import epoch_metrics
-from slamorl_jax.env.lookup import contiguous
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.observation import NUM_FEATURES, observe
 from slamorl_jax.env.params import EnvParams, max_gpus
@@ -109,9 +110,9 @@ class JobAllocationEnv:
     def __init__(self, catalog: Catalog | None = None) -> None:
         self.catalog = catalog or load_catalog()
 
-    @property
+    @functools.cached_property
     def default_params(self) -> EnvParams:
-        """Defaults of the calibration cluster with the ``mixed`` scenario."""
+        """Defaults of the calibration cluster with the ``mixed`` scenario (built once per env)."""
         return scenario_params("mixed", self.catalog)
 
     # Spaces ---------------------------------------------------------------------------------
@@ -260,7 +261,7 @@ class JobAllocationEnv:
         elapsed = state.elapsed_s + interval
         cost = state.cost_usd + interval_cost
         epoch = state.epoch + 1
-        preference = contiguous(tuple(job.preference[i] for i in range(NUM_OBJECTIVES)))
+        preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
         severities, weights, remaining_time, remaining_cost = _severities_and_weights(
             job, preference, m.price_per_hour, m.memory_used_gib, gpu_util, cpu_util,
             throughput, epoch_time, elapsed, cost, epoch, params,

@@ -37,30 +37,14 @@ def gather_row(tables: T, index: jax.Array) -> T:
         piece = packed[..., start : start + width].reshape(index.shape + trailing)
         start += width
         out.append(piece > 0.5 if leaf.dtype == jnp.bool_ else piece.astype(leaf.dtype))
-    return jax.tree.unflatten(treedef, contiguous(out))
-
-
-def contiguous(values: T) -> T:
-    """Materialise each array of ``values`` on its own (an XLA optimisation barrier).
-
-    Under ``vmap`` a per-job vector becomes a (batch, k) array whose columns are strided in
-    memory; XLA on CPU then fuses the strided reads into the consumers' loops and stops vectorising
-    them (exp and log run about 20x slower). Passing the columns through a barrier copies each one
-    to a contiguous buffer first.
-    """
-    return jax.lax.optimization_barrier(values)
-
-
-def unstack(vector: jax.Array) -> tuple[jax.Array, ...]:
-    """The entries of a short vector (last axis) as separate, contiguous arrays."""
-    return contiguous(tuple(vector[..., i] for i in range(vector.shape[-1])))
+    return jax.tree.unflatten(treedef, out)
 
 
 def take_small(table: jax.Array, index: jax.Array) -> jax.Array | tuple[jax.Array, ...]:
     """``table[index]`` for a short table by compare-and-select (no gather).
 
-    A 1-D table gives a scalar; a 2-D table gives its row as a tuple of scalars, each contiguous
-    under ``vmap`` (see :func:`contiguous`).
+    A 1-D table gives a scalar; a 2-D table gives its row as a tuple of scalars (under ``vmap``
+    each a contiguous array rather than a strided column of a stacked one).
     """
     if table.ndim == 1:
         return sum(jnp.where(index == k, table[k], jnp.zeros_like(table[k])) for k in range(table.shape[0]))

@@ -11,14 +11,18 @@ Cluster defaults describe the Pollux cluster the calibration data came from: AWS
 
 from __future__ import annotations
 
+from typing import Any, TypeVar
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 # Static bound of the allocation lattice (GPUs per job); validated against the cluster size.
 MAX_GPUS = 32
 NUM_SCENARIO_KINDS = 3  # deadline-critical, budget-constrained, balanced (see scenarios.py)
 INIT_STRATEGIES = ("cold", "requested", "random", "max")
+T = TypeVar("T")
 
 
 @struct.dataclass
@@ -100,6 +104,22 @@ class EnvParams:
     # refuses params whose tables are stale.
     fastest_epoch_s: jax.Array  # (W, T) shortest epoch over static allocations
     cheapest_epoch_usd: jax.Array  # (W, T) lowest epoch cost over static allocations
+
+
+def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:
+    """``tree.replace(**values)`` with every value cast to its field's dtype.
+
+    Keeping dtypes (and, with ``same_shape``, shapes) means functions jitted on ``EnvParams`` or
+    ``WorkloadParams`` do not retrace when a value changes. Raises ``ValueError`` on a shape change.
+    """
+    new = {}
+    for name, value in values.items():
+        old = getattr(tree, name)
+        array = np.asarray(value, dtype=old.dtype)
+        if same_shape and array.shape != old.shape:
+            raise ValueError(f"{name}: shape {array.shape} does not match {old.shape}")
+        new[name] = jnp.asarray(array)
+    return tree.replace(**new)
 
 
 def max_gpus(params: EnvParams) -> jax.Array:

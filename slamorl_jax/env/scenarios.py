@@ -30,13 +30,12 @@ Named scenarios (``scenario_params(name)``):
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.defaults import default_params
 from slamorl_jax.env.objectives import preference_vector
-from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.params import EnvParams, with_values
 
 SCENARIO_KINDS = ("deadline-critical", "budget-constrained", "balanced")
 KIND_PREFERENCES = ("time", "cost", "balanced")
@@ -60,20 +59,14 @@ def with_scenario(params: EnvParams, name: str) -> EnvParams:
         probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
         probs[SCENARIO_KINDS.index(name)] = 1.0
         random_preference = 0.0
-    return params.replace(
-        scenario_probs=jnp.asarray(probs),
-        random_preference_prob=jnp.asarray(np.float32(random_preference)),
-    )
+    return with_values(params, scenario_probs=probs, random_preference_prob=random_preference)
 
 
 def with_preference(params: EnvParams, preference: str | list[float] | np.ndarray | None) -> EnvParams:
     """``params`` where every job uses ``preference`` (a preset name or weights); ``None`` = scenario's."""
     if preference is None:
-        return params.replace(use_fixed_preference=jnp.asarray(False))
-    return params.replace(
-        use_fixed_preference=jnp.asarray(True),
-        fixed_preference=jnp.asarray(preference_vector(preference)),
-    )
+        return with_values(params, use_fixed_preference=False)
+    return with_values(params, use_fixed_preference=True, fixed_preference=preference_vector(preference))
 
 
 def scenario_params(name: str = "mixed", catalog: Catalog | None = None) -> EnvParams:
