@@ -53,8 +53,7 @@ class TrainState:
     params: Any
     opt_state: Any
     env_state: EnvState
-    obs: jax.Array  # [N, F]
-    weights: jax.Array  # [N, K] adaptive weights for ``obs``
+    obs: jax.Array  # [N, F]; its adaptive weights are ``env_state.weights``
     episode_returns: jax.Array  # [N, K] reward vector summed over the running episode
     key: jax.Array
     update: jax.Array  # int32 updates done
@@ -114,7 +113,6 @@ class Trainer:
             opt_state=self.optimizer.init(params),
             env_state=env_state,
             obs=obs,
-            weights=env_state.weights,
             episode_returns=jnp.zeros((self.config.num_envs, self.env.reward_dim), jnp.float32),
             key=key,
             update=jnp.zeros((), jnp.int32),
@@ -128,7 +126,7 @@ class Trainer:
         def step(carry: tuple, _: None) -> tuple:
             state, sums = carry
             key, act_key, env_key = jax.random.split(state.key, 3)
-            logits, values = self.apply(state.params, state.obs, state.weights)
+            logits, values = self.apply(state.params, state.obs, state.env_state.weights)
             actions, log_probs = sample_actions(act_key, logits)
             env_keys = jax.random.split(env_key, c.num_envs)
             obs, env_state, reward, terminated, truncated, info = jax.vmap(
@@ -152,7 +150,7 @@ class Trainer:
             ) - env_potential(state.env_state)
             transition = {
                 "obs": state.obs,
-                "weights": state.weights,
+                "weights": state.env_state.weights,
                 "actions": actions,
                 "log_probs": log_probs,
                 "values": values,
@@ -164,7 +162,6 @@ class Trainer:
             new_state = state.replace(
                 env_state=env_state,
                 obs=obs,
-                weights=info["weights"],
                 episode_returns=jnp.where(done[:, None], 0.0, returns),
                 key=key,
             )
@@ -177,7 +174,7 @@ class Trainer:
     def _learn(self, state: TrainState, traj: dict) -> tuple[TrainState, dict]:
         """Per-objective GAE, then the PPO epochs over shuffled minibatches."""
         c = self.config
-        _, last_values = self.apply(state.params, state.obs, state.weights)
+        _, last_values = self.apply(state.params, state.obs, state.env_state.weights)
         bootstrap = bootstrap_values(traj["values"], last_values, traj["final_values"], traj["truncated"])
         advantages, targets = vector_gae(
             traj["rewards"],
