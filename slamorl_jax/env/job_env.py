@@ -54,7 +54,7 @@ from slamorl_jax.env.actions import NUM_ACTIONS, apply_action
 from slamorl_jax.env.adaptive_weights import adapt_columns
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, sample_job_row
-from slamorl_jax.env.job_model import epoch_metrics
+from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.observation import NUM_FEATURES, observe
 from slamorl_jax.env.params import EnvParams, max_gpus
@@ -66,38 +66,46 @@ from slamorl_jax.env.state import EnvState, JobSpec
 Info = dict[str, jax.Array]
 
 
-def _severities_and_weights(
+def _readings(
     job: JobSpec,
-    preference: tuple[jax.Array, ...],
-    price_per_hour: jax.Array,
-    memory_used_gib: jax.Array,
+    m: EpochMetrics,
+    epoch_time_s: jax.Array,
+    throughput: jax.Array,
     gpu_util: jax.Array,
     cpu_util: jax.Array,
-    throughput: jax.Array,
-    epoch_time_s: jax.Array,
     elapsed_s: jax.Array,
     cost_usd: jax.Array,
     epoch: jax.Array,
     params: EnvParams,
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Severities (6,) and weights (3,) after an epoch's readings, and the projected remaining
-    time (s) and cost ($) of the job at the current epoch rate."""
-    remaining = (job.epochs - epoch).astype(jnp.float32)
-    remaining_time = remaining * epoch_time_s
-    remaining_cost = remaining_time * price_per_hour / 3600.0
-    projected_time = elapsed_s + remaining_time
-    projected_cost = cost_usd + remaining_cost
+) -> dict[str, jax.Array]:
+    """The ``EnvState`` fields that describe the latest epoch: its readings, the forward-looking
+    severities (the job projected at this epoch's rate), and the adaptive weights they give."""
+    remaining_time = (job.epochs - epoch).astype(jnp.float32) * epoch_time_s
+    remaining_cost = remaining_time * m.price_per_hour / 3600.0
     severities = sla_severities(
-        projected_time,
-        projected_cost,
+        elapsed_s + remaining_time,
+        cost_usd + remaining_cost,
         throughput,
-        memory_used_gib,
+        m.memory_used_gib,
         gpu_util,
         cpu_util,
         job.sla_targets,
     )
+    preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
     weights = adapt_columns(preference, severities, params.adapt_strength)
-    return jnp.stack(severities), jnp.stack(weights), remaining_time, remaining_cost
+    return {
+        "epoch_time_s": epoch_time_s,
+        "throughput": throughput,
+        "gpu_util": gpu_util,
+        "cpu_util": cpu_util,
+        "memory_util": m.memory_used_gib / m.memory_alloc_gib,
+        "memory_used_gib": m.memory_used_gib,
+        "price_per_hour": m.price_per_hour,
+        "severities": jnp.stack(severities),
+        "weights": jnp.stack(weights),
+        "projected_remaining_time_s": remaining_time,
+        "projected_remaining_cost_usd": remaining_cost,
+    }
 
 
 class JobAllocationEnv:
@@ -148,10 +156,9 @@ class JobAllocationEnv:
         stationary = start / jnp.maximum(start + end, 1e-9)
         m = initial_metrics(job, row, gpus, cpus, params)
         zero = jnp.zeros((), jnp.float32)
-        preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
-        severities, weights, remaining_time, remaining_cost = _severities_and_weights(
-            job, preference, m.price_per_hour, m.memory_used_gib, m.gpu_util, m.cpu_util,
-            m.throughput, m.epoch_time_s, zero, zero, jnp.zeros((), jnp.int32), params,
+        readings = _readings(
+            job, m, m.epoch_time_s, m.throughput, m.gpu_util, m.cpu_util, zero, zero,
+            jnp.zeros((), jnp.int32), params,
         )  # fmt: skip
         return EnvState(
             job=job,
@@ -162,17 +169,7 @@ class JobAllocationEnv:
             contended=u[d.CONTENTION_AT_START] < stationary,
             elapsed_s=zero,
             cost_usd=zero,
-            epoch_time_s=m.epoch_time_s,
-            throughput=m.throughput,
-            gpu_util=m.gpu_util,
-            cpu_util=m.cpu_util,
-            memory_util=m.memory_used_gib / m.memory_alloc_gib,
-            memory_used_gib=m.memory_used_gib,
-            price_per_hour=m.price_per_hour,
-            severities=severities,
-            weights=weights,
-            projected_remaining_time_s=remaining_time,
-            projected_remaining_cost_usd=remaining_cost,
+            **readings,
             gpu_busy_s=zero,
             cpu_busy_s=zero,
             peak_memory_gib=zero,
@@ -261,11 +258,8 @@ class JobAllocationEnv:
         elapsed = state.elapsed_s + interval
         cost = state.cost_usd + interval_cost
         epoch = state.epoch + 1
-        preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
-        severities, weights, remaining_time, remaining_cost = _severities_and_weights(
-            job, preference, m.price_per_hour, m.memory_used_gib, gpu_util, cpu_util,
-            throughput, epoch_time, elapsed, cost, epoch, params,
-        )  # fmt: skip
+        readings = _readings(job, m, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch, params)
+        severities = readings["severities"]
         terminated = epoch >= job.epochs
         next_state = state.replace(
             steps=state.steps + 1,
@@ -275,17 +269,7 @@ class JobAllocationEnv:
             contended=contended,
             elapsed_s=elapsed,
             cost_usd=cost,
-            epoch_time_s=epoch_time,
-            throughput=throughput,
-            gpu_util=gpu_util,
-            cpu_util=cpu_util,
-            memory_util=m.memory_used_gib / m.memory_alloc_gib,
-            memory_used_gib=m.memory_used_gib,
-            price_per_hour=m.price_per_hour,
-            severities=severities,
-            weights=weights,
-            projected_remaining_time_s=remaining_time,
-            projected_remaining_cost_usd=remaining_cost,
+            **readings,
             gpu_busy_s=state.gpu_busy_s + gpu_util * interval,
             cpu_busy_s=state.cpu_busy_s + cpu_util * interval,
             peak_memory_gib=jnp.maximum(state.peak_memory_gib, m.memory_used_gib),
@@ -310,8 +294,8 @@ class JobAllocationEnv:
             "severities": severities,
             "sla_met": severities <= 0.0,
             "reallocated": changed,
-            "projected_remaining_time_s": remaining_time,
-            "projected_remaining_cost_usd": remaining_cost,
+            "projected_remaining_time_s": readings["projected_remaining_time_s"],
+            "projected_remaining_cost_usd": readings["projected_remaining_cost_usd"],
             **figures,
         }
         return next_state, reward, terminated, info
