@@ -1,15 +1,17 @@
 """Run whole, fresh jobs with any policy, vectorised, and collect each job's episode figures.
 
-A policy is ``policy(obs [N, 21], weights [N, 3], key) -> actions [N]``. Every job in the batch runs
-until its first episode ends; its figures (``JobAllocationEnv``'s ``info``) are recorded at that step.
-Two policies evaluated with the same key see the same jobs and the same noise, so their figures
-compare job by job (common random numbers).
+A policy is ``policy(policy_params, obs [N, 21], weights [N, 3], key) -> actions [N]``; its
+parameters are an argument (not captured), so one compiled runner serves every set of them.
+Every job in the batch runs until its first episode ends; its figures (``JobAllocationEnv``'s
+``info``) are recorded at that step. Two policies evaluated with the same key see the same jobs
+and the same noise, so their figures compare job by job (common random numbers).
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,7 +21,7 @@ from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
 
-Policy = Callable[[jax.Array, jax.Array, jax.Array], jax.Array]
+Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], jax.Array]
 
 # Figures recorded per episode (all scalars per job, plus the preference vector).
 FIGURES = (
@@ -41,7 +43,7 @@ FIGURES = (
 )
 
 
-def keep_allocation(obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
+def keep_allocation(policy_params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
     """The static policy: never change the allocation."""
     return jnp.full(obs.shape[:-1], NO_OP_ACTION, dtype=jnp.int32)
 
@@ -52,24 +54,26 @@ def run_episodes(
     policy: Policy,
     key: jax.Array,
     num_episodes: int,
+    policy_params: Any = None,
 ) -> dict[str, np.ndarray]:
     """Figures of ``num_episodes`` fresh jobs run to completion (or truncation) under ``policy``.
 
-    Compiled once per (env, policy, num_episodes, step limit); ``params`` and ``key`` are traced.
+    Compiled once per (env, policy, num_episodes, step limit); ``params``, ``policy_params`` and
+    ``key`` are traced.
     """
     max_steps = int(np.minimum(np.max(np.asarray(params.workloads.epochs_max)), params.max_episode_steps))
     runner = _episode_runner(env, policy, num_episodes, max_steps)
-    return {name: np.asarray(value) for name, value in runner(params, key).items()}
+    return {name: np.asarray(value) for name, value in runner(params, policy_params, key).items()}
 
 
 @functools.lru_cache(maxsize=32)
 def _episode_runner(
     env: JobAllocationEnv, policy: Policy, num_episodes: int, max_steps: int
-) -> Callable[[EnvParams, jax.Array], dict[str, jax.Array]]:
+) -> Callable[[EnvParams, Any, jax.Array], dict[str, jax.Array]]:
     """The jitted batch-of-jobs runner behind :func:`run_episodes`."""
 
     @jax.jit
-    def run(params: EnvParams, key: jax.Array) -> dict[str, jax.Array]:
+    def run(params: EnvParams, policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
         reset_key, run_key = jax.random.split(key)
         obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_episodes), params)
         initial = jax.vmap(episode_figures)(state)
@@ -78,7 +82,7 @@ def _episode_runner(
         def step(carry: tuple, step_key: jax.Array) -> tuple:
             obs, weights, state, finished, figures = carry
             act_key, env_key = jax.random.split(step_key)
-            actions = policy(obs, weights, act_key)
+            actions = policy(policy_params, obs, weights, act_key)
             obs, state, _, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
                 jax.random.split(env_key, num_episodes), state, actions, params
             )

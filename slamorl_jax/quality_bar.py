@@ -9,15 +9,23 @@ policy does better on the kind's objective (time for ``deadline-critical``, cost
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import Trainer, env_params_from_config
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
-from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes, with_init_strategy
+from slamorl_jax.episodes import (
+    Policy,
+    keep_allocation,
+    run_episodes,
+    summarise_episodes,
+    with_init_strategy,
+)
 
 Results = dict[str, dict[str, dict[str, float]]]
 
@@ -27,16 +35,16 @@ def evaluate_against_request(
 ) -> Results:
     """Greedy policy vs the requested static allocation on fresh jobs of each scenario kind."""
     base = env_params_from_config(config)
-
-    def greedy(obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
-        return jnp.argmax(trainer.apply(params, obs, weights)[0], axis=-1)
+    greedy = greedy_policy(trainer.network)
 
     results: dict[str, dict[str, dict[str, float]]] = {}
     for name in SCENARIO_KINDS:
         env_params = with_init_strategy(with_scenario(base, name), "requested")
         key = jax.random.key(seed + 1)
         results[name] = {
-            "policy": summarise_episodes(run_episodes(trainer.env, env_params, greedy, key, num_episodes)),
+            "policy": summarise_episodes(
+                run_episodes(trainer.env, env_params, greedy, key, num_episodes, params)
+            ),
             "requested_static": summarise_episodes(
                 run_episodes(trainer.env, env_params, keep_allocation, key, num_episodes)
             ),
@@ -58,6 +66,16 @@ def format_evaluation(results: Results) -> str:
                 f"| {r['deadline_met']:.1%} | {r['budget_met']:.1%} | {r['all_slas_met']:.1%} |"
             )
     return "\n".join(lines)
+
+
+@functools.lru_cache(maxsize=8)
+def greedy_policy(network: nn.Module) -> Policy:
+    """The argmax policy of ``network`` (one function per network, so its runner compiles once)."""
+
+    def greedy(params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
+        return jnp.argmax(network.apply(params, obs, weights)[0], axis=-1)
+
+    return greedy
 
 
 def objective(scenario: str, figures: dict[str, float]) -> float:
