@@ -187,6 +187,27 @@ def write_report(out: Path, payload: Mapping[str, Any], markdown: str) -> tuple[
     return out, md
 
 
+def check_out_path(out: Path, prog: str) -> None:
+    """Exit 2 unless ``out`` is a ``.json`` path that is not a directory."""
+    if out.suffix != ".json":
+        fail(f"--out must end in .json, got {str(out)!r}", prog)
+    if out.exists() and out.is_dir():
+        fail(f"--out {str(out)!r} is a directory", prog)
+
+
+def report(
+    args: argparse.Namespace,
+    run: Callable[[argparse.Namespace], dict[str, Any]],
+    to_markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """Run a benchmark, print its Markdown table and write JSON + Markdown to ``args.out``."""
+    payload = run(args)
+    markdown = to_markdown(payload)
+    json_path, md_path = write_report(args.out, payload, markdown)
+    print(markdown)
+    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+
+
 def fail(message: str, prog: str | None = None) -> NoReturn:
     """Print ``prog: error: message`` on one line to stderr and exit with status 2."""
     print(f"{prog or Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)

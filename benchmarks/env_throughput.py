@@ -33,15 +33,15 @@ from benchmarks.common import (
     Timing,
     available_memory_bytes,
     bounded,
+    check_out_path,
     compile_timed,
-    fail,
     format_rate,
     interleaved_timings,
     machine_info,
     markdown_table,
     positive_int_list,
+    report,
     time_python_loop,
-    write_report,
 )
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
 from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, run_random_steps
@@ -299,21 +299,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown written beside it)"
     )
     args = parser.parse_args(argv)
-    if args.out.suffix != ".json":
-        fail(f"--out must end in .json, got {str(args.out)!r}", parser.prog)
-    if args.out.exists() and args.out.is_dir():
-        fail(f"--out {str(args.out)!r} is a directory", parser.prog)
+    check_out_path(args.out, parser.prog)
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark, print the Markdown table and write JSON + Markdown."""
-    args = parse_args(argv)
-    payload = run(args)
-    markdown = to_markdown(payload)
-    json_path, md_path = write_report(args.out, payload, markdown)
-    print(markdown)
-    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+    report(parse_args(argv), run, to_markdown)
 
 
 if __name__ == "__main__":

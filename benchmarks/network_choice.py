@@ -26,12 +26,12 @@ import jax
 from benchmarks.common import (
     OneLineArgumentParser,
     bounded,
-    fail,
+    check_out_path,
     format_rate,
     machine_info,
     markdown_table,
     positive_int_list,
-    write_report,
+    report,
 )
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
@@ -155,19 +155,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
-    if args.out.suffix != ".json":
-        fail(f"--out must end in .json, got {str(args.out)!r}", parser.prog)
+    check_out_path(args.out, parser.prog)
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run, print the Markdown table, write JSON + Markdown."""
-    args = parse_args(argv)
-    payload = run(args)
-    markdown = to_markdown(payload)
-    json_path, md_path = write_report(args.out, payload, markdown)
-    print(markdown)
-    print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+    """Run the benchmark, print the Markdown table and write JSON + Markdown."""
+    report(parse_args(argv), run, to_markdown)
 
 
 if __name__ == "__main__":
