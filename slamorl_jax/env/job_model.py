@@ -1,8 +1,8 @@
 """One training job on one allocation: epoch time, throughput, utilisation, memory and price.
 
-``job_constants`` turns the calibrated workload table and the cluster's hardware facts into the
-constants of one job (its compute time on the sampled GPU type, its sync terms on this cluster's
-links); ``epoch_metrics`` evaluates an allocation for those constants. Both are elementwise and
+``job_constants_table`` turns the calibrated workload table and the cluster's hardware facts into the
+constants of every (workload, GPU type) job (compute time on that GPU type, sync terms on this
+cluster's links); ``epoch_metrics`` evaluates an allocation for such constants. Both are elementwise and
 broadcast, so the same code evaluates one job, a batch of jobs, or a whole lattice of allocations.
 
 * Replicas: a data-parallel job uses all its GPUs; a job that is not data-parallel (A3C, CycleGAN,
@@ -23,7 +23,6 @@ import jax.numpy as jnp
 from flax import struct
 
 from slamorl_jax.env import throughput as tp
-from slamorl_jax.env.lookup import gather_row
 from slamorl_jax.env.params import EnvParams
 
 
@@ -88,16 +87,6 @@ def job_constants_table(params: EnvParams) -> JobConstants:
         cpu_supply_at_calibration=per_workload(supply_at_calibration),
         gpu_price_per_hour=jnp.broadcast_to(params.gpu_price_per_hour[None, :], w.compute_speed.shape),
     )
-
-
-def job_constants(params: EnvParams, workload: jax.Array, gpu_type: jax.Array) -> JobConstants:
-    """Constants of ``workload`` on ``gpu_type`` GPUs of the cluster in ``params``.
-
-    The (W, T) table depends on ``params`` alone (XLA evaluates it once for a batch of jobs that
-    share params); each job then takes its row with one packed gather.
-    """
-    num_types = params.workloads.compute_speed.shape[1]
-    return gather_row(job_constants_table(params), workload * num_types + gpu_type)
 
 
 def epoch_metrics(
