@@ -6,8 +6,8 @@
 * Each figure is repeated; reports give the median and the best.
 * Candidates that are compared are timed in turns (A, B, A, B, ...) so machine noise hits them alike.
 
-Also here: machine facts for the report, a Markdown table, JSON + Markdown output, and an argument
-parser whose errors are one line with exit code 2.
+Also here: machine facts for the report, a Markdown table, JSON + Markdown output, and the
+``--out`` check (the one-line argument parser is ``slamorl_jax.cli_args``).
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import jax
 import numpy as np
+
+from slamorl_jax.cli_args import fail
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -206,46 +208,3 @@ def report(
     json_path, md_path = write_report(args.out, payload, markdown)
     print(markdown)
     print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
-
-
-def fail(message: str, prog: str | None = None) -> NoReturn:
-    """Print ``prog: error: message`` on one line to stderr and exit with status 2."""
-    print(f"{prog or Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
-
-
-class OneLineArgumentParser(argparse.ArgumentParser):
-    """``argparse`` whose errors are one line (no usage block) with exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        """Report a bad command line and exit 2."""
-        fail(message, self.prog)
-
-
-def positive_int_list(text: str) -> list[int]:
-    """``argparse`` type: a comma-separated list of positive integers, e.g. ``1,64,4096``."""
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated positive integers, got {text!r}"
-        ) from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    return values
-
-
-def bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:
-    """``argparse`` type: a number of ``kind`` in ``[low, high]``."""
-
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            noun = "an integer" if kind is int else "a number"
-            raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
-        return value
-
-    return parse

@@ -29,20 +29,18 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks.common import (
-    OneLineArgumentParser,
     Timing,
     available_memory_bytes,
-    bounded,
     check_out_path,
     compile_timed,
     format_rate,
     interleaved_timings,
     machine_info,
     markdown_table,
-    positive_int_list,
     report,
     time_python_loop,
 )
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
 from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, run_random_steps
 

@@ -24,17 +24,15 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 
 from benchmarks.common import (
-    OneLineArgumentParser,
-    bounded,
     check_out_path,
     format_rate,
     machine_info,
     markdown_table,
-    positive_int_list,
     report,
 )
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.quality_bar import evaluate_against_request, quality_bar
 
 DEFAULT_SIZES = ((64, 64), (128, 128), (256, 256))

@@ -26,21 +26,18 @@ import jax
 
 from benchmarks.cartpole_adapter import CartPoleForTrainer
 from benchmarks.common import (
-    OneLineArgumentParser,
     Timing,
-    bounded,
     check_out_path,
     compile_timed,
-    fail,
     format_rate,
     interleaved_timings,
     machine_info,
     markdown_table,
-    positive_int_list,
     report,
 )
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096, 16384)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "train_throughput.json"
