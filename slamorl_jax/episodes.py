@@ -1,7 +1,10 @@
 """Run whole, fresh jobs with any policy, vectorised, and collect each job's episode figures.
 
 A policy is ``policy(policy_params, obs [N, 21], weights [N, 3], key) -> actions [N]``; its
-parameters are an argument (not captured), so one compiled runner serves every set of them.
+parameters are an argument (not captured), so one compiled runner serves every set of them. An
+optional start rule ``start(state, params) -> (gpus, cpus)`` (one job, traced) moves each fresh job
+to another first allocation before its first epoch (``JobAllocationEnv.place``); baselines and
+oracles use it.
 Every job in the batch runs until its first episode ends; its figures (``JobAllocationEnv``'s
 ``info``) are recorded at that step. Two policies evaluated with the same key see the same jobs
 and the same noise, so their figures compare job by job (common random numbers).
@@ -19,9 +22,12 @@ import numpy as np
 
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures
+from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
+from slamorl_jax.env.state import EnvState
 
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], jax.Array]
+StartRule = Callable[[EnvState, EnvParams], tuple[jax.Array, jax.Array]]
 
 # Figures recorded per episode (all scalars per job, plus the preference vector).
 FIGURES = (
@@ -34,6 +40,8 @@ FIGURES = (
     "all_slas_met",
     "sla_compliance",
     "mean_severity",
+    "mean_gpu_util",
+    "mean_cpu_util",
     "reallocations",
     "epochs",
     "workload",
@@ -55,20 +63,22 @@ def run_episodes(
     key: jax.Array,
     num_episodes: int,
     policy_params: Any = None,
+    start: StartRule | None = None,
 ) -> dict[str, np.ndarray]:
-    """Figures of ``num_episodes`` fresh jobs run to completion (or truncation) under ``policy``.
+    """Figures of ``num_episodes`` fresh jobs run to completion (or truncation) under ``policy``,
+    each started where ``start`` puts it (default: where ``params.init_strategy`` does).
 
-    Compiled once per (env, policy, num_episodes, step limit); ``params``, ``policy_params`` and
-    ``key`` are traced.
+    Compiled once per (env, policy, start, num_episodes, step limit); ``params``, ``policy_params``
+    and ``key`` are traced.
     """
     max_steps = int(np.minimum(np.max(np.asarray(params.workloads.epochs_max)), params.max_episode_steps))
-    runner = _episode_runner(env, policy, num_episodes, max_steps)
+    runner = _episode_runner(env, policy, start, num_episodes, max_steps)
     return {name: np.asarray(value) for name, value in runner(params, policy_params, key).items()}
 
 
 @functools.lru_cache(maxsize=32)
 def _episode_runner(
-    env: JobAllocationEnv, policy: Policy, num_episodes: int, max_steps: int
+    env: JobAllocationEnv, policy: Policy, start: StartRule | None, num_episodes: int, max_steps: int
 ) -> Callable[[EnvParams, Any, jax.Array], dict[str, jax.Array]]:
     """The jitted batch-of-jobs runner behind :func:`run_episodes`."""
 
@@ -76,6 +86,10 @@ def _episode_runner(
     def run(params: EnvParams, policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
         reset_key, run_key = jax.random.split(key)
         obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_episodes), params)
+        if start is not None:
+            gpus, cpus = jax.vmap(start, in_axes=(0, None))(state, params)
+            state = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, gpus, cpus, params)
+            obs = jax.vmap(observe, in_axes=(0, None))(state, params)
         initial = jax.vmap(episode_figures)(state)
         figures = {name: jnp.zeros_like(initial[name]) for name in FIGURES}
 
@@ -112,7 +126,8 @@ def with_init_strategy(params: EnvParams, strategy: str) -> EnvParams:
 
 
 def summarise_episodes(figures: dict[str, np.ndarray]) -> dict[str, float]:
-    """Means over finished jobs: time and cost relative to the request, SLA rates, re-allocations."""
+    """Means over finished jobs: time and cost relative to the request, SLA rates, utilisation,
+    re-allocations."""
     done = figures["finished"].astype(bool)
     if not done.any():
         raise ValueError("no episode finished; raise max_episode_steps or the number of steps")
@@ -128,5 +143,7 @@ def summarise_episodes(figures: dict[str, np.ndarray]) -> dict[str, float]:
         "budget_met": mean(figures["budget_met"]),
         "all_slas_met": mean(figures["all_slas_met"]),
         "sla_compliance": mean(figures["sla_compliance"]),
+        "mean_gpu_util": mean(figures["mean_gpu_util"]),
+        "mean_cpu_util": mean(figures["mean_cpu_util"]),
         "reallocations": mean(figures["reallocations"]),
     }

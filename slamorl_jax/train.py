@@ -18,6 +18,7 @@ from absl import logging as absl_logging  # defines --log_dir, which we use for 
 
 from slamorl_jax.agent.config import LR_SCHEDULES, PRICE_PRESETS, TrainConfig, validate_config
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
+from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
 from slamorl_jax.env.params import INIT_STRATEGIES
 from slamorl_jax.env.scenarios import SCENARIOS
 
@@ -93,7 +94,7 @@ flags.DEFINE_boolean("progress", True, "Show a progress bar.")
 
 flags.DEFINE_string(
     "compilation_cache_dir",
-    str(Path.home() / ".cache" / "slamorl_jax" / "jax"),
+    DEFAULT_CACHE_DIR,
     "JAX persistent compilation cache (later runs skip most compilation); empty disables it.",
 )
 
@@ -120,16 +121,6 @@ def check_run_flags() -> None:
         raise ValueError(f"--eval_episodes must be >= 0, got {FLAGS.eval_episodes}")
     if FLAGS.resume and FLAGS.checkpoint_dir is None:
         raise ValueError("--resume needs --checkpoint_dir (the run to continue)")
-
-
-def enable_compilation_cache(directory: str) -> None:
-    """Turn on JAX's persistent compilation cache in ``directory`` (no-op for an empty string)."""
-    if not directory:
-        return
-    import jax
-
-    jax.config.update("jax_compilation_cache_dir", directory)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 def fail(message: str) -> None:

@@ -36,7 +36,8 @@ its end), and the episode figures of the job that the step
 advanced (meaningful when it is done):
 ``episode_time_s``, ``episode_cost_usd``, ``time_ref_s``, ``cost_ref_usd``, ``deadline_met``,
 ``budget_met``, ``job_sla_met`` (6 job-level checks, ``objectives.py``), ``all_slas_met``,
-``sla_compliance`` (fraction of the six met), ``mean_severity``, ``reallocations``, ``epochs``,
+``sla_compliance`` (fraction of the six met), ``mean_severity``, ``mean_gpu_util`` and
+``mean_cpu_util`` (time-weighted over the job), ``reallocations``, ``epochs``,
 ``workload``, ``gpu_type``, ``scenario``, ``preference``, plus ``terminated``, ``truncated`` and
 ``final_observation``. No host callbacks and no Python control flow on traced values.
 """
@@ -50,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.actions import NUM_ACTIONS, apply_action
+from slamorl_jax.env.actions import NUM_ACTIONS, apply_action, clip_allocation
 from slamorl_jax.env.adaptive_weights import adapt_columns
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, sample_job_row
@@ -108,6 +109,38 @@ def _readings(
     }
 
 
+def _unstarted_state(
+    job: JobSpec,
+    gpus: jax.Array,
+    cpus: jax.Array,
+    m: EpochMetrics,
+    contended: jax.Array,
+    params: EnvParams,
+) -> EnvState:
+    """The state of ``job`` before its first epoch at ``(gpus, cpus)``, whose noise-free metrics are ``m``."""
+    zero = jnp.zeros((), jnp.float32)
+    readings = _readings(
+        job, m, m.epoch_time_s, m.throughput, m.gpu_util, m.cpu_util, zero, zero,
+        jnp.zeros((), jnp.int32), params,
+    )  # fmt: skip
+    return EnvState(
+        job=job,
+        steps=jnp.zeros((), jnp.int32),
+        epoch=jnp.zeros((), jnp.int32),
+        gpus=gpus,
+        cpus=cpus,
+        contended=contended,
+        elapsed_s=zero,
+        cost_usd=zero,
+        **readings,
+        gpu_busy_s=zero,
+        cpu_busy_s=zero,
+        peak_memory_gib=zero,
+        reallocations=jnp.zeros((), jnp.int32),
+        severity_sum=zero,
+    )
+
+
 class JobAllocationEnv:
     """SLA-aware GPU/CPU re-allocation of one ML training job per episode (see module docstring)."""
 
@@ -155,27 +188,25 @@ class JobAllocationEnv:
         start, end = params.contention_start_prob, params.contention_end_prob
         stationary = start / jnp.maximum(start + end, 1e-9)
         m = initial_metrics(job, row, gpus, cpus, params)
-        zero = jnp.zeros((), jnp.float32)
-        readings = _readings(
-            job, m, m.epoch_time_s, m.throughput, m.gpu_util, m.cpu_util, zero, zero,
-            jnp.zeros((), jnp.int32), params,
-        )  # fmt: skip
-        return EnvState(
-            job=job,
-            steps=jnp.zeros((), jnp.int32),
-            epoch=jnp.zeros((), jnp.int32),
-            gpus=gpus,
-            cpus=cpus,
-            contended=u[d.CONTENTION_AT_START] < stationary,
-            elapsed_s=zero,
-            cost_usd=zero,
-            **readings,
-            gpu_busy_s=zero,
-            cpu_busy_s=zero,
-            peak_memory_gib=zero,
-            reallocations=jnp.zeros((), jnp.int32),
-            severity_sum=zero,
+        return _unstarted_state(job, gpus, cpus, m, u[d.CONTENTION_AT_START] < stationary, params)
+
+    def place(self, state: EnvState, gpus: jax.Array, cpus: jax.Array, params: EnvParams) -> EnvState:
+        """A job that has not run an epoch yet (a ``reset`` state), started at ``(gpus, cpus)`` instead.
+
+        The allocation is clipped to the cluster as an action's would be, and the readings are the
+        noise-free expectation for it, as at reset; the job, its contention and its counters are kept.
+        Evaluation uses it to start the same jobs at baseline and oracle allocations.
+        """
+        gpus, cpus = clip_allocation(
+            jnp.asarray(gpus, jnp.int32),
+            jnp.asarray(cpus, jnp.int32),
+            max_gpus(params),
+            params.gpus_per_node,
+            params.cpus_per_node,
+            params.cpu_step,
         )
+        m = epoch_metrics(state.job.constants, gpus, cpus, params)
+        return _unstarted_state(state.job, gpus, cpus, m, state.contended, params)
 
     # Step -----------------------------------------------------------------------------------
     def step(
@@ -307,14 +338,16 @@ def episode_figures(state: EnvState) -> Info:
     targets = job.sla_targets
     elapsed = jnp.maximum(state.elapsed_s, 1e-9)
     done_samples = state.epoch.astype(jnp.float32) * job.constants.samples_per_epoch
+    mean_gpu_util = state.gpu_busy_s / elapsed
+    mean_cpu_util = state.cpu_busy_s / elapsed
     job_met = jnp.stack(
         [
             state.elapsed_s <= targets.deadline_s,
             state.cost_usd <= targets.budget_usd,
             done_samples / elapsed >= targets.min_throughput,
             state.peak_memory_gib <= targets.max_memory_gib,
-            state.gpu_busy_s / elapsed >= targets.min_gpu_util,
-            state.cpu_busy_s / elapsed >= targets.min_cpu_util,
+            mean_gpu_util >= targets.min_gpu_util,
+            mean_cpu_util >= targets.min_cpu_util,
         ]
     )
     return {
@@ -328,6 +361,8 @@ def episode_figures(state: EnvState) -> Info:
         "all_slas_met": jnp.all(job_met),
         "sla_compliance": jnp.mean(job_met.astype(jnp.float32)),
         "mean_severity": state.severity_sum / jnp.maximum(state.epoch, 1).astype(jnp.float32),
+        "mean_gpu_util": mean_gpu_util,
+        "mean_cpu_util": mean_cpu_util,
         "reallocations": state.reallocations,
         "epochs": job.epochs,
         "workload": job.workload,

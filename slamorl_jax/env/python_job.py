@@ -497,6 +497,8 @@ class PythonJob:
             "all_slas_met": all(met),
             "sla_compliance": sum(met) / len(met),
             "mean_severity": self.severity_sum / max(self.epoch, 1),
+            "mean_gpu_util": self.gpu_busy_s / elapsed,
+            "mean_cpu_util": self.cpu_busy_s / elapsed,
             "reallocations": self.reallocations,
             "epochs": job.epochs,
             "workload": job.workload,

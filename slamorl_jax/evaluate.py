@@ -1,0 +1,160 @@
+"""Evaluate a trained policy: ``python -m slamorl_jax.evaluate [--checkpoint=checkpoints/default]``.
+
+Runs the named scenarios on fresh jobs of all 13 workloads over several seeds, vectorised, for the
+policy, its ablations (cold start, static weights), the static baselines (request, min, max), the
+reference code's heuristic and the best static allocation in hindsight (an oracle), all on the same
+jobs with the same noise; computes the paper's headline figures against each static baseline and
+the front over preference vectors (hypervolume, expected utility). Writes ``evaluation.json``,
+``evaluation.md``, ``evaluation.csv`` and, with matplotlib installed (``pip install
+'slamorl_jax[plot]'``), ``scenarios.png`` and ``front.png`` into ``--out_dir``, and prints the
+Markdown. Bad input exits with code 2 and one line; existing results are never overwritten
+unless ``--overwrite`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
+from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
+from slamorl_jax.env.scenarios import SCENARIO_KINDS, SCENARIOS
+
+PROG = "python -m slamorl_jax.evaluate"
+DEFAULT_CHECKPOINT = "checkpoints/default"
+OUTPUT_NAMES = ("evaluation.json", "evaluation.md", "evaluation.csv", "scenarios.png", "front.png")
+
+
+def scenario_list(text: str) -> tuple[str, ...]:
+    """``argparse`` type: comma-separated scenario names."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [n for n in names if n not in SCENARIOS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"unknown scenario(s) {', '.join(unknown) or text!r}; choose from: {', '.join(SCENARIOS)}"
+        )
+    return names
+
+
+def front_points(text: str) -> int:
+    """``argparse`` type: 0 (no front) or 2 to 101 preference points."""
+    value = bounded(int, 0, 101)(text)
+    if value == 1:
+        raise argparse.ArgumentTypeError("must be 0 (no front) or at least 2")
+    return value
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Command-line flags; a bad value prints one line and exits with status 2."""
+    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--checkpoint",
+        default=DEFAULT_CHECKPOINT,
+        help="a run's checkpoint directory (latest step) or one step directory (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--episodes", type=bounded(int, 1, 1 << 20), default=2048, help="fresh jobs per scenario and seed"
+    )
+    parser.add_argument("--seeds", type=bounded(int, 1, 100), default=3, help="independent batches of jobs")
+    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="first seed")
+    parser.add_argument(
+        "--scenarios",
+        type=scenario_list,
+        default=SCENARIO_KINDS,
+        help=f"comma-separated scenarios (default: {','.join(SCENARIO_KINDS)})",
+    )
+    parser.add_argument(
+        "--front_points",
+        type=front_points,
+        default=11,
+        help="preference vectors on the time-cost front (0 skips the front)",
+    )
+    parser.add_argument(
+        "--front_scenario", choices=SCENARIOS, default="balanced", help="jobs of the preference front"
+    )
+    parser.add_argument(
+        "--out_dir", type=Path, default=None, help="output directory (default: runs/eval-<date-time>)"
+    )
+    parser.add_argument(
+        "--plots",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="PNG plots: auto = when matplotlib is installed",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace results already in --out_dir")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--compilation_cache_dir", default=DEFAULT_CACHE_DIR, help="JAX compilation cache ('' disables)"
+    )
+    args = parser.parse_args(argv)
+    args.out_dir = args.out_dir or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S")
+    check_out_dir(args.out_dir, args.overwrite)
+    have_matplotlib = importlib.util.find_spec("matplotlib") is not None
+    if args.plots == "yes" and not have_matplotlib:
+        fail("--plots=yes needs matplotlib: pip install 'slamorl_jax[plot]'", PROG)
+    args.plots = args.plots == "yes" or (args.plots == "auto" and have_matplotlib)
+    if not Path(args.checkpoint).exists():
+        fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
+    return args
+
+
+def check_out_dir(out_dir: Path, overwrite: bool) -> None:
+    """Exit 2 if ``out_dir`` is a file, or holds results and ``overwrite`` is not set."""
+    if out_dir.exists() and not out_dir.is_dir():
+        fail(f"--out_dir {str(out_dir)!r} is a file", PROG)
+    existing = [name for name in OUTPUT_NAMES if (out_dir / name).exists()]
+    if existing and not overwrite:
+        fail(f"--out_dir {str(out_dir)!r} already holds {existing[0]}; pass --overwrite to replace it", PROG)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Evaluate, write the outputs, print the Markdown; the exit status."""
+    args = parse_args(argv)
+    enable_compilation_cache(args.compilation_cache_dir)
+    import jax
+
+    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.evaluation.report import to_markdown, write_outputs
+    from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
+
+    try:
+        policy = load_policy(args.checkpoint)
+    except CheckpointError as err:
+        fail(str(err), PROG)
+    config = SuiteConfig(
+        scenarios=args.scenarios,
+        episodes=args.episodes,
+        seeds=args.seeds,
+        seed=args.seed,
+        front_points=args.front_points,
+        front_scenario=args.front_scenario,
+    )
+
+    def progress(message: str) -> None:
+        if args.progress:
+            print(f"evaluating {message}", file=sys.stderr, flush=True)
+
+    payload, _ = run_suite(policy, config, progress=progress)
+    payload["config"] = {
+        "checkpoint": str(args.checkpoint),
+        "checkpoint_step": policy.step,
+        "episodes": args.episodes,
+        "seeds": args.seeds,
+        "seed": args.seed,
+        "scenarios": list(args.scenarios),
+        "front_points": args.front_points,
+        "front_scenario": args.front_scenario,
+    }
+    payload["machine"] = f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs"
+    written = write_outputs(args.out_dir, payload, args.plots)
+    print(to_markdown(payload))
+    print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+"""Evaluation of a trained policy against baselines, an oracle and ablations (DESIGN.md §6).
+
+* :mod:`~slamorl_jax.evaluation.baselines`: where a baseline starts a job and keeps it: the
+  user's request, the minimum, the maximum (the reference code's static baseline), the reference
+  code's heuristic, and the best static allocation in hindsight (an oracle).
+* :mod:`~slamorl_jax.evaluation.methods`: the compared methods (policy, its ablations, baselines)
+  and running them on the same jobs with the same noise.
+* :mod:`~slamorl_jax.evaluation.headline`: per-method summaries and the paper's headline figures.
+* :mod:`~slamorl_jax.evaluation.pareto`: the front over preference vectors, hypervolume and
+  expected utility.
+* :mod:`~slamorl_jax.evaluation.report`: Markdown, CSV, JSON and plots.
+
+The command is ``python -m slamorl_jax.evaluate``.
+"""

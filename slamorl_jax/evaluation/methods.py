@@ -1,0 +1,112 @@
+"""The methods an evaluation compares, and running them on the same jobs with the same noise.
+
+Every method runs the same fresh jobs (one key per seed for all methods: common random numbers),
+so their figures compare job by job. The policy starts at each job's request, as a user's job
+would; the ablations change one thing each: the cold start (1 GPU, one CPU step) or static
+weights at evaluation (eta = 0: the policy sees the preference instead of the adapted weights).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.params import EnvParams, with_values
+from slamorl_jax.episodes import Policy, StartRule, keep_allocation, run_episodes, with_init_strategy
+from slamorl_jax.evaluation import baselines
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """One way to run jobs: a policy (with or without trained parameters), where jobs start, and
+    evaluation-time changes to the env params."""
+
+    name: str
+    description: str
+    policy: Policy = keep_allocation
+    uses_policy_params: bool = False
+    start: StartRule | None = None
+    init_strategy: str = "requested"
+    adapt_strength: float | None = None
+
+    def env_params(self, params: EnvParams) -> EnvParams:
+        """``params`` as this method runs them."""
+        params = with_init_strategy(params, self.init_strategy)
+        if self.adapt_strength is not None:
+            params = with_values(params, adapt_strength=self.adapt_strength)
+        return params
+
+
+def policy_methods(greedy: Policy) -> tuple[Method, ...]:
+    """The trained policy and its two ablations."""
+    return (
+        Method("policy", "trained policy (greedy), starting at the request", greedy, True),
+        Method(
+            "policy_cold_start",
+            "ablation: the policy starting at 1 GPU and one CPU step",
+            greedy,
+            True,
+            init_strategy="cold",
+        ),
+        Method(
+            "policy_static_weights",
+            "ablation: the policy fed static preference weights (eta = 0)",
+            greedy,
+            True,
+            adapt_strength=0.0,
+        ),
+    )
+
+
+def baseline_methods(params: EnvParams) -> tuple[Method, ...]:
+    """The static baselines, the reference code's heuristic and the oracle (lattice from ``params``)."""
+    return (
+        Method("static_request", "the user's requested allocation, kept", start=baselines.requested),
+        Method("static_min", "1 GPU and one CPU step, kept", start=baselines.minimum),
+        Method(
+            "static_max",
+            "every GPU and CPU a job may hold, kept (the reference code's static baseline)",
+            start=baselines.maximum,
+        ),
+        Method(
+            "reference_heuristic",
+            "the reference code's one-shot heuristic option for the preference, kept",
+            start=baselines.reference_heuristic,
+        ),
+        Method(
+            "best_static_oracle",
+            "best static allocation in hindsight per job (noise-free model, whole lattice)",
+            start=baselines.BestStatic.for_params(params),
+        ),
+    )
+
+
+def run_method(
+    env: JobAllocationEnv,
+    params: EnvParams,
+    method: Method,
+    keys: list[jax.Array],
+    num_episodes: int,
+    policy_params: Any = None,
+) -> dict[str, np.ndarray]:
+    """Per-job figures of ``method`` over one batch of ``num_episodes`` jobs per key, concatenated,
+    with a ``seed`` entry giving each job's key index."""
+    run_params = method.env_params(params)
+    batches = []
+    for index, key in enumerate(keys):
+        figures = run_episodes(
+            env,
+            run_params,
+            method.policy,
+            key,
+            num_episodes,
+            policy_params if method.uses_policy_params else None,
+            start=method.start,
+        )
+        figures["seed"] = np.full(num_episodes, index, dtype=np.int32)
+        batches.append(figures)
+    return {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}

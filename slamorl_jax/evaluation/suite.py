@@ -1,0 +1,148 @@
+"""One evaluation: every method on every scenario and seed, the headline figures and the front.
+
+:func:`run_suite` returns a JSON-ready payload (``report.py`` turns it into tables and plots) and
+the per-job figures it was computed from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+from slamorl_jax.agent.trainer import env_params_from_config
+from slamorl_jax.checkpoint import LoadedPolicy
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
+from slamorl_jax.episodes import summarise_episodes
+from slamorl_jax.evaluation import pareto
+from slamorl_jax.evaluation.headline import Results, headline_figures, oracle_gap
+from slamorl_jax.evaluation.methods import Method, baseline_methods, policy_methods, run_method
+from slamorl_jax.quality_bar import greedy_policy, objective
+
+HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
+ORACLE = "best_static_oracle"
+FRONT_STATIC = ("static_request", "static_min", "static_max")
+
+
+@dataclasses.dataclass(frozen=True)
+class SuiteConfig:
+    """What to evaluate: scenarios, jobs per scenario and seed, seeds, and the preference front."""
+
+    scenarios: tuple[str, ...] = SCENARIO_KINDS
+    episodes: int = 2048
+    seeds: int = 3
+    seed: int = 0
+    front_points: int = 11
+    front_scenario: str = "balanced"
+
+
+def run_suite(
+    policy: LoadedPolicy,
+    config: SuiteConfig,
+    env: JobAllocationEnv | None = None,
+    progress: Callable[[str], None] = lambda message: None,
+) -> tuple[dict, Results]:
+    """Evaluate ``policy`` against the baselines, oracle and ablations; ``(payload, per-job figures)``."""
+    env = env or JobAllocationEnv()
+    started = time.perf_counter()
+    base = with_preference(env_params_from_config(policy.config, env.catalog), None)
+    greedy = greedy_policy(policy.network)
+    methods = policy_methods(greedy) + baseline_methods(base)
+    keys = [jax.random.key(config.seed + 1000 * index) for index in range(config.seeds)]
+
+    results: Results = {}
+    for scenario in config.scenarios:
+        params = with_scenario(base, scenario)
+        results[scenario] = {}
+        for method in methods:
+            progress(f"{scenario}: {method.name}")
+            results[scenario][method.name] = run_method(
+                env, params, method, keys, config.episodes, policy.params
+            )
+
+    payload = {
+        "methods": {m.name: m.description for m in methods},
+        "summaries": {
+            scenario: {name: summarise_episodes(figures) for name, figures in by_method.items()}
+            for scenario, by_method in results.items()
+        },
+        "per_seed_objective": _per_seed_objectives(results),
+        "headline": headline_figures(results, "policy", HEADLINE_BASELINES),
+        "oracle_gap": oracle_gap(results, "policy", ORACLE),
+    }
+    if config.front_points > 0:
+        progress("preference front")
+        payload["front"] = _front(env, base, greedy, policy, methods, keys, config)
+    payload["wall_s"] = time.perf_counter() - started
+    return payload, results
+
+
+def _per_seed_objectives(results: Results) -> dict[str, dict[str, list[float]]]:
+    """Each scenario's objective (``quality_bar.objective``: time, cost or their mean, relative to
+    the request) per method and seed, so the spread between seeds is visible."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for scenario, by_method in results.items():
+        out[scenario] = {}
+        for name, figures in by_method.items():
+            seeds = figures["seed"]
+            out[scenario][name] = [
+                objective(scenario, summarise_episodes({k: v[seeds == s] for k, v in figures.items()}))
+                for s in np.unique(seeds)
+            ]
+    return out
+
+
+def _front(
+    env: JobAllocationEnv,
+    base,
+    greedy,
+    policy: LoadedPolicy,
+    methods: tuple[Method, ...],
+    keys: list[jax.Array],
+    config: SuiteConfig,
+) -> dict:
+    """The policy's and the oracle's (time, cost) per preference, static points, hypervolume and
+    expected utility."""
+    by_name = {m.name: m for m in methods}
+    share, vectors = pareto.preference_grid(config.front_points)
+    scenario_params = with_scenario(base, config.front_scenario)
+    curves: dict[str, dict[str, list[float]]] = {}
+    for name in ("policy", ORACLE):
+        curves[name] = {"time": [], "cost": []}
+        for vector in vectors:
+            params = with_preference(scenario_params, vector)
+            summary = summarise_episodes(
+                run_method(env, params, by_name[name], keys, config.episodes, policy.params)
+            )
+            curves[name]["time"].append(summary["time_vs_request"])
+            curves[name]["cost"].append(summary["cost_vs_request"])
+    points = {}
+    for name in FRONT_STATIC:
+        summary = summarise_episodes(
+            run_method(env, scenario_params, by_name[name], keys, config.episodes, policy.params)
+        )
+        points[name] = {"time": summary["time_vs_request"], "cost": summary["cost_vs_request"]}
+
+    def stats(time: np.ndarray, cost: np.ndarray) -> dict[str, float]:
+        xy = np.stack([np.atleast_1d(time), np.atleast_1d(cost)], axis=1)
+        return {
+            "hypervolume": pareto.hypervolume(xy),
+            "expected_utility": pareto.expected_utility(share, time, cost),
+        }
+
+    return {
+        "scenario": config.front_scenario,
+        "time_share": share.tolist(),
+        "preferences": vectors.tolist(),
+        "reference_point": list(pareto.REFERENCE_POINT),
+        "curves": curves,
+        "static_points": points,
+        "figures": {
+            **{name: stats(np.array(c["time"]), np.array(c["cost"])) for name, c in curves.items()},
+            **{name: stats(np.array(p["time"]), np.array(p["cost"])) for name, p in points.items()},
+        },
+    }
