@@ -1,0 +1,215 @@
+"""Evaluation: start rules and the oracle, headline and front figures, and the evaluate command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from slamorl_jax import evaluate
+from slamorl_jax.env import JobAllocationEnv, scenario_params
+from slamorl_jax.env.actions import cpu_cap
+from slamorl_jax.env.params import max_gpus
+from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes
+from slamorl_jax.evaluation import baselines, headline, pareto
+
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
+
+
+def _reset_batch(env: JobAllocationEnv, scenario: str, n: int, seed: int = 0):
+    params = scenario_params(scenario, env.catalog)
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(seed), n), params)
+    return params, state
+
+
+def test_place_at_the_request_reproduces_the_reset_state(env: JobAllocationEnv) -> None:
+    """Placing a fresh job where reset put it (the request) changes nothing but float rounding."""
+    params, state = _reset_batch(env, "mixed", 64)
+    placed = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, state.gpus, state.cpus, params)
+    for got, want in zip(jax.tree.leaves(placed), jax.tree.leaves(state), strict=True):
+        np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=1e-5)
+
+
+def test_place_clips_to_the_cluster_and_reads_the_new_allocation(env: JobAllocationEnv) -> None:
+    """An oversized allocation is clipped like an action's; readings follow the new allocation."""
+    params, state = _reset_batch(env, "mixed", 8)
+    big = jnp.full(8, 1000, jnp.int32)
+    placed = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, big, big * 100, params)
+    g_max = int(max_gpus(params))
+    cap = int(cpu_cap(g_max, int(params.gpus_per_node), int(params.cpus_per_node), int(params.cpu_step)))
+    assert np.all(np.asarray(placed.gpus) == g_max) and np.all(np.asarray(placed.cpus) == cap)
+    assert np.all(np.asarray(placed.epoch) == 0) and np.all(np.asarray(placed.elapsed_s) == 0)
+    np.testing.assert_array_equal(np.asarray(placed.job.workload), np.asarray(state.job.workload))
+    assert np.any(np.asarray(placed.price_per_hour) > np.asarray(state.price_per_hour))
+
+
+@pytest.mark.parametrize("scenario", ["deadline-critical", "budget-constrained", "balanced"])
+def test_oracle_is_at_least_as_good_as_every_static_baseline_by_its_criterion(
+    env: JobAllocationEnv, scenario: str
+) -> None:
+    """Per job, the oracle's allocation meets at least as many expected SLAs as the request, min,
+    max and heuristic allocations, and on a tie has no worse a weighted time and cost."""
+    params, state = _reset_batch(env, scenario, 128, seed=3)
+    oracle = baselines.BestStatic.for_params(params)
+    rules = [oracle, baselines.requested, baselines.minimum, baselines.maximum, baselines.reference_heuristic]
+
+    def outcome(rule, job_state):
+        gpus, cpus = rule(job_state, params)
+        placed = env.place(job_state, gpus, cpus, params)
+        met, objective = baselines.expected_static_outcomes(
+            job_state, placed.gpus[None], placed.cpus[None], params
+        )
+        return jnp.sum(met.astype(jnp.int32)), objective[0]
+
+    scores = [jax.vmap(lambda s, r=rule: outcome(r, s))(state) for rule in rules]
+    best_count, best_objective = (np.asarray(x) for x in scores[0])
+    for count, objective in scores[1:]:
+        count, objective = np.asarray(count), np.asarray(objective)
+        assert np.all(best_count >= count)
+        tie = best_count == count
+        assert np.all(best_objective[tie] <= objective[tie] * (1 + 1e-6))
+
+
+def test_oracle_beats_the_request_on_real_runs(env: JobAllocationEnv) -> None:
+    """With noise and contention, the oracle's static runs meet all SLAs more often than the request's
+    and are faster on deadline-critical jobs."""
+    params = scenario_params("deadline-critical", env.catalog)
+    key = jax.random.key(5)
+    rules = {"oracle": baselines.BestStatic.for_params(params), "request": baselines.requested}
+    figures = {n: run_episodes(env, params, keep_allocation, key, 512, start=r) for n, r in rules.items()}
+    oracle, request = (summarise_episodes(figures[name]) for name in ("oracle", "request"))
+    assert oracle["all_slas_met"] > request["all_slas_met"] + 0.2
+    assert oracle["time_vs_request"] < request["time_vs_request"]
+
+
+def test_reference_heuristic_follows_the_preference(env: JobAllocationEnv) -> None:
+    """Time jobs never get less than they asked for, cost jobs never more, balanced jobs exactly it;
+    the time rule's scale-up (+2 GPUs) happens for some jobs."""
+    expectations = {"deadline-critical": 1, "budget-constrained": -1, "balanced": 0}
+    for scenario, sign in expectations.items():
+        params, state = _reset_batch(env, scenario, 256, seed=7)
+        gpus, cpus = jax.vmap(baselines.reference_heuristic, in_axes=(0, None))(state, params)
+        placed = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, gpus, cpus, params)
+        dg = np.asarray(placed.gpus) - np.asarray(state.job.requested_gpus)
+        dc = np.asarray(placed.cpus) - np.asarray(state.job.requested_cpus)
+        if sign == 0:
+            assert np.all(dg == 0) and np.all(dc == 0)
+        else:
+            assert np.all(sign * dg >= 0) and np.all(sign * dc >= 0)
+            assert np.any(dg != 0)
+        if sign > 0:
+            assert np.any(dg == baselines.HEURISTIC_TIME_UP[0])
+
+
+def test_hypervolume_and_front_by_hand() -> None:
+    """Known areas; dominated and out-of-box points add nothing; utility is the grid mean."""
+    assert pareto.hypervolume(np.array([[1.0, 1.0]])) == pytest.approx(1.0)
+    two = np.array([[0.5, 1.5], [1.5, 0.5]])
+    assert pareto.hypervolume(two) == pytest.approx(1.25)
+    with_dominated = np.concatenate([two, [[1.6, 1.6], [3.0, 0.1]]])
+    assert pareto.hypervolume(with_dominated) == pytest.approx(1.25)
+    assert pareto.hypervolume(np.array([[2.5, 0.5]])) == 0.0
+    np.testing.assert_array_equal(pareto.nondominated(with_dominated), [True, True, False, True])
+    share, vectors = pareto.preference_grid(3)
+    np.testing.assert_allclose(vectors.sum(axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_allclose(vectors[:, 0], [0.0, 0.4, 0.8], atol=1e-7)
+    assert pareto.expected_utility(share, 1.0, 2.0) == pytest.approx(-1.5)
+    with pytest.raises(ValueError, match="at least 2"):
+        pareto.preference_grid(1)
+
+
+def _figures(values: list[float], workloads: list[int], finished: list[bool] | None = None) -> dict:
+    n = len(values)
+    return {
+        "episode_time_s": np.array(values),
+        "episode_cost_usd": np.array(values),
+        "sla_compliance": np.array(values),
+        "workload": np.array(workloads),
+        "finished": np.array(finished if finished is not None else [True] * n),
+    }
+
+
+def test_paired_reduction_averages_over_jobs_and_workloads() -> None:
+    """Job average vs workload average differ when workloads have different job counts; unfinished
+    pairs are left out."""
+    ours = _figures([1.0, 1.0, 1.0, 9.0], [0, 0, 0, 1], [True, True, True, False])
+    baseline = _figures([2.0, 2.0, 4.0, 1.0], [0, 0, 0, 1])
+    baseline["workload"] = ours["workload"]
+    ours_b = _figures([3.0], [1])
+    base_b = _figures([4.0], [1])
+    merged_ours = {k: np.concatenate([ours[k], ours_b[k]]) for k in ours}
+    merged_base = {k: np.concatenate([baseline[k], base_b[k]]) for k in baseline}
+    got = headline.paired_reduction(merged_ours, merged_base, "episode_time_s")
+    # finished pairs: workload 0 -> 0.5, 0.5, 0.75; workload 1 -> 0.25
+    assert got["job_average"] == pytest.approx((0.5 + 0.5 + 0.75 + 0.25) / 4)
+    assert got["workload_average"] == pytest.approx(((0.5 + 0.5 + 0.75) / 3 + 0.25) / 2)
+    results = {"s": {"ours": _figures([0.9, 0.6], [0, 1]), "base": _figures([0.6, 0.6], [0, 1])}}
+    gain = headline.compliance_gain(results, "ours", "base")["job_average"]
+    assert gain["relative"] == pytest.approx(0.25) and gain["points"] == pytest.approx(15.0)
+
+
+def _main_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as info:
+        evaluate.main(argv)
+    return info.value.code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--episodes=0"],
+        ["--scenarios=deadline-critical,nope"],
+        ["--front_points=1"],
+        ["--seeds=x"],
+        ["--checkpoint=/no/such/checkpoint"],
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(
+    argv: list[str], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Bad flags: exit status 2 and one line on stderr, nothing written."""
+    code, err = _main_exit([*argv, f"--out_dir={tmp_path / 'out'}"], capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "error" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tiny evaluation of the shipped policy writes JSON/Markdown/CSV with every method and the
+    headline; a second run into the same directory is refused and leaves the results untouched."""
+    out = tmp_path / "eval"
+    argv = [
+        f"--checkpoint={SHIPPED}",
+        "--episodes=48",
+        "--seeds=2",
+        "--scenarios=deadline-critical,budget-constrained",
+        "--front_points=2",
+        "--plots=no",
+        "--no-progress",
+        "--compilation_cache_dir=",
+        f"--out_dir={out}",
+    ]
+    assert evaluate.main(argv) == 0
+    payload = json.loads((out / "evaluation.json").read_text())
+    methods = set(payload["methods"])
+    assert {"policy", "static_request", "static_max", "best_static_oracle", "policy_cold_start"} <= methods
+    for scenario in ("deadline-critical", "budget-constrained"):
+        assert set(payload["summaries"][scenario]) == methods
+        assert len(payload["per_seed_objective"][scenario]["policy"]) == 2
+    assert {"time_reduction", "cost_reduction", "sla_compliance_gain"} <= set(
+        payload["headline"]["static_request"]
+    )
+    assert set(payload["front"]["figures"]) >= {"policy", "best_static_oracle", "static_request"}
+    csv_lines = (out / "evaluation.csv").read_text().strip().splitlines()
+    assert len(csv_lines) == 1 + 2 * len(methods)
+    assert "## Headline figures" in (out / "evaluation.md").read_text()
+    capsys.readouterr()
+
+    before = (out / "evaluation.json").read_bytes()
+    code, err = _main_exit(argv, capsys)
+    assert code == 2 and "--overwrite" in err
+    assert (out / "evaluation.json").read_bytes() == before
