@@ -156,5 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """Console-script entry point."""
     sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -179,7 +179,7 @@ def test_bad_flags_exit_2_with_one_line(
 
 
 def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A tiny evaluation of the shipped policy writes JSON/Markdown/CSV with every method and the
+    """A tiny evaluation of the shipped policy writes JSON/Markdown/CSV/PNG with every method and the
     headline; a second run into the same directory is refused and leaves the results untouched."""
     out = tmp_path / "eval"
     argv = [
@@ -188,7 +188,7 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
         "--seeds=2",
         "--scenarios=deadline-critical,budget-constrained",
         "--front_points=2",
-        "--plots=no",
+        "--plots=yes",
         "--no-progress",
         "--compilation_cache_dir=",
         f"--out_dir={out}",
@@ -207,6 +207,8 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     csv_lines = (out / "evaluation.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 2 * len(methods)
     assert "## Headline figures" in (out / "evaluation.md").read_text()
+    for plot in ("scenarios.png", "front.png"):
+        assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     capsys.readouterr()
 
     before = (out / "evaluation.json").read_bytes()
