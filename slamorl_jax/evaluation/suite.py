@@ -52,7 +52,7 @@ def run_suite(
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     greedy = greedy_policy(policy.network)
     methods = policy_methods(greedy) + baseline_methods(base)
-    keys = [jax.random.key(config.seed + 1000 * index) for index in range(config.seeds)]
+    keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
     results: Results = {}
     for scenario in config.scenarios:
