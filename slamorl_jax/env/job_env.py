@@ -67,7 +67,7 @@ from slamorl_jax.env.state import EnvState, JobSpec
 Info = dict[str, jax.Array]
 
 
-def _readings(
+def epoch_readings(
     job: JobSpec,
     m: EpochMetrics,
     epoch_time_s: jax.Array,
@@ -119,7 +119,7 @@ def _unstarted_state(
 ) -> EnvState:
     """The state of ``job`` before its first epoch at ``(gpus, cpus)``, whose noise-free metrics are ``m``."""
     zero = jnp.zeros((), jnp.float32)
-    readings = _readings(
+    readings = epoch_readings(
         job, m, m.epoch_time_s, m.throughput, m.gpu_util, m.cpu_util, zero, zero,
         jnp.zeros((), jnp.int32), params,
     )  # fmt: skip
@@ -289,7 +289,9 @@ class JobAllocationEnv:
         elapsed = state.elapsed_s + interval
         cost = state.cost_usd + interval_cost
         epoch = state.epoch + 1
-        readings = _readings(job, m, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch, params)
+        readings = epoch_readings(
+            job, m, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch, params
+        )
         severities = readings["severities"]
         terminated = epoch >= job.epochs
         next_state = state.replace(

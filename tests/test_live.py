@@ -1,0 +1,161 @@
+"""Live jobs: the observation built from a running job's report equals the env's, and recommend."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from slamorl_jax import recommend as recommend_cli
+from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.env import JobAllocationEnv, scenario_params
+from slamorl_jax.env.actions import apply_action
+from slamorl_jax.env.observation import observe
+from slamorl_jax.env.params import max_gpus
+from slamorl_jax.live import LiveJob, live_state, recommend
+
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
+EXAMPLE = {
+    "gpus": 4,
+    "cpus": 32,
+    "epochs_done": 10,
+    "epochs_total": 60,
+    "elapsed_s": 3000,
+    "cost_usd": 9.5,
+    "last_epoch_time_s": 290,
+    "throughput": 850,
+    "reference_throughput": 800,
+    "gpu_util": 0.82,
+    "cpu_util": 0.4,
+    "memory_used_gib": 60,
+    "memory_alloc_gib": 128,
+    "price_per_hour": 11.7,
+    "deadline_s": 15000,
+    "budget_usd": 60,
+    "min_throughput": 500,
+    "preference": "time",
+}
+
+
+def _live_job_from_state(state, index: int) -> LiveJob:
+    """What a running job would report, read off one env state."""
+    s = jax.tree.map(lambda x: np.asarray(x)[index], state)
+    t = s.job.sla_targets
+    return LiveJob(
+        gpus=int(s.gpus),
+        cpus=int(s.cpus),
+        epochs_done=int(s.epoch),
+        epochs_total=int(s.job.epochs),
+        elapsed_s=float(s.elapsed_s),
+        cost_usd=float(s.cost_usd),
+        last_epoch_time_s=float(s.epoch_time_s),
+        throughput=float(s.throughput),
+        reference_throughput=float(s.job.throughput_ref),
+        gpu_util=float(s.gpu_util),
+        cpu_util=float(s.cpu_util),
+        memory_used_gib=float(s.memory_used_gib),
+        memory_alloc_gib=float(s.memory_used_gib / s.memory_util),
+        price_per_hour=float(s.price_per_hour),
+        deadline_s=float(t.deadline_s),
+        budget_usd=float(t.budget_usd),
+        min_throughput=float(t.min_throughput),
+        max_memory_gib=float(t.max_memory_gib),
+        min_gpu_util=float(t.min_gpu_util),
+        min_cpu_util=float(t.min_cpu_util),
+        preference=tuple(float(w) for w in s.job.preference),
+    )
+
+
+def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> None:
+    """Jobs mid-run in the env, reported as live jobs, give the env's observation and weights."""
+    params = scenario_params("mixed", env.catalog)
+    n = 24
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), n), params)
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    for i in range(3):
+        actions = jax.random.randint(jax.random.key(10 + i), (n,), 0, env.num_actions)
+        obs, state, *_ = step(jax.random.split(jax.random.key(20 + i), n), state, actions, params)
+    checked = 0
+    for index in range(n):
+        if float(np.asarray(state.memory_util)[index]) <= 0:
+            continue
+        job = _live_job_from_state(state, index)
+        live = live_state(job, params)
+        np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
+        checked += 1
+    assert checked >= n // 2
+
+
+def test_recommend_is_the_greedy_action_applied() -> None:
+    """The recommendation is the policy's argmax on the live observation, applied and clipped."""
+    policy = load_policy(SHIPPED)
+    job = LiveJob.from_dict(EXAMPLE)
+    params = scenario_params("mixed")
+    result = recommend(policy, job, params)
+    state = live_state(job, params)
+    action = int(policy(observe(state, params), state.weights))
+    cluster = (max_gpus(params), params.gpus_per_node, params.cpus_per_node, params.cpu_step)
+    gpus, cpus = apply_action(action, job.gpus, job.cpus, *cluster)
+    assert (result.action, result.gpus, result.cpus) == (action, int(gpus), int(cpus))
+    assert result.gpu_delta == result.gpus - job.gpus
+    assert sum(result.action_probabilities) == pytest.approx(1.0, rel=1e-5)
+    assert set(result.weights) == {"time", "cost", "sla"}
+    assert result.severities["time"] > 0  # 3000 s + 50 x 290 s overshoots the 15000 s deadline
+    assert len(result.observation) == 21
+    json.dumps(result.as_dict())
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"colour": 1}, "unknown job field"),
+        ({"gpus": None}, "gpus must be a finite number"),
+        ({"gpus": 2.5}, "gpus must be an integer"),
+        ({"gpu_util": 1.5}, "gpu_util is a fraction"),
+        ({"epochs_done": 70}, "epochs_done <= epochs_total"),
+        ({"deadline_s": 0}, "deadline_s must be > 0"),
+        ({"preference": "fast"}, "unknown preference"),
+        ({"preference": 3}, "preference must be a name or three weights"),
+    ],
+)
+def test_bad_live_jobs_are_refused_with_the_field_named(change: dict, message: str) -> None:
+    """Every bad field gives a ValueError that names it."""
+    with pytest.raises(ValueError, match=message):
+        LiveJob.from_dict({**EXAMPLE, **change})
+
+
+def test_missing_fields_are_listed() -> None:
+    """Required fields left out are listed; optional ones may be."""
+    data = {k: v for k, v in EXAMPLE.items() if k not in ("throughput", "min_throughput")}
+    with pytest.raises(ValueError, match="missing job field"):
+        LiveJob.from_dict(data)
+    data["throughput"] = 1.0
+    assert LiveJob.from_dict(data).min_throughput == 0.0
+
+
+def test_recommend_cli_reads_stdin_and_refuses_bad_input(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """JSON on stdin gives a JSON recommendation; bad JSON, a bad field or a missing file exit 2
+    with one line."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(EXAMPLE)))
+    assert recommend_cli.main(["--job=-", f"--checkpoint={SHIPPED}"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {"gpus", "cpus", "action", "weights", "severities"} <= set(out)
+
+    bad = tmp_path / "bad.json"
+    cases = [("{not json", "not valid JSON"), (json.dumps({**EXAMPLE, "cpus": 0}), "cpus must be >= 1")]
+    for text, message in cases:
+        bad.write_text(text)
+        with pytest.raises(SystemExit) as info:
+            recommend_cli.main([f"--job={bad}", f"--checkpoint={SHIPPED}"])
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and message in err and len(err.strip().splitlines()) == 1
+    with pytest.raises(SystemExit) as info:
+        recommend_cli.main([f"--job={tmp_path / 'missing.json'}", f"--checkpoint={SHIPPED}"])
+    assert info.value.code == 2 and "cannot read" in capsys.readouterr().err
