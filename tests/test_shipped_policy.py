@@ -13,6 +13,9 @@ import pytest
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.env import NUM_ACTIONS, make
+from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
+from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes, with_init_strategy
+from slamorl_jax.quality_bar import greedy_policy, objective
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 
@@ -52,3 +55,19 @@ def test_an_export_cannot_be_resumed() -> None:
     template = trainer.init(jax.random.key(0), env_params_from_config(config))
     with pytest.raises(ckpt.CheckpointError, match="cannot restore training state"):
         ckpt.restore_state(SHIPPED, template)
+
+
+def test_shipped_policy_still_beats_the_request() -> None:
+    """Guard against env or observation changes that silently break the shipped policy: on fresh
+    jobs it still beats the static request on each kind's objective and meets all SLAs more often."""
+    policy = ckpt.load_policy(SHIPPED)
+    greedy = greedy_policy(policy.network)
+    base = env_params_from_config(policy.config)
+    env, _ = make("mixed")
+    for scenario in SCENARIO_KINDS:
+        params = with_init_strategy(with_scenario(base, scenario), "requested")
+        key = jax.random.key(11)
+        ours = summarise_episodes(run_episodes(env, params, greedy, key, 512, policy.params))
+        request = summarise_episodes(run_episodes(env, params, keep_allocation, key, 512))
+        assert objective(scenario, ours) < objective(scenario, request) - 0.05, scenario
+        assert ours["all_slas_met"] > request["all_slas_met"] + 0.05, scenario
