@@ -200,6 +200,9 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     for scenario in ("deadline-critical", "budget-constrained"):
         assert set(payload["summaries"][scenario]) == methods
         assert len(payload["per_seed_objective"][scenario]["policy"]) == 2
+        by_workload = payload["per_workload_objective"][scenario]
+        jobs = sum(row["jobs"] for row in by_workload.values())
+        assert jobs == payload["summaries"][scenario]["policy"]["episodes"]
     assert {"time_reduction", "cost_reduction", "sla_compliance_gain"} <= set(
         payload["headline"]["static_request"]
     )

@@ -88,6 +88,7 @@ def to_markdown(payload: dict) -> str:
                     f"{gap[key]['workload_average']:.3f} (workloads)"
                 )
     lines += _seed_lines(payload)
+    lines += _workload_lines(payload)
     front = payload.get("front")
     if front:
         lines += [
@@ -127,6 +128,25 @@ def _seed_lines(payload: dict) -> list[str]:
             if name in ("policy", "static_request", "best_static_oracle")
         )
         lines.append(f"- {scenario}: {cells}")
+    return lines
+
+
+def _workload_lines(payload: dict) -> list[str]:
+    """Per scenario, the objective per workload: policy, request, oracle."""
+    per_workload = payload.get("per_workload_objective", {})
+    methods = ("policy", "static_request", "best_static_oracle")
+    lines = []
+    for scenario, rows in per_workload.items():
+        lines += ["", f"## {scenario} by workload (objective relative to the request)", ""]
+        table_rows = [
+            [
+                name,
+                f"{int(r.get('jobs', 0))}",
+                *(f"{r[m]:.3f}" if m in r else "-" for m in methods),
+            ]
+            for name, r in rows.items()
+        ]
+        lines += _table(["workload", "jobs", *methods], table_rows)
     return lines
 
 

@@ -26,6 +26,7 @@ from slamorl_jax.quality_bar import greedy_policy, objective
 HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
 ORACLE = "best_static_oracle"
 FRONT_STATIC = ("static_request", "static_min", "static_max")
+PER_WORKLOAD_METHODS = ("policy", "static_request", ORACLE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +72,7 @@ def run_suite(
             for scenario, by_method in results.items()
         },
         "per_seed_objective": _per_seed_objectives(results),
+        "per_workload_objective": _per_workload_objectives(results, env.catalog.workload_names),
         "headline": headline_figures(results, "policy", HEADLINE_BASELINES),
         "oracle_gap": oracle_gap(results, "policy", ORACLE),
     }
@@ -93,6 +95,30 @@ def _per_seed_objectives(results: Results) -> dict[str, dict[str, list[float]]]:
                 objective(scenario, summarise_episodes({k: v[seeds == s] for k, v in figures.items()}))
                 for s in np.unique(seeds)
             ]
+    return out
+
+
+def _per_workload_objectives(
+    results: Results, workload_names: tuple[str, ...]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Each scenario's objective per workload for the policy, the request and the oracle (where a
+    workload's jobs are hard for the policy), with the number of finished policy jobs."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for scenario, by_method in results.items():
+        out[scenario] = {}
+        for index, name in enumerate(workload_names):
+            row: dict[str, float] = {}
+            for method in PER_WORKLOAD_METHODS:
+                figures = by_method[method]
+                mine = figures["workload"] == index
+                if not np.any(mine & figures["finished"].astype(bool)):
+                    continue
+                summary = summarise_episodes({k: v[mine] for k, v in figures.items()})
+                row[method] = objective(scenario, summary)
+                if method == "policy":
+                    row["jobs"] = summary["episodes"]
+            if row:
+                out[scenario][name] = row
     return out
 
 
