@@ -41,7 +41,7 @@ from slamorl_jax.env.job_env import epoch_readings
 from slamorl_jax.env.job_model import EpochMetrics, JobConstants
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
-from slamorl_jax.env.params import EnvParams, max_gpus
+from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
 
 NO_LIMIT = 1e30  # an upper limit that is never reached (max_memory_gib left out)
@@ -236,15 +236,7 @@ def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = Non
     obs = observe(state, params)
     logits = policy.logits(obs, state.weights)
     action = int(jnp.argmax(logits))
-    gpus, cpus = apply_action(
-        action,
-        state.gpus,
-        state.cpus,
-        max_gpus(params),
-        params.gpus_per_node,
-        params.cpus_per_node,
-        params.cpu_step,
-    )
+    gpus, cpus = apply_action(action, state.gpus, state.cpus, *cluster_bounds(params))
     return Recommendation(
         gpus=int(gpus),
         cpus=int(cpus),

@@ -15,7 +15,7 @@ from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import JobAllocationEnv, scenario_params
 from slamorl_jax.env.actions import apply_action
 from slamorl_jax.env.observation import observe
-from slamorl_jax.env.params import max_gpus
+from slamorl_jax.env.params import cluster_bounds
 from slamorl_jax.live import LiveJob, live_state, recommend
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
@@ -99,8 +99,7 @@ def test_recommend_is_the_greedy_action_applied() -> None:
     result = recommend(policy, job, params)
     state = live_state(job, params)
     action = int(policy(observe(state, params), state.weights))
-    cluster = (max_gpus(params), params.gpus_per_node, params.cpus_per_node, params.cpu_step)
-    gpus, cpus = apply_action(action, job.gpus, job.cpus, *cluster)
+    gpus, cpus = apply_action(action, job.gpus, job.cpus, *cluster_bounds(params))
     assert (result.action, result.gpus, result.cpus) == (action, int(gpus), int(cpus))
     assert result.gpu_delta == result.gpus - job.gpus
     assert sum(result.action_probabilities) == pytest.approx(1.0, rel=1e-5)

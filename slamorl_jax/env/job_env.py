@@ -58,7 +58,7 @@ from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, s
 from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.observation import NUM_FEATURES, observe
-from slamorl_jax.env.params import EnvParams, max_gpus
+from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.env.sla import sla_severities
 from slamorl_jax.env.spaces import Box, Discrete
@@ -198,12 +198,7 @@ class JobAllocationEnv:
         Evaluation uses it to start the same jobs at baseline and oracle allocations.
         """
         gpus, cpus = clip_allocation(
-            jnp.asarray(gpus, jnp.int32),
-            jnp.asarray(cpus, jnp.int32),
-            max_gpus(params),
-            params.gpus_per_node,
-            params.cpus_per_node,
-            params.cpu_step,
+            jnp.asarray(gpus, jnp.int32), jnp.asarray(cpus, jnp.int32), *cluster_bounds(params)
         )
         m = epoch_metrics(state.job.constants, gpus, cpus, params)
         return _unstarted_state(state.job, gpus, cpus, m, state.contended, params)
@@ -252,15 +247,7 @@ class JobAllocationEnv:
         """Apply ``action`` and run one epoch (no reset): next state, reward, terminated, info."""
         u = d.as_tuple(u)
         job = state.job
-        gpus, cpus = apply_action(
-            action,
-            state.gpus,
-            state.cpus,
-            max_gpus(params),
-            params.gpus_per_node,
-            params.cpus_per_node,
-            params.cpu_step,
-        )
+        gpus, cpus = apply_action(action, state.gpus, state.cpus, *cluster_bounds(params))
         gpus_changed = gpus != state.gpus
         changed = jnp.logical_or(gpus_changed, cpus != state.cpus)
         contended = jnp.where(

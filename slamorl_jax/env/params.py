@@ -125,3 +125,9 @@ def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:
 def max_gpus(params: EnvParams) -> jax.Array:
     """Largest GPU count a job may hold under ``params``."""
     return jnp.minimum(params.max_gpus_per_job, params.gpus_per_node * params.max_nodes)
+
+
+def cluster_bounds(params: EnvParams) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
+    """``(max GPUs, GPUs per node, CPUs per node, CPU step)``: the trailing arguments of
+    ``actions.apply_action`` and ``actions.clip_allocation``."""
+    return max_gpus(params), params.gpus_per_node, params.cpus_per_node, params.cpu_step
