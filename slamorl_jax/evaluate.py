@@ -1,9 +1,10 @@
 """Evaluate a trained policy: ``python -m slamorl_jax.evaluate [--checkpoint=checkpoints/default]``.
 
 Runs the named scenarios on fresh jobs of all 13 workloads over several seeds, vectorised, for the
-policy, its ablations (cold start, static weights), the static baselines (request, min, max), the
-reference code's heuristic and the best static allocation in hindsight (an oracle), all on the same
-jobs with the same noise; computes the paper's headline figures against each static baseline and
+policy, its ablations (cold start, static weights), other trained checkpoints (``--compare``, e.g.
+a run trained with static weights), the static baselines (request, min, max), the reference code's
+heuristic and the best static allocation in hindsight (an oracle), all on the same jobs with the
+same noise; computes the paper's headline figures against each static baseline and
 the front over preference vectors (hypervolume, expected utility). Writes ``evaluation.json``,
 ``evaluation.md``, ``evaluation.csv`` and, with matplotlib installed (``pip install
 'slamorl_jax[plot]'``), ``scenarios.png`` and ``front.png`` into ``--out_dir``, and prints the
@@ -48,6 +49,20 @@ def front_points(text: str) -> int:
     return value
 
 
+def named_paths(text: str) -> dict[str, str]:
+    """``argparse`` type: ``name=path[,name=path...]`` (unique names, no empty parts)."""
+    pairs = {}
+    for part in text.split(","):
+        name, sep, path = part.partition("=")
+        name, path = name.strip(), path.strip()
+        if not sep or not name or not path:
+            raise argparse.ArgumentTypeError(f"expected name=path[,name=path...], got {text!r}")
+        if name in pairs:
+            raise argparse.ArgumentTypeError(f"name {name!r} given twice")
+        pairs[name] = path
+    return pairs
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
     parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
@@ -55,6 +70,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--checkpoint",
         default=DEFAULT_CHECKPOINT,
         help="a run's checkpoint directory (latest step) or one step directory (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--compare",
+        type=named_paths,
+        default={},
+        help="other checkpoints to run on the same jobs, as name=path[,name=path] "
+        "(e.g. a run trained with --adapt_strength=0)",
     )
     parser.add_argument(
         "--episodes", type=bounded(int, 1, 1 << 20), default=2048, help="fresh jobs per scenario and seed"
@@ -97,8 +119,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.plots == "yes" and not have_matplotlib:
         fail("--plots=yes needs matplotlib: pip install 'slamorl_jax[plot]'", PROG)
     args.plots = args.plots == "yes" or (args.plots == "auto" and have_matplotlib)
-    if not Path(args.checkpoint).exists():
-        fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
+    for flag, path in [("--checkpoint", args.checkpoint), *(("--compare", p) for p in args.compare.values())]:
+        if not Path(path).exists():
+            fail(f"{flag} {path!r} does not exist", PROG)
     return args
 
 
@@ -123,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         policy = load_policy(args.checkpoint)
+        compare = {name: load_policy(path) for name, path in args.compare.items()}
     except CheckpointError as err:
         fail(str(err), PROG)
     config = SuiteConfig(
@@ -138,10 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.progress:
             print(f"evaluating {message}", file=sys.stderr, flush=True)
 
-    payload, _ = run_suite(policy, config, progress=progress)
+    payload, _ = run_suite(policy, config, progress=progress, compare=compare)
     payload["config"] = {
         "checkpoint": str(args.checkpoint),
         "checkpoint_step": policy.step,
+        "compare": {name: str(path) for name, path in args.compare.items()},
         "episodes": args.episodes,
         "seeds": args.seeds,
         "seed": args.seed,

@@ -166,6 +166,9 @@ def _main_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int
         ["--front_points=1"],
         ["--seeds=x"],
         ["--checkpoint=/no/such/checkpoint"],
+        ["--compare=no-equals-sign"],
+        ["--compare=a=/no/such/checkpoint"],
+        [f"--compare=a={SHIPPED},a={SHIPPED}"],
     ],
 )
 def test_bad_flags_exit_2_with_one_line(
@@ -180,7 +183,8 @@ def test_bad_flags_exit_2_with_one_line(
 
 def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A tiny evaluation of the shipped policy writes JSON/Markdown/CSV/PNG with every method and the
-    headline; a second run into the same directory is refused and leaves the results untouched."""
+    headline (the policy compared with itself gives identical figures); a second run into the
+    same directory is refused and leaves the results untouched."""
     out = tmp_path / "eval"
     argv = [
         f"--checkpoint={SHIPPED}",
@@ -189,6 +193,7 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
         "--scenarios=deadline-critical,budget-constrained",
         "--front_points=2",
         "--plots=yes",
+        f"--compare=again={SHIPPED}",
         "--no-progress",
         "--compilation_cache_dir=",
         f"--out_dir={out}",
@@ -197,6 +202,8 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     payload = json.loads((out / "evaluation.json").read_text())
     methods = set(payload["methods"])
     assert {"policy", "static_request", "static_max", "best_static_oracle", "policy_cold_start"} <= methods
+    for scenario, rows in payload["summaries"].items():  # the same checkpoint compared to itself
+        assert rows["policy[again]"] == rows["policy"], scenario
     for scenario in ("deadline-critical", "budget-constrained"):
         assert set(payload["summaries"][scenario]) == methods
         assert len(payload["per_seed_objective"][scenario]["policy"]) == 2

@@ -32,6 +32,7 @@ class Method:
     start: StartRule | None = None
     init_strategy: str = "requested"
     adapt_strength: float | None = None
+    own_policy_params: Any = None  # parameters of another trained policy (``--compare``)
 
     def env_params(self, params: EnvParams) -> EnvParams:
         """``params`` as this method runs them."""
@@ -59,6 +60,19 @@ def policy_methods(greedy: Policy) -> tuple[Method, ...]:
             True,
             adapt_strength=0.0,
         ),
+    )
+
+
+def compared_method(name: str, greedy: Policy, policy_params: Any, adapt_strength: float) -> Method:
+    """Another trained policy (its own network and parameters), starting at the request and fed
+    weights adapted with the eta it was trained with."""
+    return Method(
+        f"policy[{name}]",
+        f"compared checkpoint {name!r} (greedy, eta = {adapt_strength:g}), starting at the request",
+        greedy,
+        True,
+        adapt_strength=adapt_strength,
+        own_policy_params=policy_params,
     )
 
 
@@ -96,6 +110,8 @@ def run_method(
     """Per-job figures of ``method`` over one batch of ``num_episodes`` jobs per key, concatenated,
     with a ``seed`` entry giving each job's key index."""
     run_params = method.env_params(params)
+    if method.own_policy_params is not None:
+        policy_params = method.own_policy_params
     batches = []
     for index, key in enumerate(keys):
         figures = run_episodes(

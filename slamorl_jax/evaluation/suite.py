@@ -20,7 +20,13 @@ from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scen
 from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation import pareto
 from slamorl_jax.evaluation.headline import Results, headline_figures, oracle_gap
-from slamorl_jax.evaluation.methods import Method, baseline_methods, policy_methods, run_method
+from slamorl_jax.evaluation.methods import (
+    Method,
+    baseline_methods,
+    compared_method,
+    policy_methods,
+    run_method,
+)
 from slamorl_jax.quality_bar import greedy_policy, objective
 
 HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
@@ -46,13 +52,19 @@ def run_suite(
     config: SuiteConfig,
     env: JobAllocationEnv | None = None,
     progress: Callable[[str], None] = lambda message: None,
+    compare: dict[str, LoadedPolicy] | None = None,
 ) -> tuple[dict, Results]:
-    """Evaluate ``policy`` against the baselines, oracle and ablations; ``(payload, per-job figures)``."""
+    """Evaluate ``policy`` against the baselines, oracle and ablations, and the ``compare`` policies
+    (e.g. a run trained with static weights) on the same jobs; ``(payload, per-job figures)``."""
     env = env or JobAllocationEnv()
     started = time.perf_counter()
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     greedy = greedy_policy(policy.network)
-    methods = policy_methods(greedy) + baseline_methods(base)
+    compared = tuple(
+        compared_method(name, greedy_policy(other.network), other.params, other.config.adapt_strength)
+        for name, other in (compare or {}).items()
+    )
+    methods = policy_methods(greedy) + compared + baseline_methods(base)
     keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
     results: Results = {}
