@@ -57,10 +57,13 @@ def test_an_export_cannot_be_resumed() -> None:
         ckpt.restore_state(SHIPPED, template)
 
 
-def test_shipped_policy_still_beats_the_request() -> None:
-    """Guard against env or observation changes that silently break the shipped policy: on fresh
-    jobs it still beats the static request on each kind's objective and meets all SLAs more often."""
-    policy = ckpt.load_policy(SHIPPED)
+@pytest.mark.parametrize(("shipped", "eta"), [(SHIPPED, 1.5), (SHIPPED.parent / "static-weights", 0.0)])
+def test_shipped_policies_still_beat_the_request(shipped: Path, eta: float) -> None:
+    """Guard against env or observation changes that silently break the shipped policies: on fresh
+    jobs each still beats the static request on each kind's objective and meets all SLAs more often
+    (the adaptive one, eta = 1.5, and the static-weight ablation, trained with eta = 0)."""
+    policy = ckpt.load_policy(shipped)
+    assert policy.config.adapt_strength == eta
     greedy = greedy_policy(policy.network)
     base = env_params_from_config(policy.config)
     env, _ = make("mixed")
