@@ -201,7 +201,7 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert evaluate.main(argv) == 0
     payload = json.loads((out / "evaluation.json").read_text())
     methods = set(payload["methods"])
-    assert {"policy", "static_request", "static_max", "best_static_oracle", "policy_cold_start"} <= methods
+    assert {"policy", "static_request", "static_max", "best_static_oracle", "policy_from_oracle"} <= methods
     for scenario, rows in payload["summaries"].items():  # the same checkpoint compared to itself
         assert rows["policy[again]"] == rows["policy"], scenario
     for scenario in ("deadline-critical", "budget-constrained"):

@@ -42,8 +42,9 @@ class Method:
         return params
 
 
-def policy_methods(greedy: Policy) -> tuple[Method, ...]:
-    """The trained policy and its two ablations."""
+def policy_methods(greedy: Policy, oracle: StartRule) -> tuple[Method, ...]:
+    """The trained policy, its two ablations, and the policy started at the oracle's allocation (does
+    it hold a good allocation, or wander off?)."""
     return (
         Method("policy", "trained policy (greedy), starting at the request", greedy, True),
         Method(
@@ -59,6 +60,13 @@ def policy_methods(greedy: Policy) -> tuple[Method, ...]:
             greedy,
             True,
             adapt_strength=0.0,
+        ),
+        Method(
+            "policy_from_oracle",
+            "diagnostic: the policy starting at the oracle's allocation instead of the request",
+            greedy,
+            True,
+            start=oracle,
         ),
     )
 
@@ -76,8 +84,8 @@ def compared_method(name: str, greedy: Policy, policy_params: Any, adapt_strengt
     )
 
 
-def baseline_methods(params: EnvParams) -> tuple[Method, ...]:
-    """The static baselines, the reference code's heuristic and the oracle (lattice from ``params``)."""
+def baseline_methods(oracle: StartRule) -> tuple[Method, ...]:
+    """The static baselines, the reference code's heuristic and the ``oracle`` kept."""
     return (
         Method("static_request", "the user's requested allocation, kept", start=baselines.requested),
         Method("static_min", "1 GPU and one CPU step, kept", start=baselines.minimum),
@@ -94,7 +102,7 @@ def baseline_methods(params: EnvParams) -> tuple[Method, ...]:
         Method(
             "best_static_oracle",
             "best static allocation in hindsight per job (noise-free model, whole lattice)",
-            start=baselines.BestStatic.for_params(params),
+            start=oracle,
         ),
     )
 

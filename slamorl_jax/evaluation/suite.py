@@ -19,6 +19,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
 from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation import pareto
+from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.headline import Results, headline_figures, oracle_gap
 from slamorl_jax.evaluation.methods import (
     Method,
@@ -64,7 +65,8 @@ def run_suite(
         compared_method(name, greedy_policy(other.network), other.params, other.config.adapt_strength)
         for name, other in (compare or {}).items()
     )
-    methods = policy_methods(greedy) + compared + baseline_methods(base)
+    oracle = BestStatic.for_params(base)
+    methods = policy_methods(greedy, oracle) + compared + baseline_methods(oracle)
     keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
     results: Results = {}
