@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import sys
 import time
 from pathlib import Path
@@ -138,8 +137,6 @@ def main(argv: list[str] | None = None) -> int:
     """Evaluate, write the outputs, print the Markdown; the exit status."""
     args = parse_args(argv)
     enable_compilation_cache(args.compilation_cache_dir)
-    import jax
-
     from slamorl_jax.checkpoint import CheckpointError, load_policy
     from slamorl_jax.evaluation.report import to_markdown, write_outputs
     from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
@@ -163,18 +160,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"evaluating {message}", file=sys.stderr, flush=True)
 
     payload, _ = run_suite(policy, config, progress=progress, compare=compare)
-    payload["config"] = {
-        "checkpoint": str(args.checkpoint),
-        "checkpoint_step": policy.step,
-        "compare": {name: str(path) for name, path in args.compare.items()},
-        "episodes": args.episodes,
-        "seeds": args.seeds,
-        "seed": args.seed,
-        "scenarios": list(args.scenarios),
-        "front_points": args.front_points,
-        "front_scenario": args.front_scenario,
-    }
-    payload["machine"] = f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs"
+    payload["config"].update(
+        checkpoint=str(args.checkpoint),
+        compare={name: str(path) for name, path in args.compare.items()},
+    )
     written = write_outputs(args.out_dir, payload, args.plots)
     print(to_markdown(payload))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)

@@ -11,11 +11,14 @@ import numpy as np
 import pytest
 
 from slamorl_jax import evaluate
+from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import JobAllocationEnv, scenario_params
 from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.params import max_gpus
 from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes
 from slamorl_jax.evaluation import baselines, headline, pareto
+from slamorl_jax.evaluation.report import to_csv, to_markdown
+from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 
@@ -225,3 +228,14 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     code, err = _main_exit(argv, capsys)
     assert code == 2 and "--overwrite" in err
     assert (out / "evaluation.json").read_bytes() == before
+
+
+def test_suite_payload_renders_without_the_cli() -> None:
+    """``run_suite`` from Python gives a payload that ``to_markdown`` and ``to_csv`` render as is."""
+    policy = load_policy(SHIPPED)
+    config = SuiteConfig(scenarios=("balanced",), episodes=48, seeds=1, front_points=0)
+    payload, results = run_suite(policy, config)
+    markdown = to_markdown(payload)
+    assert "## balanced" in markdown and "(given in Python)" in markdown
+    assert set(results["balanced"]) == set(payload["methods"])
+    assert to_csv(payload).count("\n") == 1 + len(payload["methods"])

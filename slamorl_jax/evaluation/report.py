@@ -38,10 +38,11 @@ def _pct(x: float) -> str:
 def to_markdown(payload: dict) -> str:
     """The evaluation as Markdown: per-scenario tables, headline figures, oracle gap, the front."""
     cfg = payload["config"]
+    checkpoint = cfg.get("checkpoint", "(given in Python)")
     lines = [
         "# Evaluation",
         "",
-        f"Checkpoint `{cfg['checkpoint']}` (step {cfg['checkpoint_step']}); {cfg['episodes']} fresh jobs "
+        f"Checkpoint `{checkpoint}` (step {cfg['checkpoint_step']}); {cfg['episodes']} fresh jobs "
         f"per scenario and seed, {cfg['seeds']} seed(s) from {cfg['seed']}; every method runs the same "
         "jobs with the same noise. Time and cost are relative to each job's requested allocation "
         "(mean over jobs).",

@@ -7,6 +7,7 @@ the per-job figures it was computed from.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
 
@@ -80,6 +81,8 @@ def run_suite(
             )
 
     payload = {
+        "config": {**dataclasses.asdict(config), "checkpoint_step": policy.step},
+        "machine": f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs",
         "methods": {m.name: m.description for m in methods},
         "summaries": {
             scenario: {name: summarise_episodes(figures) for name, figures in by_method.items()}
