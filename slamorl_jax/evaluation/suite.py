@@ -17,6 +17,7 @@ import numpy as np
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
 from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation import pareto
@@ -95,7 +96,7 @@ def run_suite(
     }
     if config.front_points > 0:
         progress("preference front")
-        payload["front"] = _front(env, base, greedy, policy, methods, keys, config)
+        payload["front"] = _front(env, base, policy, methods, keys, config)
     payload["wall_s"] = time.perf_counter() - started
     return payload, results
 
@@ -141,8 +142,7 @@ def _per_workload_objectives(
 
 def _front(
     env: JobAllocationEnv,
-    base,
-    greedy,
+    base: EnvParams,
     policy: LoadedPolicy,
     methods: tuple[Method, ...],
     keys: list[jax.Array],
