@@ -107,7 +107,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="PNG plots: auto = when matplotlib is installed",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace results already in --out_dir")
-    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="print each scenario and method to stderr as it runs",
+    )
     parser.add_argument(
         "--compilation_cache_dir", default=DEFAULT_CACHE_DIR, help="JAX compilation cache ('' disables)"
     )

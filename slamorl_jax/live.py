@@ -224,14 +224,9 @@ class Recommendation:
         return dataclasses.asdict(self)
 
 
-def policy_params_for(policy: LoadedPolicy) -> EnvParams:
-    """The env params of the cluster the policy was trained on (its config)."""
-    return env_params_from_config(policy.config)
-
-
 def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = None) -> Recommendation:
     """The greedy policy's next allocation for ``job`` (on ``params``' cluster; default: the policy's)."""
-    params = params if params is not None else policy_params_for(policy)
+    params = params if params is not None else env_params_from_config(policy.config)
     state = live_state(job, params)
     obs = observe(state, params)
     logits = policy.logits(obs, state.weights)

@@ -96,7 +96,8 @@ def run_suite(
     }
     if config.front_points > 0:
         progress("preference front")
-        payload["front"] = _front(env, base, policy, methods, keys, config)
+        summaries = payload["summaries"].get(config.front_scenario, {})
+        payload["front"] = _front(env, base, policy, methods, keys, config, summaries)
     payload["wall_s"] = time.perf_counter() - started
     return payload, results
 
@@ -147,9 +148,11 @@ def _front(
     methods: tuple[Method, ...],
     keys: list[jax.Array],
     config: SuiteConfig,
+    scenario_summaries: dict[str, dict[str, float]],
 ) -> dict:
     """The policy's and the oracle's (time, cost) per preference, static points, hypervolume and
-    expected utility."""
+    expected utility. Static methods do not depend on the preference, so their points are taken
+    from ``scenario_summaries`` (the front scenario's summaries) when it was evaluated already."""
     by_name = {m.name: m for m in methods}
     share, vectors = pareto.preference_grid(config.front_points)
     scenario_params = with_scenario(base, config.front_scenario)
@@ -165,7 +168,7 @@ def _front(
             curves[name]["cost"].append(summary["cost_vs_request"])
     points = {}
     for name in FRONT_STATIC:
-        summary = summarise_episodes(
+        summary = scenario_summaries.get(name) or summarise_episodes(
             run_method(env, scenario_params, by_name[name], keys, config.episodes, policy.params)
         )
         points[name] = {"time": summary["time_vs_request"], "cost": summary["cost_vs_request"]}
