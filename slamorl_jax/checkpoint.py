@@ -24,7 +24,7 @@ import orbax.checkpoint as ocp
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
-from slamorl_jax.env.observation import NUM_FEATURES
+from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
 
 FORMAT_VERSION = 1
 ITEMS = ("state", "policy", "meta")
@@ -59,6 +59,7 @@ def save(
         "config": dataclasses.asdict(config),
         "update": step,
         "env_steps": step * config.batch_size,
+        "observation_dim": NUM_FEATURES,
         **(extra or {}),
     }
     manager.save(
@@ -142,7 +143,7 @@ class LoadedPolicy:
     _act: Callable = dataclasses.field(repr=False)
 
     def __call__(self, obs: jax.Array, weights: jax.Array, key: jax.Array | None = None) -> jax.Array:
-        """Actions for observations ``[..., 21]`` and objective weights ``[..., 3]``."""
+        """Actions for observations ``[..., NUM_FEATURES]`` and objective weights ``[..., 3]``."""
         obs = jnp.asarray(obs, jnp.float32)
         weights = jnp.asarray(weights, jnp.float32)
         if key is None:
@@ -172,8 +173,15 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     """
     meta, root, step = read_meta(path)
     config = TrainConfig.from_dict(meta["config"])
-    network = ActorCritic(config.network)
-    template = init_params(network, jax.random.key(0), NUM_FEATURES)
+    # Checkpoints from before the forecast block read the paper's 21 features.
+    obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
+    if not 1 <= obs_dim <= NUM_FEATURES:
+        raise CheckpointError(
+            f"checkpoint {root / str(step)} reads {obs_dim} observation features; this slamorl_jax has "
+            f"{NUM_FEATURES}"
+        )
+    network = ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
+    template = init_params(network, jax.random.key(0), obs_dim)
     abstract = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, template)}
     manager = make_manager(root)
     try:

@@ -4,7 +4,10 @@ A policy is ``policy(policy_params, obs [N, 21], weights [N, 3], key) -> actions
 parameters are an argument (not captured), so one compiled runner serves every set of them. An
 optional start rule ``start(state, params) -> (gpus, cpus)`` (one job, traced) moves each fresh job
 to another first allocation before its first epoch (``JobAllocationEnv.place``); baselines and
-oracles use it.
+oracles use it. An optional :class:`Controller` replaces the policy by a per-job controller with
+hindsight: its ``plan(state, params)`` runs once per job after the start rule (it may read the
+job's true constants), and its ``act(plan, state, params)`` picks each step's action from that plan
+and the env state before the step (the current allocation); the evaluation's reachable anchor is one.
 Every job in the batch runs until its first episode ends; its figures (``JobAllocationEnv``'s
 ``info``) are recorded at that step. Two policies evaluated with the same key see the same jobs
 and the same noise, so their figures compare job by job (common random numbers).
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -28,6 +31,23 @@ from slamorl_jax.env.state import EnvState
 
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], jax.Array]
 StartRule = Callable[[EnvState, EnvParams], tuple[jax.Array, jax.Array]]
+
+
+class Controller(Protocol):
+    """A per-job controller that plans once, with hindsight, and then acts on the env state.
+
+    Both methods see one job (``run_episodes`` vmaps them) and are traced; an implementation must be
+    hashable (e.g. a frozen dataclass), as the compiled runner is cached on it.
+    """
+
+    def plan(self, state: EnvState, params: EnvParams) -> Any:
+        """The job's plan (a pytree of arrays), from its state after the start rule."""
+        ...
+
+    def act(self, plan: Any, state: EnvState, params: EnvParams) -> jax.Array:
+        """The action (int32 scalar) to take in ``state``, the state before the step."""
+        ...
+
 
 # Figures recorded per episode (all scalars per job, plus the preference vector).
 FIGURES = (
@@ -64,21 +84,29 @@ def run_episodes(
     num_episodes: int,
     policy_params: Any = None,
     start: StartRule | None = None,
+    controller: Controller | None = None,
 ) -> dict[str, np.ndarray]:
     """Figures of ``num_episodes`` fresh jobs run to completion (or truncation) under ``policy``,
-    each started where ``start`` puts it (default: where ``params.init_strategy`` does).
+    each started where ``start`` puts it (default: where ``params.init_strategy`` does). With a
+    ``controller``, it chooses the actions instead of ``policy`` (which is then not called); the
+    keys are split the same way, so the jobs and the noise stay those of any other run.
 
-    Compiled once per (env, policy, start, num_episodes, step limit); ``params``, ``policy_params``
-    and ``key`` are traced.
+    Compiled once per (env, policy, start, controller, num_episodes, step limit); ``params``,
+    ``policy_params`` and ``key`` are traced.
     """
     max_steps = int(np.minimum(np.max(np.asarray(params.workloads.epochs_max)), params.max_episode_steps))
-    runner = _episode_runner(env, policy, start, num_episodes, max_steps)
+    runner = _episode_runner(env, policy, start, controller, num_episodes, max_steps)
     return {name: np.asarray(value) for name, value in runner(params, policy_params, key).items()}
 
 
 @functools.lru_cache(maxsize=32)
 def _episode_runner(
-    env: JobAllocationEnv, policy: Policy, start: StartRule | None, num_episodes: int, max_steps: int
+    env: JobAllocationEnv,
+    policy: Policy,
+    start: StartRule | None,
+    controller: Controller | None,
+    num_episodes: int,
+    max_steps: int,
 ) -> Callable[[EnvParams, Any, jax.Array], dict[str, jax.Array]]:
     """The jitted batch-of-jobs runner behind :func:`run_episodes`."""
 
@@ -90,13 +118,18 @@ def _episode_runner(
             gpus, cpus = jax.vmap(start, in_axes=(0, None))(state, params)
             state = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, gpus, cpus, params)
             obs = jax.vmap(observe, in_axes=(0, None))(state, params)
+        if controller is not None:
+            plans = jax.vmap(controller.plan, in_axes=(0, None))(state, params)
         initial = jax.vmap(episode_figures)(state)
         figures = {name: jnp.zeros_like(initial[name]) for name in FIGURES}
 
         def step(carry: tuple, step_key: jax.Array) -> tuple:
             obs, weights, state, finished, figures = carry
             act_key, env_key = jax.random.split(step_key)
-            actions = policy(policy_params, obs, weights, act_key)
+            if controller is None:
+                actions = policy(policy_params, obs, weights, act_key)
+            else:
+                actions = jax.vmap(controller.act, in_axes=(0, 0, None))(plans, state, params)
             obs, state, _, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
                 jax.random.split(env_key, num_episodes), state, actions, params
             )

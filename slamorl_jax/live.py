@@ -1,26 +1,37 @@
 """The next allocation for a running training job, from what the job reports after an epoch.
 
-A platform tool knows a running job's allocation, progress, spend, last-epoch readings, SLAs and
-preference (:class:`LiveJob`); :func:`recommend` turns them into the policy's inputs with the
-environment's own formulas (``observation.observe``, ``job_env.epoch_readings``: forward-looking
-severities, adaptive weights) and returns the next allocation (:class:`Recommendation`).
+A platform tool knows a running job's workload and GPU type (catalogue names), allocation, progress,
+spend, last-epoch readings, SLAs, preference and the epochs it has run so far (:class:`LiveJob`);
+:func:`recommend` turns them into the policy's inputs with the environment's own formulas
+(``observation.observe``: the paper's 21 features and the forecast block; ``job_env.epoch_readings``:
+forward-looking severities, adaptive weights) and returns the next allocation
+(:class:`Recommendation`). The forecasts use the workload's calibrated profile on the policy's
+cluster, corrected online by the job's ``history`` of measured epochs (``env/online_model.py``),
+exactly as the env corrects them for a simulated job.
 
-The observation is relative to the cluster the policy was trained on (its config's cluster:
-GPUs and CPUs per node, nodes per job, CPU step) and to the job's **reference throughput**, the
-samples/s its requested allocation achieves (the "throughput" feature is the last epoch's
-throughput relative to it). The recommended allocation is clipped to that cluster.
+The observation is relative to the cluster the policy was trained on (its config's cluster: GPUs
+and CPUs per node, nodes per job, CPU step). The "throughput" feature is the last epoch's throughput
+relative to the job's reference throughput: by default the profile's forecast for the requested
+allocation (``requested_gpus``/``requested_cpus``, default the current allocation). The
+recommended allocation is clipped to the policy's cluster.
 
 JSON form (``LiveJob.from_dict``; ``python -m slamorl_jax.recommend --job=job.json``)::
 
-    {"gpus": 4, "cpus": 32, "epochs_done": 10, "epochs_total": 60,
+    {"workload": "imagenet-resnet50", "gpu_type": "T4",
+     "gpus": 4, "cpus": 32, "epochs_done": 10, "epochs_total": 60,
      "elapsed_s": 3000, "cost_usd": 9.5, "last_epoch_time_s": 290,
-     "throughput": 850, "reference_throughput": 800,
-     "gpu_util": 0.82, "cpu_util": 0.4, "memory_used_gib": 60, "memory_alloc_gib": 128,
-     "price_per_hour": 11.7, "deadline_s": 15000, "budget_usd": 60,
-     "min_throughput": 500, "preference": "time"}
+     "throughput": 850, "gpu_util": 0.82, "cpu_util": 0.4,
+     "memory_used_gib": 60, "memory_alloc_gib": 128, "price_per_hour": 11.7,
+     "deadline_s": 15000, "budget_usd": 60, "min_throughput": 500, "preference": "time",
+     "history": [{"gpus": 4, "cpus": 32, "epoch_time_s": 291}, ...]}
 
-``min_throughput``, ``max_memory_gib``, ``min_gpu_util`` and ``min_cpu_util`` are optional (no limit
-when left out); ``preference`` is ``time``, ``cost``, ``balanced`` or three weights (time, cost, sla).
+Optional: ``min_throughput``, ``max_memory_gib``, ``min_gpu_util`` and ``min_cpu_util`` (no limit when
+left out); ``preference`` (``time``, ``cost``, ``balanced`` or three weights: time, cost, sla;
+default balanced); ``history``, one entry per epoch run so far with its allocation and measured
+epoch time (without re-allocation pauses; default: the last epoch alone);
+``mean_gpu_util``/``mean_cpu_util`` (time-weighted over the job so far, pauses included; default
+the last epoch's) and ``peak_memory_gib`` (default the last epoch's); ``requested_gpus``,
+``requested_cpus`` and ``reference_throughput`` (see above).
 """
 
 from __future__ import annotations
@@ -36,21 +47,26 @@ import numpy as np
 
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import LoadedPolicy
-from slamorl_jax.env.actions import apply_action
+from slamorl_jax.env import action_sets
+from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.job_env import epoch_readings
-from slamorl_jax.env.job_model import EpochMetrics, JobConstants
+from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
-from slamorl_jax.env.params import EnvParams, cluster_bounds
+from slamorl_jax.env.online_model import empty_stats, record_epoch
+from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
 
 NO_LIMIT = 1e30  # an upper limit that is never reached (max_memory_gib left out)
+HISTORY_FIELDS = ("gpus", "cpus", "epoch_time_s")
 
 
 @dataclasses.dataclass(frozen=True)
 class LiveJob:
     """A running job after its latest epoch (units in the names; utilisations are fractions)."""
 
+    workload: str  # a catalogue workload name (slamorl_jax.env.load_catalog().workload_names)
+    gpu_type: str  # a catalogue GPU type (T4, K80, P100, V100)
     gpus: int
     cpus: int
     epochs_done: int
@@ -59,7 +75,6 @@ class LiveJob:
     cost_usd: float
     last_epoch_time_s: float
     throughput: float  # samples/s in the last epoch
-    reference_throughput: float  # samples/s of the job's requested allocation
     gpu_util: float
     cpu_util: float
     memory_used_gib: float
@@ -72,6 +87,13 @@ class LiveJob:
     min_gpu_util: float = 0.0
     min_cpu_util: float = 0.0
     preference: str | tuple[float, ...] = "balanced"
+    history: tuple[tuple[int, int, float], ...] | None = None  # (gpus, cpus, epoch_time_s) per epoch
+    mean_gpu_util: float | None = None
+    mean_cpu_util: float | None = None
+    peak_memory_gib: float | None = None
+    requested_gpus: int | None = None
+    requested_cpus: int | None = None
+    reference_throughput: float | None = None
 
     def __post_init__(self) -> None:
         _check(self)
@@ -89,13 +111,22 @@ class LiveJob:
         missing = [n for n in required if n not in data]
         if missing:
             raise ValueError(f"missing job field(s): {', '.join(missing)}")
-        values = {}
+        values: dict[str, Any] = {}
         for name, value in data.items():
+            kind = fields[name].type
             if name == "preference":
                 if not isinstance(value, (str, list, tuple)):
                     raise ValueError(f"preference must be a name or three weights, got {value!r}")
                 values[name] = value if isinstance(value, str) else tuple(_number(name, v) for v in value)
-            elif fields[name].type == "int":
+            elif name in ("workload", "gpu_type"):
+                if not isinstance(value, str):
+                    raise ValueError(f"{name} must be a catalogue name (a string), got {value!r}")
+                values[name] = value
+            elif name == "history":
+                values[name] = _history(value)
+            elif value is None and "None" in kind:
+                values[name] = None
+            elif kind.startswith("int"):
                 values[name] = _integer(name, value)
             else:
                 values[name] = _number(name, value)
@@ -115,8 +146,28 @@ def _integer(name: str, value: Any) -> int:
     return int(number)
 
 
+def _history(value: Any) -> tuple[tuple[int, int, float], ...]:
+    """The ``history`` list: one object per epoch with ``gpus``, ``cpus`` and ``epoch_time_s``."""
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("history must be a list of epochs, each {gpus, cpus, epoch_time_s}")
+    epochs = []
+    for i, entry in enumerate(value):
+        if not isinstance(entry, Mapping) or set(entry) != set(HISTORY_FIELDS):
+            raise ValueError(f"history[{i}] must be an object with exactly {', '.join(HISTORY_FIELDS)}")
+        epochs.append(
+            (
+                _integer(f"history[{i}].gpus", entry["gpus"]),
+                _integer(f"history[{i}].cpus", entry["cpus"]),
+                _number(f"history[{i}].epoch_time_s", entry["epoch_time_s"]),
+            )
+        )
+    return tuple(epochs)
+
+
 def _check(job: LiveJob) -> None:
     """Ranges of every field; ``ValueError`` naming the first bad one."""
+    workload_index(job.workload)
+    gpu_type_index(job.gpu_type)
     if job.gpus < 1 or job.cpus < 1:
         raise ValueError(f"gpus and cpus must be >= 1, got {job.gpus} and {job.cpus}")
     if job.epochs_total < 1 or not 0 <= job.epochs_done <= job.epochs_total:
@@ -124,7 +175,7 @@ def _check(job: LiveJob) -> None:
             f"need 0 <= epochs_done <= epochs_total and epochs_total >= 1, got {job.epochs_done} "
             f"and {job.epochs_total}"
         )
-    positive = ("last_epoch_time_s", "reference_throughput", "memory_alloc_gib", "deadline_s", "budget_usd")
+    positive = ("last_epoch_time_s", "memory_alloc_gib", "deadline_s", "budget_usd")
     for name in positive:
         if not getattr(job, name) > 0:
             raise ValueError(f"{name} must be > 0, got {getattr(job, name)}")
@@ -132,17 +183,49 @@ def _check(job: LiveJob) -> None:
     for name in (*non_negative, "min_throughput", "max_memory_gib"):
         if not getattr(job, name) >= 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(job, name)}")
-    for name in ("gpu_util", "cpu_util", "min_gpu_util", "min_cpu_util"):
-        if not 0 <= getattr(job, name) <= 1:
-            raise ValueError(f"{name} is a fraction in [0, 1], got {getattr(job, name)}")
+    for name in ("gpu_util", "cpu_util", "min_gpu_util", "min_cpu_util", "mean_gpu_util", "mean_cpu_util"):
+        value = getattr(job, name)
+        if value is not None and not 0 <= value <= 1:
+            raise ValueError(f"{name} is a fraction in [0, 1], got {value}")
+    for name in ("peak_memory_gib", "reference_throughput"):
+        value = getattr(job, name)
+        if value is not None and not value > 0:
+            raise ValueError(f"{name} must be > 0, got {value}")
+    for name in ("requested_gpus", "requested_cpus"):
+        value = getattr(job, name)
+        if value is not None and value < 1:
+            raise ValueError(f"{name} must be >= 1, got {value}")
+    if job.history is not None:
+        if len(job.history) > job.epochs_done:
+            raise ValueError(f"history lists {len(job.history)} epochs but epochs_done is {job.epochs_done}")
+        for i, (gpus, cpus, epoch_time) in enumerate(job.history):
+            if gpus < 1 or cpus < 1 or not epoch_time > 0:
+                raise ValueError(f"history[{i}] needs gpus, cpus >= 1 and epoch_time_s > 0")
     preference_vector(job.preference)  # raises for a bad preference
 
 
-def live_state(job: LiveJob, params: EnvParams) -> EnvState:
-    """The env state the policy would see for ``job`` (fields no observation reads are zero)."""
+def measured_epochs(job: LiveJob) -> tuple[tuple[int, int, float], ...]:
+    """The epochs the online model learns from: ``history``, or the last epoch alone when none is
+    given (and none at all before the first epoch)."""
+    if job.history is not None:
+        return job.history
+    return ((job.gpus, job.cpus, job.last_epoch_time_s),) if job.epochs_done > 0 else ()
+
+
+def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) -> EnvState:
+    """The env state the policy would see for ``job`` on ``params``' cluster (fields no observation
+    reads, such as the job's unknown true constants, hold its profile or zero)."""
+    catalog = catalog or load_catalog()
     f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
     i32 = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
     zero = f32(0.0)
+    workload = workload_index(job.workload, catalog)
+    gpu_type = gpu_type_index(job.gpu_type, catalog)
+    profile = jax.tree.map(lambda x: x[workload, gpu_type], job_constants_table(params))
+    requested = (job.requested_gpus or job.gpus, job.requested_cpus or job.cpus)
+    reference = job.reference_throughput
+    if reference is None:
+        reference = epoch_metrics(profile, i32(requested[0]), i32(requested[1]), params).throughput
     targets = SlaTargets(
         deadline_s=f32(job.deadline_s),
         budget_usd=f32(job.budget_usd),
@@ -151,20 +234,21 @@ def live_state(job: LiveJob, params: EnvParams) -> EnvState:
         min_gpu_util=f32(job.min_gpu_util),
         min_cpu_util=f32(job.min_cpu_util),
     )
-    constants = JobConstants(**{f.name: zero for f in dataclasses.fields(JobConstants)})
     spec = JobSpec(
-        workload=i32(0),
-        gpu_type=i32(0),
+        workload=i32(workload),
+        gpu_type=i32(gpu_type),
         scenario=i32(0),
         epochs=i32(job.epochs_total),
-        constants=constants,
-        requested_gpus=i32(job.gpus),
-        requested_cpus=i32(job.cpus),
+        constants=profile,
+        profile=profile,
+        deviation=jnp.zeros((2,), jnp.float32),
+        requested_gpus=i32(requested[0]),
+        requested_cpus=i32(requested[1]),
         preference=jnp.asarray(preference_vector(job.preference)),
         sla_targets=targets,
         time_ref_s=zero,
         cost_ref_usd=zero,
-        throughput_ref=f32(job.reference_throughput),
+        throughput_ref=f32(reference),
     )
     metrics = EpochMetrics(
         epoch_time_s=f32(job.last_epoch_time_s),
@@ -174,6 +258,8 @@ def live_state(job: LiveJob, params: EnvParams) -> EnvState:
         memory_used_gib=f32(job.memory_used_gib),
         memory_alloc_gib=f32(job.memory_alloc_gib),
         price_per_hour=f32(job.price_per_hour),
+        compute_share=zero,  # shares are not read by epoch_readings
+        sync_share=zero,
     )
     readings = epoch_readings(
         spec,
@@ -187,6 +273,16 @@ def live_state(job: LiveJob, params: EnvParams) -> EnvState:
         i32(job.epochs_done),
         params,
     )
+    stats = empty_stats()
+    for gpus, cpus, epoch_time in measured_epochs(job):
+        forecast = epoch_metrics(profile, i32(gpus), i32(cpus), params)
+        stats = record_epoch(
+            stats, f32(epoch_time), forecast.epoch_time_s, forecast.compute_share, forecast.sync_share
+        )
+    elapsed = f32(job.elapsed_s)
+    mean_gpu = job.gpu_util if job.mean_gpu_util is None else job.mean_gpu_util
+    mean_cpu = job.cpu_util if job.mean_cpu_util is None else job.mean_cpu_util
+    peak = job.memory_used_gib if job.peak_memory_gib is None else job.peak_memory_gib
     return EnvState(
         job=spec,
         steps=i32(job.epochs_done),
@@ -194,14 +290,16 @@ def live_state(job: LiveJob, params: EnvParams) -> EnvState:
         gpus=i32(job.gpus),
         cpus=i32(job.cpus),
         contended=jnp.zeros((), bool),
-        elapsed_s=f32(job.elapsed_s),
+        elapsed_s=elapsed,
         cost_usd=f32(job.cost_usd),
         **readings,
-        gpu_busy_s=zero,
-        cpu_busy_s=zero,
-        peak_memory_gib=f32(job.memory_used_gib),
+        gpu_busy_s=f32(mean_gpu) * elapsed,
+        cpu_busy_s=f32(mean_cpu) * elapsed,
+        peak_memory_gib=f32(peak),
         reallocations=i32(0),
         severity_sum=zero,
+        profile_now=epoch_metrics(profile, i32(job.gpus), i32(job.cpus), params),
+        model_stats=stats,
     )
 
 
@@ -214,6 +312,7 @@ class Recommendation:
     gpu_delta: int
     cpu_delta: int
     action: int
+    action_name: str
     action_probabilities: tuple[float, ...]
     weights: dict[str, float]
     severities: dict[str, float]
@@ -231,13 +330,14 @@ def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = Non
     obs = observe(state, params)
     logits = policy.logits(obs, state.weights)
     action = int(jnp.argmax(logits))
-    gpus, cpus = apply_action(action, state.gpus, state.cpus, *cluster_bounds(params))
+    gpus, cpus = action_sets.apply(action, state.gpus, state.cpus, params)
     return Recommendation(
         gpus=int(gpus),
         cpus=int(cpus),
         gpu_delta=int(gpus) - job.gpus,
         cpu_delta=int(cpus) - job.cpus,
         action=action,
+        action_name=action_sets.action_names(policy.config.actions, params)[action],
         action_probabilities=_floats(jax.nn.softmax(logits)),
         weights=dict(zip(("time", "cost", "sla"), _floats(state.weights), strict=True)),
         severities=dict(zip(SLA_NAMES, _floats(state.severities), strict=True)),

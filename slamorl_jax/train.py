@@ -19,6 +19,7 @@ from absl import logging as absl_logging  # defines --log_dir, which we use for 
 from slamorl_jax.agent.config import LR_SCHEDULES, PRICE_PRESETS, TrainConfig, validate_config
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
+from slamorl_jax.env.action_sets import ACTION_SETS
 from slamorl_jax.env.params import INIT_STRATEGIES
 from slamorl_jax.env.scenarios import SCENARIOS
 
@@ -76,7 +77,18 @@ flags.DEFINE_string(
     "Fixed preference for every job: time, cost, balanced or 'w_time,w_cost,w_sla'. "
     "Unset: each job's scenario preset or a random one (mixed).",
 )
-flags.DEFINE_enum("init_strategy", DEFAULTS.init_strategy, INIT_STRATEGIES, "Initial allocation of each job.")
+flags.DEFINE_enum(
+    "init_strategy",
+    DEFAULTS.init_strategy,
+    INIT_STRATEGIES,
+    "Initial allocation of each job (mixed: the request, random allocations and cold starts).",
+)
+flags.DEFINE_enum(
+    "actions",
+    DEFAULTS.actions,
+    ACTION_SETS,
+    "Action set: paper = the paper's 9 one-step moves; targets = those plus 64 absolute targets.",
+)
 flags.DEFINE_enum("prices", DEFAULTS.prices, PRICE_PRESETS, "Price preset.")
 flags.DEFINE_integer(
     "seed", DEFAULTS.seed, "Random seed (same seed and flags give identical parameters on CPU)."

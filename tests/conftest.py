@@ -1,15 +1,20 @@
-"""Shared test configuration: JAX's persistent compilation cache, hypothesis profiles, the env."""
+"""Shared test configuration: JAX's persistent compilation cache, hypothesis profiles, the env and a
+batched rollout compiled once per session."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-from slamorl_jax.env import JobAllocationEnv, load_catalog
+from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, load_catalog
 
 CACHE_DIR = Path(
     os.environ.get("SLAMORL_JAX_TEST_CACHE", Path(__file__).resolve().parent.parent / ".jax_cache")
@@ -32,3 +37,71 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 def env() -> JobAllocationEnv:
     """The environment on the shipped calibrated catalogue."""
     return JobAllocationEnv(load_catalog())
+
+
+# Outputs of ``batched_rollout`` per step (leading axes: step, env); see the fixture.
+ROLLOUT_ENVS = 32
+ROLLOUT_STEPS = 24
+
+
+@pytest.fixture(scope="session")
+def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray]]:
+    """``batched_rollout(seed, params, logits)``: ``ROLLOUT_ENVS`` envs of the default action set for
+    ``ROLLOUT_STEPS`` steps, actions drawn from ``logits`` (one per action); host arrays.
+
+    Compiled once per session and shared by the test modules that need a batched rollout (params
+    and logits are traced, so only their values change). Per step it returns the observation, the
+    pre-reset ``final_observation``, reward, flags, the job-level SLA checks and severities of the
+    advanced job, and, from the state the action was taken in, its epoch, hidden deviation and online
+    model posterior (``mu_before``) and allocation.
+    """
+    from slamorl_jax.env.online_model import posterior_deviation
+
+    def run(key: jax.Array, params: EnvParams, logits: jax.Array) -> dict[str, Any]:
+        reset_key, steps_key = jax.random.split(key)
+        obs0, state0 = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, ROLLOUT_ENVS), params
+        )
+
+        def body(state: EnvState, key: jax.Array) -> tuple[EnvState, dict[str, Any]]:
+            action_key, step_key = jax.random.split(key)
+            actions = jax.random.categorical(action_key, logits, shape=(ROLLOUT_ENVS,)).astype(jnp.int32)
+            step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
+            obs, next_state, reward, terminated, truncated, info = step(
+                jax.random.split(step_key, ROLLOUT_ENVS), state, actions, params
+            )
+            out = {
+                "action": actions,
+                "obs": obs,
+                "reward": reward,
+                "terminated": terminated,
+                "truncated": truncated,
+                "epoch_before": state.epoch,
+                "gpus_before": state.gpus,
+                "cpus_before": state.cpus,
+                "deviation": state.job.deviation,
+                "mu_before": jnp.stack(posterior_deviation(state.model_stats, params), axis=-1),
+                **{
+                    k: info[k]
+                    for k in (
+                        "final_observation",
+                        "severities",
+                        "job_sla_met",
+                        "all_slas_met",
+                        "epochs",
+                        "reallocated",
+                    )
+                },
+            }
+            return next_state, out
+
+        _, trajectory = jax.lax.scan(body, state0, jax.random.split(steps_key, ROLLOUT_STEPS))
+        return {"obs0": obs0, **trajectory}
+
+    compiled = jax.jit(run)
+
+    def call(seed: int, params: EnvParams, logits: Any) -> dict[str, np.ndarray]:
+        out = compiled(jax.random.key(seed), params, jnp.asarray(np.asarray(logits, np.float32)))
+        return {k: np.asarray(v) for k, v in jax.device_get(out).items()}
+
+    return call

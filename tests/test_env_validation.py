@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from slamorl_jax.env import (
+    INIT_STRATEGIES,
     MAX_GPUS,
     PREFERENCES,
     SCENARIOS,
@@ -25,7 +26,9 @@ from slamorl_jax.env import (
     with_preference,
     with_scenario,
 )
+from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
+from slamorl_jax.env.params import MIXED_INIT_STRATEGIES
 from slamorl_jax.env.params import with_values as with_same_dtype
 
 
@@ -48,6 +51,15 @@ def params() -> EnvParams:
 def fresh(params: EnvParams) -> EnvParams:
     """Derived tables recomputed, so only the field under test is wrong."""
     return with_derived_tables(params)
+
+
+def target_gpus(**at: int) -> list[int]:
+    """The default GPU counts of the target grid (1 to ``NUM_TARGET_GPUS``), with ``at={index: value}``
+    replaced (keys as ``i<index>``, ``last`` for the last)."""
+    gpus = list(range(1, NUM_TARGET_GPUS + 1))
+    for key, value in at.items():
+        gpus[-1 if key == "last" else int(key[1:])] = value
+    return gpus
 
 
 def nan_at_first(array: Any) -> np.ndarray:
@@ -105,7 +117,56 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
     ),
     ("negative noise", lambda p: with_values(p, epoch_time_noise=-0.1), "epoch_time_noise"),
     ("probability above 1", lambda p: with_values(p, contention_start_prob=1.5), "contention_start_prob"),
-    ("init strategy out of range", lambda p: with_values(p, init_strategy=4), "init_strategy"),
+    (
+        "init strategy out of range",
+        lambda p: with_values(p, init_strategy=len(INIT_STRATEGIES)),
+        "init_strategy",
+    ),
+    ("negative init strategy", lambda p: with_values(p, init_strategy=-1), "init_strategy"),
+    ("init mix probs sum to 0.9", lambda p: with_values(p, init_mix_probs=[0.2, 0.4, 0.3]), "init_mix_probs"),
+    (
+        "negative init mix prob",
+        lambda p: with_values(p, init_mix_probs=[1.2, -0.2, 0.0]),
+        "init_mix_probs",
+    ),
+    ("NaN init mix prob", lambda p: with_values(p, init_mix_probs=[np.nan, 0.5, 0.5]), "init_mix_probs"),
+    ("negative compute_spread", lambda p: with_values(p, compute_spread=-0.1), "compute_spread"),
+    ("compute_spread above 2", lambda p: with_values(p, compute_spread=2.5), "compute_spread"),
+    ("NaN compute_spread", lambda p: with_values(p, compute_spread=np.nan), "compute_spread"),
+    ("negative sync_spread", lambda p: with_values(p, sync_spread=-0.01), "sync_spread"),
+    ("infinite sync_spread", lambda p: with_values(p, sync_spread=np.inf), "sync_spread"),
+    ("zero forecast_noise", lambda p: with_values(p, forecast_noise=0.0), "forecast_noise"),
+    ("NaN forecast_noise", lambda p: with_values(p, forecast_noise=np.nan), "forecast_noise"),
+    ("forecast_noise above 10", lambda p: with_values(p, forecast_noise=11.0), "forecast_noise"),
+    (
+        "zero target GPUs",
+        lambda p: fresh(with_values(p, target_gpus=target_gpus(i0=0))),
+        "target_gpus",
+    ),
+    (
+        "target GPUs above MAX_GPUS",
+        lambda p: fresh(with_values(p, target_gpus=target_gpus(last=MAX_GPUS + 1))),
+        "target_gpus",
+    ),
+    (
+        "fractional target GPUs",
+        lambda p: p.replace(target_gpus=jnp.asarray([1.5, *target_gpus()[1:]], jnp.float32)),
+        "target_gpus",
+    ),
+    (
+        "negative target CPUs per GPU",
+        lambda p: fresh(with_values(p, target_cpus_per_gpu=[-2.0, 4.0, 8.0, 12.0])),
+        "target_cpus_per_gpu",
+    ),
+    (
+        "NaN target CPUs per GPU",
+        lambda p: with_values(p, target_cpus_per_gpu=[2.0, np.nan, 8.0, 12.0]),
+        "target_cpus_per_gpu",
+    ),
+    ("negative sla_met_bonus", lambda p: with_values(p, sla_met_bonus=-1.0), "sla_met_bonus"),
+    ("NaN sla_met_bonus", lambda p: with_values(p, sla_met_bonus=np.nan), "sla_met_bonus"),
+    ("all_slas_bonus above 100", lambda p: with_values(p, all_slas_bonus=101.0), "all_slas_bonus"),
+    ("negative all_slas_bonus", lambda p: with_values(p, all_slas_bonus=-0.5), "all_slas_bonus"),
     ("max_episode_steps 0", lambda p: with_values(p, max_episode_steps=0), "max_episode_steps"),
     (
         "sla_factor_low above high",
@@ -133,6 +194,21 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
         "stale tables after a price change",
         lambda p: with_values(p, vcpu_price_per_hour=5.0),
         "cheapest_epoch_usd",
+    ),
+    (
+        "stale tables after a target GPUs change",
+        lambda p: with_values(p, target_gpus=target_gpus(i0=3)),
+        "target_allocation",
+    ),
+    (
+        "stale tables after a target CPUs change",
+        lambda p: with_values(p, target_cpus_per_gpu=[1.0, 3.0, 6.0, 16.0]),
+        "target_profile",
+    ),
+    (
+        "stale tables after a sync change",
+        lambda p: with_workload_values(p, sync_node_alpha_s=np.asarray(p.workloads.sync_node_alpha_s) * 3),
+        "fastest_shares",
     ),
     (
         "stale tables after a speed change",
@@ -232,3 +308,41 @@ def test_unknown_gpu_type_lists_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="unknown GPU type 'H100'") as err:
         gpu_type_index("H100", catalog)
     assert_lists(err, catalog.gpu_types)
+
+
+# --- shapes of the fixed-size fields -------------------------------------------------------------
+
+WRONG_SIZES: list[tuple[str, str, dict[str, Any]]] = [
+    ("target_gpus one short", "target_gpus", {"target_gpus": target_gpus()[:-1]}),
+    ("target_gpus one more", "target_gpus", {"target_gpus": [*target_gpus(), 16]}),
+    ("target_gpus as a matrix", "target_gpus", {"target_gpus": np.reshape(target_gpus(), (2, -1))}),
+    (
+        "target_cpus_per_gpu one short",
+        "target_cpus_per_gpu",
+        {"target_cpus_per_gpu": [2.0, 4.0, 8.0, 12.0][: NUM_TARGET_CPUS_PER_GPU - 1]},
+    ),
+    ("target_cpus_per_gpu a scalar", "target_cpus_per_gpu", {"target_cpus_per_gpu": 4.0}),
+    ("init_mix_probs of four", "init_mix_probs", {"init_mix_probs": [0.1, 0.1, 0.1, 0.7]}),
+    ("init_mix_probs of two", "init_mix_probs", {"init_mix_probs": [0.5, 0.5]}),
+]
+
+
+@pytest.mark.parametrize(("field", "values"), [w[1:] for w in WRONG_SIZES], ids=[w[0] for w in WRONG_SIZES])
+def test_wrong_sized_fixed_fields_raise_value_error(
+    params: EnvParams, field: str, values: dict[str, Any]
+) -> None:
+    """The fixed-size fields (``NUM_TARGET_GPUS`` target GPU counts, ``NUM_TARGET_CPUS_PER_GPU``
+    CPUs-per-GPU values, one start probability per mixed strategy) refuse another shape with a one-line
+    ValueError naming the field and both shapes, before any stale-table check could fail on it (it
+    used to: a TypeError from a broadcast, or a 4th init_mix_probs bin silently turned into cold
+    starts)."""
+    expected = {
+        "target_gpus": (NUM_TARGET_GPUS,),
+        "target_cpus_per_gpu": (NUM_TARGET_CPUS_PER_GPU,),
+        "init_mix_probs": (len(MIXED_INIT_STRATEGIES),),
+    }[field]
+    bad = with_values(params, **values)
+    with pytest.raises(ValueError, match=re.escape(f"EnvParams.{field} must have shape {expected}")) as info:
+        validate_params(bad)
+    assert "\n" not in str(info.value)
+    assert str(tuple(np.shape(values[field]))) in str(info.value)

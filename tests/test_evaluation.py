@@ -185,9 +185,9 @@ def test_bad_flags_exit_2_with_one_line(
 
 
 def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A tiny evaluation of the shipped policy writes JSON/Markdown/CSV/PNG with every method and the
-    headline (the policy compared with itself gives identical figures); a second run into the
-    same directory is refused and leaves the results untouched."""
+    """A tiny evaluation of the shipped policy writes JSON/Markdown/CSV/PNG with every method, the
+    headline and the gaps to both anchors (the policy compared with itself gives identical
+    figures); a second run into the same directory is refused and leaves the results untouched."""
     out = tmp_path / "eval"
     argv = [
         f"--checkpoint={SHIPPED}",
@@ -204,7 +204,14 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert evaluate.main(argv) == 0
     payload = json.loads((out / "evaluation.json").read_text())
     methods = set(payload["methods"])
-    assert {"policy", "static_request", "static_max", "best_static_oracle", "policy_from_oracle"} <= methods
+    assert {
+        "policy",
+        "static_request",
+        "static_max",
+        "best_static_oracle",
+        "best_reachable_paper",
+        "policy_from_oracle",
+    } <= methods
     for scenario, rows in payload["summaries"].items():  # the same checkpoint compared to itself
         assert rows["policy[again]"] == rows["policy"], scenario
     for scenario in ("deadline-critical", "budget-constrained"):
@@ -217,9 +224,16 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
         payload["headline"]["static_request"]
     )
     assert set(payload["front"]["figures"]) >= {"policy", "best_static_oracle", "static_request"}
+    assert set(payload["oracle_gap"]) == {"time_over_oracle", "cost_over_oracle"}
+    assert set(payload["reachable_gap"]) == {"time_over_anchor", "cost_over_anchor"}
+    for gap in payload["reachable_gap"].values():
+        assert np.isfinite(gap["job_average"]) and gap["job_average"] > 0
+    assert all("best_reachable_paper" in row for row in by_workload.values())
     csv_lines = (out / "evaluation.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 2 * len(methods)
-    assert "## Headline figures" in (out / "evaluation.md").read_text()
+    markdown = (out / "evaluation.md").read_text()
+    assert "## Headline figures" in markdown and "(reachable anchor)" in markdown
+    assert "- policy time / anchor time:" in markdown and "best_reachable_paper" in markdown
     for plot in ("scenarios.png", "front.png"):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     capsys.readouterr()
@@ -237,5 +251,7 @@ def test_suite_payload_renders_without_the_cli() -> None:
     payload, results = run_suite(policy, config)
     markdown = to_markdown(payload)
     assert "## balanced" in markdown and "(given in Python)" in markdown
+    assert payload["reachable_gap"] == {}  # no deadline-critical or budget-constrained jobs
+    assert "- balanced, all six SLAs met: policy" in markdown
     assert set(results["balanced"]) == set(payload["methods"])
     assert to_csv(payload).count("\n") == 1 + len(payload["methods"])

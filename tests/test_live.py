@@ -12,14 +12,14 @@ import pytest
 
 from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.env import JobAllocationEnv, scenario_params
-from slamorl_jax.env.actions import apply_action
-from slamorl_jax.env.observation import observe
-from slamorl_jax.env.params import cluster_bounds
+from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params
+from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.live import LiveJob, live_state, recommend
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 EXAMPLE = {
+    "workload": "imagenet-resnet50",
+    "gpu_type": "T4",
     "gpus": 4,
     "cpus": 32,
     "epochs_done": 10,
@@ -28,7 +28,6 @@ EXAMPLE = {
     "cost_usd": 9.5,
     "last_epoch_time_s": 290,
     "throughput": 850,
-    "reference_throughput": 800,
     "gpu_util": 0.82,
     "cpu_util": 0.4,
     "memory_used_gib": 60,
@@ -41,11 +40,20 @@ EXAMPLE = {
 }
 
 
-def _live_job_from_state(state, index: int) -> LiveJob:
-    """What a running job would report, read off one env state."""
+def _live_job_from_state(state, index: int, history: list, env: JobAllocationEnv) -> LiveJob:
+    """What a running job would report, read off one env state and the epochs it ran."""
     s = jax.tree.map(lambda x: np.asarray(x)[index], state)
     t = s.job.sla_targets
+    elapsed = float(s.elapsed_s)
     return LiveJob(
+        workload=env.catalog.workload_names[int(s.job.workload)],
+        gpu_type=env.catalog.gpu_types[int(s.job.gpu_type)],
+        history=tuple(history),
+        mean_gpu_util=float(s.gpu_busy_s) / elapsed,
+        mean_cpu_util=float(s.cpu_busy_s) / elapsed,
+        peak_memory_gib=float(s.peak_memory_gib),
+        requested_gpus=int(s.job.requested_gpus),
+        requested_cpus=int(s.job.requested_cpus),
         gpus=int(s.gpus),
         cpus=int(s.cpus),
         epochs_done=int(s.epoch),
@@ -54,7 +62,6 @@ def _live_job_from_state(state, index: int) -> LiveJob:
         cost_usd=float(s.cost_usd),
         last_epoch_time_s=float(s.epoch_time_s),
         throughput=float(s.throughput),
-        reference_throughput=float(s.job.throughput_ref),
         gpu_util=float(s.gpu_util),
         cpu_util=float(s.cpu_util),
         memory_used_gib=float(s.memory_used_gib),
@@ -71,19 +78,29 @@ def _live_job_from_state(state, index: int) -> LiveJob:
 
 
 def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> None:
-    """Jobs mid-run in the env, reported as live jobs, give the env's observation and weights."""
+    """Jobs mid-run in the env, reported as live jobs with their history, give the env's observation
+    (the paper's 21 features and the forecast block) and weights."""
     params = scenario_params("mixed", env.catalog)
     n = 24
     obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), n), params)
     step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    histories: list[list] = [[] for _ in range(n)]
+    ended = np.zeros(n, bool)
     for i in range(3):
         actions = jax.random.randint(jax.random.key(10 + i), (n,), 0, env.num_actions)
-        obs, state, *_ = step(jax.random.split(jax.random.key(20 + i), n), state, actions, params)
+        obs, state, _, terminated, truncated, _ = step(
+            jax.random.split(jax.random.key(20 + i), n), state, actions, params
+        )
+        ended |= np.asarray(terminated | truncated)
+        for index in range(n):
+            histories[index].append(
+                (int(state.gpus[index]), int(state.cpus[index]), float(state.epoch_time_s[index]))
+            )
     checked = 0
     for index in range(n):
-        if float(np.asarray(state.memory_util)[index]) <= 0:
+        if ended[index] or float(np.asarray(state.memory_util)[index]) <= 0:
             continue
-        job = _live_job_from_state(state, index)
+        job = _live_job_from_state(state, index, histories[index], env)
         live = live_state(job, params)
         np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
@@ -99,13 +116,13 @@ def test_recommend_is_the_greedy_action_applied() -> None:
     result = recommend(policy, job, params)
     state = live_state(job, params)
     action = int(policy(observe(state, params), state.weights))
-    gpus, cpus = apply_action(action, job.gpus, job.cpus, *cluster_bounds(params))
+    gpus, cpus = action_sets.apply(action, job.gpus, job.cpus, params)
     assert (result.action, result.gpus, result.cpus) == (action, int(gpus), int(cpus))
     assert result.gpu_delta == result.gpus - job.gpus
     assert sum(result.action_probabilities) == pytest.approx(1.0, rel=1e-5)
     assert set(result.weights) == {"time", "cost", "sla"}
     assert result.severities["time"] > 0  # 3000 s + 50 x 290 s overshoots the 15000 s deadline
-    assert len(result.observation) == 21
+    assert list(result.observation) == list(FEATURE_NAMES)
     json.dumps(result.as_dict())
 
 

@@ -12,12 +12,36 @@ import pytest
 
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.env import NUM_ACTIONS, make
+from slamorl_jax.env import NUM_ACTIONS, NUM_FEATURES, make
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
 from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes, with_init_strategy
+from slamorl_jax.live import LiveJob, recommend
 from slamorl_jax.quality_bar import greedy_policy, objective
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
+LEGACY = Path(__file__).resolve().parent / "data" / "legacy-policy-v1"
+# The README's example job (imagenet-resnet50 on 4 T4s; its 10 epochs ran at the current allocation).
+README_JOB = {
+    "workload": "imagenet-resnet50",
+    "gpu_type": "T4",
+    "gpus": 4,
+    "cpus": 32,
+    "epochs_done": 10,
+    "epochs_total": 60,
+    "elapsed_s": 3000,
+    "cost_usd": 9.5,
+    "last_epoch_time_s": 290,
+    "throughput": 850,
+    "gpu_util": 0.82,
+    "cpu_util": 0.4,
+    "memory_used_gib": 60,
+    "memory_alloc_gib": 128,
+    "price_per_hour": 11.7,
+    "deadline_s": 15000,
+    "budget_usd": 60,
+    "min_throughput": 500,
+    "preference": "time",
+}
 
 
 def test_shipped_policy_acts_on_env_observations() -> None:
@@ -29,7 +53,7 @@ def test_shipped_policy_acts_on_env_observations() -> None:
     sampled = np.asarray(policy(obs, state.weights, jax.random.key(1)))
     for actions in (greedy, sampled):
         assert actions.shape == (16,)
-        assert np.all((actions >= 0) & (actions < NUM_ACTIONS))
+        assert np.all((actions >= 0) & (actions < env.num_actions))
     assert policy.values(obs, state.weights).shape == (16, 3)
 
 
@@ -39,7 +63,7 @@ def test_export_keeps_the_policy_and_refuses_a_used_destination(tmp_path: Path) 
     original, copy = ckpt.load_policy(SHIPPED), ckpt.load_policy(exported)
     assert ckpt.params_equal(original.params, copy.params)
     assert copy.config == original.config
-    obs = jax.random.uniform(jax.random.key(2), (8, 21))
+    obs = jax.random.uniform(jax.random.key(2), (8, NUM_FEATURES))
     weights = jnp.full((8, 3), 1.0 / 3.0)
     np.testing.assert_array_equal(np.asarray(original(obs, weights)), np.asarray(copy(obs, weights)))
     with pytest.raises(ckpt.CheckpointError, match="already holds checkpoints"):
@@ -74,3 +98,47 @@ def test_shipped_policies_still_beat_the_request(shipped: Path, eta: float) -> N
         request = summarise_episodes(run_episodes(env, params, keep_allocation, key, 512))
         assert objective(scenario, ours) < objective(scenario, request) - 0.05, scenario
         assert ours["all_slas_met"] > request["all_slas_met"] + 0.05, scenario
+
+
+def test_a_checkpoint_from_before_action_sets_still_loads_and_acts() -> None:
+    """A policy saved by format 1 before action sets and the forecast block (the former shipped
+    default) loads as a ``paper`` policy reading the first 21 features and acts on today's env."""
+    policy = ckpt.load_policy(LEGACY)
+    assert policy.config.actions == "paper"
+    assert policy.network.config.obs_dim == 21 and policy.network.config.num_actions == NUM_ACTIONS
+    env, params = make("mixed")
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), 16), params)
+    assert obs.shape[-1] == NUM_FEATURES > 21
+    actions = np.asarray(policy(obs, state.weights))
+    assert np.all((actions >= 0) & (actions < NUM_ACTIONS))
+    # It reads only the paper's block: the forecast block does not change its decisions.
+    scrambled = obs.at[:, 21:].set(0.5)
+    np.testing.assert_array_equal(actions, np.asarray(policy(scrambled, state.weights)))
+
+
+def _advice(policy: ckpt.LoadedPolicy, **change: object) -> tuple[int, int]:
+    result = recommend(policy, LiveJob.from_dict({**README_JOB, **change}))
+    return result.gpus, result.cpus
+
+
+@pytest.mark.parametrize("preference", ["time", "balanced", "cost"])
+def test_shipped_policy_answers_the_readme_job_sensibly(preference: str) -> None:
+    """Sweep the README's job: a deadline the current allocation cannot meet gets more GPUs; a budget
+    it cannot meet gets fewer resources; a job far below the profile's throughput is not told to keep
+    everything."""
+    policy = ckpt.load_policy(SHIPPED)
+    gpus, cpus = README_JOB["gpus"], README_JOB["cpus"]
+    # 3000 s + 50 epochs x 290 s = 17,500 s at the current allocation.
+    for deadline in (15_000, 10_000, 7_000, 5_000):
+        more_gpus, _ = _advice(policy, deadline_s=deadline, budget_usd=1_000, preference=preference)
+        assert more_gpus > gpus, (preference, deadline)
+    # 9.5 $ + 50 epochs x 290 s x 11.7 $/h = 56.6 $ at the current allocation.
+    for budget in (50, 40, 30, 20):
+        fewer_gpus, fewer_cpus = _advice(policy, deadline_s=100_000, budget_usd=budget, preference=preference)
+        assert fewer_gpus <= gpus and fewer_cpus <= cpus and (fewer_gpus, fewer_cpus) != (gpus, cpus), (
+            preference,
+            budget,
+        )
+    # A tenth of the README job's throughput (its deadline, budget and throughput SLAs all at risk).
+    slow = _advice(policy, throughput=85, last_epoch_time_s=2_900, preference=preference)
+    assert slow != (gpus, cpus), preference

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
+from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, num_actions
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.params import INIT_STRATEGIES
 from slamorl_jax.env.prices import PRICE_PRESETS
@@ -27,7 +28,10 @@ class TrainConfig:
     learning_rate: float = 1e-3
     lr_schedule: str = "linear"
     max_grad_norm: float = 0.5
-    gamma: float = 0.99
+    # Jobs are finite (2-200 decisions) and judged on their undiscounted totals, and the observation
+    # carries progress and epochs left, so values are time-aware: no discount. A discount of 0.99
+    # would shrink a 200-epoch job's end-of-job SLA reward to 0.13 of its worth at the start.
+    gamma: float = 1.0
     gae_lambda: float = 0.95
     clip_eps: float = 0.2
     value_coef: float = 0.5
@@ -35,13 +39,14 @@ class TrainConfig:
     value_clip_eps: float = 0.2
     normalise_advantages: bool = True
     shaping: float = 1.0  # potential-based shaping from the env's projections (0 = off)
-    hidden_sizes: tuple[int, ...] = (64, 64)
+    hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
     initializer: str = "orthogonal"
     adapt_strength: float = 1.5
     scenario: str = "mixed"
     preference: str | None = None  # a preset name, "w_time,w_cost,w_sla", or None = the scenario's
-    init_strategy: str = "requested"
+    init_strategy: str = "mixed"  # request, random allocations and cold starts (env/params.py)
+    actions: str = DEFAULT_ACTION_SET  # "paper" (9 moves) or "targets" (moves + absolute targets)
     prices: str = "aws"
     seed: int = 0
     updates_per_chunk: int = 10
@@ -69,8 +74,10 @@ class TrainConfig:
 
     @property
     def network(self) -> NetworkConfig:
-        """The actor-critic shape."""
-        return NetworkConfig(tuple(self.hidden_sizes), self.activation, self.initializer)
+        """The actor-critic shape (its outputs sized to the action set)."""
+        return NetworkConfig(
+            tuple(self.hidden_sizes), self.activation, self.initializer, num_actions(self.actions)
+        )
 
     def to_json(self) -> str:
         """The resolved configuration as JSON (stored beside every checkpoint)."""
@@ -84,6 +91,9 @@ class TrainConfig:
         if unknown:
             raise ValueError(f"unknown config keys: {', '.join(unknown)}")
         values = dict(data)
+        # Checkpoints written before action sets existed used the paper's 9 moves; they predate
+        # the gamma and init_strategy defaults too, and always stored them.
+        values.setdefault("actions", "paper")
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(int(h) for h in values["hidden_sizes"])
         return cls(**values)
@@ -128,6 +138,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(
         c.init_strategy in INIT_STRATEGIES, f"--init_strategy must be one of {', '.join(INIT_STRATEGIES)}"
     )
+    _require(c.actions in ACTION_SETS, f"--actions must be one of {', '.join(ACTION_SETS)}")
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
     _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
     if c.preference is not None:

@@ -1,7 +1,7 @@
 """Flax actor-critic: the actor sees (observation, adaptive weights); the critic values each objective.
 
-The actor maps the 21 observation features and the current objective weights ``w_t`` to logits over
-the 9 actions; the critic maps the same input to one value per objective (a vector critic), so the
+The actor maps the observation features and the current objective weights ``w_t`` to logits over
+the actions; the critic maps the same input to one value per objective (a vector critic), so the
 learner can scalarise advantages with whatever weights were in force at each step. Actor and critic
 have separate trunks of the same shape.
 """
@@ -48,6 +48,9 @@ class NetworkConfig:
     initializer: str = "orthogonal"
     num_actions: int = 9
     num_objectives: int = 3
+    # Observation features the network reads (the first ones); None = all. Policies trained before
+    # the forecast block read the paper's 21 features and still run on today's observation.
+    obs_dim: int | None = None
 
 
 class MLP(nn.Module):
@@ -78,6 +81,7 @@ class ActorCritic(nn.Module):
     def __call__(self, obs: jax.Array, weights: jax.Array) -> tuple[jax.Array, jax.Array]:
         """Return ``(logits [..., num_actions], values [..., num_objectives])``."""
         c = self.config
+        obs = obs if c.obs_dim is None else obs[..., : c.obs_dim]
         x = jnp.concatenate([obs, weights], axis=-1)
         logits = MLP(c.hidden_sizes, c.num_actions, c.activation, c.initializer, 0.01, name="actor")(x)
         values = MLP(c.hidden_sizes, c.num_objectives, c.activation, c.initializer, 1.0, name="critic")(x)

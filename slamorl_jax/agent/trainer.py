@@ -102,6 +102,13 @@ class Trainer:
         """Actor logits and per-objective values."""
         return self.network.apply(params, obs, weights)
 
+    def _final_observation(self, info: dict, env_params: EnvParams) -> jax.Array:
+        """The pre-reset observations of a step's batch: observed from ``info["final_state"]`` when the
+        env gives it (so they cost nothing unless needed), else ``info["final_observation"]``."""
+        if "final_state" in info and hasattr(self.env, "get_obs"):
+            return jax.vmap(self.env.get_obs, in_axes=(0, None))(info["final_state"], env_params)
+        return info["final_observation"]
+
     def init(self, key: jax.Array, env_params: EnvParams) -> TrainState:
         """Fresh network, optimiser and ``num_envs`` running jobs from ``key``."""
         key, net_key, env_key = jax.random.split(key, 3)
@@ -134,10 +141,13 @@ class Trainer:
             )(env_keys, state.env_state, actions, env_params)
             done = jnp.logical_or(terminated, truncated)
             # Values of truncated episodes' last observations (for their bootstrap), computed only
-            # when some job in the batch was truncated.
+            # when some job in the batch was truncated (observing the pre-reset states only then,
+            # when the env offers them).
             final_values = jax.lax.cond(
                 jnp.any(truncated),
-                lambda: self.apply(state.params, info["final_observation"], info["final_weights"])[1],
+                lambda: self.apply(
+                    state.params, self._final_observation(info, env_params), info["final_weights"]
+                )[1],
                 lambda: jnp.zeros_like(values),
             )
             returns = state.episode_returns + reward
@@ -324,12 +334,12 @@ def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dic
 def make_train(config: TrainConfig, env: JobAllocationEnv | None = None) -> Trainer:
     """A validated :class:`Trainer` for ``config`` (raises ``ValueError`` on a bad config).
 
-    ``env`` defaults to :class:`JobAllocationEnv`; any env with the same functional API, info keys
-    and ``num_actions``/``reward_dim``/``observation_space`` works (the training benchmark runs
-    gymnax CartPole through an adapter).
+    ``env`` defaults to :class:`JobAllocationEnv` with the config's action set; any env with the
+    same functional API, info keys and ``num_actions``/``reward_dim``/``observation_space`` works
+    (the training benchmark runs gymnax CartPole through an adapter).
     """
     validate_config(config)
-    env = env or JobAllocationEnv()
+    env = env or JobAllocationEnv(action_set=config.actions)
     network_config = dataclasses.replace(
         config.network, num_actions=int(env.num_actions), num_objectives=int(env.reward_dim)
     )

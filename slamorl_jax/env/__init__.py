@@ -1,5 +1,6 @@
 """The pure-JAX job-and-cluster environment (see ``job_env.JobAllocationEnv``)."""
 
+from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, action_names, num_actions
 from slamorl_jax.env.actions import ACTION_NAMES, NO_OP_ACTION, NUM_ACTIONS, encode_action
 from slamorl_jax.env.adaptive_weights import adapt
 from slamorl_jax.env.catalog import Catalog, load_catalog
@@ -7,7 +8,13 @@ from slamorl_jax.env.defaults import default_params
 from slamorl_jax.env.derived import with_derived_tables
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures
 from slamorl_jax.env.objectives import OBJECTIVES, PREFERENCES, SLA_NAMES, preference_vector
-from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES, observe
+from slamorl_jax.env.observation import (
+    FEATURE_NAMES,
+    NUM_FEATURES,
+    NUM_PAPER_FEATURES,
+    PAPER_FEATURE_NAMES,
+    observe,
+)
 from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, EnvParams, WorkloadParams
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params, with_preference, with_scenario
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
@@ -15,13 +22,17 @@ from slamorl_jax.env.validation import validate_params
 
 __all__ = [
     "ACTION_NAMES",
+    "ACTION_SETS",
+    "DEFAULT_ACTION_SET",
     "FEATURE_NAMES",
     "INIT_STRATEGIES",
     "MAX_GPUS",
     "NO_OP_ACTION",
     "NUM_ACTIONS",
     "NUM_FEATURES",
+    "NUM_PAPER_FEATURES",
     "OBJECTIVES",
+    "PAPER_FEATURE_NAMES",
     "PREFERENCES",
     "SCENARIOS",
     "SLA_NAMES",
@@ -32,12 +43,14 @@ __all__ = [
     "JobSpec",
     "SlaTargets",
     "WorkloadParams",
+    "action_names",
     "adapt",
     "default_params",
     "encode_action",
     "episode_figures",
     "load_catalog",
     "make",
+    "num_actions",
     "observe",
     "preference_vector",
     "scenario_params",
@@ -48,7 +61,10 @@ __all__ = [
 ]
 
 
-def make(scenario: str = "mixed", catalog: Catalog | None = None) -> tuple[JobAllocationEnv, EnvParams]:
-    """The environment and validated default params for a named scenario (gymnax's ``make``)."""
-    env = JobAllocationEnv(catalog)
+def make(
+    scenario: str = "mixed", catalog: Catalog | None = None, action_set: str = DEFAULT_ACTION_SET
+) -> tuple[JobAllocationEnv, EnvParams]:
+    """The environment (with the named action set) and validated default params for a named
+    scenario (gymnax's ``make``)."""
+    env = JobAllocationEnv(catalog, action_set)
     return env, validate_params(scenario_params(scenario, env.catalog))

@@ -8,8 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.catalog import Catalog, load_catalog
-from slamorl_jax.env.derived import with_derived_tables
+from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, with_derived_tables
 from slamorl_jax.env.params import INIT_STRATEGIES, NUM_SCENARIO_KINDS, EnvParams, WorkloadParams
 
 # Default SLA factor ranges, rows = scenario kind, columns = SLA (objectives.SLA_NAMES):
@@ -30,6 +31,23 @@ DEFAULT_SLA_FACTOR_HIGH = np.array(
     ],
     dtype=np.float32,
 )
+
+
+# Absolute targets of the ``targets`` action set (action_sets.py explains the choice).
+DEFAULT_TARGET_GPUS = tuple(range(1, 17))
+DEFAULT_TARGET_CPUS_PER_GPU = (2.0, 4.0, 8.0, 12.0)
+# Per-job log-space spread of the true compute and sync terms around the workload's profile, sized
+# from the vendored data (``python -m slamorl_jax.calibration.job_spread``, docs/calibration.md).
+DEFAULT_COMPUTE_SPREAD = 0.28
+DEFAULT_SYNC_SPREAD = 0.14
+# Std of a measured epoch's log time around the online model: 3 % epoch noise plus contention
+# (compute x 1.3 for 1/6 of epochs at the default rates: std of the log about 0.1).
+DEFAULT_FORECAST_NOISE = 0.1
+# End-of-job SLA reward (job_env.py explains the sizes): per job-level SLA met, and for all six.
+DEFAULT_SLA_MET_BONUS = 2.0
+DEFAULT_ALL_SLAS_BONUS = 4.0
+# Under ``init_strategy="mixed"``: cold, requested, random starts.
+DEFAULT_INIT_MIX_PROBS = (0.2, 0.5, 0.3)
 
 
 def _f32(x: Any) -> jax.Array:
@@ -99,6 +117,12 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         requested_cpus_per_gpu_values=_f32(c.requested_cpus_per_gpu_values),
         requested_cpus_per_gpu_probs=_f32(c.requested_cpus_per_gpu_probs),
         init_strategy=_i32(INIT_STRATEGIES.index("cold")),
+        init_mix_probs=_f32(DEFAULT_INIT_MIX_PROBS),
+        compute_spread=_f32(DEFAULT_COMPUTE_SPREAD),
+        sync_spread=_f32(DEFAULT_SYNC_SPREAD),
+        forecast_noise=_f32(DEFAULT_FORECAST_NOISE),
+        target_gpus=_i32(DEFAULT_TARGET_GPUS),
+        target_cpus_per_gpu=_f32(DEFAULT_TARGET_CPUS_PER_GPU),
         reallocation_pause_s=_f32(30.0),
         cpu_reallocation_pause_s=_f32(5.0),
         epoch_time_noise=_f32(0.03),
@@ -109,9 +133,15 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         contention_network_slowdown=_f32(2.0),
         adapt_strength=_f32(1.5),
         reward_clip=_f32(10.0),
-        completion_bonus=_f32(1.0),
+        sla_met_bonus=_f32(DEFAULT_SLA_MET_BONUS),
+        all_slas_bonus=_f32(DEFAULT_ALL_SLAS_BONUS),
         max_episode_steps=_i32(200),
         fastest_epoch_s=_f32(np.zeros(c.compute_speed.shape)),
         cheapest_epoch_usd=_f32(np.zeros(c.compute_speed.shape)),
+        fastest_shares=_f32(np.ones((*c.compute_speed.shape, 2))),
+        cheapest_shares=_f32(np.ones((*c.compute_speed.shape, 2))),
+        target_allocation=_i32(np.ones((NUM_TARGETS, 2))),
+        target_profile=_f32(np.zeros((c.compute_speed.size, TARGET_PROFILE_FIELDS * NUM_TARGETS))),
+        job_rows=_f32(np.zeros((0, 0))),  # its shape comes with with_derived_tables
     )
     return with_derived_tables(params)

@@ -24,7 +24,10 @@ REQUESTED_CPUS = 14
 INIT_GPUS = 15
 INIT_CPUS = 16
 CONTENTION_AT_START = 17
-RESET_DRAWS = 18
+COMPUTE_DEVIATION = 18  # the job's hidden deviations from its profile (job_truth.py)
+SYNC_DEVIATION = 19
+INIT_MIX = 20  # which start a ``mixed`` initialisation takes
+RESET_DRAWS = 21
 
 # Step slots.
 EPOCH_NOISE = 0

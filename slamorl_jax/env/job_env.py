@@ -8,38 +8,48 @@ Functional, gymnax-style API (pure functions of arrays; jit, vmap and scan them 
     obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
 
 Episode: one training job of ``job.epochs`` epochs; each ``step`` is one decision: the action changes
-the allocation, then one epoch runs. A GPU change checkpoints and restarts the job
-(``reallocation_pause_s``, 30 s as measured by Pollux); a CPU-only change restarts the data loaders
-(``cpu_reallocation_pause_s``); both pauses are billed.
+the allocation, then one epoch runs. The job runs on its hidden true constants (``job_truth.py``); the
+agent sees its workload's profile and what the job has measured (``online_model.py``). A GPU change
+checkpoints and restarts the job (``reallocation_pause_s``, 30 s as measured by Pollux); a CPU-only
+change restarts the data loaders (``cpu_reallocation_pause_s``); both pauses are billed.
 The episode terminates when the last epoch completes; it is truncated (never by default) after
 ``max_episode_steps`` decisions. ``step`` auto-resets: when the episode ends it returns the first
 observation of a new job, and the last observation of the old one in ``info["final_observation"]``.
 
-Observation: 21 float32 features in [0, 1] (``observation.FEATURE_NAMES``).
-Actions: 9 = GPU {-1, 0, +1} x CPU {-step, 0, +step} (``actions.py``).
+Observation: float32 features in [0, 1]: the paper's 21, then the forecast block
+(``observation.FEATURE_NAMES``, ``forecast.py``).
+Actions: the env's action set (``action_sets.py``): ``paper`` = the 9 moves GPU {-1, 0, +1} x
+CPU {-step, 0, +step}; ``targets`` (default) = those 9 and 64 absolute targets. An action index
+outside the set is clipped to it.
 Reward: a float32 vector over ``objectives.OBJECTIVES``:
 
 * ``time`` = -(epoch time + pause) / T_ref, clipped at ``-reward_clip``;
 * ``cost`` = -(epoch cost) / C_ref, clipped at ``-reward_clip``;
 * ``sla``  = -(mean of the six severities) / epochs, plus at the last epoch
-  ``completion_bonus x (0.5 [deadline met] + 0.5 [budget met])``.
+  ``sla_met_bonus x (number of the six job-level SLAs met) + all_slas_bonus x [all six met]``.
 
-T_ref and C_ref are the job's time and cost at its requested allocation, so a whole episode's time
-and cost rewards are about -T / T_ref and -C / C_ref for any workload. ``reward_space`` bounds each.
+T_ref and C_ref are the job's true time and cost at its requested allocation, so a whole episode's
+time and cost rewards are about -T / T_ref and -C / C_ref for any workload. ``reward_space`` bounds
+each. Why the end-of-job sizes (2 per SLA, 4 more for all six): evaluation ranks a job's outcome
+by the SLAs it meets first (the hindsight oracle picks the allocation that meets the most, then the
+best time and cost), so one SLA must be worth more than what a policy can gain on time or cost. With
+the presets' SLA weight 0.2, one SLA is worth 0.4 of scalarised return, as much as a time-preference
+job (weight 0.6) finishing 0.67 x T_ref sooner, beyond the usual gap between good allocations;
+meeting all six is worth 0.8 more again, because "all SLAs met" is the rate evaluation reports.
 
 ``info`` (fixed structure every step): ``weights`` (adaptive weights for the returned observation),
-``step_weights`` (those in force when the action was taken), ``final_weights`` (those of the
-pre-reset ``final_observation``), ``reallocated`` (whether the action changed the allocation),
-``severities`` and ``sla_met`` of the epoch, ``projected_remaining_time_s`` and
-``projected_remaining_cost_usd`` (the advanced job's remaining epochs at its latest epoch rate; 0 at
-its end), and the episode figures of the job that the step
-advanced (meaningful when it is done):
-``episode_time_s``, ``episode_cost_usd``, ``time_ref_s``, ``cost_ref_usd``, ``deadline_met``,
-``budget_met``, ``job_sla_met`` (6 job-level checks, ``objectives.py``), ``all_slas_met``,
-``sla_compliance`` (fraction of the six met), ``mean_severity``, ``mean_gpu_util`` and
-``mean_cpu_util`` (time-weighted over the job), ``reallocations``, ``epochs``,
-``workload``, ``gpu_type``, ``scenario``, ``preference``, plus ``terminated``, ``truncated`` and
-``final_observation``. No host callbacks and no Python control flow on traced values.
+``step_weights`` (those in force when the action was taken), ``final_weights`` (those of the pre-reset
+``final_observation``), ``reallocated`` (whether the action changed the allocation), ``severities`` and
+``sla_met`` of the epoch, ``projected_remaining_time_s`` and ``projected_remaining_cost_usd`` (the
+advanced job's remaining epochs at its latest epoch rate; 0 at its end), and the episode figures of the
+job that the step advanced (meaningful when it is done): ``episode_time_s``, ``episode_cost_usd``,
+``time_ref_s``, ``cost_ref_usd``, ``deadline_met``, ``budget_met``, ``job_sla_met`` (6 job-level checks,
+``objectives.py``), ``all_slas_met``, ``sla_compliance`` (fraction of the six met), ``mean_severity``,
+``mean_gpu_util`` and ``mean_cpu_util`` (time-weighted over the job), ``reallocations``, ``epochs``,
+``workload``, ``gpu_type``, ``scenario``, ``preference``, plus ``terminated``, ``truncated``,
+``final_observation`` and ``final_state`` (the pre-reset state: ``env.get_obs(final_state, params)`` is
+``final_observation``, for callers that need it only sometimes). No host callbacks and no Python control
+flow on traced values.
 """
 
 from __future__ import annotations
@@ -50,14 +60,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.env import action_sets
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.actions import NUM_ACTIONS, apply_action, clip_allocation
+from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.adaptive_weights import adapt_columns
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, sample_job_row
 from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.observation import NUM_FEATURES, observe
+from slamorl_jax.env.online_model import empty_stats, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.env.sla import sla_severities
@@ -117,7 +129,8 @@ def _unstarted_state(
     contended: jax.Array,
     params: EnvParams,
 ) -> EnvState:
-    """The state of ``job`` before its first epoch at ``(gpus, cpus)``, whose noise-free metrics are ``m``."""
+    """The state of ``job`` before its first epoch at ``(gpus, cpus)``, for which its profile forecasts
+    ``m`` (nothing of the job measured yet)."""
     zero = jnp.zeros((), jnp.float32)
     readings = epoch_readings(
         job, m, m.epoch_time_s, m.throughput, m.gpu_util, m.cpu_util, zero, zero,
@@ -138,18 +151,26 @@ def _unstarted_state(
         peak_memory_gib=zero,
         reallocations=jnp.zeros((), jnp.int32),
         severity_sum=zero,
+        profile_now=m,
+        model_stats=empty_stats(),
     )
 
 
 class JobAllocationEnv:
     """SLA-aware GPU/CPU re-allocation of one ML training job per episode (see module docstring)."""
 
-    num_actions = NUM_ACTIONS
     reward_dim = NUM_OBJECTIVES
     name = "JobAllocation-v0"
 
-    def __init__(self, catalog: Catalog | None = None) -> None:
+    def __init__(
+        self, catalog: Catalog | None = None, action_set: str = action_sets.DEFAULT_ACTION_SET
+    ) -> None:
         self.catalog = catalog or load_catalog()
+        self.action_set = action_sets.check_action_set(action_set)
+        self.num_actions = action_sets.num_actions(action_set)
+
+    def __repr__(self) -> str:
+        return f"JobAllocationEnv(action_set={self.action_set!r})"
 
     @functools.cached_property
     def default_params(self) -> EnvParams:
@@ -158,11 +179,11 @@ class JobAllocationEnv:
 
     # Spaces ---------------------------------------------------------------------------------
     def action_space(self, params: EnvParams | None = None) -> Discrete:
-        """The 9 re-allocation actions."""
-        return Discrete(NUM_ACTIONS)
+        """The re-allocation actions of the env's action set."""
+        return Discrete(self.num_actions)
 
     def observation_space(self, params: EnvParams | None = None) -> Box:
-        """21 features in [0, 1]."""
+        """``NUM_FEATURES`` features in [0, 1]."""
         return Box(np.zeros(NUM_FEATURES, np.float32), np.ones(NUM_FEATURES, np.float32), (NUM_FEATURES,))
 
     def reward_space(self, params: EnvParams | None = None) -> Box:
@@ -170,8 +191,13 @@ class JobAllocationEnv:
         params = params if params is not None else self.default_params
         clip = float(params.reward_clip)
         low = np.array([-clip, -clip, -1.0], dtype=np.float32)
-        high = np.array([0.0, 0.0, float(params.completion_bonus)], dtype=np.float32)
+        top = 6.0 * float(params.sla_met_bonus) + float(params.all_slas_bonus)
+        high = np.array([0.0, 0.0, top], dtype=np.float32)
         return Box(low, high, (NUM_OBJECTIVES,))
+
+    def get_obs(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
+        """The observation of ``state`` (``observation.observe``)."""
+        return observe(state, params if params is not None else self.default_params)
 
     # Reset ----------------------------------------------------------------------------------
     def reset(self, key: jax.Array, params: EnvParams | None = None) -> tuple[jax.Array, EnvState]:
@@ -194,13 +220,13 @@ class JobAllocationEnv:
         """A job that has not run an epoch yet (a ``reset`` state), started at ``(gpus, cpus)`` instead.
 
         The allocation is clipped to the cluster as an action's would be, and the readings are the
-        noise-free expectation for it, as at reset; the job, its contention and its counters are kept.
+        profile's forecast for it, as at reset; the job, its contention and its counters are kept.
         Evaluation uses it to start the same jobs at baseline and oracle allocations.
         """
         gpus, cpus = clip_allocation(
             jnp.asarray(gpus, jnp.int32), jnp.asarray(cpus, jnp.int32), *cluster_bounds(params)
         )
-        m = epoch_metrics(state.job.constants, gpus, cpus, params)
+        m = epoch_metrics(state.job.profile, gpus, cpus, params)
         return _unstarted_state(state.job, gpus, cpus, m, state.contended, params)
 
     # Step -----------------------------------------------------------------------------------
@@ -228,16 +254,19 @@ class JobAllocationEnv:
         next_state, reward, terminated, info = self.transition(u_step, state, action, params)
         truncated = jnp.logical_and(next_state.steps >= params.max_episode_steps, jnp.logical_not(terminated))
         done = jnp.logical_or(terminated, truncated)
-        final_obs = observe(next_state, params)
         reset_state = self.reset_from_draws(u_reset, params)
         state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
-        obs = jnp.where(done, observe(reset_state, params), final_obs)
+        # Two separate calls, so a caller that never reads final_observation (it may read
+        # final_state and observe it only when needed, as the trainer does) does not pay for it.
+        obs = observe(state_out, params)
+        final_obs = observe(next_state, params)
         info.update(
             weights=state_out.weights,
             final_weights=next_state.weights,
             terminated=terminated,
             truncated=truncated,
             final_observation=final_obs,
+            final_state=next_state,
         )
         return obs, state_out, reward, terminated, truncated, info
 
@@ -247,7 +276,8 @@ class JobAllocationEnv:
         """Apply ``action`` and run one epoch (no reset): next state, reward, terminated, info."""
         u = d.as_tuple(u)
         job = state.job
-        gpus, cpus = apply_action(action, state.gpus, state.cpus, *cluster_bounds(params))
+        action = action_sets.clip_action(action, self.action_set)
+        gpus, cpus = action_sets.apply(action, state.gpus, state.cpus, params)
         gpus_changed = gpus != state.gpus
         changed = jnp.logical_or(gpus_changed, cpus != state.cpus)
         contended = jnp.where(
@@ -256,6 +286,7 @@ class JobAllocationEnv:
             u[d.CONTENTION_SWITCH] < params.contention_start_prob,
         )
         m = epoch_metrics(job.constants, gpus, cpus, params, contended)
+        profile_now = epoch_metrics(job.profile, gpus, cpus, params)
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
         epoch_time = m.epoch_time_s * noise
         pause = jnp.where(
@@ -295,13 +326,20 @@ class JobAllocationEnv:
             peak_memory_gib=jnp.maximum(state.peak_memory_gib, m.memory_used_gib),
             reallocations=state.reallocations + changed.astype(jnp.int32),
             severity_sum=state.severity_sum + jnp.mean(severities),
+            profile_now=profile_now,
+            model_stats=record_epoch(
+                state.model_stats,
+                epoch_time,
+                profile_now.epoch_time_s,
+                profile_now.compute_share,
+                profile_now.sync_share,
+            ),
         )
         figures = episode_figures(next_state)
         epochs_f = job.epochs.astype(jnp.float32)
-        completion = params.completion_bonus * (
-            0.5 * figures["deadline_met"].astype(jnp.float32)
-            + 0.5 * figures["budget_met"].astype(jnp.float32)
-        )
+        completion = params.sla_met_bonus * jnp.sum(
+            figures["job_sla_met"].astype(jnp.float32)
+        ) + params.all_slas_bonus * figures["all_slas_met"].astype(jnp.float32)
         reward = jnp.stack(
             [
                 -jnp.minimum(interval / job.time_ref_s, params.reward_clip),

@@ -11,9 +11,10 @@ import jax.numpy as jnp
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation, cpu_cap, floor_div
 from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
-from slamorl_jax.env.lookup import gather_row, take_small
-from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, max_gpus
-from slamorl_jax.env.scenarios import kind_preferences
+from slamorl_jax.env.job_truth import deviation_draws, true_constants, true_time_ratio
+from slamorl_jax.env.lookup import take_small, unpack_row
+from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, EnvParams, max_gpus
+from slamorl_jax.env.scenario_kinds import kind_preferences
 from slamorl_jax.env.state import JobSpec, SlaTargets
 
 _KIND_PREFERENCES = kind_preferences()
@@ -36,10 +37,11 @@ def job_table(params: EnvParams) -> dict:
     """Everything about a job that depends only on its discrete draws, for every combination.
 
     Shape (W, T, B, R): workload x GPU type x requested GPU bin x requested CPUs-per-GPU value.
-    Holds the job's constants, its request and the request's noise-free epoch metrics, and those of
-    the initial allocation of ``params.init_strategy`` (except ``random``, evaluated per job by
-    :func:`initial_metrics`). It depends on ``params`` alone,
-    so a batch of jobs sharing params computes it once; each reset then reads one row.
+    Holds the workload profile's constants, the request and the profile's epoch metrics for it and
+    for the cold and max starts (``random`` and ``mixed`` starts are evaluated per job by
+    :func:`initial_metrics`), and the profile's fastest and cheapest static epochs. It depends on
+    ``params`` alone and is cached in them, packed, as ``EnvParams.job_rows``
+    (``derived.with_derived_tables``); each reset reads one row.
     """
     consts = job_constants_table(params)  # (W, T)
     num_workloads, num_types = consts.compute_s.shape
@@ -57,24 +59,19 @@ def job_table(params: EnvParams) -> dict:
     def full(x: jax.Array) -> jax.Array:
         return jnp.broadcast_to(x, shape)
 
-    requested = jax.tree.map(full, epoch_metrics(expand, req_gpus, req_cpus, params))
-    strategy = params.init_strategy
-
     return {
         "constants": jax.tree.map(full, expand),
         "requested_gpus": req_gpus,
         "requested_cpus": req_cpus,
-        "requested": requested,
-        "initial": jax.tree.map(
-            lambda cold, req, big: jnp.select([strategy == 0, strategy == 1], [cold, req], big),
-            jax.tree.map(full, epoch_metrics(expand, 1, params.cpu_step, params)),
-            requested,
-            jax.tree.map(full, epoch_metrics(expand, g_max, cap, params)),
-        ),
+        "requested": jax.tree.map(full, epoch_metrics(expand, req_gpus, req_cpus, params)),
+        "initial_cold": jax.tree.map(full, epoch_metrics(expand, 1, params.cpu_step, params)),
+        "initial_max": jax.tree.map(full, epoch_metrics(expand, g_max, cap, params)),
         "epochs_min": full(params.workloads.epochs_min[:, None, None, None]),
         "epochs_max": full(params.workloads.epochs_max[:, None, None, None]),
         "fastest_epoch": full(params.fastest_epoch_s[:, :, None, None]),
         "cheapest_epoch": full(params.cheapest_epoch_usd[:, :, None, None]),
+        "fastest_shares": jnp.broadcast_to(params.fastest_shares[:, :, None, None, :], (*shape, 2)),
+        "cheapest_shares": jnp.broadcast_to(params.cheapest_shares[:, :, None, None, :], (*shape, 2)),
     }
 
 
@@ -102,42 +99,62 @@ def sample_job_row(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> t
     gpu_cdf = jnp.cumsum(gpu_probs / jnp.sum(gpu_probs, axis=1, keepdims=True), axis=1)
     gpu_bin = d.categorical_from_cdf(u[d.REQUESTED_GPUS], gpu_cdf[workload])
     cpu_bin = d.categorical(u[d.REQUESTED_CPUS], params.requested_cpus_per_gpu_probs)
-    table = job_table(params)
-    _, num_types, num_bins, num_ratios = table["requested_gpus"].shape
-    row = gather_row(table, ((workload * num_types + gpu_type) * num_bins + gpu_bin) * num_ratios + cpu_bin)
+    template = jax.eval_shape(job_table, params)
+    _, num_types, num_bins, num_ratios = template["requested_gpus"].shape
+    index = ((workload * num_types + gpu_type) * num_bins + gpu_bin) * num_ratios + cpu_bin
+    row = unpack_row(params.job_rows[index], template)
 
-    constants = row["constants"]
-    ref = row["requested"]
+    profile = row["constants"]
+    deviation = deviation_draws(u[d.COMPUTE_DEVIATION], u[d.SYNC_DEVIATION], params)
+    truth = true_constants(profile, deviation)
+    expected = row["requested"]  # the profile's forecast of the request: what the user plans with
+    # True / profile epoch time at the request (the reward scale and evaluation reference) and at the
+    # profile's fastest and cheapest allocations (so the tight SLAs stay feasible for the true job).
+    ratio_request, ratio_fastest, ratio_cheapest = (
+        true_time_ratio(compute, sync, profile.gamma, deviation)
+        for compute, sync in (
+            (expected.compute_share, expected.sync_share),
+            (row["fastest_shares"][0], row["fastest_shares"][1]),
+            (row["cheapest_shares"][0], row["cheapest_shares"][1]),
+        )
+    )
     epochs = d.uniform_int(u[d.EPOCHS], row["epochs_min"], row["epochs_max"])
     epochs_f = epochs.astype(jnp.float32)
-    time_ref = epochs_f * ref.epoch_time_s
-    cost_ref = time_ref * ref.price_per_hour / 3600.0
+    expected_time = epochs_f * expected.epoch_time_s
+    expected_cost = expected_time * expected.price_per_hour / 3600.0
+    true_fastest_epoch = row["fastest_epoch"] * ratio_fastest
     low = take_small(params.sla_factor_low, kind)
     high = take_small(params.sla_factor_high, kind)
     f = [lo + (hi - lo) * u[i] for lo, hi, i in zip(low, high, d.SLA_FACTORS, strict=True)]
     margin = params.feasibility_margin
-    fastest_throughput = constants.samples_per_epoch / row["fastest_epoch"]
     targets = SlaTargets(
-        deadline_s=jnp.maximum(f[0] * time_ref, margin * epochs_f * row["fastest_epoch"]),
-        budget_usd=jnp.maximum(f[1] * cost_ref, margin * epochs_f * row["cheapest_epoch"]),
-        min_throughput=jnp.minimum(f[2] * ref.throughput, fastest_throughput / margin),
-        max_memory_gib=f[3] * ref.memory_used_gib,
+        deadline_s=jnp.maximum(f[0] * expected_time, margin * epochs_f * true_fastest_epoch),
+        budget_usd=jnp.maximum(
+            f[1] * expected_cost, margin * epochs_f * row["cheapest_epoch"] * ratio_cheapest
+        ),
+        min_throughput=jnp.minimum(
+            f[2] * expected.throughput, profile.samples_per_epoch / true_fastest_epoch / margin
+        ),
+        max_memory_gib=f[3] * expected.memory_used_gib,
         min_gpu_util=f[4],
         min_cpu_util=f[5],
     )
+    time_ref = expected_time * ratio_request
     job = JobSpec(
         workload=workload,
         gpu_type=gpu_type,
         scenario=kind,
         epochs=epochs,
-        constants=constants,
+        constants=truth,
+        profile=profile,
+        deviation=deviation,
         requested_gpus=row["requested_gpus"],
         requested_cpus=row["requested_cpus"],
         preference=sample_preference(u, kind, params),
         sla_targets=targets,
         time_ref_s=time_ref,
-        cost_ref_usd=cost_ref,
-        throughput_ref=ref.throughput,
+        cost_ref_usd=time_ref * expected.price_per_hour / 3600.0,
+        throughput_ref=expected.throughput,
     )
     return job, row
 
@@ -153,7 +170,8 @@ def initial_allocation(
     """Allocation at the first epoch by ``params.init_strategy`` (``params.INIT_STRATEGIES``).
 
     ``cold`` = the minimum (1 GPU, ``cpu_step`` CPUs), the cold start; ``requested`` = the user's
-    request; ``random`` = uniform over GPUs and CPU steps; ``max`` = the largest allocation.
+    request; ``random`` = uniform over GPUs and CPU steps; ``max`` = the largest allocation;
+    ``mixed`` = one of cold, requested and random drawn with ``params.init_mix_probs``.
     """
     u = d.as_tuple(u)
     g_max = max_gpus(params)
@@ -164,8 +182,12 @@ def initial_allocation(
         u[d.INIT_CPUS], one, floor_div(random_levels, params.cpu_step)
     )
     big = jnp.int32(1 << 20)
-    strategy = params.init_strategy
-    assert len(INIT_STRATEGIES) == 4
+    mixed = take_small(
+        jnp.asarray([INIT_STRATEGIES.index(name) for name in MIXED_INIT_STRATEGIES], jnp.int32),
+        d.categorical(u[d.INIT_MIX], params.init_mix_probs),
+    )
+    strategy = jnp.where(params.init_strategy == INIT_STRATEGIES.index("mixed"), mixed, params.init_strategy)
+    assert INIT_STRATEGIES[:4] == ("cold", "requested", "random", "max")
     gpus = jnp.select(
         [strategy == 0, strategy == 1, strategy == 2], [one, job.requested_gpus, random_gpus], g_max
     )
@@ -180,10 +202,18 @@ def initial_allocation(
 def initial_metrics(
     job: JobSpec, row: dict, gpus: jax.Array, cpus: jax.Array, params: EnvParams
 ) -> EpochMetrics:
-    """Noise-free metrics of the first allocation: read from the job's table row, except for the
-    ``random`` strategy, which evaluates the model (a branch on the shared params, so only then)."""
-    return jax.lax.cond(
+    """The profile's metrics for the first allocation: read from the job's table row, except for the
+    ``random`` and ``mixed`` strategies, which evaluate the model (a branch on the shared params, so
+    only then)."""
+    per_job = jnp.logical_or(
         params.init_strategy == INIT_STRATEGIES.index("random"),
-        lambda: epoch_metrics(job.constants, gpus, cpus, params),
-        lambda: row["initial"],
+        params.init_strategy == INIT_STRATEGIES.index("mixed"),
     )
+    strategy = params.init_strategy
+    from_table = jax.tree.map(
+        lambda cold, requested, big: jnp.select([strategy == 0, strategy == 1], [cold, requested], big),
+        row["initial_cold"],
+        row["requested"],
+        row["initial_max"],
+    )
+    return jax.lax.cond(per_job, lambda: epoch_metrics(job.profile, gpus, cpus, params), lambda: from_table)

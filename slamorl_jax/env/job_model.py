@@ -14,6 +14,9 @@ broadcast, so the same code evaluates one job, a batch of jobs, or a whole latti
 * Memory: allocated = GPUs x host memory per GPU + vCPUs x memory per vCPU (billed); used = the GPU
   processes' host memory + busy data-loading workers' memory.
 * Price per hour = GPUs x $/GPU-h + vCPUs x $/vCPU-h + allocated GiB x $/GiB-h.
+* Compute share = ``(T_comp / T_step) ** gamma``: how much of a change in compute time reaches the
+  step time (``d log T_step / d log T_comp``); sync share = ``(T_sync / T_step) ** gamma``, the rest
+  (they sum to 1). The hidden truth and the online model use them.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ class EpochMetrics:
     memory_used_gib: jax.Array
     memory_alloc_gib: jax.Array
     price_per_hour: jax.Array
+    compute_share: jax.Array  # d log(epoch time) / d log(compute time)
+    sync_share: jax.Array  # d log(epoch time) / d log(sync time) = 1 - compute_share
 
 
 def job_constants_table(params: EnvParams) -> JobConstants:
@@ -114,6 +119,9 @@ def epoch_metrics(
         two_node_factor=job.sync_two_node_factor,
     )
     t_step = tp.step_time(t_comp, t_sync, job.gamma)
+    compute_share = tp.positive_power(t_comp / t_step, job.gamma)
+    # Computed on its own, not as 1 - compute_share, which float32 rounds away when sync is small.
+    sync_share = tp.positive_power(t_sync / t_step, job.gamma)
     cpu_scale = (
         tp.cpu_supply_fraction(cpus_f / replicas, job.cpu_c_sat, job.cpu_p) / job.cpu_supply_at_calibration
     )
@@ -138,4 +146,6 @@ def epoch_metrics(
         memory_used_gib=memory_used,
         memory_alloc_gib=memory_alloc,
         price_per_hour=price,
+        compute_share=compute_share,
+        sync_share=sync_share,
     )

@@ -1,4 +1,4 @@
-"""The 21 observation features, every one in [0, 1].
+"""The observation: the paper's 21 features, then the forecast block (``forecast.py``); all in [0, 1].
 
 ====  =====================  ===========================================================
 idx   name                   definition
@@ -18,8 +18,12 @@ idx   name                   definition
 15-20 *_severity             severity of each SLA in the same order (0 when met, capped at 1)
 ====  =====================  ===========================================================
 
-At reset the "last epoch" readings are the noise-free expectation for the initial allocation (what
-a short probe would show), so the first decision is an informed one.
+At reset the "last epoch" readings are the workload profile's forecast for the initial allocation
+(nothing of this job has been measured yet). The reference throughput is the profile's forecast
+at the user's request. Then come ``forecast.NUM_FORECAST_FEATURES`` features: the projected time,
+cost and other SLAs of every absolute target and of keeping the allocation, from the profile
+corrected by the job's measured epochs, and five job features (``forecast.py``). No feature reads
+the job's hidden true constants (``job_truth.py``).
 """
 
 from __future__ import annotations
@@ -27,11 +31,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from slamorl_jax.env.forecast import FORECAST_FEATURE_NAMES, forecast_features
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.params import EnvParams, max_gpus
 from slamorl_jax.env.state import EnvState
 
-FEATURE_NAMES = (
+PAPER_FEATURE_NAMES = (
     "gpu_alloc",
     "cpu_alloc",
     "gpu_util",
@@ -44,12 +49,19 @@ FEATURE_NAMES = (
     *(f"{name}_met" for name in SLA_NAMES),
     *(f"{name}_severity" for name in SLA_NAMES),
 )
+NUM_PAPER_FEATURES = len(PAPER_FEATURE_NAMES)
+assert NUM_PAPER_FEATURES == 21
+FEATURE_NAMES = (*PAPER_FEATURE_NAMES, *FORECAST_FEATURE_NAMES)
 NUM_FEATURES = len(FEATURE_NAMES)
-assert NUM_FEATURES == 21
 
 
 def observe(state: EnvState, params: EnvParams) -> jax.Array:
-    """The 21-feature float32 observation of ``state``."""
+    """The float32 observation of ``state``: :func:`paper_features` then the forecast block."""
+    return jnp.concatenate([paper_features(state, params), forecast_features(state, params)])
+
+
+def paper_features(state: EnvState, params: EnvParams) -> jax.Array:
+    """The paper's 21 features of ``state`` (the first block of the observation)."""
     job = state.job
     cpu_limit = (params.max_nodes * params.cpus_per_node).astype(jnp.float32)
     relative_throughput = state.throughput / jnp.maximum(job.throughput_ref, 1e-9)

@@ -21,7 +21,9 @@ from flax import struct
 # Static bound of the allocation lattice (GPUs per job); validated against the cluster size.
 MAX_GPUS = 32
 NUM_SCENARIO_KINDS = 3  # deadline-critical, budget-constrained, balanced (see scenarios.py)
-INIT_STRATEGIES = ("cold", "requested", "random", "max")
+INIT_STRATEGIES = ("cold", "requested", "random", "max", "mixed")
+# The strategies a ``mixed`` start draws from, in the order of ``EnvParams.init_mix_probs``.
+MIXED_INIT_STRATEGIES = ("cold", "requested", "random")
 T = TypeVar("T")
 
 
@@ -85,6 +87,16 @@ class EnvParams:
     requested_cpus_per_gpu_values: jax.Array  # (R,)
     requested_cpus_per_gpu_probs: jax.Array  # (R,)
     init_strategy: jax.Array  # int32 index into INIT_STRATEGIES
+    init_mix_probs: jax.Array  # (3,) chance of each of MIXED_INIT_STRATEGIES under ``mixed``
+    # Hidden truth (job_truth.py): log-space spread of a job's true compute and sync terms around its
+    # workload's calibrated profile; the agent sees only the profile and its own measurements.
+    compute_spread: jax.Array
+    sync_spread: jax.Array
+    # Online model (online_model.py): std of a measured epoch's log time around the model.
+    forecast_noise: jax.Array
+    # Absolute targets of the ``targets`` action set (action_sets.py).
+    target_gpus: jax.Array  # (16,) int32 GPU counts
+    target_cpus_per_gpu: jax.Array  # (4,) CPUs per GPU
     # Dynamics.
     reallocation_pause_s: jax.Array  # checkpoint-restart pause when the GPU count changes (billed)
     cpu_reallocation_pause_s: jax.Array  # data-loader restart when only the CPUs change (billed)
@@ -97,13 +109,19 @@ class EnvParams:
     # Objectives.
     adapt_strength: jax.Array  # eta of adaptive_weights.adapt; 0 = static weights
     reward_clip: jax.Array  # |time| and |cost| reward of one step are clipped to this
-    completion_bonus: jax.Array  # SLA reward at the last epoch: half for deadline, half for budget
+    sla_met_bonus: jax.Array  # SLA reward at the last epoch per job-level SLA met (of six)
+    all_slas_bonus: jax.Array  # extra SLA reward at the last epoch when all six are met
     max_episode_steps: jax.Array  # truncation limit (int32)
     # Derived tables: functions of the fields above, cached so a vectorised step need not search the
     # allocation lattice. ``derived.with_derived_tables`` recomputes them; ``validate_params``
     # refuses params whose tables are stale.
-    fastest_epoch_s: jax.Array  # (W, T) shortest epoch over static allocations
+    fastest_epoch_s: jax.Array  # (W, T) shortest epoch over static allocations (the profile's)
     cheapest_epoch_usd: jax.Array  # (W, T) lowest epoch cost over static allocations
+    fastest_shares: jax.Array  # (W, T, 2) compute and sync shares of the profile's fastest allocation
+    cheapest_shares: jax.Array  # (W, T, 2) the same for the profile's cheapest allocation
+    target_allocation: jax.Array  # (K, 2) int32 (GPUs, CPUs) of every target (action_sets.py)
+    target_profile: jax.Array  # (W * T, 6 * K) the profile's metrics at every target (forecast.py)
+    job_rows: jax.Array  # (W * T * B * R, F) job_generator.job_table, packed (lookup.pack_table)
 
 
 def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:

@@ -8,10 +8,32 @@ of ``reset_from_draws`` / ``step_from_draws``, so the tests use it as an indepen
 env, and ``benchmarks/env_throughput.py`` times it, drawing its uniforms with NumPy
 (:class:`NumpyUniforms`), as the single-job loop the vectorised env is measured against.
 
+What it re-writes from the formulas (nothing of it imported): the job model (epoch time, throughput,
+utilisation, memory, price, and the compute and sync shares, each computed directly), each job's
+hidden truth (its two log deviations from its workload's profile and the true constants they give),
+the job generator (request, SLA targets planned on the profile's forecast, feasibility floors from
+the truth, references), the initial allocation of every init strategy (``mixed`` included), both
+action sets (the absolute targets are computed here from ``target_gpus`` x ``target_cpus_per_gpu``),
+the online model (its five sums and Bayesian posterior mean, each term clipped to the range the truth
+is drawn from), the whole observation (the paper's 21 features and the forecast block, whose
+per-target profile metrics are evaluated here), the adaptive weights, the reward and every ``info``
+entry.
+
+What it reads from ``EnvParams`` besides the plain fields: four derived tables, the profile's
+fastest and cheapest static epoch per (workload, GPU type) and the (compute, sync) shares of the
+allocations that achieve them (``fastest_epoch_s``, ``cheapest_epoch_usd``, ``fastest_shares``,
+``cheapest_shares``): they are lattice searches whose argmin it does not repeat. It reads no
+other derived table (not ``target_allocation``, ``target_profile``, nor the job generator's packed
+rows). From the JAX modules it imports only constants and names (slot layout, move deltas, action-set
+sizes, strategy and derived-table names, clip bounds, feature counts and scales, preset preferences).
+
 Arithmetic is float64, except where a discrete outcome hangs on float32 rounding (integer draws, the
-rounding of the CPU request, thresholds compared with uniforms): there values are rounded to float32
-as the JAX env rounds them. Continuous results agree to float32 precision (about 1e-6 relative), so a
-met-flag can only differ where its value sits on its limit within that precision.
+rounding of CPU requests and targets, thresholds compared with uniforms): there values are rounded to
+float32 as the JAX env rounds them. Continuous results agree to float32 precision (about 1e-6
+relative; the online model's posterior, a 2x2 solve on sums the JAX env accumulates in float32, to
+about 1e-5 at the default spreads and 1e-4 with wide ones), so a met-flag or a forecast SLA check
+can only differ where its value sits on its limit within that precision; the ``*_slack`` entries of
+``info`` say where.
 """
 
 from __future__ import annotations
@@ -24,13 +46,38 @@ from typing import Any
 import numpy as np
 
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.actions import CPU_STEP_DELTAS, GPU_DELTAS, NUM_ACTIONS
-from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_TARGET_CPUS_PER_GPU, NUM_TARGETS
+from slamorl_jax.env.actions import CPU_STEP_DELTAS, GPU_DELTAS
+from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
+from slamorl_jax.env.derived import DERIVED_FIELDS
+from slamorl_jax.env.forecast import EPOCHS_LEFT_SCALE, RATIO_CAP
+from slamorl_jax.env.job_truth import MAX_DEVIATION_SD
+from slamorl_jax.env.observation import NUM_PAPER_FEATURES
+from slamorl_jax.env.online_model import MIN_SPREAD
+from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, EnvParams
 from slamorl_jax.env.scenarios import kind_preferences
 
 Info = dict[str, Any]
 _LOGISTIC_SCALE = float(np.float32(math.sqrt(3.0) / math.pi))
 _DELTAS = tuple(zip(GPU_DELTAS.tolist(), CPU_STEP_DELTAS.tolist(), strict=True))  # (GPUs, CPU steps)
+# The derived tables read (module docstring); the others are left out of ``HostParams.values``.
+READ_DERIVED = ("fastest_epoch_s", "cheapest_epoch_usd", "fastest_shares", "cheapest_shares")
+UNREAD_DERIVED = tuple(name for name in DERIVED_FIELDS if name not in READ_DERIVED)
+INF = float("inf")
+# ``EnvState`` fields that are plain attributes of a ``PythonJob`` (``state_dict``).
+_STATE_FIELDS = (
+    "steps", "epoch", "gpus", "cpus", "contended", "elapsed_s", "cost_usd", "epoch_time_s", "throughput",
+    "gpu_util", "cpu_util", "memory_util", "memory_used_gib", "price_per_hour", "severities", "weights",
+    "projected_remaining_time_s", "projected_remaining_cost_usd", "gpu_busy_s", "cpu_busy_s",
+    "peak_memory_gib", "reallocations", "severity_sum",
+)  # fmt: skip
+
+
+def action_count(action_set: str) -> int:
+    """Actions of the named set: the 9 moves, plus the absolute targets for ``targets``."""
+    if action_set not in ACTION_SETS:
+        raise ValueError(f"unknown action set {action_set!r}; choose one of: {', '.join(ACTION_SETS)}")
+    return NUM_MOVES + (NUM_TARGETS if action_set == "targets" else 0)
 
 
 def _f32(x: float) -> float:
@@ -64,9 +111,29 @@ def _uniform_int(u: float, low: int, high: int) -> int:
     return min(low + math.floor(_f32(u * (high - low + 1))), high)
 
 
+def _logistic(u: float) -> float:
+    """The unit-variance logistic deviate of a uniform (the env's stand-in for a normal)."""
+    u = min(max(u, 1e-5), 1.0 - 1e-5)
+    return math.log(u / (1.0 - u)) * _LOGISTIC_SCALE
+
+
 def _cpu_supply(cpus_per_gpu: float, c_sat: float, p: float) -> float:
     """Synergy's fraction of the GPU-bound rate that the data-loading CPUs sustain."""
     return math.exp(-math.log1p((c_sat / max(cpus_per_gpu, 1e-6)) ** p) / p)
+
+
+def _clip(v: dict[str, Any], gpus: int, cpus: int) -> tuple[int, int]:
+    """Allocation clipped to the cluster of ``v``, CPUs snapped down to the ``cpu_step`` lattice."""
+    step = v["cpu_step"]
+    gpus = min(max(gpus, 1), v["max_gpus"])
+    cap = -(-gpus // v["gpus_per_node"]) * v["cpus_per_node"] // step * step
+    return gpus, min(max(cpus // step * step, step), cap)
+
+
+def _on_cpu_lattice(v: dict[str, Any], gpus: int, cpus_per_gpu: float) -> int:
+    """``round(gpus x cpus_per_gpu / cpu_step) x cpu_step`` with the JAX env's float32 rounding."""
+    step = v["cpu_step"]
+    return round(_f32(_f32(cpus_per_gpu * gpus) / step)) * step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,21 +153,33 @@ class JobOnCluster:
     supply_at_calibration: float
     gpu_price: float
 
+    def deviated(self, compute: float, sync: float) -> JobOnCluster:
+        """These constants with compute time x ``exp(compute)`` and every sync term x ``exp(sync)``."""
+        c, s = math.exp(compute), math.exp(sync)
+        return dataclasses.replace(
+            self,
+            compute_s=self.compute_s * c,
+            sync_local=(self.sync_local[0] * s, self.sync_local[1] * s),
+            sync_node=(self.sync_node[0] * s, self.sync_node[1] * s),
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class HostParams:
     """Concrete ``EnvParams`` as Python numbers, with the tables the job generator reads precomputed."""
 
-    values: dict[str, Any]  # every scalar field of EnvParams as a Python number
-    jobs: tuple[tuple[JobOnCluster, ...], ...]  # [workload][gpu type]
+    values: dict[str, Any]  # every field of EnvParams as Python numbers (derived: READ_DERIVED only)
+    jobs: tuple[tuple[JobOnCluster, ...], ...]  # workload profiles [workload][gpu type]
     workload_cdf: tuple[float, ...]
     gpu_type_cdf: tuple[float, ...]
     scenario_cdf: tuple[float, ...]
     requested_gpu_cdf: tuple[tuple[float, ...], ...]  # per workload
     cpus_per_gpu_cdf: tuple[float, ...]
+    init_mix_cdf: tuple[float, ...]
     kind_preferences: tuple[tuple[float, ...], ...]
     fixed_preference: tuple[float, ...]  # normalised in float32
     contention_stationary: float  # float32, as the JAX reset compares it
+    targets: tuple[tuple[int, int], ...]  # clipped (GPUs, CPUs) of every absolute target, GPU-major
 
     @classmethod
     def from_env_params(cls, params: EnvParams) -> HostParams:
@@ -108,7 +187,7 @@ class HostParams:
         v = {
             f.name: _host(getattr(params, f.name))
             for f in dataclasses.fields(params)
-            if f.name != "workloads"
+            if f.name != "workloads" and f.name not in UNREAD_DERIVED
         }
         w = {f.name: _host(getattr(params.workloads, f.name)) for f in dataclasses.fields(params.workloads)}
         v["max_gpus"] = min(v["max_gpus_per_job"], v["gpus_per_node"] * v["max_nodes"])
@@ -144,6 +223,11 @@ class HostParams:
             )
             for i in range(len(w["samples_per_epoch"]))
         )
+        assert len(v["target_cpus_per_gpu"]) == NUM_TARGET_CPUS_PER_GPU
+        targets = tuple(
+            _clip(v, g, _on_cpu_lattice(v, g, x)) for g in v["target_gpus"] for x in v["target_cpus_per_gpu"]
+        )
+        assert len(targets) == NUM_TARGETS
         fixed = np.asarray(params.fixed_preference, dtype=np.float32)
         start = np.float32(v["contention_start_prob"])
         end = np.float32(v["contention_end_prob"])
@@ -155,10 +239,19 @@ class HostParams:
             scenario_cdf=_cdf_thresholds(params.scenario_probs),
             requested_gpu_cdf=tuple(_cdf_thresholds(row) for row in w["requested_gpu_probs"]),
             cpus_per_gpu_cdf=_cdf_thresholds(params.requested_cpus_per_gpu_probs),
+            init_mix_cdf=_cdf_thresholds(params.init_mix_probs),
             kind_preferences=tuple(tuple(row) for row in kind_preferences().tolist()),
             fixed_preference=tuple((fixed / np.sum(fixed, dtype=np.float32)).tolist()),
             contention_stationary=float(start / max(start + end, np.float32(1e-9))),
+            targets=targets,
         )
+
+
+# (epoch time, throughput, GPU util, CPU util, memory used, memory allocated, $/h, compute share,
+# sync share): ``EpochMetrics``' fields in order.
+Metrics = tuple[float, float, float, float, float, float, float, float, float]
+METRIC_NAMES = ("epoch_time_s", "throughput", "gpu_util", "cpu_util", "memory_used_gib",
+                "memory_alloc_gib", "price_per_hour", "compute_share", "sync_share")  # fmt: skip
 
 
 @dataclasses.dataclass
@@ -169,7 +262,9 @@ class Job:
     gpu_type: int
     scenario: int
     epochs: int
-    constants: JobOnCluster
+    constants: JobOnCluster  # the job's TRUE constants (the dynamics run on them)
+    profile: JobOnCluster  # its workload's profile on its GPU type (all the agent sees)
+    deviation: tuple[float, float]  # hidden log deviations (compute, sync)
     requested: tuple[int, int]
     preference: tuple[float, float, float]
     targets: tuple[float, ...]  # deadline, budget, min throughput, max memory, min GPU util, min CPU util
@@ -204,32 +299,46 @@ def _unit(x: float) -> float:
     return 0.0 if x <= 0.0 else (1.0 if x >= 1.0 else x)
 
 
+def _margin(value: float, limit: float) -> float:
+    """Relative margin of ``value >= limit`` (>= 0 exactly when it holds)."""
+    return (value - limit) / max(abs(limit), 1e-9)
+
+
 class PythonJob:
     """One training job stepped epoch by epoch in plain Python: a test oracle and a benchmark peer.
 
-    ``reset(u_reset, params)`` draws a new job from ``draws.RESET_DRAWS`` uniforms and returns its
-    first observation; ``step(u_step, u_reset, action)`` applies the action, runs one epoch from
-    ``draws.STEP_DRAWS`` uniforms and auto-resets from ``u_reset`` when the job ends, returning
-    ``(observation, reward, terminated, truncated, info)`` exactly as ``JobAllocationEnv.step_from_draws``
-    does: 21 observation floats, the (time, cost, sla) reward, and ``info`` with the same keys
-    (``weights``, ``final_weights``, ``step_weights``, severities, flags and episode figures) plus
-    ``job_sla_slack``, each job-level check's relative margin (>= 0 when met) for tie-aware tests.
-    Parameters are read into Python numbers once (:class:`HostParams`); nothing here calls JAX.
+    ``PythonJob(params, action_set)`` takes the env's action set (``"targets"`` by default, or
+    ``"paper"``; indices as in ``action_sets.py``, out-of-range ones clipped to the set as the env
+    clips them). ``reset(u_reset, params)`` draws a new job from ``draws.RESET_DRAWS`` uniforms and
+    returns its first observation; ``step(u_step, u_reset, action)`` applies the action, runs one
+    epoch from ``draws.STEP_DRAWS`` uniforms and auto-resets from ``u_reset`` when the job ends,
+    returning ``(observation, reward, terminated, truncated, info)`` exactly as
+    ``JobAllocationEnv.step_from_draws`` does: every observation feature (the paper's 21 and the
+    forecast block), the (time, cost, sla) reward, and ``info`` with the same keys (``weights``,
+    ``final_weights``, ``step_weights``, severities, flags and episode figures; ``final_state`` is the
+    pre-reset state as :meth:`state_dict`) plus three for tie-aware tests: ``job_sla_slack``, each
+    job-level check's relative margin (>= 0 when met), and ``observation_slack`` /
+    ``final_observation_slack``, per feature of the returned and the final observation the smallest
+    relative margin of the forecast SLA checks it counts (``inf`` for the features that count none);
+    ``observation_slack`` of the current state is also an attribute. Parameters are read into Python
+    numbers once (:class:`HostParams`); nothing here calls JAX.
     """
 
-    def __init__(self, params: EnvParams | HostParams) -> None:
+    def __init__(self, params: EnvParams | HostParams, action_set: str = DEFAULT_ACTION_SET) -> None:
+        self.num_actions = action_count(action_set)
+        self.action_set = action_set
         self._use(params)
 
     def _use(self, params: EnvParams | HostParams) -> None:
         """Take ``params`` (read once into Python numbers unless already ``HostParams``)."""
         self.params = params if isinstance(params, HostParams) else HostParams.from_env_params(params)
         self._v = self.params.values
+        self._target_metrics: dict[tuple[int, int], list[Metrics]] = {}
 
     # Model ----------------------------------------------------------------------------------
-    def _epoch_metrics(
-        self, c: JobOnCluster, gpus: int, cpus: int, contended: bool
-    ) -> tuple[float, float, float, float, float, float, float]:
-        """Noise-free (epoch time, throughput, GPU util, CPU util, memory used, allocated, $/h)."""
+    def _epoch_metrics(self, c: JobOnCluster, gpus: int, cpus: int, contended: bool) -> Metrics:
+        """Noise-free (epoch time, throughput, GPU util, CPU util, memory used, allocated, $/h,
+        compute share, sync share) of ``c`` on ``(gpus, cpus)``."""
         v = self._v
         replicas = float(gpus) if c.data_parallel else 1.0
         t_comp = c.compute_s * (1.0 + v["contention_compute_slowdown"]) if contended else c.compute_s
@@ -247,6 +356,10 @@ class PythonJob:
         big, small = (t_comp, t_sync) if t_comp >= t_sync else (t_sync, t_comp)
         ratio = small / (big if big > 1e-30 else 1e-30)
         t_step = big * (1.0 + ratio**c.gamma) ** (1.0 / c.gamma)
+        # d log t_step / d log t_comp (and t_sync): the share of a compute (sync) change that reaches
+        # the step time. Each on its own: they sum to 1, but 1 - compute_share loses a small sync share.
+        compute_share = (t_comp / t_step) ** c.gamma
+        sync_share = (t_sync / t_step) ** c.gamma
         cpu_scale = _cpu_supply(cpus / replicas, c.c_sat, c.cpu_p) / c.supply_at_calibration
         samples_per_s = replicas * c.local_batch / t_step * cpu_scale
         busy = t_comp / t_step * (cpu_scale if cpu_scale < 1.0 else 1.0)
@@ -257,15 +370,12 @@ class PythonJob:
         memory_used = process_memory + cpu_util * cpus * v["worker_memory_gib_per_busy_cpu"]
         price = gpus * c.gpu_price + cpus * v["vcpu_price_per_hour"] + memory_alloc * v["gib_price_per_hour"]
         epoch_time = c.samples_per_epoch / samples_per_s
-        return epoch_time, samples_per_s, gpu_util, cpu_util, memory_used, memory_alloc, price
+        return (epoch_time, samples_per_s, gpu_util, cpu_util, memory_used, memory_alloc, price,
+                compute_share, sync_share)  # fmt: skip
 
     def _clip_allocation(self, gpus: int, cpus: int) -> tuple[int, int]:
         """Allocation clipped to the cluster, CPUs snapped down to the ``cpu_step`` lattice."""
-        v = self._v
-        step = v["cpu_step"]
-        gpus = min(max(gpus, 1), v["max_gpus"])
-        cap = -(-gpus // v["gpus_per_node"]) * v["cpus_per_node"] // step * step
-        return gpus, min(max(cpus // step * step, step), cap)
+        return _clip(self._v, gpus, cpus)
 
     def _severities_and_weights(
         self, price: float, memory: float, gpu_util: float, cpu_util: float, throughput: float,
@@ -293,40 +403,109 @@ class PythonJob:
         total = raw[0] + raw[1] + raw[2]
         return s, (raw[0] / total, raw[1] / total, raw[2] / total), remaining_time, remaining_cost
 
+    def _take_readings(self, m: Metrics, epoch_time: float, throughput: float, gpu_util: float,
+                       cpu_util: float, elapsed: float, cost: float, epoch: int) -> None:  # fmt: skip
+        """Store the readings of the latest epoch (or the forecast at reset) and what they imply."""
+        _, _, _, _, memory, alloc, price, _, _ = m
+        self.epoch_time_s, self.throughput, self.gpu_util, self.cpu_util = (
+            epoch_time,
+            throughput,
+            gpu_util,
+            cpu_util,
+        )
+        self.memory_used_gib, self.memory_util, self.price_per_hour = memory, memory / alloc, price
+        self.severities, self.weights, *projections = self._severities_and_weights(
+            price, memory, gpu_util, cpu_util, throughput, epoch_time, elapsed, cost, epoch
+        )
+        self.projected_remaining_time_s, self.projected_remaining_cost_usd = projections
+
+    # Hidden truth and online model ----------------------------------------------------------
+    def _deviation(self, u: list[float]) -> tuple[float, float]:
+        """The job's hidden log deviations: spread x a logistic deviate clipped at +-MAX_DEVIATION_SD."""
+        v = self._v
+        z_compute = min(max(_logistic(u[d.COMPUTE_DEVIATION]), -MAX_DEVIATION_SD), MAX_DEVIATION_SD)
+        z_sync = min(max(_logistic(u[d.SYNC_DEVIATION]), -MAX_DEVIATION_SD), MAX_DEVIATION_SD)
+        return v["compute_spread"] * z_compute, v["sync_spread"] * z_sync
+
+    @staticmethod
+    def _true_over_profile(shares: Sequence[float], gamma: float, deviation: tuple[float, float]) -> float:
+        """True / profile uncontended epoch time where the profile's (compute, sync) shares are
+        ``shares``: the step time ``(T_c^g + T_s^g)^(1/g)`` with ``T_c x e^dc``, ``T_s x e^ds``, over the
+        profile's, is ``(s e^(g dc) + q e^(g ds))^(1/g)``."""
+        grown = shares[0] * math.exp(gamma * deviation[0]) + shares[1] * math.exp(gamma * deviation[1])
+        return grown ** (1.0 / gamma)
+
+    def _record_epoch(self, measured_s: float, profile_s: float, s: float, q: float) -> None:
+        """Add one measured epoch, where the profile forecast ``profile_s`` with compute and sync
+        shares ``s`` and ``q``, to the online model's sums (``online_model.MODEL_STATS`` order)."""
+        r = math.log(max(measured_s, 1e-9)) - math.log(max(profile_s, 1e-9))
+        st = self.model_stats
+        self.model_stats = [st[0] + s * s, st[1] + s * q, st[2] + q * q, st[3] + s * r, st[4] + q * r]
+
+    def posterior_deviation(self) -> tuple[float, float]:
+        """Posterior mean of the (compute, sync) log deviations: prior N(0, spread^2) per term,
+        each epoch ``log(measured / profile) = s dc + q ds + N(0, forecast_noise^2)``; each mean
+        clipped to +-``MAX_DEVIATION_SD`` spreads (the range the truth is drawn from)."""
+        v = self._v
+        inv_noise = 1.0 / max(v["forecast_noise"], MIN_SPREAD) ** 2
+        spread_c, spread_s = max(v["compute_spread"], MIN_SPREAD), max(v["sync_spread"], MIN_SPREAD)
+        d1, d2 = 1.0 / spread_c**2, 1.0 / spread_s**2
+        s11, s12, s22, s1r, s2r = self.model_stats
+        # Normal equations (D + n S) mu = n X'r (prior precision D, noise precision n), by Cramer,
+        # the determinant expanded so that no two large terms cancel: d1 d2 + n (d1 S22 + d2 S11)
+        # + n^2 det(S), det(S) (a Gram determinant, >= 0) floored at 0.
+        gram = max(s11 * s22 - s12 * s12, 0.0)
+        det = d1 * d2 + inv_noise * (d1 * s22 + d2 * s11) + inv_noise * inv_noise * gram
+        p11, p12, p22 = d1 + inv_noise * s11, inv_noise * s12, d2 + inv_noise * s22
+        b1, b2 = inv_noise * s1r, inv_noise * s2r
+        limit_c, limit_s = MAX_DEVIATION_SD * spread_c, MAX_DEVIATION_SD * spread_s
+        mu_compute = min(max((p22 * b1 - p12 * b2) / det, -limit_c), limit_c)
+        mu_sync = min(max((p11 * b2 - p12 * b1) / det, -limit_s), limit_s)
+        return mu_compute, mu_sync
+
     # Reset ----------------------------------------------------------------------------------
     def _sample_job(self, u: list[float]) -> Job:
-        """Draw the job, its request, preference and SLA targets (``job_generator.sample_job``)."""
+        """Draw the job, its truth, request, preference and SLA targets (``job_generator.sample_job``)."""
         p, v = self.params, self._v
         workload = _categorical(u[d.WORKLOAD], p.workload_cdf)
         gpu_type = _categorical(u[d.GPU_TYPE], p.gpu_type_cdf)
         kind = _categorical(u[d.SCENARIO], p.scenario_cdf)
-        c = p.jobs[workload][gpu_type]
+        profile = p.jobs[workload][gpu_type]
+        deviation = self._deviation(u)
+        truth = profile.deviated(*deviation)
         epochs = _uniform_int(u[d.EPOCHS], v["epochs_min"][workload], v["epochs_max"][workload])
         gpus = v["requested_gpu_bins"][_categorical(u[d.REQUESTED_GPUS], p.requested_gpu_cdf[workload])]
-        gpus = gpus if c.data_parallel else 1
+        gpus = gpus if profile.data_parallel else 1
         ratio = v["requested_cpus_per_gpu_values"][_categorical(u[d.REQUESTED_CPUS], p.cpus_per_gpu_cdf)]
-        step = v["cpu_step"]
-        cpus = round(_f32(_f32(ratio * gpus) / step)) * step
-        requested = self._clip_allocation(gpus, cpus)
-        epoch_time, throughput, _, _, memory, _, price = self._epoch_metrics(c, *requested, False)
-        time_ref = epochs * epoch_time
-        cost_ref = time_ref * price / 3600.0
+        requested = self._clip_allocation(gpus, _on_cpu_lattice(v, gpus, ratio))
+        # The user plans with the profile's forecast of the request.
+        epoch_time, throughput, _, _, memory, _, price, _, _ = self._epoch_metrics(profile, *requested, False)
+        planned_time = epochs * epoch_time
+        planned_cost = planned_time * price / 3600.0
         f = [
             lo + (hi - lo) * u[i]
             for lo, hi, i in zip(
                 v["sla_factor_low"][kind], v["sla_factor_high"][kind], d.SLA_FACTORS, strict=True
             )
         ]
+        # Feasibility floors: the true job at the profile's fastest and cheapest static allocations.
         margin = v["feasibility_margin"]
-        fastest = v["fastest_epoch_s"][workload][gpu_type]
+        true_fastest = v["fastest_epoch_s"][workload][gpu_type] * self._true_over_profile(
+            v["fastest_shares"][workload][gpu_type], profile.gamma, deviation
+        )
+        true_cheapest = v["cheapest_epoch_usd"][workload][gpu_type] * self._true_over_profile(
+            v["cheapest_shares"][workload][gpu_type], profile.gamma, deviation
+        )
         targets = (
-            max(f[0] * time_ref, margin * epochs * fastest),
-            max(f[1] * cost_ref, margin * epochs * v["cheapest_epoch_usd"][workload][gpu_type]),
-            min(f[2] * throughput, c.samples_per_epoch / fastest / margin),
+            max(f[0] * planned_time, margin * epochs * true_fastest),
+            max(f[1] * planned_cost, margin * epochs * true_cheapest),
+            min(f[2] * throughput, profile.samples_per_epoch / true_fastest / margin),
             f[3] * memory,
             f[4],
             f[5],
         )
+        # References: the true job at its request (evaluated on the true constants).
+        time_ref = epochs * self._epoch_metrics(truth, *requested, False)[0]
         if v["use_fixed_preference"]:
             preference = p.fixed_preference
         elif u[d.RANDOM_PREFERENCE] < v["random_preference_prob"]:
@@ -335,22 +514,25 @@ class PythonJob:
         else:
             preference = p.kind_preferences[kind]
         return Job(
-            workload, gpu_type, kind, epochs, c, requested, tuple(preference), targets,
-            time_ref, cost_ref, throughput,
+            workload, gpu_type, kind, epochs, truth, profile, deviation, requested, tuple(preference),
+            targets, time_ref, time_ref * price / 3600.0, throughput,
         )  # fmt: skip
 
     def _initial_allocation(self, u: list[float]) -> tuple[int, int]:
         """Allocation at the first epoch by the init strategy (``params.INIT_STRATEGIES`` order)."""
         v = self._v
-        strategy, g_max, step = v["init_strategy"], v["max_gpus"], v["cpu_step"]
-        if strategy == 0:
+        strategy, g_max, step = INIT_STRATEGIES[v["init_strategy"]], v["max_gpus"], v["cpu_step"]
+        if strategy == "mixed":
+            strategy = MIXED_INIT_STRATEGIES[_categorical(u[d.INIT_MIX], self.params.init_mix_cdf)]
+        if strategy == "cold":
             return self._clip_allocation(1, step)
-        if strategy == 1:
+        if strategy == "requested":
             return self._clip_allocation(*self.job.requested)
-        if strategy == 2:
+        if strategy == "random":
             gpus = _uniform_int(u[d.INIT_GPUS], 1, g_max)
             levels = -(-gpus // v["gpus_per_node"]) * v["cpus_per_node"] // step * step
             return self._clip_allocation(gpus, step * _uniform_int(u[d.INIT_CPUS], 1, levels // step))
+        assert strategy == "max", strategy
         return self._clip_allocation(g_max, 1 << 20)
 
     def reset(
@@ -360,19 +542,21 @@ class PythonJob:
         if params is not None:
             self._use(params)
         u = _floats(u_reset)
-        self.job = self._sample_job(u)
+        self.job = job = self._sample_job(u)
+        key = (job.workload, job.gpu_type)
+        if key not in self._target_metrics:  # the profile at every target, once per (workload, GPU type)
+            self._target_metrics[key] = [
+                self._epoch_metrics(job.profile, g, c, False) for g, c in self.params.targets
+            ]
         self.gpus, self.cpus = self._initial_allocation(u)
         self.contended = u[d.CONTENTION_AT_START] < self.params.contention_stationary
-        m = self._epoch_metrics(self.job.constants, self.gpus, self.cpus, False)
-        self.epoch_time_s, self.throughput, self.gpu_util, self.cpu_util, memory, alloc, price = m
-        self.memory_used_gib, self.memory_util, self.price_per_hour = memory, memory / alloc, price
-        self.severities, self.weights, *projections = self._severities_and_weights(
-            price, memory, self.gpu_util, self.cpu_util, self.throughput, self.epoch_time_s, 0.0, 0.0, 0
-        )
-        self.projected_remaining_time_s, self.projected_remaining_cost_usd = projections
         self.steps = self.epoch = self.reallocations = 0
         self.elapsed_s = self.cost_usd = self.gpu_busy_s = self.cpu_busy_s = 0.0
         self.peak_memory_gib = self.severity_sum = 0.0
+        # Nothing measured yet: the readings are the profile's forecast for the first allocation.
+        m = self.profile_now = self._epoch_metrics(job.profile, self.gpus, self.cpus, False)
+        self.model_stats = [0.0] * 5
+        self._take_readings(m, m[0], m[1], m[2], m[3], 0.0, 0.0, 0)
         return self.observation()
 
     # Step -----------------------------------------------------------------------------------
@@ -383,6 +567,8 @@ class PythonJob:
         reward, terminated, info = self._transition(_floats(u_step), int(action))
         truncated = self.steps >= self._v["max_episode_steps"] and not terminated
         obs = final_obs = self.observation()
+        final_slack = self.observation_slack
+        final_state = self.state_dict()
         info["final_weights"] = self.weights
         if terminated or truncated:
             obs = self.reset(u_reset)
@@ -390,15 +576,23 @@ class PythonJob:
         info["terminated"] = terminated
         info["truncated"] = truncated
         info["final_observation"] = final_obs
+        info["final_state"] = final_state
+        info["final_observation_slack"] = final_slack
+        info["observation_slack"] = self.observation_slack
         return obs, reward, terminated, truncated, info
+
+    def _apply(self, action: int) -> tuple[int, int]:
+        """Allocation after ``action`` (clipped to the set): a move 0-8, or an absolute target."""
+        action = min(max(action, 0), self.num_actions - 1)
+        if action >= NUM_MOVES:
+            return self.params.targets[action - NUM_MOVES]
+        gpu_delta, cpu_steps = _DELTAS[action]
+        return self._clip_allocation(self.gpus + gpu_delta, self.cpus + cpu_steps * self._v["cpu_step"])
 
     def _transition(self, u: list[float], action: int) -> tuple[tuple[float, float, float], bool, Info]:
         """Apply ``action`` and run one epoch (no reset): reward, terminated, info."""
         v, job = self._v, self.job
-        if not 0 <= action < NUM_ACTIONS:
-            raise ValueError(f"action must be in [0, {NUM_ACTIONS}), got {action}")
-        gpu_delta, cpu_steps = _DELTAS[action]
-        gpus, cpus = self._clip_allocation(self.gpus + gpu_delta, self.cpus + cpu_steps * v["cpu_step"])
+        gpus, cpus = self._apply(action)
         gpus_changed = gpus != self.gpus
         changed = gpus_changed or cpus != self.cpus
         switch = u[d.CONTENTION_SWITCH]
@@ -406,13 +600,11 @@ class PythonJob:
             contended = switch >= v["contention_end_prob"]
         else:
             contended = switch < v["contention_start_prob"]
-        base_time, _, gpu_util, cpu_util, memory, alloc, price = self._epoch_metrics(
-            job.constants, gpus, cpus, contended
-        )
-        noise_u = min(max(u[d.EPOCH_NOISE], 1e-5), 1.0 - 1e-5)
-        epoch_time = base_time * math.exp(
-            v["epoch_time_noise"] * math.log(noise_u / (1.0 - noise_u)) * _LOGISTIC_SCALE
-        )
+        # The job runs on its true constants; the agent's model keeps the profile's forecast.
+        m = self._epoch_metrics(job.constants, gpus, cpus, contended)
+        base_time, _, gpu_util, cpu_util, memory, _, price, _, _ = m
+        profile_now = self._epoch_metrics(job.profile, gpus, cpus, False)
+        epoch_time = base_time * math.exp(v["epoch_time_noise"] * _logistic(u[d.EPOCH_NOISE]))
         # A GPU change checkpoints and restarts the job; a CPU-only change restarts the data loaders.
         if gpus_changed:
             pause = v["reallocation_pause_s"]
@@ -428,34 +620,26 @@ class PythonJob:
         elapsed = self.elapsed_s + interval
         cost = self.cost_usd + interval_cost
         epoch = self.epoch + 1
-        severities, weights, remaining_time, remaining_cost = self._severities_and_weights(
-            price, memory, gpu_util, cpu_util, throughput, epoch_time, elapsed, cost, epoch
-        )
         step_weights = self.weights
+        self._take_readings(m, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch)
         self.steps += 1
         self.epoch, self.gpus, self.cpus, self.contended = epoch, gpus, cpus, contended
-        self.elapsed_s, self.cost_usd, self.epoch_time_s, self.throughput = (
-            elapsed,
-            cost,
-            epoch_time,
-            throughput,
-        )
-        self.gpu_util, self.cpu_util, self.memory_util = gpu_util, cpu_util, memory / alloc
-        self.memory_used_gib, self.price_per_hour = memory, price
-        self.severities, self.weights = severities, weights
-        self.projected_remaining_time_s, self.projected_remaining_cost_usd = remaining_time, remaining_cost
+        self.elapsed_s, self.cost_usd = elapsed, cost
         self.gpu_busy_s += gpu_util * interval
         self.cpu_busy_s += cpu_util * interval
         self.peak_memory_gib = max(self.peak_memory_gib, memory)
         self.reallocations += changed
+        self.profile_now = profile_now
+        self._record_epoch(epoch_time, profile_now[0], profile_now[7], profile_now[8])
+        severities = self.severities
         mean_severity = sum(severities) / len(severities)
         self.severity_sum += mean_severity
         terminated = epoch >= job.epochs
         info = self.episode_figures()
         sla_reward = -mean_severity / job.epochs
-        if terminated:
-            bonus = v["completion_bonus"]
-            sla_reward += bonus * (0.5 * info["deadline_met"] + 0.5 * info["budget_met"])
+        if terminated:  # per job-level SLA met, and more for all six
+            met = info["job_sla_met"]
+            sla_reward += v["sla_met_bonus"] * sum(met) + (v["all_slas_bonus"] if all(met) else 0.0)
         clip = v["reward_clip"]
         reward = (
             -min(interval / job.time_ref_s, clip),
@@ -466,8 +650,8 @@ class PythonJob:
         info["severities"] = severities
         info["sla_met"] = tuple(s <= 0.0 for s in severities)
         info["reallocated"] = changed
-        info["projected_remaining_time_s"] = remaining_time
-        info["projected_remaining_cost_usd"] = remaining_cost
+        info["projected_remaining_time_s"] = self.projected_remaining_time_s
+        info["projected_remaining_cost_usd"] = self.projected_remaining_cost_usd
         return reward, terminated, info
 
     # Readings -------------------------------------------------------------------------------
@@ -479,11 +663,10 @@ class PythonJob:
         slack = (
             (deadline - self.elapsed_s) / max(abs(deadline), 1e-9),
             (budget - self.cost_usd) / max(abs(budget), 1e-9),
-            (self.epoch * job.constants.samples_per_epoch / elapsed - min_throughput)
-            / max(abs(min_throughput), 1e-9),
+            _margin(self.epoch * job.constants.samples_per_epoch / elapsed, min_throughput),
             (max_memory - self.peak_memory_gib) / max(abs(max_memory), 1e-9),
-            (self.gpu_busy_s / elapsed - min_gpu_util) / max(abs(min_gpu_util), 1e-9),
-            (self.cpu_busy_s / elapsed - min_cpu_util) / max(abs(min_cpu_util), 1e-9),
+            _margin(self.gpu_busy_s / elapsed, min_gpu_util),
+            _margin(self.cpu_busy_s / elapsed, min_cpu_util),
         )
         met = tuple(s >= 0.0 for s in slack)
         return {
@@ -509,7 +692,15 @@ class PythonJob:
         }
 
     def observation(self) -> list[float]:
-        """The 21 features of the current state (``observation.FEATURE_NAMES`` order), in [0, 1]."""
+        """Every feature of the current state (``observation.FEATURE_NAMES`` order), in [0, 1]:
+        the paper's 21, then the forecast block. Sets :attr:`observation_slack`."""
+        paper = self._paper_features()
+        forecast, slack = self._forecast_features()
+        self.observation_slack = [INF] * NUM_PAPER_FEATURES + slack
+        return paper + forecast
+
+    def _paper_features(self) -> list[float]:
+        """The paper's 21 features."""
         v, job = self._v, self.job
         relative = self.throughput / max(job.throughput_ref, 1e-9)
         scalars = (
@@ -526,6 +717,99 @@ class PythonJob:
         met = [1.0 if s <= 0.0 else 0.0 for s in self.severities]
         return [_unit(x) for x in scalars] + met + [_unit(s) for s in self.severities]
 
+    def _forecast_features(self) -> tuple[list[float], list[float]]:
+        """The forecast block (``forecast.py``'s order: every target's time, every target's cost, every
+        target's other SLAs, keep's three, the five job features), and its per-feature slack.
+
+        For each target and for keeping the allocation: the job moved there now and kept there, its
+        epochs left at the profile's epoch time corrected by the posterior, plus the pause the move
+        costs; its time and cost over the deadline and budget (halved, capped at 2), and the fraction
+        of the four other job-level SLAs (samples / total time, peak memory, time-weighted GPU and CPU
+        utilisation over the whole job) it would meet, whose smallest |relative margin| is the slack.
+        One loop with local names: it is most of a step's cost in the benchmark."""
+        v, job = self._v, self.job
+        mu_compute, mu_sync = self.posterior_deviation()
+        left = job.epochs - self.epoch
+        pause_gpu, pause_cpu = v["reallocation_pause_s"], v["cpu_reallocation_pause_s"]
+        deadline, budget, min_throughput, max_memory, min_gpu_util, min_cpu_util = job.targets
+        samples = job.epochs * job.profile.samples_per_epoch
+        elapsed, cost, peak = self.elapsed_s, self.cost_usd, self.peak_memory_gib
+        gpu_busy, cpu_busy, gpus_now, cpus_now = self.gpu_busy_s, self.cpu_busy_s, self.gpus, self.cpus
+        throughput_scale = 1.0 / max(abs(min_throughput), 1e-9)
+        memory_scale = 1.0 / max(abs(max_memory), 1e-9)
+        gpu_scale = 1.0 / max(abs(min_gpu_util), 1e-9)
+        cpu_scale = 1.0 / max(abs(min_cpu_util), 1e-9)
+        times, costs, others, slack = [], [], [], []
+        entries = [*zip(self.params.targets, self._target_metrics[(job.workload, job.gpu_type)], strict=True),
+                   ((gpus_now, cpus_now), self.profile_now)]  # fmt: skip
+        epoch_s = 0.0
+        for (gpus, cpus), m in entries:
+            epoch_time, _, gpu_util, cpu_util, memory, _, price, s, q = m
+            pause = pause_gpu if gpus != gpus_now else (pause_cpu if cpus != cpus_now else 0.0)
+            epoch_s = epoch_time * math.exp(s * mu_compute + q * mu_sync)  # the online model's
+            work = left * epoch_s
+            total_time = elapsed + pause + work
+            total_cost = cost + (pause + work) * price / 3600.0
+            safe_time = total_time if total_time > 1e-9 else 1e-9
+            m1 = (samples / safe_time - min_throughput) * throughput_scale
+            m2 = (max_memory - (peak if peak > memory else memory)) * memory_scale
+            m3 = ((gpu_busy + work * gpu_util) / safe_time - min_gpu_util) * gpu_scale
+            m4 = ((cpu_busy + work * cpu_util) / safe_time - min_cpu_util) * cpu_scale
+            times.append(0.5 * min(max(total_time / deadline, 0.0), RATIO_CAP))
+            costs.append(0.5 * min(max(total_cost / budget, 0.0), RATIO_CAP))
+            others.append(0.25 * ((m1 >= 0.0) + (m2 >= 0.0) + (m3 >= 0.0) + (m4 >= 0.0)))
+            slack.append(min(abs(m1), abs(m2), abs(m3), abs(m4)))
+        now_epoch_s = epoch_s  # the last entry is keep's
+        job_features = [
+            pause_gpu / max(pause_gpu + now_epoch_s, 1e-9),
+            left / (left + EPOCHS_LEFT_SCALE),
+            1.0 if job.profile.data_parallel else 0.0,
+            0.5 + 0.5 * math.tanh(2.0 * mu_compute),
+            0.5 + 0.5 * math.tanh(2.0 * mu_sync),
+        ]
+        keep = [times.pop(), costs.pop(), others.pop()]
+        keep_slack = slack.pop()
+        features = times + costs + others + keep + job_features
+        no_check = [INF] * NUM_TARGETS
+        slack = no_check + no_check + slack + [INF, INF, keep_slack] + [INF] * len(job_features)
+        return features, slack
+
+    def state_dict(self) -> Info:
+        """The current state under ``EnvState``'s field names (nested dicts for ``job`` and
+        ``profile_now``; the job's constants and profile by their compute and four sync terms)."""
+        job = self.job
+
+        def constants(c: JobOnCluster) -> dict[str, float]:
+            return {
+                "compute_s": c.compute_s,
+                "sync_local_alpha_s": c.sync_local[0],
+                "sync_local_beta_s": c.sync_local[1],
+                "sync_node_alpha_s": c.sync_node[0],
+                "sync_node_beta_s": c.sync_node[1],
+            }
+
+        return {
+            "job": {
+                "workload": job.workload,
+                "gpu_type": job.gpu_type,
+                "scenario": job.scenario,
+                "epochs": job.epochs,
+                "constants": constants(job.constants),
+                "profile": constants(job.profile),
+                "deviation": job.deviation,
+                "requested_gpus": job.requested[0],
+                "requested_cpus": job.requested[1],
+                "preference": job.preference,
+                "sla_targets": job.targets,
+                "time_ref_s": job.time_ref_s,
+                "cost_ref_usd": job.cost_ref_usd,
+                "throughput_ref": job.throughput_ref,
+            },
+            **{name: getattr(self, name) for name in _STATE_FIELDS},
+            "profile_now": dict(zip(METRIC_NAMES, self.profile_now, strict=True)),
+            "model_stats": tuple(self.model_stats),
+        }
+
     @property
     def allocation(self) -> tuple[int, int]:
         """Current (GPUs, CPUs)."""
@@ -535,13 +819,15 @@ class PythonJob:
 class NumpyUniforms:
     """Uniforms and random actions for a :class:`PythonJob` from ``numpy.random.default_rng``.
 
-    Draws blocks of rows (one row = ``STEP_DRAWS`` + ``RESET_DRAWS`` uniforms and an action) and
-    hands them out one step at a time, so the single-job loop pays NumPy's call overhead once per block.
+    Draws blocks of rows (one row = ``STEP_DRAWS`` + ``RESET_DRAWS`` uniforms and an action uniform
+    over ``num_actions``, by default the default action set's) and hands them out one step at a time,
+    so the single-job loop pays NumPy's call overhead once per block.
     """
 
-    def __init__(self, seed: int, block: int = 1024) -> None:
+    def __init__(self, seed: int, block: int = 1024, num_actions: int | None = None) -> None:
         self.rng = np.random.default_rng(seed)
         self.block = block
+        self.num_actions = action_count(DEFAULT_ACTION_SET) if num_actions is None else num_actions
         self._rows: list[list[float]] = []
         self._actions: list[int] = []
 
@@ -553,13 +839,20 @@ class NumpyUniforms:
         """(step uniforms, reset uniforms, action) for one step."""
         if not self._rows:
             self._rows = self.rng.random((self.block, d.STEP_DRAWS + d.RESET_DRAWS)).tolist()
-            self._actions = self.rng.integers(0, NUM_ACTIONS, self.block).tolist()
+            self._actions = self.rng.integers(0, self.num_actions, self.block).tolist()
         row = self._rows.pop()
         return row[: d.STEP_DRAWS], row[d.STEP_DRAWS :], self._actions.pop()
 
 
 def run_random_steps(job: PythonJob, source: NumpyUniforms, num_steps: int) -> float:
-    """Step ``job`` (already reset) ``num_steps`` times with random actions; the summed reward."""
+    """Step ``job`` (already reset) ``num_steps`` times with random actions; the summed reward.
+
+    The actions are uniform over the job's action set (``source.num_actions`` must match it)."""
+    if source.num_actions != job.num_actions:
+        raise ValueError(
+            f"the source draws actions over {source.num_actions}, the job's {job.action_set!r} set has "
+            f"{job.num_actions}"
+        )
     total = 0.0
     for _ in range(num_steps):
         u_step, u_reset, action = source.next_step()

@@ -36,9 +36,19 @@ from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.defaults import default_params
 from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.params import EnvParams, with_values
+from slamorl_jax.env.scenario_kinds import KIND_PREFERENCES, SCENARIO_KINDS, kind_preferences
 
-SCENARIO_KINDS = ("deadline-critical", "budget-constrained", "balanced")
-KIND_PREFERENCES = ("time", "cost", "balanced")
+__all__ = [
+    "KIND_PREFERENCES",
+    "SCENARIOS",
+    "SCENARIO_KINDS",
+    "check_scenario",
+    "kind_preferences",
+    "scenario_params",
+    "with_preference",
+    "with_scenario",
+]
+
 SCENARIOS = (*SCENARIO_KINDS, "mixed")
 
 
@@ -72,8 +82,3 @@ def with_preference(params: EnvParams, preference: str | list[float] | np.ndarra
 def scenario_params(name: str = "mixed", catalog: Catalog | None = None) -> EnvParams:
     """Default parameters with the named scenario."""
     return with_scenario(default_params(catalog), name)
-
-
-def kind_preferences() -> np.ndarray:
-    """(3, 3) preset preference of each scenario kind."""
-    return np.stack([preference_vector(p) for p in KIND_PREFERENCES])

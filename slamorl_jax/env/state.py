@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from slamorl_jax.env.job_model import JobConstants
+from slamorl_jax.env.job_model import EpochMetrics, JobConstants
 
 
 @struct.dataclass
@@ -43,14 +43,16 @@ class JobSpec:
     gpu_type: jax.Array  # int32 index into catalogue.gpu_types
     scenario: jax.Array  # int32 scenario kind (scenarios.SCENARIO_KINDS)
     epochs: jax.Array  # int32 epochs of the job = decisions of the episode
-    constants: JobConstants
+    constants: JobConstants  # the job's TRUE constants: hidden from the agent (job_truth.py)
+    profile: JobConstants  # its workload's calibrated profile on this GPU type: what the agent knows
+    deviation: jax.Array  # (2,) hidden log deviations of the true compute and sync terms
     requested_gpus: jax.Array  # int32: the user's static request
     requested_cpus: jax.Array  # int32
     preference: jax.Array  # (3,) objective weights the user asked for
     sla_targets: SlaTargets
-    time_ref_s: jax.Array  # job time at the requested allocation (noise- and contention-free)
-    cost_ref_usd: jax.Array
-    throughput_ref: jax.Array  # samples/s at the requested allocation
+    time_ref_s: jax.Array  # true job time at the requested allocation (noise- and contention-free)
+    cost_ref_usd: jax.Array  # the same in dollars (reward scale and evaluation reference)
+    throughput_ref: jax.Array  # samples/s the profile forecasts at the request (agent-visible)
 
 
 @struct.dataclass
@@ -77,6 +79,10 @@ class EnvState:
     weights: jax.Array  # (3,) adaptive weights for the current observation
     projected_remaining_time_s: jax.Array  # remaining epochs x last epoch time
     projected_remaining_cost_usd: jax.Array  # the same in dollars at the current price
+    # The job's online model (online_model.py): the profile's forecast for the current allocation
+    # and the sufficient statistics of every epoch measured so far.
+    profile_now: EpochMetrics
+    model_stats: jax.Array  # (5,) see online_model.MODEL_STATS
     # Episode accumulators for the job-level figures.
     gpu_busy_s: jax.Array  # integral of GPU utilisation over time
     cpu_busy_s: jax.Array

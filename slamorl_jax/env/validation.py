@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from slamorl_jax.env.derived import stale_derived_fields
-from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, EnvParams
+from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
+from slamorl_jax.env.derived import DERIVED_FIELDS, stale_derived_fields
+from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, MIXED_INIT_STRATEGIES, EnvParams
 
 INF = float("inf")
 
@@ -46,15 +47,22 @@ SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
     "contention_network_slowdown": (0.0, 100.0, False),
     "adapt_strength": (0.0, 100.0, False),
     "reward_clip": (1e-3, 1e6, False),
-    "completion_bonus": (0.0, 100.0, False),
+    "sla_met_bonus": (0.0, 100.0, False),
+    "all_slas_bonus": (0.0, 100.0, False),
+    "compute_spread": (0.0, 2.0, False),
+    "sync_spread": (0.0, 2.0, False),
+    "forecast_noise": (1e-3, 10.0, False),
+    "target_gpus": (1, MAX_GPUS, True),
+    "target_cpus_per_gpu": (0.0, 1024.0, False),
     "max_episode_steps": (1, 1_000_000, True),
 }
-DERIVED = ("fastest_epoch_s", "cheapest_epoch_usd")
+DERIVED = DERIVED_FIELDS
 PROBABILITY_FIELDS = (
     "workload_probs",
     "gpu_type_probs",
     "scenario_probs",
     "requested_cpus_per_gpu_probs",
+    "init_mix_probs",
 )
 WORKLOAD_RANGES: dict[str, tuple[float, float, bool]] = {
     "samples_per_epoch": (1.0, 1e12, False),
@@ -78,6 +86,14 @@ WORKLOAD_RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
+# Fields whose length the static shapes of the env fix (the action grid, the mixed starts).
+FIXED_SHAPES: dict[str, tuple[int, ...]] = {
+    "target_gpus": (NUM_TARGET_GPUS,),
+    "target_cpus_per_gpu": (NUM_TARGET_CPUS_PER_GPU,),
+    "init_mix_probs": (len(MIXED_INIT_STRATEGIES),),
+}
+
+
 def _check_range(name: str, value: np.ndarray, low: float, high: float, integer: bool) -> None:
     if not np.all(np.isfinite(value)):
         raise ValueError(f"EnvParams.{name} must be finite, got {value.tolist()}")
@@ -98,6 +114,9 @@ def _check_probabilities(name: str, value: np.ndarray) -> None:
 def validate_params(params: EnvParams) -> EnvParams:
     """Check every field of concrete ``params``; return them unchanged or raise ``ValueError``."""
     host = {k: np.asarray(v) for k, v in vars(params).items() if k != "workloads"}
+    for name, shape in FIXED_SHAPES.items():
+        if host[name].shape != shape:
+            raise ValueError(f"EnvParams.{name} must have shape {shape}, got {host[name].shape}")
     for name in DERIVED:
         host.pop(name)
     for name, (low, high, integer) in SCALAR_RANGES.items():

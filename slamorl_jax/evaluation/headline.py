@@ -95,13 +95,25 @@ def headline_figures(results: Results, ours: str, baselines: tuple[str, ...]) ->
 
 def oracle_gap(results: Results, ours: str, oracle: str) -> dict[str, dict[str, float]]:
     """``ours`` over the oracle: time on deadline-critical jobs, cost on budget-constrained ones."""
+    return reference_gap(results, ours, oracle, "oracle")
+
+
+def anchor_gap(results: Results, ours: str, anchor: str) -> dict[str, dict[str, float]]:
+    """``ours`` over an anchor (e.g. the best walk-then-hold controller with the paper's moves), as
+    :func:`oracle_gap`: ``time_over_anchor`` and ``cost_over_anchor``."""
+    return reference_gap(results, ours, anchor, "anchor")
+
+
+def reference_gap(results: Results, ours: str, reference: str, label: str) -> dict[str, dict[str, float]]:
+    """``ours`` over ``reference``, job by job: time on deadline-critical jobs
+    (``time_over_<label>``), cost on budget-constrained ones (``cost_over_<label>``)."""
     out = {}
     if TIME_SCENARIO in results:
-        out["time_over_oracle"] = paired_ratio(
-            results[TIME_SCENARIO][ours], results[TIME_SCENARIO][oracle], "episode_time_s"
+        out[f"time_over_{label}"] = paired_ratio(
+            results[TIME_SCENARIO][ours], results[TIME_SCENARIO][reference], "episode_time_s"
         )
     if COST_SCENARIO in results:
-        out["cost_over_oracle"] = paired_ratio(
-            results[COST_SCENARIO][ours], results[COST_SCENARIO][oracle], "episode_cost_usd"
+        out[f"cost_over_{label}"] = paired_ratio(
+            results[COST_SCENARIO][ours], results[COST_SCENARIO][reference], "episode_cost_usd"
         )
     return out

@@ -4,6 +4,9 @@ Every method runs the same fresh jobs (one key per seed for all methods: common 
 so their figures compare job by job. The policy starts at each job's request, as a user's job
 would; the ablations change one thing each: the cold start (1 GPU, one CPU step) or static
 weights at evaluation (eta = 0: the policy sees the preference instead of the adapted weights).
+Next to the static baselines run two anchors that know each job's noise-free model: the best
+static allocation (``baselines.BestStatic``, placed before the first epoch for free) and the best
+walk-then-hold controller with the paper's 9 moves from the request (``reachable.BestReachable``).
 """
 
 from __future__ import annotations
@@ -16,13 +19,21 @@ import numpy as np
 
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams, with_values
-from slamorl_jax.episodes import Policy, StartRule, keep_allocation, run_episodes, with_init_strategy
+from slamorl_jax.episodes import (
+    Controller,
+    Policy,
+    StartRule,
+    keep_allocation,
+    run_episodes,
+    with_init_strategy,
+)
 from slamorl_jax.evaluation import baselines
 
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-    """One way to run jobs: a policy (with or without trained parameters), where jobs start, and
+    """One way to run jobs: a policy (with or without trained parameters) or a controller with
+    hindsight (``episodes.Controller``, which then chooses the actions), where jobs start, and
     evaluation-time changes to the env params."""
 
     name: str
@@ -33,6 +44,7 @@ class Method:
     init_strategy: str = "requested"
     adapt_strength: float | None = None
     own_policy_params: Any = None  # parameters of another trained policy (``--compare``)
+    controller: Controller | None = None
 
     def env_params(self, params: EnvParams) -> EnvParams:
         """``params`` as this method runs them."""
@@ -84,9 +96,16 @@ def compared_method(name: str, greedy: Policy, policy_params: Any, adapt_strengt
     )
 
 
-def baseline_methods(oracle: StartRule) -> tuple[Method, ...]:
-    """The static baselines, the reference code's heuristic and the ``oracle`` kept."""
-    return (
+REACHABLE = "best_reachable_paper"
+REACHABLE_DESCRIPTION = (
+    "best walk-then-hold controller with the paper's 9 moves in hindsight (noise-free model)"
+)
+
+
+def baseline_methods(oracle: StartRule, reachable: Controller | None = None) -> tuple[Method, ...]:
+    """The static baselines, the reference code's heuristic, the ``oracle`` kept, and (when given)
+    the ``reachable`` anchor (``reachable.BestReachable``) from the request."""
+    methods = (
         Method("static_request", "the user's requested allocation, kept", start=baselines.requested),
         Method("static_min", "1 GPU and one CPU step, kept", start=baselines.minimum),
         Method(
@@ -105,6 +124,9 @@ def baseline_methods(oracle: StartRule) -> tuple[Method, ...]:
             start=oracle,
         ),
     )
+    if reachable is not None:  # starts at the request (the default init strategy)
+        methods += (Method(REACHABLE, REACHABLE_DESCRIPTION, controller=reachable),)
+    return methods
 
 
 def run_method(
@@ -130,6 +152,7 @@ def run_method(
             num_episodes,
             policy_params if method.uses_policy_params else None,
             start=method.start,
+            controller=method.controller,
         )
         figures["seed"] = np.full(num_episodes, index, dtype=np.int32)
         batches.append(figures)

@@ -22,20 +22,22 @@ from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scen
 from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation import pareto
 from slamorl_jax.evaluation.baselines import BestStatic
-from slamorl_jax.evaluation.headline import Results, headline_figures, oracle_gap
+from slamorl_jax.evaluation.headline import Results, anchor_gap, headline_figures, oracle_gap
 from slamorl_jax.evaluation.methods import (
+    REACHABLE,
     Method,
     baseline_methods,
     compared_method,
     policy_methods,
     run_method,
 )
+from slamorl_jax.evaluation.reachable import BestReachable
 from slamorl_jax.quality_bar import greedy_policy, objective
 
 HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
 ORACLE = "best_static_oracle"
 FRONT_STATIC = ("static_request", "static_min", "static_max")
-PER_WORKLOAD_METHODS = ("policy", "static_request", ORACLE)
+PER_WORKLOAD_METHODS = ("policy", "static_request", ORACLE, REACHABLE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,9 +59,12 @@ def run_suite(
     progress: Callable[[str], None] = lambda message: None,
     compare: dict[str, LoadedPolicy] | None = None,
 ) -> tuple[dict, Results]:
-    """Evaluate ``policy`` against the baselines, oracle and ablations, and the ``compare`` policies
+    """Evaluate ``policy`` against the baselines, the two anchors (the static oracle and the best
+    controller reachable with the paper's moves) and ablations, and the ``compare`` policies
     (e.g. a run trained with static weights) on the same jobs; ``(payload, per-job figures)``."""
-    env = env or JobAllocationEnv()
+    # The ``targets`` set is a superset with the paper's moves at the same indices, so policies of
+    # either action set (and every baseline) run unchanged on one env, on the same jobs.
+    env = env or JobAllocationEnv(action_set="targets")
     started = time.perf_counter()
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     greedy = greedy_policy(policy.network)
@@ -68,7 +73,8 @@ def run_suite(
         for name, other in (compare or {}).items()
     )
     oracle = BestStatic.for_params(base)
-    methods = policy_methods(greedy, oracle) + compared + baseline_methods(oracle)
+    reachable = BestReachable.for_params(base)
+    methods = policy_methods(greedy, oracle) + compared + baseline_methods(oracle, reachable)
     keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
     results: Results = {}
@@ -93,6 +99,7 @@ def run_suite(
         "per_workload_objective": _per_workload_objectives(results, env.catalog.workload_names),
         "headline": headline_figures(results, "policy", HEADLINE_BASELINES),
         "oracle_gap": oracle_gap(results, "policy", ORACLE),
+        "reachable_gap": anchor_gap(results, "policy", REACHABLE),
     }
     if config.front_points > 0:
         progress("preference front")
@@ -120,8 +127,9 @@ def _per_seed_objectives(results: Results) -> dict[str, dict[str, list[float]]]:
 def _per_workload_objectives(
     results: Results, workload_names: tuple[str, ...]
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Each scenario's objective per workload for the policy, the request and the oracle (where a
-    workload's jobs are hard for the policy), with the number of finished policy jobs."""
+    """Each scenario's objective per workload for the policy, the request, the oracle and the
+    reachable anchor (where a workload's jobs are hard for the policy), with the number of finished
+    policy jobs."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for scenario, by_method in results.items():
         out[scenario] = {}

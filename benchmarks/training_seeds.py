@@ -1,0 +1,155 @@
+"""Training-seed spread: train (or take) one run per seed, evaluate each, report mean and spread.
+
+Every learning claim in the README rests on at least three training seeds. This benchmark runs the
+default training command once per seed (``python -m slamorl_jax.train --seed=S`` plus any extra
+flags, each in its own run directory), or takes existing runs, evaluates each run's final policy
+with ``slamorl_jax.evaluation.run_suite`` (every scenario kind, the same jobs for every run, no
+preference front), and writes JSON plus a Markdown table of the bar's figures: per scenario the
+policy's objective against the request, the best-static oracle and the best reachable walk with the
+paper's moves, and all six SLAs met, each as mean, sample standard deviation, min and max over seeds.
+
+    python -m benchmarks.training_seeds --seeds=0,1,2 --out=benchmarks/results/training_seeds.json
+    python -m benchmarks.training_seeds --runs=runs/a,runs/b,runs/c --out=...   # evaluate only
+    python -m benchmarks.training_seeds --seeds=0,1,2 --train-flags="--actions=paper" --out=...
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import REPO_ROOT, check_out_path, machine_info, write_report
+from slamorl_jax.cli_args import OneLineArgumentParser, fail
+
+ORACLE = "best_static_oracle"
+ANCHOR = "best_reachable_paper"
+REQUEST = "static_request"
+
+
+def train(seed: int, run_dir: Path, flags: list[str]) -> float:
+    """Run the training CLI for one seed into ``run_dir``; its wall time in seconds."""
+    command = [sys.executable, "-m", "slamorl_jax.train", f"--seed={seed}", f"--run_dir={run_dir}"]
+    command += ["--progress=false", "--eval_episodes=0", *flags]
+    started = time.perf_counter()
+    subprocess.run(command, check=True, cwd=REPO_ROOT)
+    return time.perf_counter() - started
+
+
+def figures_of(payload: dict) -> dict[str, float]:
+    """The bar's figures of one evaluated run (see the module docstring)."""
+    from slamorl_jax.quality_bar import objective
+
+    out: dict[str, float] = {}
+    for scenario, rows in payload["summaries"].items():
+        ours = objective(scenario, rows["policy"])
+        out[f"{scenario}/objective"] = ours
+        out[f"{scenario}/over_request"] = ours / objective(scenario, rows[REQUEST])
+        out[f"{scenario}/over_oracle"] = ours / objective(scenario, rows[ORACLE])
+        out[f"{scenario}/over_anchor"] = ours / objective(scenario, rows[ANCHOR])
+        out[f"{scenario}/all_slas_met"] = rows["policy"]["all_slas_met"]
+        out[f"{scenario}/all_slas_met_oracle"] = rows[ORACLE]["all_slas_met"]
+        out[f"{scenario}/all_slas_met_anchor"] = rows[ANCHOR]["all_slas_met"]
+        out[f"{scenario}/reallocations"] = rows["policy"]["reallocations"]
+    for gap in (payload["oracle_gap"], payload["reachable_gap"]):
+        for figure, averages in gap.items():
+            out[f"job_mean/{figure}"] = averages["job_average"]
+    return out
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    """Mean, sample standard deviation, min and max."""
+    array = np.asarray(values, dtype=np.float64)
+    return {
+        "mean": float(array.mean()),
+        "std": float(array.std(ddof=1)) if array.size > 1 else 0.0,
+        "min": float(array.min()),
+        "max": float(array.max()),
+    }
+
+
+def to_markdown(payload: dict) -> str:
+    """The table of every figure: mean +- std [min, max] over seeds."""
+    lines = [
+        f"Training seeds: {', '.join(str(s) for s in payload['seeds'])}; runs: "
+        f"{', '.join(payload['runs'])}; {payload['episodes']} jobs x {payload['eval_seeds']} evaluation "
+        "seed(s) per scenario.",
+        "",
+        "| figure | mean | std | min | max | per seed |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, stats in payload["figures"].items():
+        per_seed = ", ".join(f"{v:.3f}" for v in payload["per_seed"][name])
+        lines.append(
+            f"| {name} | {stats['mean']:.3f} | {stats['std']:.3f} | {stats['min']:.3f} | "
+            f"{stats['max']:.3f} | {per_seed} |"
+        )
+    lines += ["", f"Machine: {payload['machine']}"]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.training_seeds", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--seeds", default="0,1,2", help="training seeds to train (default: %(default)s)")
+    parser.add_argument("--runs", default=None, help="existing run directories (one per seed) instead")
+    parser.add_argument("--run-root", default="runs/seeds", help="parent of the trained runs' directories")
+    parser.add_argument("--train-flags", default="", help="extra flags for slamorl_jax.train")
+    parser.add_argument("--episodes", type=int, default=2048, help="jobs per scenario and evaluation seed")
+    parser.add_argument("--eval-seeds", type=int, default=1, help="evaluation seeds per scenario")
+    parser.add_argument("--out", required=True, help="JSON output (Markdown written beside it)")
+    args = parser.parse_args(argv)
+    if args.episodes < 1 or args.eval_seeds < 1:
+        fail("--episodes and --eval-seeds must be >= 1", parser.prog)
+    args.out = Path(args.out)
+    check_out_path(args.out, parser.prog)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Train or take the runs, evaluate each, write the spread."""
+    args = parse_args(argv)
+    from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
+
+    seeds = [int(s) for s in args.seeds.split(",")]
+    wall: list[float] = []
+    if args.runs:
+        runs = [Path(r) for r in args.runs.split(",")]
+    else:
+        runs = [Path(args.run_root) / f"seed{seed}" for seed in seeds]
+        for seed, run in zip(seeds, runs, strict=True):
+            print(f"training seed {seed} into {run}", flush=True)
+            wall.append(train(seed, run, shlex.split(args.train_flags)))
+    config = SuiteConfig(episodes=args.episodes, seeds=args.eval_seeds, front_points=0)
+    per_run = []
+    for run in runs:
+        print(f"evaluating {run}", flush=True)
+        payload, _ = run_suite(load_policy(run / "checkpoints"), config)
+        per_run.append(figures_of(payload))
+    names = list(per_run[0])
+    payload = {
+        "seeds": seeds if not args.runs else [],
+        "runs": [str(r) for r in runs],
+        "train_flags": args.train_flags,
+        "train_wall_s": wall,
+        "episodes": args.episodes,
+        "eval_seeds": args.eval_seeds,
+        "per_seed": {name: [run[name] for run in per_run] for name in names},
+        "figures": {name: spread([run[name] for run in per_run]) for name in names},
+        "machine": machine_info(),
+    }
+    json_path, md_path = write_report(args.out, payload, to_markdown(payload))
+    print(to_markdown(payload))
+    print(f"wrote {json_path} and {md_path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

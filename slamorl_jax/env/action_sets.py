@@ -1,0 +1,105 @@
+"""Action sets: the paper's 9 one-step moves, and the default that adds absolute targets.
+
+=========  =======  ============================================================================
+set        actions  meaning
+=========  =======  ============================================================================
+``paper``  9        GPU {-1, 0, +1} x CPU {-step, 0, +step} (SLA-MORL's design, ``actions.py``);
+                    index ``3 * (gpu_delta + 1) + (cpu_steps + 1)``, 4 keeps the allocation
+``targets`` 73      the same 9 moves at indices 0-8, then 64 absolute targets at 9-72: every
+                    GPU count of ``EnvParams.target_gpus`` x every CPUs-per-GPU value of
+                    ``EnvParams.target_cpus_per_gpu`` (GPU-major: index ``9 + 4 * i + j``)
+=========  =======  ============================================================================
+
+A target ``(g, x)`` asks for ``g`` GPUs and ``round(g * x / cpu_step) * cpu_step`` CPUs; like every
+action it is then clipped to the cluster (``actions.clip_allocation``), so a target above the
+cluster's size asks for all of it. One target re-allocates once (one pause) to anywhere on a coarse
+grid; the moves fine-tune from there. The default grid (``defaults.py``) is sized to the default
+cluster (4 GPUs a node, at most 16 a job): every GPU count 1-16 (the best count is often odd or
+just past a node boundary: 5 GPUs for ResNet-18 on V100s, 11 for YOLOv3), and 2, 4, 8, 12 CPUs per
+GPU, which brackets Synergy's saturation points (3-7.3 CPUs per GPU for image and audio models) and
+the calibration runs' 8 and 12; the CPU moves fine-tune in between. A coarser grid of 8 GPU counts
+(1, 2, 3, 4, 6, 8, 12, 16) left the policy at 4 GPUs where 5 were 1.6x faster: it could not see
+where a one-GPU move would lead.
+
+Out-of-range action indices are clipped to the set (the env documents this); the paper's moves have
+the same indices in both sets, so a controller that uses only them works on either.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
+from slamorl_jax.env.actions import apply_action as apply_move
+from slamorl_jax.env.actions import clip_allocation
+from slamorl_jax.env.lookup import take_small
+from slamorl_jax.env.params import EnvParams, cluster_bounds
+
+ACTION_SETS = ("paper", "targets")
+DEFAULT_ACTION_SET = "targets"
+NUM_TARGET_GPUS = 16
+NUM_TARGET_CPUS_PER_GPU = 4
+NUM_TARGETS = NUM_TARGET_GPUS * NUM_TARGET_CPUS_PER_GPU
+
+
+def check_action_set(name: str) -> str:
+    """Return ``name`` if it is an action set, else raise a ``ValueError`` listing the valid ones."""
+    if name not in ACTION_SETS:
+        raise ValueError(f"unknown action set {name!r}; choose one of: {', '.join(ACTION_SETS)}")
+    return name
+
+
+def num_actions(name: str) -> int:
+    """Number of actions of the named set."""
+    return NUM_MOVES + (NUM_TARGETS if check_action_set(name) == "targets" else 0)
+
+
+def action_names(name: str, params: EnvParams | None = None) -> tuple[str, ...]:
+    """Human-readable name of every action of the set (targets name their grid point)."""
+    from slamorl_jax.env.actions import ACTION_NAMES
+
+    if check_action_set(name) == "paper":
+        return ACTION_NAMES
+    if params is None:
+        from slamorl_jax.env.defaults import DEFAULT_TARGET_CPUS_PER_GPU, DEFAULT_TARGET_GPUS
+
+        gpus, ratios = DEFAULT_TARGET_GPUS, DEFAULT_TARGET_CPUS_PER_GPU
+    else:
+        gpus = [int(g) for g in jax.device_get(params.target_gpus)]
+        ratios = [float(x) for x in jax.device_get(params.target_cpus_per_gpu)]
+    targets = tuple(f"target {int(g)} GPUs x {float(x):g} CPUs/GPU" for g in gpus for x in ratios)
+    return ACTION_NAMES + targets
+
+
+def target_allocations(params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """``(gpus, cpus)`` of every target, shape ``(NUM_TARGETS,)``, clipped to the cluster."""
+    gpus = jnp.repeat(params.target_gpus, NUM_TARGET_CPUS_PER_GPU)
+    ratios = jnp.tile(params.target_cpus_per_gpu, NUM_TARGET_GPUS)
+    return target_cpus(gpus, ratios, params)
+
+
+def target_cpus(gpus: jax.Array, cpus_per_gpu: jax.Array, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """A target's clipped allocation: ``gpus`` GPUs and ``cpus_per_gpu`` CPUs each on the step lattice."""
+    step = params.cpu_step.astype(jnp.float32)
+    cpus = (jnp.round(gpus.astype(jnp.float32) * cpus_per_gpu / step) * step).astype(jnp.int32)
+    return clip_allocation(gpus, cpus, *cluster_bounds(params))
+
+
+def apply(
+    action: jax.Array | int, gpus: jax.Array, cpus: jax.Array, params: EnvParams
+) -> tuple[jax.Array, jax.Array]:
+    """Allocation after ``action`` of either set (indices 0-8 move, 9-72 go to a target), clipped.
+
+    Targets come from ``params.target_allocation`` (a derived table of :func:`target_allocations`)."""
+    action = jnp.asarray(action, jnp.int32)
+    move_gpus, move_cpus = apply_move(jnp.minimum(action, NUM_MOVES - 1), gpus, cpus, *cluster_bounds(params))
+    k = jnp.clip(action - NUM_MOVES, 0, NUM_TARGETS - 1)
+    goal_gpus, goal_cpus = take_small(params.target_allocation, k)
+    is_target = action >= NUM_MOVES
+    return jnp.where(is_target, goal_gpus, move_gpus), jnp.where(is_target, goal_cpus, move_cpus)
+
+
+def clip_action(action: jax.Array | int, name: str) -> jax.Array:
+    """``action`` clipped to the valid indices of the named set."""
+    return jnp.clip(jnp.asarray(action, jnp.int32), 0, num_actions(name) - 1)
