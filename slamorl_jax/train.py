@@ -83,6 +83,12 @@ flags.DEFINE_enum(
     INIT_STRATEGIES,
     "Initial allocation of each job (mixed: the request, random allocations and cold starts).",
 )
+flags.DEFINE_boolean(
+    "target_head",
+    DEFAULTS.target_head,
+    "With --actions=targets, score every target with one shared head from its own forecast "
+    "(--notarget_head: a plain MLP actor).",
+)
 flags.DEFINE_enum(
     "actions",
     DEFAULTS.actions,

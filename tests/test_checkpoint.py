@@ -17,7 +17,7 @@ from learner_fixtures import TINY, Compiled, random_inputs, shared_trainer, to_h
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
-from slamorl_jax.env.observation import NUM_FEATURES
+from slamorl_jax.env.observation import NUM_FEATURES, TARGET_BLOCK
 
 SAVED_STEP = TINY.updates_per_chunk  # the good checkpoint holds the state after one chunk
 
@@ -227,3 +227,22 @@ def test_saving_over_a_partial_step_succeeds(copy_of: Path, compiled: Compiled) 
     state, _ = compiled.run(state, 1)  # reaches the partial step's number
     ckpt.save(ckpt.make_manager(copy_of), state, TINY)
     assert ckpt.load_policy(copy_of).step == 2 * SAVED_STEP
+
+
+def test_the_shared_target_head_trains_saves_and_loads(tmp_path: Path) -> None:
+    """``--target_head``: the actor scores the 64 targets with one shared head from the observation's
+    per-target block; a chunk of training saves and loads into a policy that acts the same."""
+    config = dataclasses.replace(TINY, target_head=True, updates_per_chunk=1)
+    assert config.network.target_block == TARGET_BLOCK
+    compiled = shared_trainer(config)
+    state, _ = compiled.run(compiled.fresh(), 1)
+    params = state.params["params"]
+    assert "actor_targets" in params and "actor_moves" in params and "actor" not in params
+    ckpt.save(ckpt.make_manager(tmp_path), state, config)
+    policy = ckpt.load_policy(tmp_path)
+    assert policy.config.target_head and policy.network.config.target_block == TARGET_BLOCK
+    obs, weights = random_inputs(seed=3, n=64)
+    logits, _ = compiled.trainer.apply(state.params, obs, weights)
+    assert logits.shape == (64, TINY.network.num_actions)
+    np.testing.assert_allclose(np.asarray(policy.logits(obs, weights)), np.asarray(logits), rtol=1e-6)
+    assert np.all(np.isfinite(np.asarray(logits)))

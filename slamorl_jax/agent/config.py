@@ -9,6 +9,7 @@ from typing import Any
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, num_actions
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
+from slamorl_jax.env.observation import TARGET_BLOCK
 from slamorl_jax.env.params import INIT_STRATEGIES
 from slamorl_jax.env.prices import PRICE_PRESETS
 from slamorl_jax.env.scenarios import SCENARIOS
@@ -47,6 +48,7 @@ class TrainConfig:
     preference: str | None = None  # a preset name, "w_time,w_cost,w_sla", or None = the scenario's
     init_strategy: str = "mixed"  # request, random allocations and cold starts (env/params.py)
     actions: str = DEFAULT_ACTION_SET  # "paper" (9 moves) or "targets" (moves + absolute targets)
+    target_head: bool = False  # targets: score each target with a shared head (networks.TargetScorer)
     prices: str = "aws"
     seed: int = 0
     updates_per_chunk: int = 10
@@ -75,8 +77,13 @@ class TrainConfig:
     @property
     def network(self) -> NetworkConfig:
         """The actor-critic shape (its outputs sized to the action set)."""
+        block = TARGET_BLOCK if self.actions == "targets" and self.target_head else ()
         return NetworkConfig(
-            tuple(self.hidden_sizes), self.activation, self.initializer, num_actions(self.actions)
+            tuple(self.hidden_sizes),
+            self.activation,
+            self.initializer,
+            num_actions(self.actions),
+            target_block=block,
         )
 
     def to_json(self) -> str:
@@ -94,6 +101,7 @@ class TrainConfig:
         # Checkpoints written before action sets existed used the paper's 9 moves; they predate
         # the gamma and init_strategy defaults too, and always stored them.
         values.setdefault("actions", "paper")
+        values.setdefault("target_head", False)  # nor the shared target head
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(int(h) for h in values["hidden_sizes"])
         return cls(**values)

@@ -51,6 +51,11 @@ class NetworkConfig:
     # Observation features the network reads (the first ones); None = all. Policies trained before
     # the forecast block read the paper's 21 features and still run on today's observation.
     obs_dim: int | None = None
+    # (offset, targets K, features per target) of the observation's per-target block, when the
+    # last K actions are those targets: the actor then scores every target with one shared head
+    # (TargetScorer). Empty: a plain MLP actor.
+    target_block: tuple[int, ...] = ()
+    target_hidden: int = 8  # the shared target head's hidden units
 
 
 class MLP(nn.Module):
@@ -67,9 +72,65 @@ class MLP(nn.Module):
         """Apply the network to the last axis of ``x``."""
         act = ACTIVATIONS[self.activation]
         for size in self.hidden_sizes:
-            x = nn.Dense(size, kernel_init=kernel_init(self.initializer, float(np.sqrt(2.0))))(x)
-            x = act(x)
-        return nn.Dense(self.out_size, kernel_init=kernel_init(self.initializer, self.head_scale))(x)
+            x = act(dense(size, self.initializer, float(np.sqrt(2.0)))(x))
+        return dense(self.out_size, self.initializer, self.head_scale)(x)
+
+
+def dense(size: int, initializer: str, scale: float) -> nn.Dense:
+    """A dense layer with the named kernel initialiser at ``scale``."""
+    return nn.Dense(size, kernel_init=kernel_init(initializer, scale))
+
+
+class TargetScorer(nn.Module):
+    """Logits of the absolute targets: one small MLP shared by every target.
+
+    Each target is scored from its own forecast features (``forecast.py``: projected time, cost
+    and other SLAs if the job went there), a learned embedding of which target it is, and a context
+    vector the actor's trunk computes from the whole observation and the weights. Sharing the head
+    across targets builds in that targets with the same forecast are worth the same, which a plain
+    MLP over all forecasts has to learn target by target. The first layer is applied to the three
+    parts separately and summed (the same function as on their concatenation, without building it).
+    """
+
+    config: NetworkConfig
+    embedding_size: int = 8
+
+    @nn.compact
+    def __call__(self, obs: jax.Array, trunk: jax.Array) -> jax.Array:
+        """``[..., K]`` target logits from the observation and the trunk's last hidden layer."""
+        c = self.config
+        offset, num_targets, per_target = c.target_block
+        block = obs[..., offset : offset + num_targets * per_target]
+        features = block.reshape((*obs.shape[:-1], per_target, num_targets))  # field-major, [..., F, K]
+        embedding = self.param(
+            "target_embedding", nn.initializers.normal(1.0), (num_targets, self.embedding_size)
+        )
+        gain = float(np.sqrt(2.0))
+        init = kernel_init(c.initializer, gain)
+        w_features = self.param("feature_kernel", init, (per_target, c.target_hidden))
+        w_embedding = self.param("embedding_kernel", init, (self.embedding_size, c.target_hidden))
+        w_out = self.param("out_kernel", kernel_init(c.initializer, 0.01), (c.target_hidden, 1))
+        hidden = (
+            jnp.einsum("...fk,fh->...kh", features, w_features)  # each target's own forecasts
+            + dense(c.target_hidden, c.initializer, gain)(trunk)[..., None, :]  # context, per sample
+            + (embedding @ w_embedding)  # which target, [K, H]
+        )
+        return jnp.einsum("...kh,h->...k", ACTIVATIONS[c.activation](hidden), w_out[:, 0])
+
+
+class Trunk(nn.Module):
+    """Dense layers with one activation (an MLP without its head)."""
+
+    hidden_sizes: Sequence[int]
+    activation: str
+    initializer: str
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """The last hidden layer's activations."""
+        for size in self.hidden_sizes:
+            x = ACTIVATIONS[self.activation](dense(size, self.initializer, float(np.sqrt(2.0)))(x))
+        return x
 
 
 class ActorCritic(nn.Module):
@@ -83,7 +144,17 @@ class ActorCritic(nn.Module):
         c = self.config
         obs = obs if c.obs_dim is None else obs[..., : c.obs_dim]
         x = jnp.concatenate([obs, weights], axis=-1)
-        logits = MLP(c.hidden_sizes, c.num_actions, c.activation, c.initializer, 0.01, name="actor")(x)
+        if c.target_block:
+            trunk = Trunk(c.hidden_sizes, c.activation, c.initializer, name="actor_trunk")(x)
+            moves = nn.Dense(
+                c.num_actions - c.target_block[1],
+                kernel_init=kernel_init(c.initializer, 0.01),
+                name="actor_moves",
+            )(trunk)
+            targets = TargetScorer(c, name="actor_targets")(obs, trunk)
+            logits = jnp.concatenate([moves, targets], axis=-1)
+        else:
+            logits = MLP(c.hidden_sizes, c.num_actions, c.activation, c.initializer, 0.01, name="actor")(x)
         values = MLP(c.hidden_sizes, c.num_objectives, c.activation, c.initializer, 1.0, name="critic")(x)
         return logits, values
 

@@ -340,8 +340,11 @@ def make_train(config: TrainConfig, env: JobAllocationEnv | None = None) -> Trai
     """
     validate_config(config)
     env = env or JobAllocationEnv(action_set=config.actions)
+    network_config = config.network
+    if int(env.num_actions) != network_config.num_actions:  # another env (e.g. the CartPole peer)
+        network_config = dataclasses.replace(network_config, target_block=())
     network_config = dataclasses.replace(
-        config.network, num_actions=int(env.num_actions), num_objectives=int(env.reward_dim)
+        network_config, num_actions=int(env.num_actions), num_objectives=int(env.reward_dim)
     )
     return Trainer(
         config=config,

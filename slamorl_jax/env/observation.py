@@ -31,7 +31,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from slamorl_jax.env.forecast import FORECAST_FEATURE_NAMES, forecast_features
+from slamorl_jax.env.action_sets import NUM_TARGETS
+from slamorl_jax.env.forecast import FORECAST_FEATURE_NAMES, OUTCOME_FEATURES, forecast_features
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.params import EnvParams, max_gpus
 from slamorl_jax.env.state import EnvState
@@ -53,6 +54,8 @@ NUM_PAPER_FEATURES = len(PAPER_FEATURE_NAMES)
 assert NUM_PAPER_FEATURES == 21
 FEATURE_NAMES = (*PAPER_FEATURE_NAMES, *FORECAST_FEATURE_NAMES)
 NUM_FEATURES = len(FEATURE_NAMES)
+# Where the per-target forecasts sit: (offset, targets, features per target), field-major.
+TARGET_BLOCK = (NUM_PAPER_FEATURES, NUM_TARGETS, len(OUTCOME_FEATURES))
 
 
 def observe(state: EnvState, params: EnvParams) -> jax.Array:

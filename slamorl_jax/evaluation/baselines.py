@@ -12,6 +12,9 @@ A start rule is ``rule(state, params) -> (gpus, cpus)`` for one fresh job (``epi
   ``main-rl-slamorl.py``, reference notes §11.2), applied once to the request with the request's
   expected GPU utilisation, as the code applies it once before its optimised run.
 * :class:`BestStatic`: the best static allocation in hindsight, per job (the oracle).
+* :class:`ProfileBestStatic`: the same choice made from the workload's profile alone, without the
+  job's hidden truth (``env/job_truth.py``), then run on the truth: what the hidden truth costs a
+  static choice, and the best an agent that never measured the job could do with one allocation.
 
 The oracle knows the simulator's noise-free model of the job: over every allocation of the lattice
 it computes the job's expected total time and cost (epochs x epoch time, no pauses), throughput,
@@ -117,6 +120,22 @@ class BestStatic:
         sla_count = jnp.sum(met.astype(jnp.int32), axis=0)
         best = jnp.argmin(jnp.where(sla_count == jnp.max(sla_count), objective, jnp.inf))
         return gpus[best], cpus[best]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileBestStatic:
+    """:class:`BestStatic`'s choice with the job's profile in place of its true constants."""
+
+    oracle: BestStatic
+
+    @classmethod
+    def for_params(cls, params: EnvParams) -> ProfileBestStatic:
+        """The rule over every allocation that actions can reach under ``params``."""
+        return cls(BestStatic.for_params(params))
+
+    def __call__(self, state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+        """The allocation the profile says is best (the job then runs on its truth)."""
+        return self.oracle(state.replace(job=state.job.replace(constants=state.job.profile)), params)
 
 
 def expected_static_outcomes(

@@ -102,9 +102,12 @@ REACHABLE_DESCRIPTION = (
 )
 
 
-def baseline_methods(oracle: StartRule, reachable: Controller | None = None) -> tuple[Method, ...]:
+def baseline_methods(
+    oracle: StartRule, reachable: Controller | None = None, profile_oracle: StartRule | None = None
+) -> tuple[Method, ...]:
     """The static baselines, the reference code's heuristic, the ``oracle`` kept, and (when given)
-    the ``reachable`` anchor (``reachable.BestReachable``) from the request."""
+    the ``reachable`` anchor (``reachable.BestReachable``) from the request and the profile-only
+    static choice (``baselines.ProfileBestStatic``)."""
     methods = (
         Method("static_request", "the user's requested allocation, kept", start=baselines.requested),
         Method("static_min", "1 GPU and one CPU step, kept", start=baselines.minimum),
@@ -126,6 +129,14 @@ def baseline_methods(oracle: StartRule, reachable: Controller | None = None) -> 
     )
     if reachable is not None:  # starts at the request (the default init strategy)
         methods += (Method(REACHABLE, REACHABLE_DESCRIPTION, controller=reachable),)
+    if profile_oracle is not None:
+        methods += (
+            Method(
+                "best_static_profile",
+                "the oracle's static choice made from the workload profile alone (no hidden truth)",
+                start=profile_oracle,
+            ),
+        )
     return methods
 
 

@@ -93,6 +93,14 @@ def to_markdown(payload: dict) -> str:
                     f"- policy {text} / oracle {text}: {gap[key]['job_average']:.3f} (jobs) / "
                     f"{gap[key]['workload_average']:.3f} (workloads)"
                 )
+        profile_gap = payload.get("profile_oracle_gap", {})
+        for key, text in (("time_over_oracle", "time"), ("cost_over_oracle", "cost")):
+            if key in profile_gap:
+                lines.append(
+                    f"- what the hidden truth costs a static choice: the oracle's choice made from the "
+                    f"profile alone (`best_static_profile`), {text} / oracle {text}: "
+                    f"{profile_gap[key]['job_average']:.3f} (jobs)"
+                )
     lines += _reachable_lines(payload)
     lines += _seed_lines(payload)
     lines += _workload_lines(payload)

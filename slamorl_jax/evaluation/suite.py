@@ -21,7 +21,7 @@ from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
 from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation import pareto
-from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.evaluation.baselines import BestStatic, ProfileBestStatic
 from slamorl_jax.evaluation.headline import Results, anchor_gap, headline_figures, oracle_gap
 from slamorl_jax.evaluation.methods import (
     REACHABLE,
@@ -36,6 +36,7 @@ from slamorl_jax.quality_bar import greedy_policy, objective
 
 HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
 ORACLE = "best_static_oracle"
+PROFILE_ORACLE = "best_static_profile"
 FRONT_STATIC = ("static_request", "static_min", "static_max")
 PER_WORKLOAD_METHODS = ("policy", "static_request", ORACLE, REACHABLE)
 
@@ -74,7 +75,8 @@ def run_suite(
     )
     oracle = BestStatic.for_params(base)
     reachable = BestReachable.for_params(base)
-    methods = policy_methods(greedy, oracle) + compared + baseline_methods(oracle, reachable)
+    profile_oracle = ProfileBestStatic(oracle)
+    methods = policy_methods(greedy, oracle) + compared + baseline_methods(oracle, reachable, profile_oracle)
     keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
     results: Results = {}
@@ -100,6 +102,7 @@ def run_suite(
         "headline": headline_figures(results, "policy", HEADLINE_BASELINES),
         "oracle_gap": oracle_gap(results, "policy", ORACLE),
         "reachable_gap": anchor_gap(results, "policy", REACHABLE),
+        "profile_oracle_gap": oracle_gap(results, PROFILE_ORACLE, ORACLE),
     }
     if config.front_points > 0:
         progress("preference front")
