@@ -1,17 +1,34 @@
-"""slamorl_jax: JAX-native SLA-aware multi-objective RL for GPU/CPU allocation of ML training jobs."""
+"""slamorl_jax: JAX-native SLA-aware multi-objective RL for GPU/CPU allocation of ML training jobs.
 
+The package imports nothing heavy itself: ``JobAllocationEnv``, ``make`` and ``load_policy`` (and the
+subpackages) are imported on first use, so the commands start, and answer Ctrl-C, before JAX loads.
+"""
+
+import importlib
 from typing import Any
-
-from slamorl_jax.env import JobAllocationEnv, make
 
 __version__ = "0.1.0"
 __all__ = ["JobAllocationEnv", "__version__", "load_policy", "make"]
 
+# Public names and the module each is imported from on first use.
+_LAZY = {
+    "JobAllocationEnv": "slamorl_jax.env",
+    "make": "slamorl_jax.env",
+    "load_policy": "slamorl_jax.checkpoint",
+}
+
 
 def __getattr__(name: str) -> Any:
-    """``slamorl_jax.load_policy``, imported on first use (it pulls in orbax and the learner)."""
-    if name == "load_policy":
-        from slamorl_jax.checkpoint import load_policy
-
-        return load_policy
+    """``slamorl_jax.make``, ``.JobAllocationEnv``, ``.load_policy`` and submodules, on first use."""
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}.{name}":
+            raise
     raise AttributeError(f"module 'slamorl_jax' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

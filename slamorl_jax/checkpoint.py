@@ -104,8 +104,10 @@ def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
     meta_file = root / str(step) / "meta" / "metadata"
     try:
         meta = json.loads(meta_file.read_text())
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, ValueError) as err:  # missing, not UTF-8, not JSON
         raise CheckpointError(f"checkpoint {root / str(step)} is partial: unreadable meta ({err})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"checkpoint {root / str(step)} is damaged: its meta is not a JSON object")
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
         raise CheckpointError(

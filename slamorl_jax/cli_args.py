@@ -1,13 +1,18 @@
 """Command-line helpers shared by the package's commands and the benchmarks.
 
-Bad input gets one line on stderr and exit status 2 (no usage block, no traceback).
+Bad input gets one line on stderr and exit status 2 (no usage block, no traceback); Ctrl-C or
+SIGTERM ends a command with status 128 + signal and one line; an unexpected error is one line with
+status 1 (``SLAMORL_JAX_TRACEBACK=1`` shows its traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -53,3 +58,71 @@ def bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[
         return value
 
     return parse
+
+
+TRACEBACK_ENV = "SLAMORL_JAX_TRACEBACK"
+_cleanups: list[Callable[[], None]] = []
+_interrupted_prog = ["slamorl_jax"]  # the command named in the line an interrupt prints
+
+
+def _exit_interrupted(signum: int, frame: object) -> None:
+    """Run the registered clean-ups, print one line and end the process with 128 + ``signum``.
+
+    Exiting from the handler (instead of raising ``KeyboardInterrupt``) is what makes Ctrl-C reliable
+    here: an exception raised in a signal handler can land in a garbage-collection callback, where
+    Python prints and drops it, and XLA compiles in callbacks of that kind.
+    """
+    for cleanup in reversed(_cleanups):
+        with suppress(Exception):  # a failing clean-up must not turn into a traceback
+            cleanup()
+    with suppress(Exception):  # the handler may interrupt a write to the same stream
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os.write(2, f"{_interrupted_prog[0]}: interrupted ({signal.Signals(signum).name})\n".encode())
+    os._exit(128 + signum)
+
+
+def exit_on_interrupt(prog: str) -> None:
+    """From now on SIGINT and SIGTERM end the process at once, quietly (see :func:`_exit_interrupted`)."""
+    _interrupted_prog[0] = prog
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _exit_interrupted)
+
+
+@contextmanager
+def cleanup_on_interrupt(cleanup: Callable[[], None]) -> Iterator[None]:
+    """Run ``cleanup`` if SIGINT or SIGTERM ends the process inside the block."""
+    _cleanups.append(cleanup)
+    try:
+        yield
+    finally:
+        _cleanups.remove(cleanup)
+
+
+def first_line(error: BaseException, limit: int = 300) -> str:
+    """The first line of ``error``'s message, at most ``limit`` characters."""
+    lines = str(error).strip().splitlines()
+    text = lines[0] if lines else type(error).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def run_command(main: Callable[[], int | None], prog: str) -> NoReturn:
+    """Run a command's ``main`` and exit with its status, never with a traceback.
+
+    SIGINT and SIGTERM end the command with status 128 + signal and one line (after the clean-ups of
+    :func:`cleanup_on_interrupt`; a training loop handles them itself while it trains); any other
+    unexpected exception is one line and status 1, unless the environment sets ``SLAMORL_JAX_TRACEBACK``.
+    """
+    exit_on_interrupt(prog)
+    try:
+        code = main()
+    except Exception as err:
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        print(
+            f"{prog}: error: unexpected {type(err).__name__}: {first_line(err)} "
+            f"(set {TRACEBACK_ENV}=1 for the traceback)",
+            file=sys.stderr,
+        )
+        code = 1
+    sys.exit(code)

@@ -21,7 +21,9 @@ import sys
 import time
 from pathlib import Path
 
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
+import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax import run_dirs
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, cleanup_on_interrupt, fail, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, SCENARIOS
 
@@ -125,15 +127,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         fail("--plots=yes needs matplotlib: pip install 'slamorl_jax[plot]'", PROG)
     args.plots = args.plots == "yes" or (args.plots == "auto" and have_matplotlib)
     for flag, path in [("--checkpoint", args.checkpoint), *(("--compare", p) for p in args.compare.values())]:
-        if not Path(path).exists():
+        if not run_dirs.path_exists(path):
             fail(f"{flag} {path!r} does not exist", PROG)
     return args
 
 
 def check_out_dir(out_dir: Path, overwrite: bool) -> None:
-    """Exit 2 if ``out_dir`` is a file, or holds results and ``overwrite`` is not set."""
-    if out_dir.exists() and not out_dir.is_dir():
-        fail(f"--out_dir {str(out_dir)!r} is a file", PROG)
+    """Exit 2 if ``out_dir`` is a file or cannot be created, or holds results and ``overwrite`` is
+    not set."""
+    try:
+        run_dirs.check_dir("--out_dir", out_dir)
+    except run_dirs.RunDirError as err:
+        fail(str(err), PROG)
     existing = [name for name in OUTPUT_NAMES if (out_dir / name).exists()]
     if existing and not overwrite:
         fail(f"--out_dir {str(out_dir)!r} already holds {existing[0]}; pass --overwrite to replace it", PROG)
@@ -165,12 +170,31 @@ def main(argv: list[str] | None = None) -> int:
         if args.progress:
             print(f"evaluating {message}", file=sys.stderr, flush=True)
 
-    payload, _ = run_suite(policy, config, progress=progress, compare=compare)
-    payload["config"].update(
-        checkpoint=str(args.checkpoint),
-        compare={name: str(path) for name, path in args.compare.items()},
-    )
-    written = write_outputs(args.out_dir, payload, args.plots)
+    try:
+        created = run_dirs.create_run_dirs([("--out_dir", args.out_dir)])
+    except run_dirs.RunDirError as err:
+        fail(str(err), PROG)
+    # Nothing of an interrupted or failed evaluation stays: the new directory, or new output files.
+    new_files = [args.out_dir / name for name in OUTPUT_NAMES if not (args.out_dir / name).exists()]
+    done = False
+
+    def remove_partial() -> None:
+        if not done:
+            run_dirs.remove_created(created)
+            for path in new_files:
+                path.unlink(missing_ok=True)
+
+    with cleanup_on_interrupt(remove_partial):
+        try:
+            payload, _ = run_suite(policy, config, progress=progress, compare=compare)
+            payload["config"].update(
+                checkpoint=str(args.checkpoint),
+                compare={name: str(path) for name, path in args.compare.items()},
+            )
+            written = write_outputs(args.out_dir, payload, args.plots)
+            done = True
+        finally:
+            remove_partial()
     print(to_markdown(payload))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0
@@ -178,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    run_command(main, PROG)
 
 
 if __name__ == "__main__":

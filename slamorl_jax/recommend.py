@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from slamorl_jax.cli_args import OneLineArgumentParser, fail
+import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command
 
 PROG = "python -m slamorl_jax.recommend"
 DEFAULT_CHECKPOINT = "checkpoints/default"
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run() -> None:
     """Console-script entry point."""
-    sys.exit(main())
+    run_command(main, PROG)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 One run trains one preference-conditioned policy on the chosen scenario (default ``mixed``), logs
 to JSONL and TensorBoard, checkpoints with orbax (``--resume`` continues exactly), and ends with
 an evaluation on fresh jobs of every named scenario against the jobs' requested static allocations.
-Bad flags exit with code 2 and one line; SIGTERM/SIGINT save a checkpoint before exiting.
+Bad flags, stray arguments and unusable output paths exit with code 2 and one line, before anything
+is written; SIGTERM/SIGINT save a checkpoint before exiting (before the first update they exit with
+128 + signal and remove the directories the run created); a diverged run exits 3.
 """
 
 from __future__ import annotations
@@ -16,8 +18,11 @@ from pathlib import Path
 from absl import app, flags
 from absl import logging as absl_logging  # defines --log_dir, which we use for metrics too
 
+import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax import run_dirs, train_checks
 from slamorl_jax.agent.config import LR_SCHEDULES, PRICE_PRESETS, TrainConfig, validate_config
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
+from slamorl_jax.cli_args import cleanup_on_interrupt, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
 from slamorl_jax.env.action_sets import ACTION_SETS
 from slamorl_jax.env.params import INIT_STRATEGIES
@@ -135,8 +140,7 @@ def check_run_flags() -> None:
         raise ValueError(f"--save_interval must be >= 1, got {FLAGS.save_interval}")
     if FLAGS.keep < 1:
         raise ValueError(f"--keep must be >= 1, got {FLAGS.keep}")
-    if FLAGS.eval_episodes < 0:
-        raise ValueError(f"--eval_episodes must be >= 0, got {FLAGS.eval_episodes}")
+    train_checks.check_eval_episodes(FLAGS.eval_episodes)
     if FLAGS.resume and FLAGS.checkpoint_dir is None:
         raise ValueError("--resume needs --checkpoint_dir (the run to continue)")
 
@@ -149,32 +153,59 @@ def fail(message: str) -> None:
 
 def parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing with bad flags reported in one line and exit code 2."""
+    FLAGS.unparse_flags()  # a fresh parse: no value of an earlier in-process run carries over
     try:
         return FLAGS(argv)
     except flags.Error as err:
         fail(str(err).splitlines()[0])
+    except (OSError, UnicodeError, ValueError) as err:  # a --flagfile that cannot be read as text
+        fail(f"cannot read the command line: {err}")
     return argv  # unreachable
 
 
-def resolve_paths() -> tuple[Path, Path]:
-    """Checkpoint and log directories from the flags."""
+def resolve_paths() -> tuple[Path, Path, str, str]:
+    """Checkpoint and log directories from the flags, and the flag each comes from."""
     run_dir = Path(FLAGS.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
     checkpoint_dir = Path(FLAGS.checkpoint_dir) if FLAGS.checkpoint_dir else run_dir / "checkpoints"
     # --log_dir is absl's own flag (its log files); metrics.jsonl, TensorBoard events and
     # summary.json go there too.
     log_dir = Path(FLAGS.log_dir) if FLAGS.log_dir else run_dir / "logs"
-    return checkpoint_dir, log_dir
+    return (
+        checkpoint_dir,
+        log_dir,
+        "--checkpoint_dir" if FLAGS.checkpoint_dir else "--run_dir",
+        "--log_dir" if FLAGS.log_dir else "--run_dir",
+    )
+
+
+def validated_config(argv: list[str]) -> TrainConfig:
+    """The validated config of the command line (``fail`` with one line on any bad value)."""
+    try:
+        train_checks.check_no_positional(argv)
+        config = config_from_flags()
+        train_checks.check_finite(config)
+        validate_config(config)
+        train_checks.check_sizes(config)
+        if not FLAGS.resume:  # a resumed run keeps its checkpoint's budget
+            train_checks.check_budget(config)
+        check_run_flags()
+        if FLAGS.compilation_cache_dir:
+            run_dirs.check_dir("--compilation_cache_dir", Path(FLAGS.compilation_cache_dir))
+    except ValueError as err:
+        fail(str(err))
+    return config
 
 
 def main(argv: list[str]) -> None:
     """Validate everything, then hand over to :func:`slamorl_jax.training_loop.run_training`."""
-    del argv
+    config = validated_config(argv)
+    checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths()
     try:
-        config = validate_config(config_from_flags())
-        check_run_flags()
-    except ValueError as err:
+        if FLAGS.resume:
+            run_dirs.check_dir("--checkpoint_dir", checkpoint_dir, must_exist=True)
+        created = run_dirs.create_run_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])
+    except run_dirs.RunDirError as err:
         fail(str(err))
-    checkpoint_dir, log_dir = resolve_paths()
     absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
     enable_compilation_cache(FLAGS.compilation_cache_dir)
     # Heavy imports (JAX compilation, orbax) only after the flags are known to be good.
@@ -191,16 +222,31 @@ def main(argv: list[str]) -> None:
         progress=FLAGS.progress,
         explicit_flags=tuple(name for name in CONFIG_FLAGS if FLAGS[name].present),
     )
+
+    saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
+
+    def remove_if_empty() -> None:
+        # A run that saves no checkpoint (bad input found late, Ctrl-C while compiling, a first
+        # update that diverged) leaves none of the directories it created.
+        if run_dirs.checkpoint_marks(checkpoint_dir) == saved_before:
+            run_dirs.remove_created(created)
+
+    code = 1
     try:
-        code = run_training(config, options)
+        with cleanup_on_interrupt(remove_if_empty):
+            code = run_training(config, options)
     except CheckpointError as err:
+        code = 2
         fail(str(err))
+    finally:
+        if code != 0:
+            remove_if_empty()
     sys.exit(code)
 
 
-def run() -> None:
-    """Console-script entry point."""
-    app.run(main, flags_parser=parse_flags)
+def run(argv: list[str] | None = None) -> None:
+    """Console-script entry point; ``argv`` is the whole command line (default ``sys.argv``)."""
+    run_command(lambda: app.run(main, argv=argv, flags_parser=parse_flags), "slamorl_jax.train")
 
 
 if __name__ == "__main__":

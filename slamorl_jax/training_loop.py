@@ -23,6 +23,7 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
 from slamorl_jax.run_logging import MetricsLogger
+from slamorl_jax.train_checks import budget_note
 
 EXIT_OK = 0
 EXIT_NON_FINITE = 3
@@ -83,9 +84,21 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
     return stored
 
 
+def diverged_message(update: int, last_saved: int, checkpoint_dir: Path) -> str:
+    """What a run that hit a non-finite loss at ``update`` keeps (``last_saved``: its latest save)."""
+    if ckpt.has_checkpoint(checkpoint_dir):
+        kept = f"The last good checkpoint (update {last_saved}) in {checkpoint_dir} is kept."
+    else:
+        kept = "No checkpoint had been saved yet."
+    return f"non-finite loss at update {update}; stopping. {kept}"
+
+
 def run_training(config: TrainConfig, options: RunOptions) -> int:
     """Train (or resume) per ``options``; returns the process exit code."""
     config = resolve_config(config, options)
+    note = budget_note(config)
+    if note and not options.resume:
+        print(note, file=sys.stderr, flush=True)
     trainer = make_train(config)
     env_params = env_params_from_config(config)
     manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
@@ -119,10 +132,7 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
             jax.block_until_ready(new_state)
             train_s += time.perf_counter() - tick
             if not math.isfinite(metrics["loss"]):
-                logger.message(
-                    f"non-finite loss at update {int(new_state.update)}; stopping. The last good checkpoint "
-                    f"(update {last_saved}) in {options.checkpoint_dir} is kept."
-                )
+                logger.message(diverged_message(int(new_state.update), last_saved, options.checkpoint_dir))
                 return EXIT_NON_FINITE
             state = new_state
             update = int(state.update)

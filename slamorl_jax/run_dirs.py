@@ -1,0 +1,93 @@
+"""A training run's output directories: checked and created up front, removed again if the run
+leaves nothing worth keeping.
+
+``create_run_dirs`` makes every missing directory (with its missing parents) before anything is
+compiled, so a path that is a file, unwritable or impossible fails at once with one line naming the
+flag; it remembers the top-most directories it created, and ``remove_created`` deletes exactly those
+(used when a run ends before its first checkpoint: bad input found late, Ctrl-C while compiling).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+
+class RunDirError(ValueError):
+    """An output directory cannot be used (the message names the flag and the path)."""
+
+
+def _missing_ancestors(path: Path) -> list[Path]:
+    """``path`` and its parents that do not exist yet, top-most first."""
+    missing = []
+    for candidate in (path, *path.parents):
+        if candidate.exists():
+            break
+        missing.append(candidate)
+    return missing[::-1]
+
+
+def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
+    """Raise :class:`RunDirError` if ``path`` cannot serve as the directory of ``flag``."""
+    if "\0" in str(path):
+        raise RunDirError(f"{flag} {str(path)!r} is not a usable path: it holds a NUL byte")
+    try:
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    except (OSError, ValueError) as err:  # a NUL byte, a name too long, an unreadable parent
+        raise RunDirError(
+            f"{flag} {str(path)!r} is not a usable path: {getattr(err, 'strerror', None) or err}"
+        ) from None
+    if existing == path and not path.is_dir():
+        raise RunDirError(f"{flag} {str(path)!r} is a file, not a directory")
+    if must_exist and existing != path:
+        raise RunDirError(f"{flag} {str(path)!r} does not exist")
+    if existing is not None and not existing.is_dir():
+        raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is a file")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is not writable")
+
+
+def create_run_dirs(dirs: Iterable[tuple[str, Path]]) -> list[Path]:
+    """Create each ``(flag, path)`` directory; return the top-most directories that were created."""
+    dirs = list(dirs)
+    for flag, path in dirs:
+        check_dir(flag, path)
+    created: list[Path] = []
+    for flag, path in dirs:
+        new = _missing_ancestors(path)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except (OSError, ValueError) as err:
+            remove_created(created)
+            raise RunDirError(
+                f"{flag} {str(path)!r} cannot be created: {getattr(err, 'strerror', None) or err}"
+            ) from None
+        if new:
+            created.append(new[0])
+    return created
+
+
+def remove_created(created: Iterable[Path]) -> None:
+    """Delete the directories :func:`create_run_dirs` created (and what the run wrote inside)."""
+    for path in created:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def path_exists(path: str | Path) -> bool:
+    """``Path(path).exists()``, ``False`` for a path the OS cannot even look up (a NUL byte)."""
+    try:
+        return Path(path).exists()
+    except (OSError, ValueError):
+        return False
+
+
+def checkpoint_marks(checkpoint_dir: Path) -> set[tuple[str, int]]:
+    """(step, modification time) of every checkpoint step in ``checkpoint_dir``: it changes when a
+    run saves one."""
+    try:
+        steps = [p for p in checkpoint_dir.iterdir() if p.name.isdigit() and (p / "meta").exists()]
+        return {(p.name, (p / "meta").stat().st_mtime_ns) for p in steps}
+    except OSError:
+        return set()
