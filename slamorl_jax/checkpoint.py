@@ -5,6 +5,13 @@ A checkpoint step holds three items: ``state`` (the whole :class:`TrainState`, f
 :class:`TrainConfig`, update and env-step counters). ``load_policy`` reads ``meta`` and ``policy``
 alone, so it needs neither an optimiser nor any training code. Saves are synchronous and orbax
 writes each step to a temporary directory first, so an interrupted save never replaces a good one.
+
+``meta`` also holds a SHA-256 digest of every array of ``state`` and ``policy``
+(:mod:`slamorl_jax.array_checksum`), checked when they are restored: damaged array data is refused
+with a :class:`CheckpointError` naming the step and the array, never loaded as different numbers.
+Checkpoints from before the digests load unchecked. On ``--resume`` a damaged newest step is set
+aside (renamed ``damaged-<step>``) and the run continues from the newest intact one
+(:func:`restore_newest_intact`).
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ import orbax.checkpoint as ocp
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
+from slamorl_jax.array_checksum import META_KEY, first_mismatch, tree_digests
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
+from slamorl_jax.restore_noise import silence_abandoned_restores
 
 FORMAT_VERSION = 1
 ITEMS = ("state", "policy", "meta")
@@ -54,19 +63,21 @@ def save(
     """Save ``state`` at its update count and return that step."""
     step = int(state.update)
     _remove_incomplete_step(manager, step)
+    host_state, policy = _to_host(state), {"params": state.params}
     meta = {
         "format_version": FORMAT_VERSION,
         "config": dataclasses.asdict(config),
         "update": step,
         "env_steps": step * config.batch_size,
         "observation_dim": NUM_FEATURES,
+        META_KEY: {"state": tree_digests(host_state), "policy": tree_digests(policy)},
         **(extra or {}),
     }
     manager.save(
         step,
         args=ocp.args.Composite(
-            state=ocp.args.StandardSave(_to_host(state)),
-            policy=ocp.args.StandardSave({"params": state.params}),
+            state=ocp.args.StandardSave(host_state),
+            policy=ocp.args.StandardSave(policy),
             meta=ocp.args.JsonSave(meta),
         ),
         force=True,
@@ -86,21 +97,39 @@ def _remove_incomplete_step(manager: ocp.CheckpointManager, step: int) -> None:
         manager.reload()
 
 
+def complete_steps(directory: Path) -> list[int]:
+    """The numbered step directories of ``directory`` that have a ``meta`` item, oldest first."""
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit() and (p / "meta").exists())
+
+
 def _step_dir_and_root(path: Path) -> tuple[Path, int]:
     """Resolve a run directory (latest step) or a step directory to (root, step)."""
-    if not path.exists():
-        raise CheckpointError(f"checkpoint path {path} does not exist")
-    if path.name.isdigit() and (path / "meta").exists():
-        return path.parent, int(path.name)
-    steps = sorted(int(p.name) for p in path.iterdir() if p.name.isdigit() and (p / "meta").exists())
+    try:
+        if "\0" in str(path) or not path.exists():
+            raise CheckpointError(f"checkpoint path {path} does not exist")
+        if not path.is_dir():
+            raise CheckpointError(f"checkpoint path {path} is a file, not a checkpoint directory")
+        if path.name.isdigit() and (path / "meta").exists():
+            return path.parent, int(path.name)
+        steps = complete_steps(path)
+    except OSError as err:
+        raise CheckpointError(f"cannot read checkpoint path {path}: {err.strerror or err}") from None
     if not steps:
         raise CheckpointError(f"no complete checkpoint in {path} (expected numbered step directories)")
     return path, steps[-1]
 
 
+def _path(path: str | Path) -> Path:
+    """``path`` made absolute; a path no file system accepts is a :class:`CheckpointError`."""
+    try:
+        return Path(path).absolute()
+    except (OSError, ValueError, TypeError) as err:
+        raise CheckpointError(f"bad checkpoint path {path!r}: {err}") from None
+
+
 def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
     """The ``meta`` JSON of the latest (or given) step, checked for format and config compatibility."""
-    root, step = _step_dir_and_root(Path(path).absolute())
+    root, step = _step_dir_and_root(_path(path))
     meta_file = root / str(step) / "meta" / "metadata"
     try:
         meta = json.loads(meta_file.read_text())
@@ -121,17 +150,86 @@ def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
     return meta, root, step
 
 
+def _short(error: BaseException) -> str:
+    """One line of an orbax or TensorStore error (whose text can run to dozens of lines of spec)."""
+    text = str(error).split(" See full TensorStore details")[0].strip()
+    line = text.splitlines()[0] if text else type(error).__name__
+    return line if len(line) <= 240 else line[:237] + "..."
+
+
+def _restore_item(meta: dict[str, Any], root: Path, step: int, item: str, abstract: Any, what: str) -> Any:
+    """Restore ``item`` of ``step`` onto ``abstract`` and check it against the digests in ``meta``."""
+    manager = make_manager(root)
+    where = root / str(step)
+    try:
+        restored = manager.restore(
+            step, args=ocp.args.Composite(**{item: ocp.args.StandardRestore(abstract)})
+        )[item]
+    except Exception as err:  # orbax raises many types for partial, damaged or mismatched trees
+        silence_abandoned_restores()
+        raise CheckpointError(f"cannot restore {what} from {where}: {_short(err)}") from None
+    expected = meta.get(META_KEY, {}).get(item) if isinstance(meta.get(META_KEY), dict) else None
+    if expected is not None:
+        bad = first_mismatch(restored, expected)
+        if bad is not None:
+            raise CheckpointError(
+                f"checkpoint {where} is damaged: array {bad} in {where / item} does not match the "
+                "checksum saved with it"
+            )
+    return restored
+
+
+def newest_readable_meta(directory: str | Path) -> dict[str, Any]:
+    """The ``meta`` of the newest step of a run directory whose ``meta`` reads and checks out (a
+    damaged newer step is :func:`restore_newest_intact`'s to report)."""
+    root = _path(directory)
+    _step_dir_and_root(root)
+    error = CheckpointError(f"no complete checkpoint in {root}")
+    for step in reversed(complete_steps(root)):
+        try:
+            return read_meta(root / str(step))[0]
+        except CheckpointError as err:
+            error = err
+    raise error
+
+
 def restore_state(path: str | Path, template: TrainState) -> TrainState:
     """Restore the full training state of the latest (or given) step onto ``template``'s structure."""
-    _, root, step = read_meta(path)
+    meta, root, step = read_meta(path)
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_host(template))
-    manager = make_manager(root)
-    try:
-        restored = manager.restore(step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract)))
-    except Exception as err:  # orbax raises many types for partial or mismatched trees
-        raise CheckpointError(f"cannot restore training state from {root / str(step)}: {err}") from None
-    state = restored["state"]
+    state = _restore_item(meta, root, step, "state", abstract, "training state")
     return state.replace(key=jax.random.wrap_key_data(state.key))
+
+
+def set_aside(step_dir: Path) -> Path:
+    """Rename a damaged step directory to ``damaged-<step>`` (kept for inspection, never read or
+    counted again); the new path."""
+    target = step_dir.with_name(f"damaged-{step_dir.name}")
+    suffix = 1
+    while target.exists():
+        suffix += 1
+        target = step_dir.with_name(f"damaged-{step_dir.name}-{suffix}")
+    step_dir.rename(target)
+    return target
+
+
+def restore_newest_intact(
+    directory: str | Path, template: TrainState, report: Callable[[str], None]
+) -> TrainState:
+    """The training state of the newest step of ``directory`` that restores and checks out.
+
+    Each newer damaged step is set aside (:func:`set_aside`) with one ``report`` line saying so;
+    :class:`CheckpointError` when no step is intact.
+    """
+    root = _path(directory)
+    _step_dir_and_root(root)  # a missing or empty directory is an error of its own
+    for step in reversed(complete_steps(root)):
+        try:
+            return restore_state(root / str(step), template)
+        except CheckpointError as err:
+            moved = set_aside(root / str(step))
+            report(f"{err}; set aside as {moved.name}, trying the previous checkpoint")
+    raise CheckpointError(f"no intact checkpoint left in {root}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,12 +283,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     network = ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
     template = init_params(network, jax.random.key(0), obs_dim)
     abstract = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, template)}
-    manager = make_manager(root)
-    try:
-        restored = manager.restore(step, args=ocp.args.Composite(policy=ocp.args.StandardRestore(abstract)))
-    except Exception as err:
-        raise CheckpointError(f"cannot restore the policy from {root / str(step)}: {err}") from None
-    params = restored["policy"]["params"]
+    params = _restore_item(meta, root, step, "policy", abstract, "the policy")["params"]
 
     @jax.jit
     def act(params: Any, obs: jax.Array, weights: jax.Array) -> jax.Array:
@@ -211,11 +304,12 @@ def export_policy(source: str | Path, destination: str | Path) -> Path:
     if has_checkpoint(destination):
         raise CheckpointError(f"{destination} already holds checkpoints; choose an empty directory")
     manager = make_manager(destination, keep=1)
+    arrays = {"params": policy.params}
     manager.save(
         policy.step,
         args=ocp.args.Composite(
-            policy=ocp.args.StandardSave({"params": policy.params}),
-            meta=ocp.args.JsonSave(meta),
+            policy=ocp.args.StandardSave(arrays),
+            meta=ocp.args.JsonSave({**meta, META_KEY: {"policy": tree_digests(arrays)}}),
         ),
     )
     manager.wait_until_finished()
@@ -225,7 +319,10 @@ def export_policy(source: str | Path, destination: str | Path) -> Path:
 def has_checkpoint(directory: str | Path) -> bool:
     """Whether ``directory`` holds at least one complete checkpoint step."""
     path = Path(directory)
-    return path.exists() and any(p.name.isdigit() and (p / "meta").exists() for p in path.iterdir())
+    try:
+        return path.is_dir() and bool(complete_steps(path))
+    except OSError:
+        return False
 
 
 def params_equal(a: Any, b: Any) -> bool:

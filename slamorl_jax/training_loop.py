@@ -74,7 +74,7 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
                 "or choose another --checkpoint_dir"
             )
         return config
-    meta, _, _ = ckpt.read_meta(options.checkpoint_dir)
+    meta = ckpt.newest_readable_meta(options.checkpoint_dir)
     stored = TrainConfig.from_dict(meta["config"])
     conflicts = [name for name in options.explicit_flags if getattr(stored, name) != getattr(config, name)]
     if conflicts:
@@ -98,17 +98,18 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
     config = resolve_config(config, options)
     note = budget_note(config)
     if note and not options.resume:
-        print(note, file=sys.stderr, flush=True)
+        print_error(note)
     trainer = make_train(config)
     env_params = env_params_from_config(config)
-    manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
     init = jax.jit(trainer.init)
     chunk = jax.jit(trainer.update_chunk, donate_argnums=0)
 
     start = time.perf_counter()
     state = init(jax.random.key(config.seed), env_params)
     if options.resume:
-        state = ckpt.restore_state(options.checkpoint_dir, state)
+        state = ckpt.restore_newest_intact(options.checkpoint_dir, state, report=print_error)
+    # After the restore, which may set damaged steps aside: the manager lists the steps it finds.
+    manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
     compile_start = time.perf_counter()
     compiled = chunk.lower(state, env_params).compile()
     compile_s = time.perf_counter() - compile_start
@@ -170,6 +171,11 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
     (Path(options.log_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
     print_summary(summary)
     return code
+
+
+def print_error(line: str) -> None:
+    """One line on stderr, at once."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def print_summary(summary: dict[str, Any]) -> None:

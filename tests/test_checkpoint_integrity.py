@@ -1,0 +1,180 @@
+"""Damaged checkpoints are refused with one line, never loaded as other numbers (issue 11, rows 6-8).
+
+Every checkpoint carries SHA-256 digests of its arrays in its ``meta``; a file in the way of a
+checkpoint, truncated array files and flipped bytes are :class:`CheckpointError`s naming the step, and
+``--resume`` sets a damaged newest step aside and continues from the newest intact one.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+from learner_fixtures import REPO_ROOT, TINY, Compiled, shared_trainer, trees_equal
+
+from slamorl_jax import checkpoint as ckpt
+from slamorl_jax import training_loop
+from slamorl_jax.array_checksum import META_KEY
+
+LEGACY = REPO_ROOT / "tests" / "data" / "legacy-policy-v1"
+
+
+@pytest.fixture(scope="module")
+def compiled() -> Compiled:
+    """TINY's jitted functions (shared with the other learner test modules)."""
+    return shared_trainer(TINY)
+
+
+@pytest.fixture(scope="module")
+def two_steps(compiled: Compiled, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run directory with steps 1 and 2 of different parameters (no training needed)."""
+    root = tmp_path_factory.mktemp("run") / "checkpoints"
+    manager = ckpt.make_manager(root)
+    state = compiled.fresh()
+    for update in (1, 2):
+        params = jax.tree.map(lambda x, u=update: x + u, state.params)
+        ckpt.save(manager, state.replace(params=params, update=jnp.int32(update)), TINY)
+    return root
+
+
+@pytest.fixture
+def run_copy(two_steps: Path, tmp_path: Path) -> Path:
+    """A copy of ``two_steps`` to damage."""
+    return Path(shutil.copytree(two_steps, tmp_path / "checkpoints"))
+
+
+def largest_file(directory: Path) -> Path:
+    """The biggest file under ``directory`` (an item's array data)."""
+    return max((p for p in directory.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+
+
+def flip_bytes(path: Path, count: int = 64) -> None:
+    """Invert ``count`` bytes in the middle of ``path``."""
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + count] = bytes(b ^ 0xFF for b in data[middle : middle + count])
+    path.write_bytes(bytes(data))
+
+
+def edit_digest(step_dir: Path, item: str) -> None:
+    """Change one stored digest of ``item`` (as if its array's bytes had changed on disk)."""
+    meta_file = step_dir / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    first = sorted(meta[META_KEY][item])[0]
+    meta[META_KEY][item][first] = "0" * 64
+    meta_file.write_text(json.dumps(meta))
+
+
+def assert_one_line(error: pytest.ExceptionInfo[ckpt.CheckpointError], *phrases: str) -> None:
+    text = str(error.value)
+    assert len(text.splitlines()) == 1 and len(text) < 500, text
+    assert "TensorStore" not in text, text
+    for phrase in phrases:
+        assert phrase in text, text
+
+
+def test_saves_carry_a_digest_of_every_array(two_steps: Path, compiled: Compiled) -> None:
+    meta, _, step = ckpt.read_meta(two_steps)
+    assert step == 2
+    digests = meta[META_KEY]
+    assert set(digests) == {"state", "policy"}
+    assert len(digests["policy"]) == len(jax.tree.leaves(compiled.fresh().params))
+    assert all(len(d) == 64 for d in digests["state"].values())
+
+
+def test_a_file_is_not_a_checkpoint(tmp_path: Path) -> None:
+    """Row 6."""
+    a_file = tmp_path / "hostname"
+    a_file.write_text("host\n")
+    with pytest.raises(ckpt.CheckpointError) as error:
+        ckpt.load_policy(a_file)
+    assert_one_line(error, str(a_file), "is a file")
+    with pytest.raises(ckpt.CheckpointError) as error:
+        ckpt.load_policy(tmp_path / "x\0y")
+    assert_one_line(error, "does not exist")
+
+
+@pytest.mark.parametrize("item", ["policy", "state"])
+def test_truncated_array_data_is_one_line(
+    run_copy: Path, compiled: Compiled, item: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Row 7: one line, without TensorStore's spec or "Exception ignored" reports on stderr."""
+    data = largest_file(run_copy / "2" / item)
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    with pytest.raises(ckpt.CheckpointError) as error:
+        if item == "policy":
+            ckpt.load_policy(run_copy)
+        else:
+            ckpt.restore_state(run_copy, compiled.fresh())
+    assert_one_line(error, str(run_copy / "2"))
+    assert "Exception ignored" not in capfd.readouterr().err
+
+
+@pytest.mark.parametrize("item", ["policy", "state"])
+def test_flipped_bytes_are_refused(run_copy: Path, compiled: Compiled, item: str) -> None:
+    """Row 8: damaged array data never loads as other numbers."""
+    flip_bytes(largest_file(run_copy / "2" / item))
+    with pytest.raises(ckpt.CheckpointError) as error:
+        if item == "policy":
+            ckpt.load_policy(run_copy)
+        else:
+            ckpt.restore_state(run_copy, compiled.fresh())
+    assert_one_line(error, str(run_copy / "2"))
+
+
+def test_a_changed_array_names_the_array(run_copy: Path) -> None:
+    edit_digest(run_copy / "2", "policy")
+    with pytest.raises(ckpt.CheckpointError) as error:
+        ckpt.load_policy(run_copy)
+    assert_one_line(error, "is damaged", "['params']", "checksum")
+    assert ckpt.load_policy(run_copy / "1").step == 1  # the other step is untouched
+
+
+def test_checkpoints_without_digests_still_load() -> None:
+    """A policy saved before digests existed loads unchecked (the shipped ones are loaded by
+    ``test_shipped_policy.py``)."""
+    meta, _, step = ckpt.read_meta(LEGACY)
+    assert META_KEY not in meta
+    assert ckpt.load_policy(LEGACY).step == step
+
+
+def test_resume_sets_a_damaged_newest_step_aside(run_copy: Path, compiled: Compiled) -> None:
+    """Row 8: ``restore_newest_intact`` reports the damaged step, renames it, restores the previous."""
+    edit_digest(run_copy / "2", "state")
+    lines: list[str] = []
+    state = ckpt.restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
+    assert int(state.update) == 1
+    expected = jax.tree.map(lambda x: x + 1, compiled.fresh().params)
+    assert trees_equal(state.params, expected)
+    assert len(lines) == 1 and "damaged" in lines[0] and "damaged-2" in lines[0], lines
+    assert ckpt.complete_steps(run_copy) == [1] and (run_copy / "damaged-2").is_dir()
+    edit_digest(run_copy / "1", "state")  # the last intact step damaged too: nothing is left
+    with pytest.raises(ckpt.CheckpointError, match="no intact checkpoint"):
+        ckpt.restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
+
+
+def test_a_resumed_run_continues_past_a_damaged_step(
+    compiled: Compiled, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The training loop resumes from the previous step and saves over the damaged one's number."""
+    options = training_loop.RunOptions(
+        checkpoint_dir=tmp_path / "checkpoints",
+        log_dir=tmp_path / "logs",
+        save_interval=TINY.updates_per_chunk,
+        eval_episodes=0,
+        progress=False,
+    )
+    assert training_loop.run_training(TINY, options) == 0
+    last = TINY.num_updates
+    flip_bytes(largest_file(options.checkpoint_dir / str(last) / "state"))
+    edit_digest(options.checkpoint_dir / str(last), "state")
+    capsys.readouterr()
+    resumed = training_loop.RunOptions(**{**vars(options), "resume": True})
+    assert training_loop.run_training(TINY, resumed) == 0
+    err = capsys.readouterr().err
+    assert f"damaged-{last}" in err and "trying the previous checkpoint" in err, err
+    assert ckpt.load_policy(options.checkpoint_dir).step == last
