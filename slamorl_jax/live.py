@@ -12,8 +12,13 @@ exactly as the env corrects them for a simulated job.
 The observation is relative to the cluster the policy was trained on (its config's cluster: GPUs
 and CPUs per node, nodes per job, CPU step). The "throughput" feature is the last epoch's throughput
 relative to the job's reference throughput: by default the profile's forecast for the requested
-allocation (``requested_gpus``/``requested_cpus``, default the current allocation). The
-recommended allocation is clipped to the policy's cluster.
+allocation (``requested_gpus``/``requested_cpus``, default the current allocation).
+
+:func:`recommend` refuses (``ValueError``) a finished job and an allocation the policy's cluster cannot
+hold (current, requested or in ``history``; ``live_checks.check_in_cluster``) instead of clipping it,
+and lists the readings outside the ranges the policy was trained on in
+``Recommendation.outside_training`` (``live_checks.outside_training``); the recommended allocation
+always fits the cluster. Every number is finite and at most ``MAX_VALUE`` (``MAX_COUNT`` for counts).
 
 JSON form (``LiveJob.from_dict``; ``python -m slamorl_jax.recommend --job=job.json``)::
 
@@ -56,8 +61,11 @@ from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.online_model import empty_stats, record_epoch
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
+from slamorl_jax.live_checks import check_in_cluster, outside_training
 
 NO_LIMIT = 1e30  # an upper limit that is never reached (max_memory_gib left out)
+MAX_VALUE = 1e12  # largest reading accepted (seconds, dollars, samples/s, GiB): beyond it, float32 fails
+MAX_COUNT = 1_000_000  # largest GPU, CPU or epoch count accepted
 HISTORY_FIELDS = ("gpus", "cpus", "epoch_time_s")
 
 
@@ -134,9 +142,20 @@ class LiveJob:
 
 
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"job field {name} must be a finite number, got {value!r}")
-    return float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"job field {name} must be a finite number, got {_short_repr(value)}")
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond any float
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"job field {name} must be a finite number, got {_short_repr(value)}")
+    return number
+
+
+def _short_repr(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _integer(name: str, value: Any) -> int:
@@ -164,16 +183,40 @@ def _history(value: Any) -> tuple[tuple[int, int, float], ...]:
     return tuple(epochs)
 
 
+def _check_magnitudes(job: LiveJob) -> None:
+    """No count above ``MAX_COUNT``, no other number above ``MAX_VALUE`` (``max_memory_gib`` may be
+    ``NO_LIMIT``)."""
+    counts = ("gpus", "cpus", "epochs_done", "epochs_total", "requested_gpus", "requested_cpus")
+    for field in dataclasses.fields(job):
+        value = getattr(job, field.name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or field.name == "preference":
+            continue
+        if field.name == "max_memory_gib" and value == NO_LIMIT:
+            continue
+        limit = MAX_COUNT if field.name in counts else MAX_VALUE
+        if not math.isfinite(value) or abs(value) > limit:
+            raise ValueError(f"{field.name} must be a finite number of at most {limit:g}, got {value:g}")
+    for i, (gpus, cpus, epoch_time) in enumerate(job.history or ()):
+        if max(gpus, cpus) > MAX_COUNT or not epoch_time <= MAX_VALUE:
+            raise ValueError(f"history[{i}] must hold counts <= {MAX_COUNT:g} and times <= {MAX_VALUE:g}")
+
+
 def _check(job: LiveJob) -> None:
     """Ranges of every field; ``ValueError`` naming the first bad one."""
     workload_index(job.workload)
     gpu_type_index(job.gpu_type)
+    _check_magnitudes(job)
     if job.gpus < 1 or job.cpus < 1:
         raise ValueError(f"gpus and cpus must be >= 1, got {job.gpus} and {job.cpus}")
     if job.epochs_total < 1 or not 0 <= job.epochs_done <= job.epochs_total:
         raise ValueError(
             f"need 0 <= epochs_done <= epochs_total and epochs_total >= 1, got {job.epochs_done} "
             f"and {job.epochs_total}"
+        )
+    if job.memory_used_gib > job.memory_alloc_gib:
+        raise ValueError(
+            f"memory_used_gib ({job.memory_used_gib:g}) must not exceed memory_alloc_gib "
+            f"({job.memory_alloc_gib:g})"
         )
     positive = ("last_epoch_time_s", "memory_alloc_gib", "deadline_s", "budget_usd")
     for name in positive:
@@ -317,15 +360,39 @@ class Recommendation:
     weights: dict[str, float]
     severities: dict[str, float]
     observation: dict[str, float]
+    # Readings outside what the policy was trained on (live_checks.outside_training); empty = none.
+    outside_training: tuple[str, ...] = ()
+
+    @property
+    def in_training_range(self) -> bool:
+        """Whether every reading of the job lies within what the policy was trained on."""
+        return not self.outside_training
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form."""
-        return dataclasses.asdict(self)
+        """JSON-ready form (with ``in_training_range``)."""
+        return {**dataclasses.asdict(self), "in_training_range": self.in_training_range}
+
+
+def check_recommendable(job: LiveJob, params: EnvParams) -> None:
+    """``ValueError`` for a finished job or an allocation outside the cluster of ``params``."""
+    if job.epochs_done >= job.epochs_total:
+        raise ValueError(
+            f"the job has finished (epochs_done = epochs_total = {job.epochs_total}): nothing to recommend"
+        )
+    check_in_cluster("current allocation", job.gpus, job.cpus, params)
+    if job.requested_gpus is not None or job.requested_cpus is not None:
+        requested = (job.requested_gpus or job.gpus, job.requested_cpus or job.cpus)
+        check_in_cluster("requested allocation", *requested, params)
+    for i, (gpus, cpus, _) in enumerate(job.history or ()):
+        check_in_cluster(f"history[{i}]", gpus, cpus, params)
 
 
 def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = None) -> Recommendation:
-    """The greedy policy's next allocation for ``job`` (on ``params``' cluster; default: the policy's)."""
+    """The greedy policy's next allocation for ``job`` (on ``params``' cluster; default: the policy's).
+
+    Raises ``ValueError`` for a job :func:`check_recommendable` refuses."""
     params = params if params is not None else env_params_from_config(policy.config)
+    check_recommendable(job, params)
     state = live_state(job, params)
     obs = observe(state, params)
     logits = policy.logits(obs, state.weights)
@@ -342,6 +409,7 @@ def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = Non
         weights=dict(zip(("time", "cost", "sla"), _floats(state.weights), strict=True)),
         severities=dict(zip(SLA_NAMES, _floats(state.severities), strict=True)),
         observation=dict(zip(FEATURE_NAMES, _floats(obs), strict=True)),
+        outside_training=outside_training(job, params),
     )
 
 

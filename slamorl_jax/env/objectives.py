@@ -48,6 +48,8 @@ def preference_vector(preference: str | tuple[float, ...] | list[float] | np.nda
     vector = np.asarray(preference, dtype=np.float64).reshape(-1)
     if vector.shape != (NUM_OBJECTIVES,) or not np.all(np.isfinite(vector)):
         raise ValueError(f"preference must have {NUM_OBJECTIVES} finite weights (time, cost, sla)")
-    if np.any(vector < 0) or vector.sum() <= 0:
+    if np.any(vector < 0) or vector.max() <= 0:
         raise ValueError("preference weights must be non-negative with a positive sum")
+    if vector.max() > 1e300:  # weights near the float64 limit, whose sum would overflow to inf
+        vector = vector / vector.max()
     return (vector / vector.sum()).astype(np.float32)

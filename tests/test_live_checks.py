@@ -1,0 +1,130 @@
+"""What ``recommend`` refuses and what it flags (issue 11, rows 9-11).
+
+Allocations outside the policy's cluster and finished jobs are refused instead of clipped; readings
+outside the ranges the policy was trained on are listed in ``outside_training`` (and the JSON's
+``in_training_range``) while the recommendation is still given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.trainer import env_params_from_config
+from slamorl_jax.env.catalog import gpu_type_index, workload_index
+from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
+from slamorl_jax.live import LiveJob, check_recommendable
+from slamorl_jax.live_checks import outside_training
+
+PARAMS = env_params_from_config(TrainConfig())
+
+
+def typical_job(**changes: object) -> LiveJob:
+    """A job whose every reading is what the workload's profile forecasts (deadline and budget at
+    the forecast for the whole job, epochs in the workload's range)."""
+    workload, gpu_type, gpus, cpus, epochs, done = "imagenet-resnet50", "T4", 4, 32, 60, 10
+    profile = jax.tree.map(
+        lambda x: x[workload_index(workload), gpu_type_index(gpu_type)], job_constants_table(PARAMS)
+    )
+    m = epoch_metrics(profile, jnp.int32(gpus), jnp.int32(cpus), PARAMS)
+    epoch_s, price = float(m.epoch_time_s), float(m.price_per_hour)
+    job = LiveJob(
+        workload=workload,
+        gpu_type=gpu_type,
+        gpus=gpus,
+        cpus=cpus,
+        epochs_done=done,
+        epochs_total=epochs,
+        elapsed_s=done * epoch_s,
+        cost_usd=done * epoch_s * price / 3600,
+        last_epoch_time_s=epoch_s,
+        throughput=float(m.throughput),
+        gpu_util=0.8,
+        cpu_util=0.5,
+        memory_used_gib=float(m.memory_used_gib),
+        memory_alloc_gib=float(m.memory_alloc_gib),
+        price_per_hour=price,
+        deadline_s=epochs * epoch_s,
+        budget_usd=epochs * epoch_s * price / 3600,
+        history=tuple((gpus, cpus, epoch_s) for _ in range(done)),
+    )
+    return dataclasses.replace(job, **changes)
+
+
+def test_a_typical_job_is_within_the_training_range() -> None:
+    job = typical_job()
+    check_recommendable(job, PARAMS)
+    assert outside_training(job, PARAMS) == ()
+
+
+@pytest.mark.parametrize(
+    ("changes", "phrases"),
+    [
+        ({"gpus": 1000}, ["1000 GPUs", "outside the policy's cluster", "at most 16"]),
+        ({"cpus": 100_000}, ["100000 CPUs", "outside the policy's cluster"]),
+        ({"cpus": 30}, ["30 CPUs", "CPU step"]),
+        ({"requested_gpus": 64}, ["requested allocation", "64 GPUs"]),
+        ({"epochs_done": 60}, ["finished", "nothing to recommend"]),
+    ],
+    ids=["gpus", "cpus", "cpu step", "request", "finished"],
+)
+def test_allocations_outside_the_cluster_and_finished_jobs_are_refused(
+    changes: dict, phrases: list[str]
+) -> None:
+    """Row 11: refused with the allocation and the limit named, never clipped."""
+    job = typical_job(**changes)
+    with pytest.raises(ValueError) as error:
+        check_recommendable(job, PARAMS)
+    for phrase in phrases:
+        assert phrase in str(error.value)
+
+
+def test_history_outside_the_cluster_is_refused() -> None:
+    job = typical_job(history=((4, 32, 100.0), (40, 32, 100.0)))
+    with pytest.raises(ValueError, match=r"history\[1\]: 40 GPUs"):
+        check_recommendable(job, PARAMS)
+
+
+def longer(job: LiveJob, epochs: int) -> LiveJob:
+    """``job`` with ``epochs`` epochs, its deadline and budget scaled with them."""
+    scale = epochs / job.epochs_total
+    return dataclasses.replace(
+        job, epochs_total=epochs, deadline_s=job.deadline_s * scale, budget_usd=job.budget_usd * scale
+    )
+
+
+@pytest.mark.parametrize(
+    ("job", "phrase"),
+    [
+        (longer(typical_job(), 1000), "epochs_total 1000 is outside"),
+        (typical_job(deadline_s=10.0), "deadline_s is"),
+        (typical_job(budget_usd=1e9), "budget_usd is"),
+        (typical_job(last_epoch_time_s=1e6, history=None), "took"),
+    ],
+    ids=["epochs", "deadline", "budget", "epoch time"],
+)
+def test_readings_outside_training_are_flagged(job: LiveJob, phrase: str) -> None:
+    """Row 11: each reading outside the training ranges gets its own sentence."""
+    notes = outside_training(job, PARAMS)
+    assert len(notes) == 1 and phrase in notes[0], notes
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("gpus", 1e30), ("gpus", 10**30), ("epochs_total", 1e12), ("elapsed_s", 10**400), ("cost_usd", 1e300)],
+)
+def test_huge_numbers_are_refused_by_name(field: str, value: object) -> None:
+    """Row 9: a ``ValueError`` naming the field, not an ``OverflowError``."""
+    data = {k: v for k, v in dataclasses.asdict(typical_job()).items() if v is not None}
+    data["history"] = [dict(zip(("gpus", "cpus", "epoch_time_s"), e, strict=True)) for e in data["history"]]
+    with pytest.raises(ValueError, match=field):
+        LiveJob.from_dict({**data, field: value})
+
+
+def test_used_memory_above_the_allocation_is_refused() -> None:
+    with pytest.raises(ValueError, match="memory_used_gib"):
+        typical_job(memory_used_gib=500.0)
