@@ -128,16 +128,35 @@ def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:
     """``tree.replace(**values)`` with every value cast to its field's dtype.
 
     Keeping dtypes (and, with ``same_shape``, shapes) means functions jitted on ``EnvParams`` or
-    ``WorkloadParams`` do not retrace when a value changes. Raises ``ValueError`` on a shape change.
+    ``WorkloadParams`` do not retrace when a value changes. Raises ``ValueError`` on a shape change
+    and on a cast that would change a value (a fraction, NaN or out-of-range number for an integer
+    field, anything but 0 or 1 for a flag). It checks no ranges: call
+    :func:`slamorl_jax.env.validate_params` on the result (``reset`` and ``step`` run under ``jit``
+    and do not).
     """
     new = {}
     for name, value in values.items():
         old = getattr(tree, name)
-        array = np.asarray(value, dtype=old.dtype)
+        array = _exact_cast(name, value, old.dtype)
         if same_shape and array.shape != old.shape:
             raise ValueError(f"{name}: shape {array.shape} does not match {old.shape}")
         new[name] = jnp.asarray(array)
     return tree.replace(**new)
+
+
+def _exact_cast(name: str, value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as an array of ``dtype``; ``ValueError`` naming ``name`` if the cast changes it."""
+    source = np.asarray(value)
+    if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
+        numbers = source.astype(np.float64) if source.dtype.kind in "biuf" else None
+        if numbers is None or not np.all(np.isfinite(numbers)) or np.any(numbers != np.round(numbers)):
+            raise ValueError(f"{name} holds {np.dtype(dtype).name} values, got {source.tolist()}")
+        low, high = (0, 1) if dtype == np.bool_ else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+        if np.any(numbers < low) or np.any(numbers > high):
+            raise ValueError(
+                f"{name} must lie in [{low}, {high}] ({np.dtype(dtype).name}), got {source.tolist()}"
+            )
+    return np.asarray(value, dtype=dtype)
 
 
 def max_gpus(params: EnvParams) -> jax.Array:
