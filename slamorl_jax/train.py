@@ -1,4 +1,4 @@
-"""Train an SLA-MORL policy: ``python -m slamorl_jax.train [--num_envs=4096] [--flagfile=...]``.
+"""Train an SLA-MORL policy: ``python -m slamorl_jax.train [--flag=value ...] [--flagfile=...]``.
 
 One run trains one preference-conditioned policy on the chosen scenario (default ``mixed``), logs
 to JSONL and TensorBoard, checkpoints with orbax (``--resume`` continues exactly), and ends with
@@ -107,11 +107,16 @@ flags.DEFINE_integer(
 flags.DEFINE_integer("updates_per_chunk", DEFAULTS.updates_per_chunk, "PPO updates per jitted chunk.")
 flags.DEFINE_string("checkpoint_dir", None, "Checkpoint directory (default: <run_dir>/checkpoints).")
 flags.DEFINE_string(
-    "run_dir", None, "Parent of the default checkpoint and log directories (default: runs/<date-time>)."
+    "run_dir",
+    None,
+    "Parent of the default checkpoint and log directories (default: runs/<date-time>; with --resume, "
+    "the run to continue, or the parent of --checkpoint_dir=<run>/checkpoints).",
 )
 flags.DEFINE_integer("save_interval", 100, "Save a checkpoint every this many PPO updates (and at the end).")
 flags.DEFINE_integer("keep", 3, "Checkpoints to keep.")
-flags.DEFINE_boolean("resume", False, "Continue from the latest checkpoint in --checkpoint_dir.")
+flags.DEFINE_boolean(
+    "resume", False, "Continue from the latest intact checkpoint of --run_dir (or --checkpoint_dir)."
+)
 flags.DEFINE_integer("eval_episodes", 1024, "Fresh jobs per scenario in the final evaluation (0 skips it).")
 flags.DEFINE_boolean("progress", True, "Show a progress bar.")
 
@@ -141,8 +146,8 @@ def check_run_flags() -> None:
     if FLAGS.keep < 1:
         raise ValueError(f"--keep must be >= 1, got {FLAGS.keep}")
     train_checks.check_eval_episodes(FLAGS.eval_episodes)
-    if FLAGS.resume and FLAGS.checkpoint_dir is None:
-        raise ValueError("--resume needs --checkpoint_dir (the run to continue)")
+    if FLAGS.resume and FLAGS.checkpoint_dir is None and FLAGS.run_dir is None:
+        raise ValueError("--resume needs --run_dir or --checkpoint_dir (the run to continue)")
 
 
 def fail(message: str) -> None:
@@ -164,8 +169,13 @@ def parse_flags(argv: list[str]) -> list[str]:
 
 
 def resolve_paths() -> tuple[Path, Path, str, str]:
-    """Checkpoint and log directories from the flags, and the flag each comes from."""
+    """Checkpoint and log directories from the flags, and the flag each comes from.
+
+    A resumed run given only ``--checkpoint_dir=<run>/checkpoints`` keeps its logs in ``<run>/logs``,
+    so its metrics stay in one folder."""
     run_dir = Path(FLAGS.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
+    if FLAGS.resume and not FLAGS.run_dir and Path(FLAGS.checkpoint_dir).name == "checkpoints":
+        run_dir = Path(FLAGS.checkpoint_dir).parent
     checkpoint_dir = Path(FLAGS.checkpoint_dir) if FLAGS.checkpoint_dir else run_dir / "checkpoints"
     # --log_dir is absl's own flag (its log files); metrics.jsonl, TensorBoard events and
     # summary.json go there too.
@@ -200,9 +210,12 @@ def main(argv: list[str]) -> None:
     """Validate everything, then hand over to :func:`slamorl_jax.training_loop.run_training`."""
     config = validated_config(argv)
     checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths()
+    if FLAGS.resume:
+        try:
+            run_dirs.check_dir(checkpoint_flag, checkpoint_dir, must_exist=True)
+        except run_dirs.RunDirError as err:
+            fail(f"--resume: no run to continue: {err} (pass the run's --run_dir or --checkpoint_dir)")
     try:
-        if FLAGS.resume:
-            run_dirs.check_dir("--checkpoint_dir", checkpoint_dir, must_exist=True)
         created = run_dirs.create_run_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])
     except run_dirs.RunDirError as err:
         fail(str(err))

@@ -99,12 +99,18 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
     note = budget_note(config)
     if note and not options.resume:
         print_error(note)
+    print_error(
+        f"run: checkpoints in {Path(options.checkpoint_dir).absolute()}, metrics, TensorBoard events and "
+        f"summary.json in {Path(options.log_dir).absolute()}"
+    )
     trainer = make_train(config)
     env_params = env_params_from_config(config)
     init = jax.jit(trainer.init)
     chunk = jax.jit(trainer.update_chunk, donate_argnums=0)
 
     start = time.perf_counter()
+    if options.progress:
+        print_error("compiling (the first run with these shapes takes a while; later runs load the cache)")
     state = init(jax.random.key(config.seed), env_params)
     if options.resume:
         state = ckpt.restore_newest_intact(options.checkpoint_dir, state, report=print_error)
@@ -158,8 +164,14 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         "compile_s": compile_s,
         "wall_s": time.perf_counter() - start,
         "checkpoint": str(Path(options.checkpoint_dir).absolute() / str(last_saved)),
+        "log_dir": str(Path(options.log_dir).absolute()),
     }
     if options.eval_episodes > 0:
+        if options.progress:
+            print_error(
+                f"evaluating the policy and the request on {options.eval_episodes:,} fresh jobs per "
+                "scenario kind"
+            )
         evaluation = evaluate_against_request(
             trainer, state.params, config, options.eval_episodes, config.seed
         )
@@ -183,7 +195,7 @@ def print_summary(summary: dict[str, Any]) -> None:
     print(
         f"\ntrained {summary['updates']} updates; {summary['env_steps_this_run']:,} env steps this run at "
         f"{summary['steps_per_s']:,.0f} steps/s (compile {summary['compile_s']:.1f} s, "
-        f"wall {summary['wall_s']:.1f} s)\ncheckpoint: {summary['checkpoint']}"
+        f"wall {summary['wall_s']:.1f} s)\ncheckpoint: {summary['checkpoint']}\nlogs: {summary['log_dir']}"
     )
     if "evaluation_markdown" in summary:
         print("\nevaluation on fresh jobs (greedy policy vs the requested static allocation):")

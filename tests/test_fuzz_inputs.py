@@ -522,7 +522,9 @@ def test_row_5_a_signal_while_compiling_exits_quietly_and_removes_the_run(sandbo
             process.communicate()
     report = f"exit {process.returncode}\nstdout: {stdout}\nstderr: {stderr}"
     assert process.returncode == 128 + signum, report
-    assert stderr.strip().splitlines() == [f"slamorl_jax.train: interrupted ({signal.Signals(signum).name})"]
+    lines = stderr.strip().splitlines()  # the run's "run: ..." line, then the interrupt
+    assert lines[-1] == f"slamorl_jax.train: interrupted ({signal.Signals(signum).name})", report
+    assert len(lines) <= 3 and "Traceback" not in stderr, report
     assert not run_dir.exists(), report
 
 
@@ -530,3 +532,12 @@ def test_row_4_a_run_that_diverges_before_saving_says_so(tmp_path: Path) -> None
     """A first update that diverges does not claim a checkpoint is kept."""
     message = diverged_message(1, 0, tmp_path)
     assert "non-finite loss at update 1" in message and "No checkpoint had been saved yet" in message
+
+
+def test_resume_keeps_a_run_in_its_folder(sandbox: Path) -> None:
+    """``--resume`` with ``--run_dir``, or with only ``--checkpoint_dir=<run>/checkpoints``, logs to
+    ``<run>/logs`` (the metrics of a resumed run stay in one folder)."""
+    for flag in ("--run_dir=old", "--checkpoint_dir=old/checkpoints"):
+        train.parse_flags(["slamorl_jax.train", "--resume", flag])
+        checkpoint_dir, log_dir, _, _ = train.resolve_paths()
+        assert (checkpoint_dir, log_dir) == (Path("old/checkpoints"), Path("old/logs"))
