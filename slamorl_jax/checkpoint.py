@@ -10,8 +10,7 @@ writes each step to a temporary directory first, so an interrupted save never re
 (:mod:`slamorl_jax.array_checksum`), checked when they are restored: damaged array data is refused
 with a :class:`CheckpointError` naming the step and the array, never loaded as different numbers.
 Checkpoints from before the digests load unchecked. On ``--resume`` a damaged newest step is set
-aside (renamed ``damaged-<step>``) and the run continues from the newest intact one
-(:func:`restore_newest_intact`).
+aside and the run continues from the newest intact one (``checkpoint_resume.py``).
 """
 
 from __future__ import annotations
@@ -127,6 +126,13 @@ def _path(path: str | Path) -> Path:
         raise CheckpointError(f"bad checkpoint path {path!r}: {err}") from None
 
 
+def run_root(directory: str | Path) -> Path:
+    """``directory`` made absolute, checked to be a run directory with a complete step."""
+    root = _path(directory)
+    _step_dir_and_root(root)
+    return root
+
+
 def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
     """The ``meta`` JSON of the latest (or given) step, checked for format and config compatibility."""
     root, step = _step_dir_and_root(_path(path))
@@ -179,57 +185,12 @@ def _restore_item(meta: dict[str, Any], root: Path, step: int, item: str, abstra
     return restored
 
 
-def newest_readable_meta(directory: str | Path) -> dict[str, Any]:
-    """The ``meta`` of the newest step of a run directory whose ``meta`` reads and checks out (a
-    damaged newer step is :func:`restore_newest_intact`'s to report)."""
-    root = _path(directory)
-    _step_dir_and_root(root)
-    error = CheckpointError(f"no complete checkpoint in {root}")
-    for step in reversed(complete_steps(root)):
-        try:
-            return read_meta(root / str(step))[0]
-        except CheckpointError as err:
-            error = err
-    raise error
-
-
 def restore_state(path: str | Path, template: TrainState) -> TrainState:
     """Restore the full training state of the latest (or given) step onto ``template``'s structure."""
     meta, root, step = read_meta(path)
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_host(template))
     state = _restore_item(meta, root, step, "state", abstract, "training state")
     return state.replace(key=jax.random.wrap_key_data(state.key))
-
-
-def set_aside(step_dir: Path) -> Path:
-    """Rename a damaged step directory to ``damaged-<step>`` (kept for inspection, never read or
-    counted again); the new path."""
-    target = step_dir.with_name(f"damaged-{step_dir.name}")
-    suffix = 1
-    while target.exists():
-        suffix += 1
-        target = step_dir.with_name(f"damaged-{step_dir.name}-{suffix}")
-    step_dir.rename(target)
-    return target
-
-
-def restore_newest_intact(
-    directory: str | Path, template: TrainState, report: Callable[[str], None]
-) -> TrainState:
-    """The training state of the newest step of ``directory`` that restores and checks out.
-
-    Each newer damaged step is set aside (:func:`set_aside`) with one ``report`` line saying so;
-    :class:`CheckpointError` when no step is intact.
-    """
-    root = _path(directory)
-    _step_dir_and_root(root)  # a missing or empty directory is an error of its own
-    for step in reversed(complete_steps(root)):
-        try:
-            return restore_state(root / str(step), template)
-        except CheckpointError as err:
-            moved = set_aside(root / str(step))
-            report(f"{err}; set aside as {moved.name}, trying the previous checkpoint")
-    raise CheckpointError(f"no intact checkpoint left in {root}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -21,6 +21,7 @@ import jax
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
+from slamorl_jax.checkpoint_resume import newest_readable_meta, restore_newest_intact
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
 from slamorl_jax.run_logging import MetricsLogger
 from slamorl_jax.train_checks import budget_note
@@ -74,7 +75,7 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
                 "or choose another --checkpoint_dir"
             )
         return config
-    meta = ckpt.newest_readable_meta(options.checkpoint_dir)
+    meta = newest_readable_meta(options.checkpoint_dir)
     stored = TrainConfig.from_dict(meta["config"])
     conflicts = [name for name in options.explicit_flags if getattr(stored, name) != getattr(config, name)]
     if conflicts:
@@ -113,7 +114,7 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         print_error("compiling (the first run with these shapes takes a while; later runs load the cache)")
     state = init(jax.random.key(config.seed), env_params)
     if options.resume:
-        state = ckpt.restore_newest_intact(options.checkpoint_dir, state, report=print_error)
+        state = restore_newest_intact(options.checkpoint_dir, state, report=print_error)
     # After the restore, which may set damaged steps aside: the manager lists the steps it finds.
     manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
     compile_start = time.perf_counter()

@@ -19,6 +19,7 @@ from learner_fixtures import REPO_ROOT, TINY, Compiled, shared_trainer, trees_eq
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import training_loop
 from slamorl_jax.array_checksum import META_KEY
+from slamorl_jax.checkpoint_resume import restore_newest_intact
 
 LEGACY = REPO_ROOT / "tests" / "data" / "legacy-policy-v1"
 
@@ -146,7 +147,7 @@ def test_resume_sets_a_damaged_newest_step_aside(run_copy: Path, compiled: Compi
     """Row 8: ``restore_newest_intact`` reports the damaged step, renames it, restores the previous."""
     edit_digest(run_copy / "2", "state")
     lines: list[str] = []
-    state = ckpt.restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
+    state = restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
     assert int(state.update) == 1
     expected = jax.tree.map(lambda x: x + 1, compiled.fresh().params)
     assert trees_equal(state.params, expected)
@@ -154,7 +155,7 @@ def test_resume_sets_a_damaged_newest_step_aside(run_copy: Path, compiled: Compi
     assert ckpt.complete_steps(run_copy) == [1] and (run_copy / "damaged-2").is_dir()
     edit_digest(run_copy / "1", "state")  # the last intact step damaged too: nothing is left
     with pytest.raises(ckpt.CheckpointError, match="no intact checkpoint"):
-        ckpt.restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
+        restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
 
 
 def test_a_resumed_run_continues_past_a_damaged_step(

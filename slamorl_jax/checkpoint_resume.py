@@ -1,0 +1,59 @@
+"""Resuming a run whose newest checkpoint is damaged: set it aside, continue from the newest intact one.
+
+``checkpoint.py`` checks every restored array against the digests saved with it; here a training
+run's ``--resume`` walks its steps from the newest down, renames each damaged one ``damaged-<step>``
+(kept for inspection, never read or counted again, and its step number free to be saved again) with
+one line saying so, and restores the first that checks out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from slamorl_jax.agent.trainer import TrainState
+from slamorl_jax.checkpoint import CheckpointError, complete_steps, read_meta, restore_state, run_root
+
+
+def newest_readable_meta(directory: str | Path) -> dict[str, Any]:
+    """The ``meta`` of the newest step of a run directory whose ``meta`` reads and checks out (a
+    damaged newer step is :func:`restore_newest_intact`'s to report)."""
+    root = run_root(directory)
+    error = CheckpointError(f"no complete checkpoint in {root}")
+    for step in reversed(complete_steps(root)):
+        try:
+            return read_meta(root / str(step))[0]
+        except CheckpointError as err:
+            error = err
+    raise error
+
+
+def set_aside(step_dir: Path) -> Path:
+    """Rename a damaged step directory to ``damaged-<step>`` (kept for inspection, never read or
+    counted again); the new path."""
+    target = step_dir.with_name(f"damaged-{step_dir.name}")
+    suffix = 1
+    while target.exists():
+        suffix += 1
+        target = step_dir.with_name(f"damaged-{step_dir.name}-{suffix}")
+    step_dir.rename(target)
+    return target
+
+
+def restore_newest_intact(
+    directory: str | Path, template: TrainState, report: Callable[[str], None]
+) -> TrainState:
+    """The training state of the newest step of ``directory`` that restores and checks out.
+
+    Each newer damaged step is set aside (:func:`set_aside`) with one ``report`` line saying so;
+    :class:`CheckpointError` when no step is intact.
+    """
+    root = run_root(directory)  # a missing or empty directory is an error of its own
+    for step in reversed(complete_steps(root)):
+        try:
+            return restore_state(root / str(step), template)
+        except CheckpointError as err:
+            moved = set_aside(root / str(step))
+            report(f"{err}; set aside as {moved.name}, trying the previous checkpoint")
+    raise CheckpointError(f"no intact checkpoint left in {root}")
