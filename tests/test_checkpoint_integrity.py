@@ -158,6 +158,7 @@ def test_resume_sets_a_damaged_newest_step_aside(run_copy: Path, compiled: Compi
         restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
 
 
+@pytest.mark.slow  # trains TINY twice (about 7 s warm); the fallback itself is tested above
 def test_a_resumed_run_continues_past_a_damaged_step(
     compiled: Compiled, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
