@@ -115,7 +115,9 @@ flags.DEFINE_string(
 flags.DEFINE_integer("save_interval", 100, "Save a checkpoint every this many PPO updates (and at the end).")
 flags.DEFINE_integer("keep", 3, "Checkpoints to keep.")
 flags.DEFINE_boolean(
-    "resume", False, "Continue from the latest intact checkpoint of --run_dir (or --checkpoint_dir)."
+    "resume",
+    False,
+    "Continue from the latest checkpoint of --run_dir or --checkpoint_dir (a damaged one is set aside).",
 )
 flags.DEFINE_integer("eval_episodes", 1024, "Fresh jobs per scenario in the final evaluation (0 skips it).")
 flags.DEFINE_boolean("progress", True, "Show a progress bar.")
