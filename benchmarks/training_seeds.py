@@ -9,7 +9,7 @@ policy's objective against the request, the best-static oracle and the best reac
 paper's moves, and all six SLAs met, each as mean, sample standard deviation, min and max over seeds.
 
     python -m benchmarks.training_seeds --seeds=0,1,2 --out=benchmarks/results/training_seeds.json
-    python -m benchmarks.training_seeds --runs=runs/a,runs/b,runs/c --out=...   # evaluate only
+    python -m benchmarks.training_seeds --runs=runs/a,runs/b,runs/c --seeds=0,1,2 --out=...  # evaluate
     python -m benchmarks.training_seeds --seeds=0,1,2 --train-flags="--actions=paper" --out=...
 """
 
@@ -98,7 +98,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineArgumentParser(
         prog="python -m benchmarks.training_seeds", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--seeds", default="0,1,2", help="training seeds to train (default: %(default)s)")
+    parser.add_argument(
+        "--seeds", default="0,1,2", help="training seeds to train, or those of --runs (default: %(default)s)"
+    )
     parser.add_argument("--runs", default=None, help="existing run directories (one per seed) instead")
     parser.add_argument("--run-root", default="runs/seeds", help="parent of the trained runs' directories")
     parser.add_argument("--train-flags", default="", help="extra flags for slamorl_jax.train")
@@ -123,6 +125,11 @@ def main(argv: list[str] | None = None) -> None:
     wall: list[float] = []
     if args.runs:
         runs = [Path(r) for r in args.runs.split(",")]
+        if len(runs) != len(seeds):
+            fail(
+                f"--runs names {len(runs)} runs but --seeds {len(seeds)} seeds",
+                "python -m benchmarks.training_seeds",
+            )
     else:
         runs = [Path(args.run_root) / f"seed{seed}" for seed in seeds]
         for seed, run in zip(seeds, runs, strict=True):
@@ -136,7 +143,7 @@ def main(argv: list[str] | None = None) -> None:
         per_run.append(figures_of(payload))
     names = list(per_run[0])
     payload = {
-        "seeds": seeds if not args.runs else [],
+        "seeds": seeds,  # with --runs: the seeds those runs were trained with, as given
         "runs": [str(r) for r in runs],
         "train_flags": args.train_flags,
         "train_wall_s": wall,

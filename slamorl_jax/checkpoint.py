@@ -31,7 +31,7 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.array_checksum import META_KEY, first_mismatch, tree_digests
-from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
+from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, OBSERVATION_LAYOUT
 from slamorl_jax.restore_noise import silence_abandoned_restores
 
 FORMAT_VERSION = 1
@@ -69,6 +69,8 @@ def save(
         "update": step,
         "env_steps": step * config.batch_size,
         "observation_dim": NUM_FEATURES,
+        "observation_layout": OBSERVATION_LAYOUT,
+        "num_actions": config.network.num_actions,
         META_KEY: {"state": tree_digests(host_state), "policy": tree_digests(policy)},
         **(extra or {}),
     }
@@ -188,6 +190,7 @@ def _restore_item(meta: dict[str, Any], root: Path, step: int, item: str, abstra
 def restore_state(path: str | Path, template: TrainState) -> TrainState:
     """Restore the full training state of the latest (or given) step onto ``template``'s structure."""
     meta, root, step = read_meta(path)
+    _check_layout(meta, TrainConfig.from_dict(meta["config"]), root / str(step))
     abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, _to_host(template))
     state = _restore_item(meta, root, step, "state", abstract, "training state")
     return state.replace(key=jax.random.wrap_key_data(state.key))
@@ -225,6 +228,25 @@ class LoadedPolicy:
         )[1]
 
 
+def _check_layout(meta: dict[str, Any], config: TrainConfig, where: Path) -> int:
+    """The number of observation features the checkpoint's network reads, after checking that
+    they and its actions mean what they meant when it was trained (else ``CheckpointError``)."""
+    # Checkpoints from before the forecast block read the paper's 21 features, which never moved.
+    obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
+    same_layout = meta.get("observation_layout") == OBSERVATION_LAYOUT
+    if obs_dim != NUM_PAPER_FEATURES and not (obs_dim == NUM_FEATURES and same_layout):
+        raise CheckpointError(
+            f"checkpoint {where} was trained on another observation ({obs_dim} features; this "
+            f"slamorl_jax has {NUM_FEATURES}): train it again with this version"
+        )
+    if "num_actions" in meta and int(meta["num_actions"]) != config.network.num_actions:
+        raise CheckpointError(
+            f"checkpoint {where} was trained with {meta['num_actions']} actions in its "
+            f"{config.actions!r} set; this slamorl_jax's has {config.network.num_actions}: train it again"
+        )
+    return obs_dim
+
+
 def load_policy(path: str | Path) -> LoadedPolicy:
     """Load the policy of a checkpoint (a run's checkpoint directory = latest step, or a step directory).
 
@@ -234,13 +256,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     """
     meta, root, step = read_meta(path)
     config = TrainConfig.from_dict(meta["config"])
-    # Checkpoints from before the forecast block read the paper's 21 features.
-    obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
-    if not 1 <= obs_dim <= NUM_FEATURES:
-        raise CheckpointError(
-            f"checkpoint {root / str(step)} reads {obs_dim} observation features; this slamorl_jax has "
-            f"{NUM_FEATURES}"
-        )
+    obs_dim = _check_layout(meta, config, root / str(step))
     network = ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
     template = init_params(network, jax.random.key(0), obs_dim)
     abstract = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, template)}

@@ -94,11 +94,17 @@ flags.DEFINE_boolean(
     "With --actions=targets, score every target with one shared head from its own forecast "
     "(--notarget_head: a plain MLP actor).",
 )
+flags.DEFINE_boolean(
+    "suggestion_prior",
+    DEFAULTS.suggestion_prior,
+    "With --actions=targets, add a learned gain on the action the forecast ranks first to the "
+    "actor's logits (--nosuggestion_prior: a plain MLP actor; --target_head replaces it).",
+)
 flags.DEFINE_enum(
     "actions",
     DEFAULTS.actions,
     ACTION_SETS,
-    "Action set: paper = the paper's 9 one-step moves; targets = those plus 64 absolute targets.",
+    "Action set: paper = the paper's 9 one-step moves; targets = those plus 80 absolute targets.",
 )
 flags.DEFINE_enum("prices", DEFAULTS.prices, PRICE_PRESETS, "Price preset.")
 flags.DEFINE_integer(
@@ -221,38 +227,39 @@ def main(argv: list[str]) -> None:
         created = run_dirs.create_run_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])
     except run_dirs.RunDirError as err:
         fail(str(err))
-    absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
-    enable_compilation_cache(FLAGS.compilation_cache_dir)
-    # Heavy imports (JAX compilation, orbax) only after the flags are known to be good.
-    from slamorl_jax.checkpoint import CheckpointError
-    from slamorl_jax.training_loop import RunOptions, run_training
-
-    options = RunOptions(
-        checkpoint_dir=checkpoint_dir,
-        log_dir=log_dir,
-        save_interval=FLAGS.save_interval,
-        keep=FLAGS.keep,
-        resume=FLAGS.resume,
-        eval_episodes=FLAGS.eval_episodes,
-        progress=FLAGS.progress,
-        explicit_flags=tuple(name for name in CONFIG_FLAGS if FLAGS[name].present),
-    )
-
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
 
     def remove_if_empty() -> None:
-        # A run that saves no checkpoint (bad input found late, Ctrl-C while compiling, a first
-        # update that diverged) leaves none of the directories it created.
+        # A run that saves no checkpoint (bad input found late, Ctrl-C while importing or
+        # compiling, a first update that diverged) leaves none of the directories it created.
         if run_dirs.checkpoint_marks(checkpoint_dir) == saved_before:
             run_dirs.remove_created(created)
 
     code = 1
     try:
+        # Armed before the heavy imports: a signal during them must not leave the new directories.
         with cleanup_on_interrupt(remove_if_empty):
-            code = run_training(config, options)
-    except CheckpointError as err:
-        code = 2
-        fail(str(err))
+            absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
+            enable_compilation_cache(FLAGS.compilation_cache_dir)
+            # Heavy imports (JAX compilation, orbax) only after the flags are known to be good.
+            from slamorl_jax.checkpoint import CheckpointError
+            from slamorl_jax.training_loop import RunOptions, run_training
+
+            options = RunOptions(
+                checkpoint_dir=checkpoint_dir,
+                log_dir=log_dir,
+                save_interval=FLAGS.save_interval,
+                keep=FLAGS.keep,
+                resume=FLAGS.resume,
+                eval_episodes=FLAGS.eval_episodes,
+                progress=FLAGS.progress,
+                explicit_flags=tuple(name for name in CONFIG_FLAGS if FLAGS[name].present),
+            )
+            try:
+                code = run_training(config, options)
+            except CheckpointError as err:
+                code = 2
+                fail(str(err))
     finally:
         if code != 0:
             remove_if_empty()

@@ -144,6 +144,10 @@ BROKEN = {
     "wrong format_version": (edit_meta(format_version=99), "format_version 99"),
     "no format_version": (edit_meta(format_version=None), "format_version None"),
     "unknown config key": (edit_meta(config_extra={"warp_factor": 9}), "incompatible config.*warp_factor"),
+    # Trained on another version's observation or action grid: refused, not read with today's meaning.
+    "another observation layout": (edit_meta(observation_layout="0" * 16), "another observation"),
+    "another observation size": (edit_meta(observation_dim=221), "another observation \\(221 features"),
+    "another action count": (edit_meta(num_actions=73), "73 actions"),
 }
 
 
@@ -230,7 +234,7 @@ def test_saving_over_a_partial_step_succeeds(copy_of: Path, compiled: Compiled) 
 
 
 def test_the_shared_target_head_trains_saves_and_loads(tmp_path: Path) -> None:
-    """``--target_head``: the actor scores the 64 targets with one shared head from the observation's
+    """``--target_head``: the actor scores the 80 targets with one shared head from the observation's
     per-target block; a chunk of training saves and loads into a policy that acts the same."""
     config = dataclasses.replace(TINY, target_head=True, updates_per_chunk=1)
     assert config.network.target_block == TARGET_BLOCK

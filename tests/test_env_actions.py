@@ -31,7 +31,7 @@ NUM_TARGET_ACTIONS = num_actions("targets")  # the 9 moves, then every absolute 
 # An odd grid: odd GPU counts from 1 up to MAX_GPUS (half of them beyond the 16-GPU cluster), and
 # zero, fractional and huge CPUs per GPU.
 ODD_TARGET_GPUS = [1 + 31 * i // (NUM_TARGET_GPUS - 1) for i in range(NUM_TARGET_GPUS)]
-ODD_TARGET_CPUS_PER_GPU = [0.0, 0.6, 5.0, 60.0][:NUM_TARGET_CPUS_PER_GPU]
+ODD_TARGET_CPUS_PER_GPU = [0.0, 0.6, 3.0, 5.0, 60.0][:NUM_TARGET_CPUS_PER_GPU]
 OUT_OF_RANGE = (-7, -1)  # and num_actions, num_actions + 50
 KEEP = [FEATURE_NAMES.index(f"keep_{name}") for name in ("time", "cost", "other_slas")]
 
@@ -106,8 +106,8 @@ def states_times_actions(
 
 
 def test_action_set_sizes_and_names(params: EnvParams) -> None:
-    """``paper`` has the 9 moves, ``targets`` those 9 then every GPU count 1-16 x 4 CPUs-per-GPU
-    values (64 targets), each named by its grid point, GPU-major."""
+    """``paper`` has the 9 moves, ``targets`` those 9 then every GPU count 1-16 x 5 CPUs-per-GPU
+    values (80 targets), each named by its grid point, GPU-major."""
     assert num_actions("paper") == NUM_ACTIONS == 9
     assert NUM_TARGETS == NUM_TARGET_GPUS * NUM_TARGET_CPUS_PER_GPU
     assert num_actions("targets") == NUM_TARGET_ACTIONS == 9 + NUM_TARGETS
@@ -117,9 +117,10 @@ def test_action_set_sizes_and_names(params: EnvParams) -> None:
     ratios = np.asarray(params.target_cpus_per_gpu).tolist()
     np.testing.assert_array_equal(gpus, np.arange(1, NUM_TARGET_GPUS + 1))  # the default: every count
     assert len(ratios) == NUM_TARGET_CPUS_PER_GPU
-    expected = [f"target {g} GPUs x {x:g} CPUs/GPU" for g in gpus for x in ratios]
+    cpu_names = [f"{x:g} CPUs/GPU" if x else "fewest CPUs" for x in ratios]
+    expected = [f"target {g} GPUs x {cpus}" for g in gpus for cpus in cpu_names]
     assert list(targets[9:]) == expected
-    assert targets[9] == "target 1 GPUs x 2 CPUs/GPU" and targets[-1] == "target 16 GPUs x 12 CPUs/GPU"
+    assert targets[9] == "target 1 GPUs x fewest CPUs" and targets[-1] == "target 16 GPUs x 12 CPUs/GPU"
     assert action_names("targets") == targets  # the default grid without params
     odd = with_values(params, target_gpus=ODD_TARGET_GPUS, target_cpus_per_gpu=ODD_TARGET_CPUS_PER_GPU)
     odd_names = action_names("targets", odd)  # another grid: named from the params
@@ -130,7 +131,7 @@ def test_action_set_sizes_and_names(params: EnvParams) -> None:
 def test_targets_land_on_the_documented_grid(
     step_sets: dict, params: EnvParams, odd_grid: EnvParams, grid: str
 ) -> None:
-    """Action ``9 + 4 i + j`` goes to ``target_gpus[i]`` GPUs with ``target_cpus_per_gpu[j]`` CPUs each,
+    """Action ``9 + 5 i + j`` goes to ``target_gpus[i]`` GPUs with ``target_cpus_per_gpu[j]`` CPUs each,
     on the CPU lattice and clipped to the cluster, from any state; the observation's target ``k``
     forecast then equals its ``keep`` forecast (same allocation, the same profile numbers, no pause)."""
     p = params if grid == "default" else odd_grid
@@ -306,7 +307,7 @@ def test_every_feature_stays_in_unit_interval(
     """Every feature (the paper's 21, then 3 per target and for keep, then 5 of the job) is finite and
     in [0, 1] at reset, after steps and in the final observation, for every new scenario; the
     forecast's discrete features take their documented values."""
-    assert NUM_FORECAST_FEATURES == 3 * (NUM_TARGETS + 1) + 5
+    assert NUM_FORECAST_FEATURES == 4 * (NUM_TARGETS + 1) + 5
     assert len(FEATURE_NAMES) == NUM_PAPER_FEATURES + NUM_FORECAST_FEATURES
     other_slas = [i for i, name in enumerate(FEATURE_NAMES) if name.endswith("other_slas")]
     data_parallel = FEATURE_NAMES.index("data_parallel")

@@ -155,12 +155,12 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
     ),
     (
         "negative target CPUs per GPU",
-        lambda p: fresh(with_values(p, target_cpus_per_gpu=[-2.0, 4.0, 8.0, 12.0])),
+        lambda p: fresh(with_values(p, target_cpus_per_gpu=[-2.0, 2.0, 4.0, 8.0, 12.0])),
         "target_cpus_per_gpu",
     ),
     (
         "NaN target CPUs per GPU",
-        lambda p: with_values(p, target_cpus_per_gpu=[2.0, np.nan, 8.0, 12.0]),
+        lambda p: with_values(p, target_cpus_per_gpu=[0.0, 2.0, np.nan, 8.0, 12.0]),
         "target_cpus_per_gpu",
     ),
     ("negative sla_met_bonus", lambda p: with_values(p, sla_met_bonus=-1.0), "sla_met_bonus"),
@@ -202,7 +202,7 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
     ),
     (
         "stale tables after a target CPUs change",
-        lambda p: with_values(p, target_cpus_per_gpu=[1.0, 3.0, 6.0, 16.0]),
+        lambda p: with_values(p, target_cpus_per_gpu=[1.0, 3.0, 6.0, 10.0, 16.0]),
         "target_profile",
     ),
     (
@@ -319,7 +319,7 @@ WRONG_SIZES: list[tuple[str, str, dict[str, Any]]] = [
     (
         "target_cpus_per_gpu one short",
         "target_cpus_per_gpu",
-        {"target_cpus_per_gpu": [2.0, 4.0, 8.0, 12.0][: NUM_TARGET_CPUS_PER_GPU - 1]},
+        {"target_cpus_per_gpu": [2.0] * (NUM_TARGET_CPUS_PER_GPU - 1)},
     ),
     ("target_cpus_per_gpu a scalar", "target_cpus_per_gpu", {"target_cpus_per_gpu": 4.0}),
     ("init_mix_probs of four", "init_mix_probs", {"init_mix_probs": [0.1, 0.1, 0.1, 0.7]}),

@@ -61,6 +61,9 @@ ATOL = 1e-5
 TIE = 1e-5
 POSTERIOR_ATOL = 1e-4
 POSTERIOR = [FEATURE_NAMES.index("compute_dev"), FEATURE_NAMES.index("sync_dev")]
+# The forecast's suggestion flags: one ranking per observation, keep's flag stands for it.
+SUGGESTED = [i for i, name in enumerate(FEATURE_NAMES) if name.endswith("_suggested")]
+KEEP_SUGGESTED = FEATURE_NAMES.index("keep_suggested")
 SEEDS = (0, 1, 2)
 OUT_OF_RANGE = 2  # actions are drawn from [-2, num_actions + 2): both implementations clip them
 # Observation columns of the six met-flags and of the six severities.
@@ -113,7 +116,7 @@ def _case_params() -> dict[str, EnvParams]:
         with_values(
             mixed_start,
             target_gpus=[1 + 31 * i // (NUM_TARGET_GPUS - 1) for i in range(NUM_TARGET_GPUS)],
-            target_cpus_per_gpu=[0.0, 0.6, 5.0, 60.0][:NUM_TARGET_CPUS_PER_GPU],
+            target_cpus_per_gpu=[0.0, 0.6, 3.0, 5.0, 60.0][:NUM_TARGET_CPUS_PER_GPU],
             sla_met_bonus=0.5,
             all_slas_bonus=20.0,
         )
@@ -201,10 +204,13 @@ def _assert_close(
         )
 
 
-def _assert_observations(label: str, name: str, got: np.ndarray, want: np.ndarray, slack: np.ndarray) -> int:
+def _assert_observations(
+    label: str, name: str, got: np.ndarray, want: np.ndarray, slack: np.ndarray
+) -> tuple[int, int]:
     """Observations agree in every feature; a met-flag may differ only where both severities are within
     ``TIE`` of 0, a forecast ``other_slas`` count only where one of its checks is within ``TIE`` of its
-    limit (``slack``). Returns how many forecast features sat at such a tie."""
+    limit, the suggestion flags only where the ranking had a near tie (``slack``). Returns how many
+    ``other_slas`` features and how many rankings sat at such a tie."""
     got, want = np.asarray(got), np.asarray(want)
     assert got.shape[-1] == want.shape[-1] == NUM_FEATURES, f"{label}: {name} has {got.shape[-1]} features"
     near_limit = np.maximum(got[..., SEVERITY], want[..., SEVERITY]) <= TIE
@@ -213,18 +219,21 @@ def _assert_observations(label: str, name: str, got: np.ndarray, want: np.ndarra
     atol = np.full(NUM_FEATURES, ATOL)
     atol[POSTERIOR] = POSTERIOR_ATOL
     _assert_close(label, name, got, want, skip, atol)
-    return int(np.sum(np.asarray(slack) <= TIE))
+    at_tie = np.asarray(slack) <= TIE
+    return int(np.sum(np.delete(at_tie, SUGGESTED, axis=-1))), int(np.sum(at_tie[..., KEEP_SUGGESTED]))
 
 
-def _compare(label: str, jax_out: dict, py_out: dict) -> tuple[int, int]:
-    """Compare one trajectory; returns the numbers of steps with a job-level check at a tie and of
-    forecast features at a tie."""
-    forecast_ties = _assert_observations(
-        label,
-        "reset observation",
-        jax_out["first"]["obs"],
-        py_out["first"]["obs"],
-        py_out["first"]["observation_slack"],
+def _compare(label: str, jax_out: dict, py_out: dict) -> tuple[int, np.ndarray]:
+    """Compare one trajectory; returns the number of steps with a job-level check at a tie and
+    (forecast ``other_slas`` features, suggestion rankings) at a tie."""
+    forecast_ties = np.asarray(
+        _assert_observations(
+            label,
+            "reset observation",
+            jax_out["first"]["obs"],
+            py_out["first"]["obs"],
+            py_out["first"]["observation_slack"],
+        )
     )
     first_allocation = np.stack([jax_out["first"]["gpus"], jax_out["first"]["cpus"]])
     np.testing.assert_array_equal(first_allocation, py_out["first"]["allocation"], err_msg=label)
@@ -278,7 +287,7 @@ def _check_action_set(action_set: str, cases: dict[str, EnvParams]) -> None:
     run = jax.jit(jax.vmap(lambda p, k: _jax_trajectory(env, p, k, num_steps)))
     outputs = jax.device_get(run(stacked, keys))
 
-    job_ties = forecast_ties = 0
+    job_ties, forecast_ties, ranking_ties = 0, 0, 0
     actions_seen = set()
     for i, (name, seed) in enumerate(batch):
         jax_out = jax.tree.map(lambda x, i=i: x[i], outputs)
@@ -290,7 +299,8 @@ def _check_action_set(action_set: str, cases: dict[str, EnvParams]) -> None:
         label = f"{action_set}: {name} seed={seed}"
         ties = _compare(label, jax_out, py_out)
         job_ties += ties[0]
-        forecast_ties += ties[1]
+        forecast_ties += int(ties[1][0])
+        ranking_ties += int(ties[1][1])
         episodes_ended = int(np.sum(steps["terminated"] | steps["truncated"]))
         assert episodes_ended >= 2, f"{label}: only {episodes_ended} episodes ended in {num_steps} steps"
         if name.startswith("truncated"):
@@ -301,6 +311,8 @@ def _check_action_set(action_set: str, cases: dict[str, EnvParams]) -> None:
     assert job_ties <= 0.01 * len(batch) * num_steps, f"{job_ties} steps had a job-level check at a tie"
     forecast_checks = len(batch) * (2 * num_steps + 1) * (NUM_TARGETS + 1)  # targets and keep, twice
     assert forecast_ties <= 1e-3 * forecast_checks, f"{forecast_ties} forecast SLA counts sat at a tie"
+    observations = len(batch) * (2 * num_steps + 1)
+    assert ranking_ties <= 0.02 * observations, f"{ranking_ties} of {observations} suggestions sat at a tie"
 
 
 def test_jax_env_matches_python_job_step_by_step() -> None:

@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
-from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, num_actions
+from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_MOVES, num_actions
+from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
-from slamorl_jax.env.observation import TARGET_BLOCK
+from slamorl_jax.env.observation import FEATURE_NAMES, TARGET_BLOCK
 from slamorl_jax.env.params import INIT_STRATEGIES
 from slamorl_jax.env.prices import PRICE_PRESETS
 from slamorl_jax.env.scenarios import SCENARIOS
@@ -49,6 +50,9 @@ class TrainConfig:
     init_strategy: str = "mixed"  # request, random allocations and cold starts (env/params.py)
     actions: str = DEFAULT_ACTION_SET  # "paper" (9 moves) or "targets" (moves + absolute targets)
     target_head: bool = False  # targets: score each target with a shared head (networks.TargetScorer)
+    # targets: a learned gain on the action the env's forecast ranks first (networks.SuggestionActor;
+    # not with the shared target head, which reads the suggestion flags with the other forecasts)
+    suggestion_prior: bool = True
     prices: str = "aws"
     seed: int = 0
     updates_per_chunk: int = 10
@@ -77,13 +81,17 @@ class TrainConfig:
     @property
     def network(self) -> NetworkConfig:
         """The actor-critic shape (its outputs sized to the action set)."""
-        block = TARGET_BLOCK if self.actions == "targets" and self.target_head else ()
+        targets = self.actions == "targets"
+        block = TARGET_BLOCK if targets and self.target_head else ()
+        with_prior = targets and self.suggestion_prior and not self.target_head
+        prior = suggestion_features(self.actions) if with_prior else ()
         return NetworkConfig(
             tuple(self.hidden_sizes),
             self.activation,
             self.initializer,
             num_actions(self.actions),
             target_block=block,
+            suggestion_features=prior,
         )
 
     def to_json(self) -> str:
@@ -102,9 +110,21 @@ class TrainConfig:
         # the gamma and init_strategy defaults too, and always stored them.
         values.setdefault("actions", "paper")
         values.setdefault("target_head", False)  # nor the shared target head
+        values.setdefault("suggestion_prior", False)  # nor the forecast's suggestion
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(int(h) for h in values["hidden_sizes"])
         return cls(**values)
+
+
+def suggestion_features(actions: str) -> tuple[int, ...]:
+    """Per action of the set, the observation feature that flags it as the forecast's first choice
+    (keep's flag for the no-op, each target's own flag), -1 for the one-step moves."""
+    index = {name: i for i, name in enumerate(FEATURE_NAMES)}
+    out = [-1] * num_actions(actions)
+    out[NO_OP_ACTION] = index["keep_suggested"]
+    for k in range(num_actions(actions) - NUM_MOVES):
+        out[NUM_MOVES + k] = index[f"target{k}_suggested"]
+    return tuple(out)
 
 
 def _require(condition: bool, message: str) -> None:

@@ -5,9 +5,9 @@ set        actions  meaning
 =========  =======  ============================================================================
 ``paper``  9        GPU {-1, 0, +1} x CPU {-step, 0, +step} (SLA-MORL's design, ``actions.py``);
                     index ``3 * (gpu_delta + 1) + (cpu_steps + 1)``, 4 keeps the allocation
-``targets`` 73      the same 9 moves at indices 0-8, then 64 absolute targets at 9-72: every
+``targets`` 89      the same 9 moves at indices 0-8, then 80 absolute targets at 9-88: every
                     GPU count of ``EnvParams.target_gpus`` x every CPUs-per-GPU value of
-                    ``EnvParams.target_cpus_per_gpu`` (GPU-major: index ``9 + 4 * i + j``)
+                    ``EnvParams.target_cpus_per_gpu`` (GPU-major: index ``9 + 5 * i + j``)
 =========  =======  ============================================================================
 
 A target ``(g, x)`` asks for ``g`` GPUs and ``round(g * x / cpu_step) * cpu_step`` CPUs; like every
@@ -15,11 +15,16 @@ action it is then clipped to the cluster (``actions.clip_allocation``), so a tar
 cluster's size asks for all of it. One target re-allocates once (one pause) to anywhere on a coarse
 grid; the moves fine-tune from there. The default grid (``defaults.py``) is sized to the default
 cluster (4 GPUs a node, at most 16 a job): every GPU count 1-16 (the best count is often odd or
-just past a node boundary: 5 GPUs for ResNet-18 on V100s, 11 for YOLOv3), and 2, 4, 8, 12 CPUs per
-GPU, which brackets Synergy's saturation points (3-7.3 CPUs per GPU for image and audio models) and
-the calibration runs' 8 and 12; the CPU moves fine-tune in between. A coarser grid of 8 GPU counts
-(1, 2, 3, 4, 6, 8, 12, 16) left the policy at 4 GPUs where 5 were 1.6x faster: it could not see
-where a one-GPU move would lead.
+just past a node boundary: 5 GPUs for ResNet-18 on V100s, 11 for YOLOv3), and 0 (the fewest CPUs
+the cluster allows, one CPU step), 2, 4, 8 and 12 CPUs per GPU, which bracket Synergy's saturation
+points (3-7.3 CPUs per GPU for image and audio models) and the calibration runs' 8 and 12, and
+reach the jobs that need almost no CPUs (the Transformer, the LSTM); the CPU moves fine-tune in
+between. ``python -m benchmarks.target_grid`` measures what a grid costs a static choice on it
+against the oracle's full lattice: without the fewest-CPU option the best static target takes
+1.9 % more time than the oracle per deadline-critical job and 4.1 % per balanced one, with it 1.0 %
+and 1.3 % (``benchmarks/results/target_grid.md``). A coarser
+grid of 8 GPU counts (1, 2, 3, 4, 6, 8, 12, 16) left the policy at 4 GPUs where 5 were 1.6x faster:
+it could not see where a one-GPU move would lead.
 
 Out-of-range action indices are clipped to the set (the env documents this); the paper's moves have
 the same indices in both sets, so a controller that uses only them works on either.
@@ -39,7 +44,7 @@ from slamorl_jax.env.params import EnvParams, cluster_bounds
 ACTION_SETS = ("paper", "targets")
 DEFAULT_ACTION_SET = "targets"
 NUM_TARGET_GPUS = 16
-NUM_TARGET_CPUS_PER_GPU = 4
+NUM_TARGET_CPUS_PER_GPU = 5
 NUM_TARGETS = NUM_TARGET_GPUS * NUM_TARGET_CPUS_PER_GPU
 
 
@@ -68,8 +73,13 @@ def action_names(name: str, params: EnvParams | None = None) -> tuple[str, ...]:
     else:
         gpus = [int(g) for g in jax.device_get(params.target_gpus)]
         ratios = [float(x) for x in jax.device_get(params.target_cpus_per_gpu)]
-    targets = tuple(f"target {int(g)} GPUs x {float(x):g} CPUs/GPU" for g in gpus for x in ratios)
+    targets = tuple(f"target {int(g)} GPUs x {_cpus_per_gpu_name(float(x))}" for g in gpus for x in ratios)
     return ACTION_NAMES + targets
+
+
+def _cpus_per_gpu_name(ratio: float) -> str:
+    """A target's CPU part: ``4 CPUs/GPU``, or ``fewest CPUs`` for 0 (one CPU step)."""
+    return f"{ratio:g} CPUs/GPU" if ratio > 0 else "fewest CPUs"
 
 
 def target_allocations(params: EnvParams) -> tuple[jax.Array, jax.Array]:

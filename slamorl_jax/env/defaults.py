@@ -35,7 +35,7 @@ DEFAULT_SLA_FACTOR_HIGH = np.array(
 
 # Absolute targets of the ``targets`` action set (action_sets.py explains the choice).
 DEFAULT_TARGET_GPUS = tuple(range(1, 17))
-DEFAULT_TARGET_CPUS_PER_GPU = (2.0, 4.0, 8.0, 12.0)
+DEFAULT_TARGET_CPUS_PER_GPU = (0.0, 2.0, 4.0, 8.0, 12.0)
 # Per-job log-space spread of the true compute and sync terms around the workload's profile, sized
 # from the vendored data (``python -m slamorl_jax.calibration.job_spread``, docs/calibration.md).
 DEFAULT_COMPUTE_SPREAD = 0.28

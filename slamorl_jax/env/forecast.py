@@ -5,19 +5,32 @@ set) and for keeping the current allocation, the job's **projected outcome** if 
 stayed: the workload profile's forecast at that allocation, corrected by this job's measured epochs
 (``online_model.py``), plus the re-allocation pause it would pay. Never the job's true constants.
 
-Per target ``k`` (and ``keep``), three features in [0, 1]:
+Per target ``k`` (and ``keep``), four features in [0, 1]:
 
 =============  ===========================================================================
 ``time``       projected completion time / deadline, clipped to [0, 2] and halved (0.5 = on time)
 ``cost``       projected total cost / budget, the same way
 ``other_slas`` fraction of the four other job-level SLAs (throughput, memory, GPU and CPU
                utilisation) the projected job would meet
+``suggested``  1 for the one candidate (keep or a target) the forecast ranks first, else 0
 =============  ===========================================================================
 
 Projected completion = elapsed + pause + epochs left x corrected epoch time; cost adds that
 interval at the allocation's price; the other SLAs are the job-level checks of ``episode_figures``
 on the projected whole job (past epochs included: samples / total time, peak memory, time-weighted
-utilisation). Then five job features:
+utilisation).
+
+The suggestion ranks the candidates the way evaluation's best-static oracle ranks allocations
+(``evaluation/baselines.py``), on the forecast instead of the hidden truth: most job-level SLAs
+projected to hold first (deadline, budget and the four others), then the user's preference-weighted
+time and cost (``w_time x time + w_cost x cost``, cost in hours of the request's price, so the weights
+trade time against money the way the oracle's request-relative objective does), then the lower cost
+(a time-only preference is indifferent between CPU counts past saturation). A target at the
+current allocation is the same choice as keep and is left to keep, so "stay" is always named keep.
+It is a forecast, not an order: the policy learns when to follow it (a short job may not earn back
+the pause; the forecast may still be wrong early in a job).
+
+Then five job features:
 
 =================== ======================================================================
 ``pause_share``     GPU re-allocation pause / (pause + corrected epoch time): what a move costs
@@ -35,12 +48,12 @@ import jax.numpy as jnp
 
 from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, TARGET_PROFILE_ROWS
-from slamorl_jax.env.job_model import EpochMetrics
+from slamorl_jax.env.job_model import EpochMetrics, allocation_price_per_hour
 from slamorl_jax.env.online_model import corrected_epoch_time, posterior_deviation
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 
-OUTCOME_FEATURES = ("time", "cost", "other_slas")
+OUTCOME_FEATURES = ("time", "cost", "other_slas", "suggested")
 JOB_FEATURES = ("pause_share", "epochs_left", "data_parallel", "compute_dev", "sync_dev")
 FORECAST_FEATURE_NAMES = (
     *(f"target{k}_{name}" for name in OUTCOME_FEATURES for k in range(NUM_TARGETS)),
@@ -52,7 +65,7 @@ EPOCHS_LEFT_SCALE = 10.0
 RATIO_CAP = 2.0
 
 
-def projected_outcome(
+def projected_totals(
     state: EnvState,
     epoch_s: jax.Array,
     price_per_hour: jax.Array,
@@ -61,10 +74,9 @@ def projected_outcome(
     cpu_util: jax.Array,
     pause_s: jax.Array,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """(time, cost, other_slas) features of moving now to an allocation and staying (broadcasts).
-
-    Written without divisions by per-target values (the job's limits are inverted once), as it
-    runs for every target of every job at every step."""
+    """(total time s, total cost $, other SLAs met of 4) of moving now to an allocation and staying
+    (broadcasts). Written without divisions by per-target values, as it runs for every target of
+    every job at every step."""
     job = state.job
     targets = job.sla_targets
     left = (job.epochs - state.epoch).astype(jnp.float32)
@@ -82,6 +94,14 @@ def projected_outcome(
         + (state.gpu_busy_s + work * gpu_util >= targets.min_gpu_util * total_time).astype(jnp.float32)
         + (state.cpu_busy_s + work * cpu_util >= targets.min_cpu_util * total_time).astype(jnp.float32)
     )
+    return total_time, total_cost, others
+
+
+def outcome_features(
+    state: EnvState, total_time: jax.Array, total_cost: jax.Array, others: jax.Array
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The (time, cost, other_slas) features of projected totals (module docstring)."""
+    targets = state.job.sla_targets
     return (
         0.5 * jnp.clip(total_time * (1.0 / targets.deadline_s), 0.0, RATIO_CAP),
         0.5 * jnp.clip(total_cost * (1.0 / targets.budget_usd), 0.0, RATIO_CAP),
@@ -89,9 +109,42 @@ def projected_outcome(
     )
 
 
+def suggestion(
+    state: EnvState,
+    params: EnvParams,
+    total_time: jax.Array,
+    total_cost: jax.Array,
+    others: jax.Array,
+    duplicate: jax.Array,
+) -> jax.Array:
+    """One-hot over the candidates (keep first, then the targets) of the forecast's first choice
+    (module docstring); ``duplicate`` marks candidates that are the current allocation again."""
+    job = state.job
+    targets = job.sla_targets
+    sla_count = (
+        (total_time <= targets.deadline_s).astype(jnp.float32)
+        + (total_cost <= targets.budget_usd).astype(jnp.float32)
+        + others
+    )
+    request_price = allocation_price_per_hour(
+        job.profile.gpu_price_per_hour,
+        job.requested_gpus.astype(jnp.float32),
+        job.requested_cpus.astype(jnp.float32),
+        params,
+    )
+    objective = job.preference[0] * total_time + job.preference[1] * total_cost * (
+        3600.0 / jnp.maximum(request_price, 1e-9)
+    )
+    sla_count = jnp.where(duplicate, -1.0, sla_count)
+    ranked = jnp.where(sla_count == jnp.max(sla_count), objective, jnp.inf)
+    # Ties (e.g. a time-only preference and CPU counts past saturation) go to the cheapest.
+    cheapest_best = jnp.argmin(jnp.where(ranked == jnp.min(ranked), total_cost, jnp.inf))
+    return jax.nn.one_hot(cheapest_best, total_time.shape[0], dtype=jnp.float32)
+
+
 def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
     """The ``NUM_FORECAST_FEATURES`` float32 features of one job (module docstring): every target's
-    time, then every target's cost, then every target's other SLAs, then keep's three, then the job's."""
+    time, cost, other SLAs and suggestion (field-major), then keep's four, then the job's five."""
     job = state.job
     num_types = params.gpu_type_probs.shape[0]
     row = params.target_profile[job.workload * num_types + job.gpu_type]
@@ -100,12 +153,18 @@ def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
 
     target_gpus = params.target_allocation[:, 0]
     target_cpus = params.target_allocation[:, 1]
+    same_gpus = target_gpus == state.gpus
+    same_cpus = target_cpus == state.cpus
     pause = jnp.where(
-        target_gpus != state.gpus,
+        same_gpus,
+        jnp.where(same_cpus, 0.0, params.cpu_reallocation_pause_s),
         params.reallocation_pause_s,
-        jnp.where(target_cpus != state.cpus, params.cpu_reallocation_pause_s, 0.0),
     )
-    targets = projected_outcome(
+    now: EpochMetrics = state.profile_now
+    now_epoch_s = corrected_epoch_time(
+        now.epoch_time_s, now.compute_share, now.sync_share, mu_compute, mu_sync
+    )
+    target_totals = projected_totals(
         state,
         corrected_epoch_time(
             profile["epoch_time_s"], profile["compute_share"], profile["sync_share"], mu_compute, mu_sync
@@ -116,13 +175,15 @@ def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
         profile["cpu_util"],
         pause,
     )
-    now: EpochMetrics = state.profile_now
-    now_epoch_s = corrected_epoch_time(
-        now.epoch_time_s, now.compute_share, now.sync_share, mu_compute, mu_sync
-    )
-    keep = projected_outcome(
+    keep_totals = projected_totals(
         state, now_epoch_s, now.price_per_hour, now.memory_used_gib, now.gpu_util, now.cpu_util, 0.0
     )
+    # Candidates: keep first, then the targets.
+    totals = [jnp.concatenate([k[None], t]) for k, t in zip(keep_totals, target_totals, strict=True)]
+    duplicate = jnp.concatenate([jnp.zeros(1, bool), jnp.logical_and(same_gpus, same_cpus)])
+    suggested = suggestion(state, params, *totals, duplicate)
+    time_f, cost_f, others_f = outcome_features(state, *totals)
+    fields = (time_f, cost_f, others_f, suggested)
     left = (job.epochs - state.epoch).astype(jnp.float32)
     job_features = jnp.stack(
         [
@@ -133,4 +194,6 @@ def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
             0.5 + 0.5 * jnp.tanh(2.0 * mu_sync),
         ]
     )
-    return jnp.concatenate([*targets, jnp.stack(keep), job_features]).astype(jnp.float32)
+    return jnp.concatenate(
+        [*(field[1:] for field in fields), jnp.stack([field[0] for field in fields]), job_features]
+    ).astype(jnp.float32)

@@ -19,7 +19,7 @@ observation of a new job, and the last observation of the old one in ``info["fin
 Observation: float32 features in [0, 1]: the paper's 21, then the forecast block
 (``observation.FEATURE_NAMES``, ``forecast.py``).
 Actions: the env's action set (``action_sets.py``): ``paper`` = the 9 moves GPU {-1, 0, +1} x
-CPU {-step, 0, +step}; ``targets`` (default) = those 9 and 64 absolute targets. An action index
+CPU {-step, 0, +step}; ``targets`` (default) = those 9 and 80 absolute targets. An action index
 outside the set is clipped to it.
 Reward: a float32 vector over ``objectives.OBJECTIVES``:
 

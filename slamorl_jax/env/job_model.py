@@ -131,13 +131,9 @@ def epoch_metrics(
     cpu_demand = replicas * (1.0 + job.cpu_c_sat * busy)
     cpu_util = jnp.clip(cpu_demand / cpus_f, 0.0, 1.0)
     process_memory = gpus_f * params.host_memory_gib_per_gpu
-    memory_alloc = process_memory + cpus_f * params.memory_gib_per_vcpu
+    memory_alloc = allocated_memory_gib(gpus_f, cpus_f, params)
     memory_used = process_memory + cpu_util * cpus_f * params.worker_memory_gib_per_busy_cpu
-    price = (
-        gpus_f * job.gpu_price_per_hour
-        + cpus_f * params.vcpu_price_per_hour
-        + memory_alloc * params.gib_price_per_hour
-    )
+    price = allocation_price_per_hour(job.gpu_price_per_hour, gpus_f, cpus_f, params)
     return EpochMetrics(
         epoch_time_s=job.samples_per_epoch / samples_per_s,
         throughput=samples_per_s,
@@ -148,4 +144,21 @@ def epoch_metrics(
         price_per_hour=price,
         compute_share=compute_share,
         sync_share=sync_share,
+    )
+
+
+def allocated_memory_gib(gpus: jax.Array, cpus: jax.Array, params: EnvParams) -> jax.Array:
+    """Host memory an allocation holds: per GPU process plus per vCPU (float counts)."""
+    return gpus * params.host_memory_gib_per_gpu + cpus * params.memory_gib_per_vcpu
+
+
+def allocation_price_per_hour(
+    gpu_price_per_hour: jax.Array, gpus: jax.Array, cpus: jax.Array, params: EnvParams
+) -> jax.Array:
+    """Dollars per hour of an allocation (float counts): its GPUs, vCPUs and their host memory.
+    It depends on the allocation and the GPU type only, never on the job's speed."""
+    return (
+        gpus * gpu_price_per_hour
+        + cpus * params.vcpu_price_per_hour
+        + allocated_memory_gib(gpus, cpus, params) * params.gib_price_per_hour
     )

@@ -22,16 +22,18 @@ At reset the "last epoch" readings are the workload profile's forecast for the i
 (nothing of this job has been measured yet). The reference throughput is the profile's forecast
 at the user's request. Then come ``forecast.NUM_FORECAST_FEATURES`` features: the projected time,
 cost and other SLAs of every absolute target and of keeping the allocation, from the profile
-corrected by the job's measured epochs, and five job features (``forecast.py``). No feature reads
-the job's hidden true constants (``job_truth.py``).
+corrected by the job's measured epochs, which of them the forecast ranks first, and five job
+features (``forecast.py``). No feature reads the job's hidden true constants (``job_truth.py``).
 """
 
 from __future__ import annotations
 
+import hashlib
+
 import jax
 import jax.numpy as jnp
 
-from slamorl_jax.env.action_sets import NUM_TARGETS
+from slamorl_jax.env.action_sets import NUM_TARGETS, action_names
 from slamorl_jax.env.forecast import FORECAST_FEATURE_NAMES, OUTCOME_FEATURES, forecast_features
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.params import EnvParams, max_gpus
@@ -54,6 +56,12 @@ NUM_PAPER_FEATURES = len(PAPER_FEATURE_NAMES)
 assert NUM_PAPER_FEATURES == 21
 FEATURE_NAMES = (*PAPER_FEATURE_NAMES, *FORECAST_FEATURE_NAMES)
 NUM_FEATURES = len(FEATURE_NAMES)
+# A fingerprint of the feature order and of the default target grid the features describe, stored
+# with checkpoints: a policy only runs on the layout it was trained on (the paper's first 21
+# features never move).
+OBSERVATION_LAYOUT = hashlib.sha256(
+    ",".join((*FEATURE_NAMES, *action_names("targets"))).encode()
+).hexdigest()[:16]
 # Where the per-target forecasts sit: (offset, targets, features per target), field-major.
 TARGET_BLOCK = (NUM_PAPER_FEATURES, NUM_TARGETS, len(OUTCOME_FEATURES))
 

@@ -368,10 +368,16 @@ class PythonJob:
         process_memory = gpus * v["host_memory_gib_per_gpu"]
         memory_alloc = process_memory + cpus * v["memory_gib_per_vcpu"]
         memory_used = process_memory + cpu_util * cpus * v["worker_memory_gib_per_busy_cpu"]
-        price = gpus * c.gpu_price + cpus * v["vcpu_price_per_hour"] + memory_alloc * v["gib_price_per_hour"]
+        price = self._price(c, gpus, cpus)
         epoch_time = c.samples_per_epoch / samples_per_s
         return (epoch_time, samples_per_s, gpu_util, cpu_util, memory_used, memory_alloc, price,
                 compute_share, sync_share)  # fmt: skip
+
+    def _price(self, c: JobOnCluster, gpus: float, cpus: float) -> float:
+        """Dollars per hour of an allocation (``job_model.allocation_price_per_hour``)."""
+        v = self._v
+        memory_alloc = gpus * v["host_memory_gib_per_gpu"] + cpus * v["memory_gib_per_vcpu"]
+        return gpus * c.gpu_price + cpus * v["vcpu_price_per_hour"] + memory_alloc * v["gib_price_per_hour"]
 
     def _clip_allocation(self, gpus: int, cpus: int) -> tuple[int, int]:
         """Allocation clipped to the cluster, CPUs snapped down to the ``cpu_step`` lattice."""
@@ -719,7 +725,8 @@ class PythonJob:
 
     def _forecast_features(self) -> tuple[list[float], list[float]]:
         """The forecast block (``forecast.py``'s order: every target's time, every target's cost, every
-        target's other SLAs, keep's three, the five job features), and its per-feature slack.
+        target's other SLAs, every target's suggestion flag, keep's four, the five job features), and
+        its per-feature slack.
 
         For each target and for keeping the allocation: the job moved there now and kept there, its
         epochs left at the profile's epoch time corrected by the posterior, plus the pause the move
@@ -740,6 +747,7 @@ class PythonJob:
         gpu_scale = 1.0 / max(abs(min_gpu_util), 1e-9)
         cpu_scale = 1.0 / max(abs(min_cpu_util), 1e-9)
         times, costs, others, slack = [], [], [], []
+        totals = []  # (total time, total cost, SLAs met of 6, smallest relative margin of those checks)
         entries = [*zip(self.params.targets, self._target_metrics[(job.workload, job.gpu_type)], strict=True),
                    ((gpus_now, cpus_now), self.profile_now)]  # fmt: skip
         epoch_s = 0.0
@@ -757,8 +765,12 @@ class PythonJob:
             m4 = ((cpu_busy + work * cpu_util) / safe_time - min_cpu_util) * cpu_scale
             times.append(0.5 * min(max(total_time / deadline, 0.0), RATIO_CAP))
             costs.append(0.5 * min(max(total_cost / budget, 0.0), RATIO_CAP))
-            others.append(0.25 * ((m1 >= 0.0) + (m2 >= 0.0) + (m3 >= 0.0) + (m4 >= 0.0)))
+            met = (m1 >= 0.0) + (m2 >= 0.0) + (m3 >= 0.0) + (m4 >= 0.0)
+            others.append(0.25 * met)
             slack.append(min(abs(m1), abs(m2), abs(m3), abs(m4)))
+            met += (total_time <= deadline) + (total_cost <= budget)
+            margin = min(slack[-1], abs(total_time / deadline - 1.0), abs(total_cost / budget - 1.0))
+            totals.append((total_time, total_cost, met, margin, gpus == gpus_now and cpus == cpus_now))
         now_epoch_s = epoch_s  # the last entry is keep's
         job_features = [
             pause_gpu / max(pause_gpu + now_epoch_s, 1e-9),
@@ -767,12 +779,43 @@ class PythonJob:
             0.5 + 0.5 * math.tanh(2.0 * mu_compute),
             0.5 + 0.5 * math.tanh(2.0 * mu_sync),
         ]
-        keep = [times.pop(), costs.pop(), others.pop()]
+        suggested, suggested_slack = self._suggestion([totals[-1][:4], *(
+            (t[:4] if not t[4] else None) for t in totals[:-1])])  # fmt: skip
+        keep = [times.pop(), costs.pop(), others.pop(), suggested[0]]
         keep_slack = slack.pop()
-        features = times + costs + others + keep + job_features
+        features = times + costs + others + suggested[1:] + keep + job_features
         no_check = [INF] * NUM_TARGETS
-        slack = no_check + no_check + slack + [INF, INF, keep_slack] + [INF] * len(job_features)
+        slack = (no_check + no_check + slack + [suggested_slack] * NUM_TARGETS
+                 + [INF, INF, keep_slack, suggested_slack] + [INF] * len(job_features))  # fmt: skip
         return features, slack
+
+    def _suggestion(
+        self, candidates: list[tuple[float, float, int, float] | None]
+    ) -> tuple[list[float], float]:
+        """``forecast.suggestion``: the one-hot first choice among the candidates (keep first, then
+        the targets; ``None`` for a target at the current allocation) and its slack: the smallest
+        relative margin of any candidate's SLA checks, or the relative gap to the runner-up (objective,
+        then cost)."""
+        job = self.job
+        request_price = self._price(job.profile, *job.requested)
+        w_time, w_cost = job.preference[0], job.preference[1]
+        live = [c for c in candidates if c is not None]
+        most = max(c[2] for c in live)
+        scored = sorted(
+            (w_time * t + w_cost * cost * 3600.0 / max(request_price, 1e-9), cost, index)
+            for index, (t, cost, met, _) in enumerate(
+                c if c is not None else (0, 0, -1, INF) for c in candidates
+            )
+            if met == most
+        )
+        best = scored[0]
+        runner_up = next((c for c in scored[1:] if c[:2] != best[:2]), None)  # exact copies rank by index
+        gap = INF
+        if runner_up is not None:
+            key = 0 if runner_up[0] != best[0] else 1  # objective, then cost
+            gap = (runner_up[key] - best[key]) / max(abs(best[key]), 1e-30)
+        one_hot = [1.0 if index == best[2] else 0.0 for index in range(len(candidates))]
+        return one_hot, min(gap, *(c[3] for c in live))
 
     def state_dict(self) -> Info:
         """The current state under ``EnvState``'s field names (nested dicts for ``job`` and

@@ -1,0 +1,119 @@
+"""Where an env step's time goes: the full step against the same step with a smaller observation.
+
+    python -m benchmarks.step_breakdown [--num-envs 4096] [--steps 256] [--repeats 5]
+        [--out benchmarks/results/step_breakdown.json]
+
+Three variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of ``vmap(step)`` with
+random actions; compile time apart, warm-up, timed in turns): the env's own ``step`` (the paper's 21
+features and the forecast block); the same transition and auto-reset observed with the paper's 21
+features only; and the same with no observation at all (a zero vector). The differences are what the
+forecast block and the paper features cost; gymnax CartPole-v1 in the same harness is the yardstick
+of ``env_throughput``. Writes JSON and a Markdown table beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import gymnax
+import jax
+import jax.numpy as jnp
+
+from benchmarks.common import check_out_path, format_rate, machine_info, markdown_table, report
+from benchmarks.env_throughput import measure_jax
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.env import JobAllocationEnv
+from slamorl_jax.env import draws as d
+from slamorl_jax.env.observation import paper_features
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.state import EnvState
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "step_breakdown.json"
+
+Observe = Callable[[EnvState, EnvParams], jax.Array]
+
+
+class ObservedWith:
+    """The env's transition and auto-reset, observed with another function (a benchmark probe)."""
+
+    def __init__(self, env: JobAllocationEnv, observe: Observe) -> None:
+        self.env, self.observe = env, observe
+
+    def reset(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
+        """A fresh job and its (reduced) observation."""
+        state = self.env.reset_from_draws(d.uniforms(key, d.RESET_DRAWS), params)
+        return self.observe(state, params), state
+
+    def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams) -> tuple:
+        """``JobAllocationEnv.step`` with this observation (no ``final_observation``)."""
+        u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
+        next_state, reward, terminated, info = self.env.transition(u[: d.STEP_DRAWS], state, action, params)
+        done = jnp.logical_or(terminated, next_state.steps >= params.max_episode_steps)
+        reset_state = self.env.reset_from_draws(u[d.STEP_DRAWS :], params)
+        state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
+        return self.observe(state_out, params), state_out, reward, terminated, done, info
+
+
+def no_observation(state: EnvState, params: EnvParams) -> jax.Array:
+    """A one-feature zero observation."""
+    return jnp.zeros((1,), jnp.float32)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Time every variant and CartPole at each ``--num-envs``; a JSON-ready payload."""
+    env = JobAllocationEnv()
+    params = env.default_params
+    cartpole, cartpole_params = gymnax.make("CartPole-v1")
+    variants = {
+        "CartPole-v1": (cartpole, cartpole_params, 2),
+        "full observation": (env, params, env.num_actions),
+        "paper features only": (ObservedWith(env, paper_features), params, env.num_actions),
+        "no observation": (ObservedWith(env, no_observation), params, env.num_actions),
+    }
+    rows = [measure_jax(variants, n, args.steps, args.repeats) for n in args.num_envs]
+    return {"rows": rows, "variants": list(variants), "machine": machine_info()}
+
+
+def to_markdown(payload: dict[str, Any]) -> str:
+    """One row per ``num_envs``: median steps/s of each variant and its ratio to CartPole."""
+    names = payload["variants"]
+    headers = ["num_envs", "steps", *(f"{n} steps/s" for n in names), *(f"{n} / CartPole" for n in names[1:])]
+    lines = []
+    for row in payload["rows"]:
+        rates = [row[n]["steps_per_s_median"] for n in names]
+        lines.append(
+            [
+                row["num_envs"],
+                row["steps"],
+                *(format_rate(r) for r in rates),
+                *(f"{r / rates[0]:.2f}x" for r in rates[1:]),
+            ]
+        )
+    return markdown_table(headers, lines) + f"\n\nMachine: {payload['machine']}\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse flags, run, write the JSON and Markdown."""
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.step_breakdown", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--num-envs", type=positive_int_list, default=[4096], help="batch sizes (default: 4096)"
+    )
+    parser.add_argument("--steps", type=bounded(int, 1, 100_000), default=256, help="scan steps per call")
+    parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=5, help="timed calls per variant")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
+    args: argparse.Namespace = parser.parse_args(argv)
+    check_out_path(args.out, parser.prog)
+    report(args, run, to_markdown)
+
+
+if __name__ == "__main__":
+    main()
