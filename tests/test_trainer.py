@@ -107,3 +107,16 @@ def test_configs_are_validated_before_compiling() -> None:
         make_train(dataclasses.replace(TINY, num_minibatches=3))
     with pytest.raises(ValueError, match="num_envs"):
         make_train(TrainConfig(num_envs=0))
+
+
+@pytest.mark.parametrize("target_head", [False, True])
+def test_another_env_gets_a_plain_actor(target_head: bool) -> None:
+    """The trainer on another env (the CartPole peer of the benchmarks) drops the actor's priors that
+    read our observation's target block and suggestion flags, and sizes the heads to that env."""
+    from benchmarks.cartpole_adapter import CartPoleForTrainer
+
+    config = dataclasses.replace(TINY, target_head=target_head, suggestion_prior=True, actions="targets")
+    assert config.network.suggestion_features or config.network.target_block
+    network = make_train(config, CartPoleForTrainer()).network.config
+    assert network.suggestion_features == () and network.target_block == ()
+    assert network.num_actions == 2
