@@ -137,9 +137,13 @@ def suggestion(
     )
     sla_count = jnp.where(duplicate, -1.0, sla_count)
     ranked = jnp.where(sla_count == jnp.max(sla_count), objective, jnp.inf)
-    # Ties (e.g. a time-only preference and CPU counts past saturation) go to the cheapest.
-    cheapest_best = jnp.argmin(jnp.where(ranked == jnp.min(ranked), total_cost, jnp.inf))
-    return jax.nn.one_hot(cheapest_best, total_time.shape[0], dtype=jnp.float32)
+    # Ties (e.g. a time-only preference and CPU counts past saturation) go to the cheapest, then to
+    # the first. Plain min reductions: argmin is a much slower variadic reduction on XLA:CPU.
+    best = ranked == jnp.min(ranked)
+    best = jnp.logical_and(best, total_cost == jnp.min(jnp.where(best, total_cost, jnp.inf)))
+    index = jnp.arange(total_time.shape[0])
+    first = jnp.min(jnp.where(best, index, total_time.shape[0]))
+    return (index == first).astype(jnp.float32)
 
 
 def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
