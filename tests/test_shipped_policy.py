@@ -142,3 +142,15 @@ def test_shipped_policy_answers_the_readme_job_sensibly(preference: str) -> None
     # A tenth of the README job's throughput (its deadline, budget and throughput SLAs all at risk).
     slow = _advice(policy, throughput=85, last_epoch_time_s=2_900, preference=preference)
     assert slow != (gpus, cpus), preference
+
+
+def test_the_shipped_default_is_what_the_default_command_trains() -> None:
+    """``checkpoints/default`` was trained with every default of ``python -m slamorl_jax.train``
+    (seed 0) on this version's observation and action grid; re-make it when they change."""
+    from slamorl_jax.agent.config import TrainConfig
+
+    meta, _, _ = ckpt.read_meta(SHIPPED)
+    assert meta["format_version"] == ckpt.FORMAT_VERSION
+    assert meta["observation_dim"] == NUM_FEATURES
+    policy = ckpt.load_policy(SHIPPED)  # refuses another observation layout or action count
+    assert policy.config == TrainConfig(seed=0)
