@@ -55,7 +55,7 @@ class ObservedWith:
         """``JobAllocationEnv.step`` with this observation (no ``final_observation``)."""
         u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
         next_state, reward, terminated, info = self.env.transition(u[: d.STEP_DRAWS], state, action, params)
-        done = jnp.logical_or(terminated, next_state.steps >= params.max_episode_steps)
+        done = jnp.logical_or(terminated, next_state.steps >= params.max_steps_in_episode)
         reset_state = self.env.reset_from_draws(u[d.STEP_DRAWS :], params)
         state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
         return self.observe(state_out, params), state_out, reward, terminated, done, info

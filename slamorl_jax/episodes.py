@@ -94,7 +94,7 @@ def run_episodes(
     Compiled once per (env, policy, start, controller, num_episodes, step limit); ``params``,
     ``policy_params`` and ``key`` are traced.
     """
-    max_steps = int(np.minimum(np.max(np.asarray(params.workloads.epochs_max)), params.max_episode_steps))
+    max_steps = int(np.minimum(np.max(np.asarray(params.workloads.epochs_max)), params.max_steps_in_episode))
     runner = _episode_runner(env, policy, start, controller, num_episodes, max_steps)
     return {name: np.asarray(value) for name, value in runner(params, policy_params, key).items()}
 
@@ -163,7 +163,7 @@ def summarise_episodes(figures: dict[str, np.ndarray]) -> dict[str, float]:
     re-allocations."""
     done = figures["finished"].astype(bool)
     if not done.any():
-        raise ValueError("no episode finished; raise max_episode_steps or the number of steps")
+        raise ValueError("no episode finished; raise max_steps_in_episode or the number of steps")
 
     def mean(x: np.ndarray) -> float:
         return float(np.mean(np.asarray(x, dtype=np.float64)[done]))

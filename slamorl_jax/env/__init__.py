@@ -1,4 +1,7 @@
-"""The pure-JAX job-and-cluster environment (see ``job_env.JobAllocationEnv``)."""
+"""The pure-JAX job-and-cluster environment (see ``job_env.JobAllocationEnv``), a gymnax environment
+registered as ``GYMNAX_ID`` (``gymnax.make("JobAllocation-v0")``) on import."""
+
+from collections.abc import Sequence
 
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, action_names, num_actions
 from slamorl_jax.env.actions import ACTION_NAMES, NO_OP_ACTION, NUM_ACTIONS, encode_action
@@ -16,6 +19,8 @@ from slamorl_jax.env.observation import (
     observe,
 )
 from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, EnvParams, WorkloadParams
+from slamorl_jax.env.registration import GYMNAX_ID, GYMNAX_SCALAR_ID, register_with_gymnax
+from slamorl_jax.env.scalar_reward import REWARDS, VECTOR, ScalarRewardWrapper, with_reward
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params, with_preference, with_scenario
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
 from slamorl_jax.env.validation import validate_params
@@ -25,6 +30,8 @@ __all__ = [
     "ACTION_SETS",
     "DEFAULT_ACTION_SET",
     "FEATURE_NAMES",
+    "GYMNAX_ID",
+    "GYMNAX_SCALAR_ID",
     "INIT_STRATEGIES",
     "MAX_GPUS",
     "NO_OP_ACTION",
@@ -34,6 +41,7 @@ __all__ = [
     "OBJECTIVES",
     "PAPER_FEATURE_NAMES",
     "PREFERENCES",
+    "REWARDS",
     "SCENARIOS",
     "SLA_NAMES",
     "Catalog",
@@ -41,6 +49,7 @@ __all__ = [
     "EnvState",
     "JobAllocationEnv",
     "JobSpec",
+    "ScalarRewardWrapper",
     "SlaTargets",
     "WorkloadParams",
     "action_names",
@@ -57,14 +66,28 @@ __all__ = [
     "validate_params",
     "with_derived_tables",
     "with_preference",
+    "with_reward",
     "with_scenario",
 ]
 
 
 def make(
-    scenario: str = "mixed", catalog: Catalog | None = None, action_set: str = DEFAULT_ACTION_SET
-) -> tuple[JobAllocationEnv, EnvParams]:
+    scenario: str = "mixed",
+    catalog: Catalog | None = None,
+    action_set: str = DEFAULT_ACTION_SET,
+    reward: str | Sequence[float] = VECTOR,
+) -> tuple[JobAllocationEnv | ScalarRewardWrapper, EnvParams]:
     """The environment (with the named action set) and validated default params for a named
-    scenario (gymnax's ``make``)."""
-    env = JobAllocationEnv(catalog, action_set)
-    return env, validate_params(scenario_params(scenario, env.catalog))
+    scenario (gymnax's ``make``).
+
+    ``reward="vector"`` (default) returns the env with its (time, cost, sla) reward vector; any other
+    value wraps it in :class:`ScalarRewardWrapper` (one float per step): ``"adaptive"`` (the env's
+    SLA-adapted weights), a preference preset (``"time"``, ``"cost"``, ``"balanced"``) or 3
+    non-negative weights.
+    """
+    env = JobAllocationEnv(catalog, action_set, scenario)
+    params = validate_params(scenario_params(scenario, env.catalog))
+    return with_reward(env, reward), params
+
+
+register_with_gymnax()

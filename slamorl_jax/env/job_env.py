@@ -13,7 +13,7 @@ agent sees its workload's profile and what the job has measured (``online_model.
 checkpoints and restarts the job (``reallocation_pause_s``, 30 s as measured by Pollux); a CPU-only
 change restarts the data loaders (``cpu_reallocation_pause_s``); both pauses are billed.
 The episode terminates when the last epoch completes; it is truncated (never by default) after
-``max_episode_steps`` decisions. ``step`` auto-resets: when the episode ends it returns the first
+``max_steps_in_episode`` decisions. ``step`` auto-resets: when the episode ends it returns the first
 observation of a new job, and the last observation of the old one in ``info["final_observation"]``.
 
 Observation: float32 features in [0, 1]: the paper's 21, then the forecast block
@@ -58,146 +58,118 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import numpy as np
+from gymnax.environments.environment import Environment
 
-from slamorl_jax.env import action_sets
+from slamorl_jax.env import action_sets, spaces
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation
-from slamorl_jax.env.adaptive_weights import adapt_columns
 from slamorl_jax.env.catalog import Catalog, load_catalog
+from slamorl_jax.env.episode_figures import episode_figures
+from slamorl_jax.env.epoch_readings import epoch_readings, unstarted_state
 from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, sample_job_row
-from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics
+from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
-from slamorl_jax.env.observation import NUM_FEATURES, observe
-from slamorl_jax.env.online_model import empty_stats, record_epoch
+from slamorl_jax.env.observation import observe
+from slamorl_jax.env.online_model import record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
-from slamorl_jax.env.scenarios import scenario_params
-from slamorl_jax.env.sla import sla_severities
-from slamorl_jax.env.spaces import Box, Discrete
-from slamorl_jax.env.state import EnvState, JobSpec
+from slamorl_jax.env.scenarios import check_scenario, scenario_params
+from slamorl_jax.env.state import EnvState
 
 Info = dict[str, jax.Array]
 
 
-def epoch_readings(
-    job: JobSpec,
-    m: EpochMetrics,
-    epoch_time_s: jax.Array,
-    throughput: jax.Array,
-    gpu_util: jax.Array,
-    cpu_util: jax.Array,
-    elapsed_s: jax.Array,
-    cost_usd: jax.Array,
-    epoch: jax.Array,
-    params: EnvParams,
-) -> dict[str, jax.Array]:
-    """The ``EnvState`` fields that describe the latest epoch: its readings, the forward-looking
-    severities (the job projected at this epoch's rate), and the adaptive weights they give."""
-    remaining_time = (job.epochs - epoch).astype(jnp.float32) * epoch_time_s
-    remaining_cost = remaining_time * m.price_per_hour / 3600.0
-    severities = sla_severities(
-        elapsed_s + remaining_time,
-        cost_usd + remaining_cost,
-        throughput,
-        m.memory_used_gib,
-        gpu_util,
-        cpu_util,
-        job.sla_targets,
-    )
-    preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
-    weights = adapt_columns(preference, severities, params.adapt_strength)
-    return {
-        "epoch_time_s": epoch_time_s,
-        "throughput": throughput,
-        "gpu_util": gpu_util,
-        "cpu_util": cpu_util,
-        "memory_util": m.memory_used_gib / m.memory_alloc_gib,
-        "memory_used_gib": m.memory_used_gib,
-        "price_per_hour": m.price_per_hour,
-        "severities": jnp.stack(severities),
-        "weights": jnp.stack(weights),
-        "projected_remaining_time_s": remaining_time,
-        "projected_remaining_cost_usd": remaining_cost,
-    }
+class JobAllocationEnv(Environment[EnvState, EnvParams]):
+    """SLA-aware GPU/CPU re-allocation of one ML training job per episode (see module docstring).
 
-
-def _unstarted_state(
-    job: JobSpec,
-    gpus: jax.Array,
-    cpus: jax.Array,
-    m: EpochMetrics,
-    contended: jax.Array,
-    params: EnvParams,
-) -> EnvState:
-    """The state of ``job`` before its first epoch at ``(gpus, cpus)``, for which its profile forecasts
-    ``m`` (nothing of the job measured yet)."""
-    zero = jnp.zeros((), jnp.float32)
-    readings = epoch_readings(
-        job, m, m.epoch_time_s, m.throughput, m.gpu_util, m.cpu_util, zero, zero,
-        jnp.zeros((), jnp.int32), params,
-    )  # fmt: skip
-    return EnvState(
-        job=job,
-        steps=jnp.zeros((), jnp.int32),
-        epoch=jnp.zeros((), jnp.int32),
-        gpus=gpus,
-        cpus=cpus,
-        contended=contended,
-        elapsed_s=zero,
-        cost_usd=zero,
-        **readings,
-        gpu_busy_s=zero,
-        cpu_busy_s=zero,
-        peak_memory_gib=zero,
-        reallocations=jnp.zeros((), jnp.int32),
-        severity_sum=zero,
-        profile_now=m,
-        model_stats=empty_stats(),
-    )
-
-
-class JobAllocationEnv:
-    """SLA-aware GPU/CPU re-allocation of one ML training job per episode (see module docstring)."""
+    A gymnax ``Environment``: ``reset``/``step`` are overridden (the same contract, keeping this env's
+    draws and its richer ``info``), and ``reset_env``/``step_env``, ``get_obs``, ``is_terminal``,
+    ``is_truncated``, ``discount`` and the four spaces are gymnax's hooks. ``scenario`` names the
+    scenario of ``default_params`` (what ``gymnax.make`` returns).
+    """
 
     reward_dim = NUM_OBJECTIVES
     name = "JobAllocation-v0"
 
     def __init__(
-        self, catalog: Catalog | None = None, action_set: str = action_sets.DEFAULT_ACTION_SET
+        self,
+        catalog: Catalog | None = None,
+        action_set: str = action_sets.DEFAULT_ACTION_SET,
+        scenario: str = "mixed",
     ) -> None:
+        self.scenario = check_scenario(scenario)
         self.catalog = catalog or load_catalog()
         self.action_set = action_sets.check_action_set(action_set)
-        self.num_actions = action_sets.num_actions(action_set)
+        self._num_actions = action_sets.num_actions(action_set)
 
     def __repr__(self) -> str:
-        return f"JobAllocationEnv(action_set={self.action_set!r})"
+        return f"JobAllocationEnv(action_set={self.action_set!r}, scenario={self.scenario!r})"
+
+    @property
+    def num_actions(self) -> int:
+        """Number of actions of the env's action set."""
+        return self._num_actions
 
     @functools.cached_property
     def default_params(self) -> EnvParams:
-        """Defaults of the calibration cluster with the ``mixed`` scenario (built once per env)."""
-        return scenario_params("mixed", self.catalog)
+        """Defaults of the calibration cluster with the env's scenario (``mixed`` unless chosen; built
+        once per env)."""
+        return scenario_params(self.scenario, self.catalog)
 
-    # Spaces ---------------------------------------------------------------------------------
-    def action_space(self, params: EnvParams | None = None) -> Discrete:
+    # Spaces (gymnax's classes, ``spaces.py``) ------------------------------------------------
+    def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
         """The re-allocation actions of the env's action set."""
-        return Discrete(self.num_actions)
+        return spaces.action_space(self.num_actions)
 
-    def observation_space(self, params: EnvParams | None = None) -> Box:
+    def observation_space(self, params: EnvParams | None = None) -> spaces.Box:
         """``NUM_FEATURES`` features in [0, 1]."""
-        return Box(np.zeros(NUM_FEATURES, np.float32), np.ones(NUM_FEATURES, np.float32), (NUM_FEATURES,))
+        return spaces.observation_space()
 
-    def reward_space(self, params: EnvParams | None = None) -> Box:
+    def reward_space(self, params: EnvParams | None = None) -> spaces.Box:
         """Bounds of the (time, cost, sla) reward vector under ``params``."""
-        params = params if params is not None else self.default_params
-        clip = float(params.reward_clip)
-        low = np.array([-clip, -clip, -1.0], dtype=np.float32)
-        top = 6.0 * float(params.sla_met_bonus) + float(params.all_slas_bonus)
-        high = np.array([0.0, 0.0, top], dtype=np.float32)
-        return Box(low, high, (NUM_OBJECTIVES,))
+        return spaces.reward_space(params if params is not None else self.default_params)
 
-    def get_obs(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
-        """The observation of ``state`` (``observation.observe``)."""
+    def state_space(self, params: EnvParams | None = None) -> spaces.Dict:
+        """The ``EnvState`` structure as nested gymnax ``Dict`` and ``Box`` spaces (``spaces.py``)."""
+        params = params if params is not None else self.default_params
+        return spaces.state_space(jax.eval_shape(self.reset_env, jax.random.key(0), params)[1])
+
+    # gymnax hooks ----------------------------------------------------------------------------
+    def get_obs(
+        self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
+    ) -> jax.Array:
+        """The observation of ``state`` (``observation.observe``; deterministic, ``key`` is unused)."""
         return observe(state, params if params is not None else self.default_params)
+
+    def is_terminated(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
+        """Whether the job of ``state`` has run all its epochs."""
+        return state.epoch >= state.job.epochs
+
+    def is_terminal(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
+        """gymnax's name for :meth:`is_terminated` (natural termination only, no time limit)."""
+        return self.is_terminated(state, params)
+
+    def is_truncated(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
+        """Whether ``state`` has reached the ``max_steps_in_episode`` decision limit."""
+        params = params if params is not None else self.default_params
+        return state.steps >= params.max_steps_in_episode
+
+    def discount(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
+        """0.0 once the job has terminated, else 1.0 (the bootstrap mask; truncation keeps 1.0)."""
+        return jnp.where(self.is_terminated(state, params), 0.0, 1.0).astype(jnp.float32)
+
+    def reset_env(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
+        """gymnax's reset hook: the same as :meth:`reset`."""
+        return self.reset(key, params)
+
+    def step_env(
+        self, key: jax.Array, state: EnvState, action: jax.Array | int, params: EnvParams
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, Info]:
+        """gymnax's step hook: one decision and epoch with no auto-reset and no truncation:
+        ``(obs, state, reward, terminated, info)``. :meth:`step` with the same key advances the job
+        identically, then adds truncation and the auto-reset."""
+        u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)[: d.STEP_DRAWS]
+        next_state, reward, terminated, info = self.transition(u, state, action, params)
+        return observe(next_state, params), next_state, reward, terminated, info
 
     # Reset ----------------------------------------------------------------------------------
     def reset(self, key: jax.Array, params: EnvParams | None = None) -> tuple[jax.Array, EnvState]:
@@ -214,7 +186,7 @@ class JobAllocationEnv:
         start, end = params.contention_start_prob, params.contention_end_prob
         stationary = start / jnp.maximum(start + end, 1e-9)
         m = initial_metrics(job, row, gpus, cpus, params)
-        return _unstarted_state(job, gpus, cpus, m, u[d.CONTENTION_AT_START] < stationary, params)
+        return unstarted_state(job, gpus, cpus, m, u[d.CONTENTION_AT_START] < stationary, params)
 
     def place(self, state: EnvState, gpus: jax.Array, cpus: jax.Array, params: EnvParams) -> EnvState:
         """A job that has not run an epoch yet (a ``reset`` state), started at ``(gpus, cpus)`` instead.
@@ -227,7 +199,7 @@ class JobAllocationEnv:
             jnp.asarray(gpus, jnp.int32), jnp.asarray(cpus, jnp.int32), *cluster_bounds(params)
         )
         m = epoch_metrics(state.job.profile, gpus, cpus, params)
-        return _unstarted_state(state.job, gpus, cpus, m, state.contended, params)
+        return unstarted_state(state.job, gpus, cpus, m, state.contended, params)
 
     # Step -----------------------------------------------------------------------------------
     def step(
@@ -252,7 +224,9 @@ class JobAllocationEnv:
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
         """``step`` with explicit uniforms: ``STEP_DRAWS`` for the epoch, ``RESET_DRAWS`` for a reset."""
         next_state, reward, terminated, info = self.transition(u_step, state, action, params)
-        truncated = jnp.logical_and(next_state.steps >= params.max_episode_steps, jnp.logical_not(terminated))
+        truncated = jnp.logical_and(
+            next_state.steps >= params.max_steps_in_episode, jnp.logical_not(terminated)
+        )
         done = jnp.logical_or(terminated, truncated)
         reset_state = self.reset_from_draws(u_reset, params)
         state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
@@ -357,43 +331,3 @@ class JobAllocationEnv:
             **figures,
         }
         return next_state, reward, terminated, info
-
-
-def episode_figures(state: EnvState) -> Info:
-    """Job-level figures of the episode so far (final once the job terminates)."""
-    job = state.job
-    targets = job.sla_targets
-    elapsed = jnp.maximum(state.elapsed_s, 1e-9)
-    done_samples = state.epoch.astype(jnp.float32) * job.constants.samples_per_epoch
-    mean_gpu_util = state.gpu_busy_s / elapsed
-    mean_cpu_util = state.cpu_busy_s / elapsed
-    job_met = jnp.stack(
-        [
-            state.elapsed_s <= targets.deadline_s,
-            state.cost_usd <= targets.budget_usd,
-            done_samples / elapsed >= targets.min_throughput,
-            state.peak_memory_gib <= targets.max_memory_gib,
-            mean_gpu_util >= targets.min_gpu_util,
-            mean_cpu_util >= targets.min_cpu_util,
-        ]
-    )
-    return {
-        "episode_time_s": state.elapsed_s,
-        "episode_cost_usd": state.cost_usd,
-        "time_ref_s": job.time_ref_s,
-        "cost_ref_usd": job.cost_ref_usd,
-        "deadline_met": job_met[0],
-        "budget_met": job_met[1],
-        "job_sla_met": job_met,
-        "all_slas_met": jnp.all(job_met),
-        "sla_compliance": jnp.mean(job_met.astype(jnp.float32)),
-        "mean_severity": state.severity_sum / jnp.maximum(state.epoch, 1).astype(jnp.float32),
-        "mean_gpu_util": mean_gpu_util,
-        "mean_cpu_util": mean_cpu_util,
-        "reallocations": state.reallocations,
-        "epochs": job.epochs,
-        "workload": job.workload,
-        "gpu_type": job.gpu_type,
-        "scenario": job.scenario,
-        "preference": job.preference,
-    }

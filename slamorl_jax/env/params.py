@@ -11,6 +11,7 @@ Cluster defaults describe the Pollux cluster the calibration data came from: AWS
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, TypeVar
 
 import jax
@@ -111,7 +112,7 @@ class EnvParams:
     reward_clip: jax.Array  # |time| and |cost| reward of one step are clipped to this
     sla_met_bonus: jax.Array  # SLA reward at the last epoch per job-level SLA met (of six)
     all_slas_bonus: jax.Array  # extra SLA reward at the last epoch when all six are met
-    max_episode_steps: jax.Array  # truncation limit (int32)
+    max_steps_in_episode: jax.Array  # truncation limit (int32; gymnax's name, ``max_episode_steps`` reads it)
     # Derived tables: functions of the fields above, cached so a vectorised step need not search the
     # allocation lattice. ``derived.with_derived_tables`` recomputes them; ``validate_params``
     # refuses params whose tables are stale.
@@ -122,6 +123,28 @@ class EnvParams:
     target_allocation: jax.Array  # (K, 2) int32 (GPUs, CPUs) of every target (action_sets.py)
     target_profile: jax.Array  # (W * T, 6 * K) the profile's metrics at every target (forecast.py)
     job_rows: jax.Array  # (W * T * B * R, F) job_generator.job_table, packed (lookup.pack_table)
+
+    @property
+    def max_episode_steps(self) -> jax.Array:
+        """The former name of ``max_steps_in_episode`` (kept so existing code and ``replace`` calls work)."""
+        return self.max_steps_in_episode
+
+
+# Former field names still accepted by ``EnvParams.replace`` (and so by ``with_values``).
+FIELD_ALIASES = {"max_episode_steps": "max_steps_in_episode"}
+
+
+def _replace(self: EnvParams, **updates: Any) -> EnvParams:
+    """A new ``EnvParams`` with the named fields replaced; former names (``FIELD_ALIASES``) work too."""
+    for old, new in FIELD_ALIASES.items():
+        if old in updates:
+            if new in updates:
+                raise ValueError(f"give {new} or its former name {old}, not both")
+            updates[new] = updates.pop(old)
+    return dataclasses.replace(self, **updates)
+
+
+EnvParams.replace = _replace  # flax's struct.dataclass installs its own replace; this one knows the aliases
 
 
 def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:

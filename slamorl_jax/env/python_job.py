@@ -571,7 +571,7 @@ class PythonJob:
     ) -> tuple[list[float], tuple[float, float, float], bool, bool, Info]:
         """One decision and one epoch; auto-resets from ``u_reset`` when the job ends (see class)."""
         reward, terminated, info = self._transition(_floats(u_step), int(action))
-        truncated = self.steps >= self._v["max_episode_steps"] and not terminated
+        truncated = self.steps >= self._v["max_steps_in_episode"] and not terminated
         obs = final_obs = self.observation()
         final_slack = self.observation_slack
         final_state = self.state_dict()

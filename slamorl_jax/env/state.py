@@ -89,3 +89,8 @@ class EnvState:
     peak_memory_gib: jax.Array
     reallocations: jax.Array  # int32
     severity_sum: jax.Array  # sum over epochs of the mean severity
+
+    @property
+    def time(self) -> jax.Array:
+        """gymnax's name for the decision counter of the episode (``steps``; not wall-clock time)."""
+        return self.steps

@@ -15,7 +15,13 @@ import numpy as np
 
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.derived import DERIVED_FIELDS, stale_derived_fields
-from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, MIXED_INIT_STRATEGIES, EnvParams
+from slamorl_jax.env.params import (
+    FIELD_ALIASES,
+    INIT_STRATEGIES,
+    MAX_GPUS,
+    MIXED_INIT_STRATEGIES,
+    EnvParams,
+)
 
 INF = float("inf")
 
@@ -59,7 +65,7 @@ SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
     "forecast_noise": (1e-3, 10.0, False),
     "target_gpus": (1, MAX_GPUS, True),
     "target_cpus_per_gpu": (0.0, 1024.0, False),
-    "max_episode_steps": (1, 1_000_000, True),
+    "max_steps_in_episode": (1, 1_000_000, True),
 }
 DERIVED = DERIVED_FIELDS
 PROBABILITY_FIELDS = (
@@ -124,8 +130,10 @@ def validate_params(params: EnvParams) -> EnvParams:
             raise ValueError(f"EnvParams.{name} must have shape {shape}, got {host[name].shape}")
     for name in DERIVED:
         host.pop(name)
+    former = {new: old for old, new in FIELD_ALIASES.items()}
     for name, (low, high, integer) in SCALAR_RANGES.items():
-        _check_range(name, host[name].astype(np.float64), low, high, integer)
+        label = f"{name} (formerly {former[name]})" if name in former else name
+        _check_range(label, host[name].astype(np.float64), low, high, integer)
     for name in PROBABILITY_FIELDS:
         _check_probabilities(name, host[name].astype(np.float64))
     workloads = {k: np.asarray(v) for k, v in vars(params.workloads).items()}

@@ -1,0 +1,50 @@
+"""Job-level figures of an episode: total time and cost, the six job-level SLA checks, utilisation."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from slamorl_jax.env.state import EnvState
+
+Info = dict[str, jax.Array]
+
+
+def episode_figures(state: EnvState) -> Info:
+    """Job-level figures of the episode so far (final once the job terminates)."""
+    job = state.job
+    targets = job.sla_targets
+    elapsed = jnp.maximum(state.elapsed_s, 1e-9)
+    done_samples = state.epoch.astype(jnp.float32) * job.constants.samples_per_epoch
+    mean_gpu_util = state.gpu_busy_s / elapsed
+    mean_cpu_util = state.cpu_busy_s / elapsed
+    job_met = jnp.stack(
+        [
+            state.elapsed_s <= targets.deadline_s,
+            state.cost_usd <= targets.budget_usd,
+            done_samples / elapsed >= targets.min_throughput,
+            state.peak_memory_gib <= targets.max_memory_gib,
+            mean_gpu_util >= targets.min_gpu_util,
+            mean_cpu_util >= targets.min_cpu_util,
+        ]
+    )
+    return {
+        "episode_time_s": state.elapsed_s,
+        "episode_cost_usd": state.cost_usd,
+        "time_ref_s": job.time_ref_s,
+        "cost_ref_usd": job.cost_ref_usd,
+        "deadline_met": job_met[0],
+        "budget_met": job_met[1],
+        "job_sla_met": job_met,
+        "all_slas_met": jnp.all(job_met),
+        "sla_compliance": jnp.mean(job_met.astype(jnp.float32)),
+        "mean_severity": state.severity_sum / jnp.maximum(state.epoch, 1).astype(jnp.float32),
+        "mean_gpu_util": mean_gpu_util,
+        "mean_cpu_util": mean_cpu_util,
+        "reallocations": state.reallocations,
+        "epochs": job.epochs,
+        "workload": job.workload,
+        "gpu_type": job.gpu_type,
+        "scenario": job.scenario,
+        "preference": job.preference,
+    }
