@@ -14,12 +14,16 @@ from typing import Any
 
 import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 META_KEY = "array_sha256"
 
 
 def array_digest(leaf: Any) -> str:
     """SHA-256 (hex) of one array's dtype, shape and C-order bytes."""
+    if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+        # A multi-process run's env batch: every process gathers the whole array (a collective).
+        leaf = multihost_utils.process_allgather(leaf, tiled=True)
     array = np.ascontiguousarray(np.asarray(jax.device_get(leaf)))
     digest = hashlib.sha256(f"{array.dtype.str}{array.shape}".encode())
     digest.update(array.tobytes())

@@ -19,11 +19,17 @@ from absl import app, flags
 from absl import logging as absl_logging  # defines --log_dir, which we use for metrics too
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax.distributed_start import join_if_launched
+
+join_if_launched(sys.argv)  # a multi-process run joins before anything touches a device
+# ruff: noqa: E402  (the imports below may start JAX's backend)
 from slamorl_jax import run_dirs, train_checks
 from slamorl_jax.agent.config import LR_SCHEDULES, PRICE_PRESETS, TrainConfig, validate_config
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
 from slamorl_jax.cli_args import cleanup_on_interrupt, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
+from slamorl_jax.distributed import DistributedOptions
+from slamorl_jax.distributed import resolve as resolve_distributed
 from slamorl_jax.env.action_sets import ACTION_SETS
 from slamorl_jax.env.params import INIT_STRATEGIES
 from slamorl_jax.env.scenarios import SCENARIOS
@@ -100,6 +106,12 @@ flags.DEFINE_boolean(
     "With --actions=targets, add a learned gain on the action the forecast ranks first to the "
     "actor's logits (--nosuggestion_prior: a plain MLP actor; --target_head replaces it).",
 )
+flags.DEFINE_float(
+    "suggestion_gain_init",
+    DEFAULTS.suggestion_gain_init,
+    "The suggestion prior's starting gain, 0-20 (0: no head start; 4: the suggested action starts "
+    "with about 40 % of the policy's probability).",
+)
 flags.DEFINE_enum(
     "actions",
     DEFAULTS.actions,
@@ -128,6 +140,27 @@ flags.DEFINE_boolean(
 flags.DEFINE_integer("eval_episodes", 1024, "Fresh jobs per scenario in the final evaluation (0 skips it).")
 flags.DEFINE_boolean("progress", True, "Show a progress bar.")
 
+flags.DEFINE_boolean(
+    "distributed",
+    False,
+    "Join a multi-process run (jax.distributed): settings from the flags below, else "
+    "JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID, else the cluster JAX detects "
+    "(SLURM); see launch/README.md.",
+)
+flags.DEFINE_string(
+    "coordinator_address", None, "host:port of process 0's coordination service (implies --distributed)."
+)
+flags.DEFINE_integer("num_processes", None, "Processes in a --distributed run.")
+flags.DEFINE_integer("process_id", None, "This process's index in a --distributed run (0 logs and writes).")
+flags.DEFINE_integer(
+    "distributed_heartbeat_s",
+    100,
+    "A --distributed run ends with an error when a process has not answered for this many seconds.",
+)
+flags.DEFINE_integer(
+    "distributed_init_timeout_s", 300, "Seconds to wait for every process of a --distributed run to join."
+)
+
 flags.DEFINE_string(
     "compilation_cache_dir",
     DEFAULT_CACHE_DIR,
@@ -145,6 +178,25 @@ def config_from_flags() -> TrainConfig:
     except ValueError:
         raise ValueError(f"--hidden_sizes must be integers, got {','.join(FLAGS.hidden_sizes)}") from None
     return TrainConfig(**values)
+
+
+def distributed_options() -> DistributedOptions:
+    """The multi-process settings of the flags and the environment, checked."""
+    options = resolve_distributed(
+        DistributedOptions(
+            enabled=FLAGS.distributed,
+            coordinator_address=FLAGS.coordinator_address,
+            num_processes=FLAGS.num_processes,
+            process_id=FLAGS.process_id,
+            heartbeat_timeout_s=FLAGS.distributed_heartbeat_s,
+            initialization_timeout_s=FLAGS.distributed_init_timeout_s,
+        )
+    )
+    if options.enabled and FLAGS.run_dir is None and FLAGS.checkpoint_dir is None:
+        raise ValueError(
+            "a --distributed run needs --run_dir (or --checkpoint_dir): every process uses the same folder"
+        )
+    return options
 
 
 def check_run_flags() -> None:
@@ -196,8 +248,9 @@ def resolve_paths() -> tuple[Path, Path, str, str]:
     )
 
 
-def validated_config(argv: list[str]) -> TrainConfig:
-    """The validated config of the command line (``fail`` with one line on any bad value)."""
+def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
+    """The validated config and multi-process settings of the command line (``fail`` with one line
+    on any bad value)."""
     try:
         train_checks.check_no_positional(argv)
         config = config_from_flags()
@@ -207,16 +260,17 @@ def validated_config(argv: list[str]) -> TrainConfig:
         if not FLAGS.resume:  # a resumed run keeps its checkpoint's budget
             train_checks.check_budget(config)
         check_run_flags()
+        distributed = distributed_options()
         if FLAGS.compilation_cache_dir:
             run_dirs.check_dir("--compilation_cache_dir", Path(FLAGS.compilation_cache_dir))
     except ValueError as err:
         fail(str(err))
-    return config
+    return config, distributed
 
 
 def main(argv: list[str]) -> None:
     """Validate everything, then hand over to :func:`slamorl_jax.training_loop.run_training`."""
-    config = validated_config(argv)
+    config, distributed = validated_config(argv)
     checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths()
     if FLAGS.resume:
         try:
@@ -228,11 +282,12 @@ def main(argv: list[str]) -> None:
     except run_dirs.RunDirError as err:
         fail(str(err))
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
+    owns_dirs = [True]  # in a multi-process run only process 0 removes the shared folders
 
     def remove_if_empty() -> None:
         # A run that saves no checkpoint (bad input found late, Ctrl-C while importing or
         # compiling, a first update that diverged) leaves none of the directories it created.
-        if run_dirs.checkpoint_marks(checkpoint_dir) == saved_before:
+        if owns_dirs[0] and run_dirs.checkpoint_marks(checkpoint_dir) == saved_before:
             run_dirs.remove_created(created)
 
     code = 1
@@ -242,8 +297,20 @@ def main(argv: list[str]) -> None:
             absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
             enable_compilation_cache(FLAGS.compilation_cache_dir)
             # Heavy imports (JAX compilation, orbax) only after the flags are known to be good.
+            import jax
+
             from slamorl_jax.checkpoint import CheckpointError
+            from slamorl_jax.distributed import join
+            from slamorl_jax.sharding import check_divisible
             from slamorl_jax.training_loop import RunOptions, run_training
+
+            try:
+                if distributed.enabled:
+                    join(distributed)  # already done at start-up when launched as a command
+                    owns_dirs[0] = jax.process_index() == 0
+                check_divisible(config.num_envs, jax.device_count())
+            except ValueError as err:
+                fail(str(err))
 
             options = RunOptions(
                 checkpoint_dir=checkpoint_dir,

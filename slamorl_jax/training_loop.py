@@ -1,6 +1,9 @@
 """The host loop of a training run: chunks, logging, checkpoints, signals, final evaluation.
 
 Everything with side effects lives here; the learner itself (``agent/trainer.py``) is pure.
+The env batch is sharded over every device JAX sees (every process's, in a multi-process run); only
+process 0 prints, logs and writes files of its own, while every process computes and takes part in
+the checkpoint saves orbax coordinates.
 """
 
 from __future__ import annotations
@@ -22,8 +25,11 @@ from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint_resume import newest_readable_meta, restore_newest_intact
+from slamorl_jax.distributed import is_primary
+from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
 from slamorl_jax.run_logging import MetricsLogger
+from slamorl_jax.sharding import env_mesh
 from slamorl_jax.train_checks import budget_note
 
 EXIT_OK = 0
@@ -97,37 +103,46 @@ def diverged_message(update: int, last_saved: int, checkpoint_dir: Path) -> str:
 def run_training(config: TrainConfig, options: RunOptions) -> int:
     """Train (or resume) per ``options``; returns the process exit code."""
     config = resolve_config(config, options)
+    primary = is_primary()
+    say = print_error if primary else _quiet
     note = budget_note(config)
     if note and not options.resume:
-        print_error(note)
-    print_error(
+        say(note)
+    say(
         f"run: checkpoints in {Path(options.checkpoint_dir).absolute()}, metrics, TensorBoard events and "
         f"summary.json in {Path(options.log_dir).absolute()}"
     )
-    trainer = make_train(config)
-    env_params = env_params_from_config(config)
-    init = jax.jit(trainer.init)
-    chunk = jax.jit(trainer.update_chunk, donate_argnums=0)
+    mesh = env_mesh()
+    if mesh.size > 1:
+        share = config.num_envs // mesh.size
+        say(f"devices: {mesh.size} ({jax.process_count()} processes), {share:,} jobs each")
+    trainer = make_train(config, mesh=mesh)
+    learner = jit_learner(trainer, env_params_from_config(config))
+    env_params = learner.place(env_params_from_config(config))
 
     start = time.perf_counter()
     if options.progress:
-        print_error("compiling (the first run with these shapes takes a while; later runs load the cache)")
-    state = init(jax.random.key(config.seed), env_params)
+        say("compiling (the first run with these shapes takes a while; later runs load the cache)")
+    state = learner.init(learner.place(jax.random.key(config.seed)), env_params)
     if options.resume:
-        state = restore_newest_intact(options.checkpoint_dir, state, report=print_error)
+        state = restore_newest_intact(options.checkpoint_dir, state, report=say)
     # After the restore, which may set damaged steps aside: the manager lists the steps it finds.
     manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
     compile_start = time.perf_counter()
-    compiled = chunk.lower(state, env_params).compile()
+    compiled = learner.chunk.lower(state, env_params).compile()
     compile_s = time.perf_counter() - compile_start
 
     first_chunk = int(state.update) // config.updates_per_chunk
-    logger = MetricsLogger(
-        options.log_dir,
-        config,
-        total_steps=config.num_updates * config.batch_size,
-        initial_steps=int(state.update) * config.batch_size,
-        progress=options.progress,
+    logger = (
+        MetricsLogger(
+            options.log_dir,
+            config,
+            total_steps=config.num_updates * config.batch_size,
+            initial_steps=int(state.update) * config.batch_size,
+            progress=options.progress,
+        )
+        if primary
+        else SilentLogger()
     )
     last_saved = int(state.update)
     train_s = 0.0
@@ -167,23 +182,46 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         "checkpoint": str(Path(options.checkpoint_dir).absolute() / str(last_saved)),
         "log_dir": str(Path(options.log_dir).absolute()),
     }
-    if options.eval_episodes > 0:
+    if options.eval_episodes > 0 and primary:
         if options.progress:
-            print_error(
+            say(
                 f"evaluating the policy and the request on {options.eval_episodes:,} fresh jobs per "
                 "scenario kind"
             )
+        # Host copies of the (replicated) parameters: the evaluation runs on this process alone.
         evaluation = evaluate_against_request(
-            trainer, state.params, config, options.eval_episodes, config.seed
+            trainer, jax.device_get(state.params), config, options.eval_episodes, config.seed
         )
         summary["evaluation"] = evaluation
         summary["quality_bar"] = quality_bar(evaluation)
         summary["evaluation_markdown"] = format_evaluation(evaluation)
     summary["wall_s"] = time.perf_counter() - start
+    if not primary:
+        return code
     Path(options.log_dir).mkdir(parents=True, exist_ok=True)
     (Path(options.log_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
     print_summary(summary)
     return code
+
+
+class SilentLogger:
+    """The logger of processes other than 0: they train and checkpoint but record nothing."""
+
+    def log(self, update: int, metrics: dict[str, float], steps_per_s: float) -> None:
+        """Nothing: process 0 records the run."""
+
+    def message(self, text: str) -> None:
+        """Nothing: process 0 says it."""
+
+    def __enter__(self) -> SilentLogger:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+def _quiet(line: str) -> None:
+    """What processes other than 0 do with a status line: nothing."""
 
 
 def print_error(line: str) -> None:

@@ -7,6 +7,11 @@ scalars, so memory does not grow with training length. One update = a rollout of
 ``rollout_length`` steps of ``num_envs`` jobs, per-objective GAE, then ``update_epochs`` passes of
 ``num_minibatches`` gradient steps on the loss of ``losses.py``.
 
+With a device mesh (``make_train(config, mesh=...)``, :mod:`slamorl_jax.sharding`) the env batch,
+the rollout buffers and each minibatch's rows are split over the devices and the parameters
+replicated; the program is the same global one, so the gradient is the mean over every env whatever
+the device count. Without a mesh nothing is constrained (the single-device program).
+
 Every job carries its own preference and SLA-adapted weights (the actor's input), so one run trains
 one policy for all preferences.
 """
@@ -21,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import struct
+from jax.sharding import Mesh
 
 from slamorl_jax.agent.config import TrainConfig, parse_preference, validate_config
 from slamorl_jax.agent.gae import bootstrap_values, vector_gae
@@ -32,6 +38,7 @@ from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
 from slamorl_jax.env.prices import with_prices
 from slamorl_jax.env.scenarios import scenario_params, with_preference
 from slamorl_jax.env.state import EnvState
+from slamorl_jax.sharding import check_divisible, constrain_batch
 
 # Episode figures summed over finished jobs in a chunk (divided by "episodes" for reporting).
 EPISODE_SUMS = (
@@ -92,6 +99,7 @@ class Trainer:
     env: JobAllocationEnv
     network: ActorCritic
     optimizer: optax.GradientTransformation
+    mesh: Mesh | None = None  # env batch split over its one axis (slamorl_jax.sharding)
 
     @property
     def obs_dim(self) -> int:
@@ -109,18 +117,22 @@ class Trainer:
             return jax.vmap(self.env.get_obs, in_axes=(0, None))(info["final_state"], env_params)
         return info["final_observation"]
 
+    def _split(self, tree: Any, axis: int = 0) -> Any:
+        """``tree``'s env-batch axis split over the mesh (a no-op without one)."""
+        return constrain_batch(tree, self.mesh, axis)
+
     def init(self, key: jax.Array, env_params: EnvParams) -> TrainState:
         """Fresh network, optimiser and ``num_envs`` running jobs from ``key``."""
         key, net_key, env_key = jax.random.split(key, 3)
         params = init_params(self.network, net_key, self.obs_dim)
-        env_keys = jax.random.split(env_key, self.config.num_envs)
-        obs, env_state = jax.vmap(self.env.reset, in_axes=(0, None))(env_keys, env_params)
+        env_keys = self._split(jax.random.split(env_key, self.config.num_envs))
+        obs, env_state = self._split(jax.vmap(self.env.reset, in_axes=(0, None))(env_keys, env_params))
         return TrainState(
             params=params,
             opt_state=self.optimizer.init(params),
             env_state=env_state,
             obs=obs,
-            episode_returns=jnp.zeros((self.config.num_envs, self.env.reward_dim), jnp.float32),
+            episode_returns=self._split(jnp.zeros((self.config.num_envs, self.env.reward_dim), jnp.float32)),
             key=key,
             update=jnp.zeros((), jnp.int32),
         )
@@ -135,10 +147,12 @@ class Trainer:
             key, act_key, env_key = jax.random.split(state.key, 3)
             logits, values = self.apply(state.params, state.obs, state.env_state.weights)
             actions, log_probs = sample_actions(act_key, logits)
-            env_keys = jax.random.split(env_key, c.num_envs)
-            obs, env_state, reward, terminated, truncated, info = jax.vmap(
-                self.env.step, in_axes=(0, 0, 0, None)
-            )(env_keys, state.env_state, actions, env_params)
+            env_keys = self._split(jax.random.split(env_key, c.num_envs))
+            obs, env_state, reward, terminated, truncated, info = self._split(
+                jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(
+                    env_keys, state.env_state, actions, env_params
+                )
+            )
             done = jnp.logical_or(terminated, truncated)
             # Values of truncated episodes' last observations (for their bootstrap), computed only
             # when some job in the batch was truncated (observing the pre-reset states only then,
@@ -222,6 +236,7 @@ class Trainer:
         def epoch(carry: tuple, key: jax.Array) -> tuple:
             order = jax.random.permutation(key, c.batch_size)
             shuffled = packed[order].reshape((c.num_minibatches, c.minibatch_size, packed.shape[1]))
+            shuffled = self._split(shuffled, axis=1)  # each gradient step data-parallel
             carry, metrics = jax.lax.scan(lambda cr, rows: minibatch_step(cr, unpack(rows)), carry, shuffled)
             return carry, jax.tree.map(jnp.mean, metrics)
 
@@ -331,14 +346,17 @@ def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dic
     return new
 
 
-def make_train(config: TrainConfig, env: JobAllocationEnv | None = None) -> Trainer:
-    """A validated :class:`Trainer` for ``config`` (raises ``ValueError`` on a bad config).
+def make_train(config: TrainConfig, env: JobAllocationEnv | None = None, mesh: Mesh | None = None) -> Trainer:
+    """A validated :class:`Trainer` for ``config`` (raises ``ValueError`` on a bad config, or a
+    ``num_envs`` that does not divide by ``mesh``'s device count).
 
     ``env`` defaults to :class:`JobAllocationEnv` with the config's action set; any env with the
     same functional API, info keys and ``num_actions``/``reward_dim``/``observation_space`` works
     (the training benchmark runs gymnax CartPole through an adapter).
     """
     validate_config(config)
+    if mesh is not None:
+        check_divisible(config.num_envs, mesh.size)
     env = env or JobAllocationEnv(action_set=config.actions)
     network_config = config.network
     if int(env.num_actions) != network_config.num_actions:  # another env (e.g. the CartPole peer)
@@ -351,6 +369,7 @@ def make_train(config: TrainConfig, env: JobAllocationEnv | None = None) -> Trai
         env=env,
         network=ActorCritic(network_config),
         optimizer=make_optimizer(config),
+        mesh=mesh,
     )
 
 

@@ -1,0 +1,125 @@
+"""Many hosts on JAX's own multi-controller runtime (``jax.distributed.initialize``).
+
+Every process runs the same program on the same global arrays; the device mesh of
+:mod:`slamorl_jax.sharding` spans the devices of all processes, so a process holds only its share
+of the env batch and the partitioner's collectives cross the processes. Settings come from flags,
+else from the environment (``JAX_COORDINATOR_ADDRESS``, ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``),
+else from JAX's cluster detection (SLURM, Open MPI, Kubernetes, Cloud TPU).
+
+Only process 0 logs, draws the progress bar and writes files of its own; every process takes part in
+orbax's checkpoint saves and restores, which orbax coordinates (process 0 writes the shared files).
+A process that stops answering is caught by the coordination service's heartbeat: after
+``heartbeat_timeout_s`` the others are told and end with an error instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import jax
+
+ENV_NUM_PROCESSES = "JAX_NUM_PROCESSES"
+ENV_PROCESS_ID = "JAX_PROCESS_ID"
+ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedOptions:
+    """How to join a multi-process run (``None`` fields: from the environment or the cluster)."""
+
+    enabled: bool = False
+    coordinator_address: str | None = None
+    num_processes: int | None = None
+    process_id: int | None = None
+    heartbeat_timeout_s: int = 100
+    initialization_timeout_s: int = 300
+
+
+def _env_int(name: str) -> int | None:
+    """An integer environment variable, ``None`` when unset (one-line ``ValueError`` when not a number)."""
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"environment variable {name} must be an integer, got {text!r}") from None
+
+
+def resolve(options: DistributedOptions) -> DistributedOptions:
+    """``options`` with unset fields taken from the environment, checked (one-line ``ValueError``).
+
+    A coordinator address in flags or environment turns the multi-process run on by itself.
+    """
+    address = options.coordinator_address or os.environ.get(ENV_COORDINATOR) or None
+    count = options.num_processes if options.num_processes is not None else _env_int(ENV_NUM_PROCESSES)
+    index = options.process_id if options.process_id is not None else _env_int(ENV_PROCESS_ID)
+    resolved = dataclasses.replace(
+        options,
+        enabled=options.enabled or address is not None,
+        coordinator_address=address,
+        num_processes=count,
+        process_id=index,
+    )
+    check(resolved)
+    return resolved
+
+
+def check(options: DistributedOptions) -> None:
+    """The settings are usable: counts positive, the id in range, timeouts at least a second."""
+    if options.num_processes is not None and options.num_processes < 1:
+        raise ValueError(f"--num_processes must be >= 1, got {options.num_processes}")
+    if options.process_id is not None:
+        if options.process_id < 0:
+            raise ValueError(f"--process_id must be >= 0, got {options.process_id}")
+        if options.num_processes is not None and options.process_id >= options.num_processes:
+            raise ValueError(
+                f"--process_id={options.process_id} must be less than --num_processes={options.num_processes}"
+            )
+    for name, value in (
+        ("--distributed_heartbeat_s", options.heartbeat_timeout_s),
+        ("--distributed_init_timeout_s", options.initialization_timeout_s),
+    ):
+        if value < 1:
+            raise ValueError(f"{name} must be >= 1 second, got {value}")
+    if options.coordinator_address is not None and ":" not in options.coordinator_address:
+        raise ValueError(f"--coordinator_address must be host:port, got {options.coordinator_address!r}")
+
+
+def initialize(options: DistributedOptions) -> bool:
+    """Join the multi-process run ``options`` describes; ``False`` (nothing done) when not enabled.
+
+    Call before anything touches a JAX device. JAX fills what is still unset from the cluster it
+    detects, and raises when it finds none.
+    """
+    if not options.enabled:
+        return False
+    jax.distributed.initialize(
+        coordinator_address=options.coordinator_address,
+        num_processes=options.num_processes,
+        process_id=options.process_id,
+        initialization_timeout=options.initialization_timeout_s,
+        heartbeat_timeout_seconds=options.heartbeat_timeout_s,
+    )
+    return True
+
+
+def is_primary() -> bool:
+    """Whether this is process 0, the one that logs and writes files of its own."""
+    return jax.process_index() == 0
+
+
+def join(options: DistributedOptions) -> None:
+    """:func:`initialize` unless this process already joined (at start-up); a clear error when JAX's
+    backend has started first (multi-process runs must be started as ``python -m slamorl_jax.train``)."""
+    if jax.distributed.is_initialized():
+        return
+    try:
+        initialize(options)
+    except RuntimeError as err:
+        if "must be called before" not in str(err):
+            raise
+        raise ValueError(
+            "a --distributed run must join before JAX starts: run it as python -m slamorl_jax.train"
+        ) from None

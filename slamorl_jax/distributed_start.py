@@ -1,0 +1,81 @@
+"""Join a multi-process run at start-up, before any module can touch a JAX device.
+
+``jax.distributed.initialize`` must run before JAX's backend starts, and importing the environment
+(gymnax among its dependencies) already computes arrays. So ``python -m slamorl_jax.train`` imports
+this module second (after :mod:`slamorl_jax.cli_start`): when it is the program being run, it reads
+the multi-process flags straight from the command line (``--distributed``, ``--coordinator_address``,
+``--num_processes``, ``--process_id``, ``--distributed_heartbeat_s``, ``--distributed_init_timeout_s``,
+as ``--flag=value`` or ``--flag value``; not from a ``--flagfile``) and the environment, and joins the
+run. absl parses and checks the same flags again later. Bad values: one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from slamorl_jax.cli_args import fail
+from slamorl_jax.cli_start import launched_command
+from slamorl_jax.distributed import DistributedOptions, initialize, resolve
+
+INT_FLAGS = {
+    "num_processes": "num_processes",
+    "process_id": "process_id",
+    "distributed_heartbeat_s": "heartbeat_timeout_s",
+    "distributed_init_timeout_s": "initialization_timeout_s",
+}
+TRUE_WORDS = ("true", "1", "yes")
+FALSE_WORDS = ("false", "0", "no")
+
+
+def _value(args: Sequence[str], i: int, name: str) -> tuple[str | None, int]:
+    """The value of flag ``name`` at ``args[i]`` (``--name=v`` or ``--name v``) and the next index;
+    ``(None, i + 1)`` when ``args[i]`` is not that flag."""
+    arg = args[i]
+    if arg.startswith(f"--{name}="):
+        return arg.split("=", 1)[1], i + 1
+    if arg == f"--{name}":
+        if i + 1 >= len(args):
+            raise ValueError(f"flag --{name} needs a value")
+        return args[i + 1], i + 2
+    return None, i + 1
+
+
+def early_options(args: Sequence[str]) -> DistributedOptions:
+    """The multi-process settings among command-line ``args`` (program name excluded)."""
+    values: dict[str, object] = {}
+    i = 0
+    while i < len(args) and args[i] != "--":
+        arg = args[i]
+        if arg in ("--distributed", "--nodistributed") or arg.startswith("--distributed="):
+            word = arg.split("=", 1)[1].lower() if "=" in arg else str(arg == "--distributed").lower()
+            if word not in TRUE_WORDS + FALSE_WORDS:
+                raise ValueError(f"--distributed must be true or false, got {word!r}")
+            values["enabled"] = word in TRUE_WORDS
+            i += 1
+            continue
+        text, j = _value(args, i, "coordinator_address")
+        if text is not None:
+            values["coordinator_address"] = text
+            i = j
+            continue
+        for flag, field in INT_FLAGS.items():
+            text, j = _value(args, i, flag)
+            if text is not None:
+                try:
+                    values[field] = int(text)
+                except ValueError:
+                    raise ValueError(f"--{flag} must be an integer, got {text!r}") from None
+                break
+        i = j
+    return DistributedOptions(**values)  # type: ignore[arg-type]
+
+
+def join_if_launched(argv: Sequence[str]) -> bool:
+    """Join the multi-process run the command line asks for, when this process is a package command."""
+    if launched_command() is None:
+        return False
+    try:
+        options = resolve(early_options(argv[1:]))
+    except ValueError as err:
+        fail(str(err), launched_command())
+    return initialize(options)

@@ -1,0 +1,215 @@
+"""Scale-out: the env batch sharded over devices and processes gives the single-device results.
+
+A fake device count must be set before JAX starts, so the sharded runs are subprocesses
+(``sharded_worker.py``) that train ``TINY`` and print their parameters; this process trains the same
+config with plain ``jax.jit`` (the compilation the other learner tests share). The multi-process
+runs (two processes on localhost joined by ``jax.distributed``) are slow tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer
+
+from slamorl_jax.distributed import DistributedOptions, resolve
+from slamorl_jax.distributed_start import early_options
+from slamorl_jax.sharding import check_divisible
+
+WORKER = Path(__file__).resolve().parent / "sharded_worker.py"
+TIMEOUT_S = 300
+# Sums over 8 devices' shares instead of one: float32 rounding, nothing more.
+PARAM_ATOL = 1e-5
+METRIC_RTOL = 1e-4
+
+
+def worker_env(devices: int) -> dict[str, str]:
+    """The environment of a helper process with ``devices`` fake CPU devices and the tests' cache."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {
+        **os.environ,
+        "PYTHONPATH": path,
+        "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "SLAMORL_JAX_TEST_CACHE": jax.config.jax_compilation_cache_dir or "",
+    }
+
+
+@dataclasses.dataclass
+class Worker:
+    """A running ``sharded_worker.py`` whose output goes to files (a pipe left unread would block it)."""
+
+    process: subprocess.Popen[bytes]
+    out: Path
+    err: Path
+
+    def records(self) -> list[dict]:
+        """The JSON lines of the finished worker (its stderr in the failure message)."""
+        self.process.wait(timeout=TIMEOUT_S)
+        assert self.process.returncode == 0, self.stderr()[-2000:]
+        return [json.loads(line) for line in self.out.read_text().splitlines() if line.startswith("{")]
+
+    def stderr(self) -> str:
+        """What the worker wrote to stderr so far."""
+        return self.err.read_text(errors="replace")
+
+
+def start_worker(folder: Path, devices: int, *args: str) -> Worker:
+    """Start ``sharded_worker.py`` with ``args``, its output in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out, err = folder / "stdout", folder / "stderr"
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, str(WORKER), *args],
+            cwd=REPO_ROOT,
+            env=worker_env(devices),
+            stdout=stdout,
+            stderr=stderr,
+        )
+    return Worker(process, out, err)
+
+
+def flat_params(params: object) -> np.ndarray:
+    """Every parameter in one vector (leaves in tree order)."""
+    return np.concatenate([np.asarray(leaf, np.float64).ravel() for leaf in jax.tree.leaves(params)])
+
+
+def assert_matches_single_device(record: dict, reference: Compiled) -> None:
+    """A worker's first chunk agrees with this process's single-device chunk within float rounding."""
+    state, history = reference.run(reference.fresh(), 1)
+    expected = flat_params(jax.device_get(state.params))
+    got = np.concatenate([np.asarray(leaf) for leaf in record["params"]])
+    np.testing.assert_allclose(got, expected, atol=PARAM_ATOL, rtol=0)
+    for name, value in history[0].items():
+        np.testing.assert_allclose(record["metrics"][name], float(value), rtol=METRIC_RTOL, atol=1e-6)
+
+
+def cli_divisibility_run() -> subprocess.Popen[str]:
+    """The training CLI on 8 fake devices with 12 jobs (not a multiple of 8)."""
+    flags = [f for f in cli_flags(TINY) if not f.startswith("--num_envs=")]
+    return subprocess.Popen(
+        [sys.executable, "-m", "slamorl_jax.train", *flags, "--num_envs=12", "--run_dir=unused"],
+        cwd=REPO_ROOT,
+        env=worker_env(8),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_eight_devices_match_one_and_num_envs_must_divide(tmp_path: Path) -> None:
+    eight = start_worker(tmp_path, 8)
+    refused = cli_divisibility_run()
+    _, err = refused.communicate(timeout=TIMEOUT_S)
+    assert refused.returncode == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "--num_envs=12" in lines[0] and "8 devices" in lines[0], err
+    assert not (REPO_ROOT / "unused").exists()
+    (record,) = eight.records()
+    assert record["devices"] == 8 and record["update"] == TINY.updates_per_chunk
+    assert_matches_single_device(record, shared_trainer(TINY))
+
+
+def test_divisibility_message() -> None:
+    check_divisible(64, 8)
+    with pytest.raises(ValueError, match=r"--num_envs=12 must be a multiple of the 8 devices"):
+        check_divisible(12, 8)
+
+
+def test_distributed_settings_from_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"):
+        monkeypatch.delenv(name, raising=False)
+    assert not resolve(DistributedOptions()).enabled
+    args = ["--num_envs=8", "--coordinator_address", "host:1234", "--num_processes=4", "--process_id", "3"]
+    options = resolve(early_options(args))
+    assert (options.enabled, options.coordinator_address, options.num_processes, options.process_id) == (
+        True,
+        "host:1234",
+        4,
+        3,
+    )
+    assert early_options(["--distributed"]).enabled and not early_options(["--nodistributed"]).enabled
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "10.0.0.1:5000")
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "2")
+    monkeypatch.setenv("JAX_PROCESS_ID", "1")
+    options = resolve(DistributedOptions())
+    assert (options.enabled, options.num_processes, options.process_id) == (True, 2, 1)
+    for bad, phrase in (
+        (DistributedOptions(num_processes=2, process_id=2), "--process_id=2 must be less than"),
+        (DistributedOptions(coordinator_address="nohost"), "host:port"),
+        (DistributedOptions(heartbeat_timeout_s=0), "--distributed_heartbeat_s"),
+    ):
+        with pytest.raises(ValueError, match=phrase):
+            resolve(bad)
+    monkeypatch.setenv("JAX_PROCESS_ID", "first")
+    with pytest.raises(ValueError, match="JAX_PROCESS_ID must be an integer"):
+        resolve(DistributedOptions())
+
+
+def free_port() -> int:
+    """A TCP port on localhost that nothing listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_pair(folder: Path, chunks: int, heartbeat_s: int = 100) -> list[Worker]:
+    """Two worker processes (one fake device each) joined into one run."""
+    port = free_port()
+    return [
+        start_worker(
+            folder / f"process-{i}",
+            1,
+            f"--chunks={chunks}",
+            f"--coordinator=127.0.0.1:{port}",
+            "--processes=2",
+            f"--process_id={i}",
+            f"--heartbeat_s={heartbeat_s}",
+        )
+        for i in range(2)
+    ]
+
+
+@pytest.mark.slow
+def test_two_processes_agree_with_each_other_and_with_one_device(tmp_path: Path) -> None:
+    first, second = (worker.records() for worker in start_pair(tmp_path, chunks=1))
+    assert first[0]["processes"] == second[0]["processes"] == 2
+    assert first[0]["devices"] == 2
+    assert first[0]["params_sha256"] == second[0]["params_sha256"]
+    assert_matches_single_device(first[0], shared_trainer(TINY))
+
+
+HEARTBEAT_S = 5
+GIVE_UP_S = 90  # far beyond the heartbeat: a survivor still running then is hanging
+
+
+@pytest.mark.slow
+def test_killing_one_process_ends_the_other_with_an_error(tmp_path: Path) -> None:
+    survivor, victim = start_pair(tmp_path, chunks=100_000, heartbeat_s=HEARTBEAT_S)
+    deadline = time.monotonic() + TIMEOUT_S
+    while "{" not in survivor.out.read_text():  # both are training
+        assert survivor.process.poll() is None and time.monotonic() < deadline, survivor.stderr()[-2000:]
+        time.sleep(0.5)
+    victim.process.send_signal(signal.SIGKILL)
+    victim.process.wait()
+    killed_at = time.monotonic()
+    try:
+        survivor.process.wait(timeout=GIVE_UP_S)
+    except subprocess.TimeoutExpired:
+        survivor.process.kill()
+        pytest.fail(f"the surviving process still runs {GIVE_UP_S} s after its peer was killed")
+    assert survivor.process.returncode != 0
+    assert time.monotonic() - killed_at < GIVE_UP_S
+    err = survivor.stderr()
+    assert "heartbeat" in err or "unhealthy" in err, err[-2000:]
