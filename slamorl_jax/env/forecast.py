@@ -146,15 +146,16 @@ def suggestion(
     return (index == first).astype(jnp.float32)
 
 
-def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
-    """The ``NUM_FORECAST_FEATURES`` float32 features of one job (module docstring): every target's
-    time, cost, other SLAs and suggestion (field-major), then keep's four, then the job's five."""
+def candidate_totals(
+    state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array
+) -> tuple[list[jax.Array], jax.Array, jax.Array]:
+    """Projected (total time, total cost, other SLAs met) of every candidate (keep first, then the
+    targets) under the log deviations ``(mu_compute, mu_sync)``, which candidates repeat the current
+    allocation, and the corrected epoch time where the job is now."""
     job = state.job
     num_types = params.gpu_type_probs.shape[0]
     row = params.target_profile[job.workload * num_types + job.gpu_type]
     profile = dict(zip(TARGET_PROFILE_ROWS, row.reshape(TARGET_PROFILE_FIELDS, NUM_TARGETS), strict=True))
-    mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
-
     target_gpus = params.target_allocation[:, 0]
     target_cpus = params.target_allocation[:, 1]
     same_gpus = target_gpus == state.gpus
@@ -185,6 +186,15 @@ def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
     # Candidates: keep first, then the targets.
     totals = [jnp.concatenate([k[None], t]) for k, t in zip(keep_totals, target_totals, strict=True)]
     duplicate = jnp.concatenate([jnp.zeros(1, bool), jnp.logical_and(same_gpus, same_cpus)])
+    return totals, duplicate, now_epoch_s
+
+
+def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
+    """The ``NUM_FORECAST_FEATURES`` float32 features of one job (module docstring): every target's
+    time, cost, other SLAs and suggestion (field-major), then keep's four, then the job's five."""
+    job = state.job
+    mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
+    totals, duplicate, now_epoch_s = candidate_totals(state, params, mu_compute, mu_sync)
     suggested = suggestion(state, params, *totals, duplicate)
     time_f, cost_f, others_f = outcome_features(state, *totals)
     fields = (time_f, cost_f, others_f, suggested)
