@@ -1,0 +1,141 @@
+"""``BatchedJobEnv``: ``num_envs`` jobs stepped by one jitted call, with Gymnasium's next-step reset.
+
+The JAX env resets a finished job inside the same ``step`` (its first observation comes back at
+once, the last one in ``info["final_observation"]``). Gymnasium's default vector convention, and the
+one MO-Gymnasium's episode statistics assume, is ``AutoresetMode.NEXT_STEP``: the step that ends a
+job returns its *last* observation, and the next step of that env ignores its action and returns
+the new job's first observation with a zero reward and no flags. This module turns one into the
+other on the device (the new job is the one the JAX env already drew) and hands NumPy arrays back.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.state import EnvState
+
+# ``info`` entries handed to Gymnasium code (``job_env``'s module docstring defines each); ``weights``
+# are those of the observation returned (the finished job's on the step that ends it).
+INFO_KEYS = (
+    "weights",
+    "step_weights",
+    "severities",
+    "sla_met",
+    "reallocated",
+    "episode_time_s",
+    "episode_cost_usd",
+    "time_ref_s",
+    "cost_ref_usd",
+    "deadline_met",
+    "budget_met",
+    "job_sla_met",
+    "all_slas_met",
+    "sla_compliance",
+    "reallocations",
+    "epochs",
+    "workload",
+    "gpu_type",
+    "scenario",
+    "preference",
+)
+
+
+class Carry(NamedTuple):
+    """Device-side state between steps."""
+
+    key: jax.Array
+    state: EnvState  # batched; a finished job's state is already its successor's
+    pending: jax.Array  # (n,) bool: this env's next step only shows the new job
+    reset_obs: jax.Array  # (n, F) the new job's first observation, for pending envs
+
+
+class StepResult(NamedTuple):
+    """One batched step as host arrays."""
+
+    obs: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    info: dict[str, np.ndarray]
+    stepped: np.ndarray  # (n,) bool: False where the step only showed a new job's first observation
+
+
+def _reset(env: JobAllocationEnv, key: jax.Array, params: EnvParams, num_envs: int) -> tuple[Any, Carry]:
+    key, reset_key = jax.random.split(key)
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_envs), params)
+    return obs, Carry(key, state, jnp.zeros(num_envs, bool), obs)
+
+
+def _step(env: JobAllocationEnv, carry: Carry, actions: jax.Array, params: EnvParams) -> tuple[Any, Carry]:
+    key, step_key = jax.random.split(carry.key)
+    num_envs = actions.shape[0]
+    obs, state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+        jax.random.split(step_key, num_envs), carry.state, actions, params
+    )
+    pending = carry.pending
+
+    def keep_pending(old: jax.Array, new: jax.Array) -> jax.Array:
+        return jnp.where(pending.reshape(pending.shape + (1,) * (new.ndim - 1)), old, new)
+
+    done = jnp.logical_or(terminated, truncated)
+    shown = keep_pending(carry.reset_obs, jnp.where(done[:, None], info["final_observation"], obs))
+    weights = jnp.where(done[:, None], info["final_weights"], info["weights"])
+    out_info = {name: info[name] for name in INFO_KEYS}
+    out_info["weights"] = keep_pending(carry.state.weights, weights)
+    stepped = jnp.logical_not(pending)
+    result = (
+        shown,
+        jnp.where(pending[:, None], 0.0, reward),
+        jnp.logical_and(terminated, stepped),
+        jnp.logical_and(truncated, stepped),
+        out_info,
+        stepped,
+    )
+    next_state = jax.tree.map(keep_pending, carry.state, state)
+    return result, Carry(key, next_state, jnp.logical_and(done, stepped), obs)
+
+
+@functools.cache
+def _compiled(action_set: str) -> tuple[Any, Any]:
+    """Jitted reset and step for an action set, shared by every instance (Gymnasium code often
+    builds many envs): with explicit params the JAX env's step depends on its action set alone."""
+    env = JobAllocationEnv(action_set=action_set)
+    return jax.jit(functools.partial(_reset, env), static_argnums=2), jax.jit(functools.partial(_step, env))
+
+
+class BatchedJobEnv:
+    """``num_envs`` jobs of ``env`` under ``params`` on the device; ``reset``/``step`` return NumPy."""
+
+    def __init__(self, env: JobAllocationEnv, params: EnvParams, num_envs: int) -> None:
+        self.env = env
+        self.params = params
+        self.num_envs = num_envs
+        self._reset, self._step = _compiled(env.action_set)
+        self._carry: Carry | None = None
+
+    def reset(self, seed: int, params: EnvParams | None = None) -> np.ndarray:
+        """Draw ``num_envs`` new jobs from ``seed`` (and switch to ``params`` if given); observations."""
+        if params is not None:
+            self.params = params
+        obs, self._carry = self._reset(jax.random.key(seed), self.params, self.num_envs)
+        return np.array(obs)
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        """One decision per env (``actions``: ``num_envs`` action indices)."""
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,) or not np.issubdtype(actions.dtype, np.integer):
+            raise ValueError(
+                f"actions must be {self.num_envs} integer action indices, got {actions.dtype} {actions.shape}"
+            )
+        if self._carry is None:
+            raise RuntimeError("call reset() before step()")
+        result, self._carry = self._step(self._carry, jnp.asarray(actions, jnp.int32), self.params)
+        # Copies, so wrappers that edit rewards or observations in place (MONormalizeReward) may.
+        return StepResult(*jax.tree.map(np.array, jax.device_get(result)))

@@ -1,0 +1,35 @@
+"""What the Gymnasium envs' constructors and ``reset`` take: the scenario's params, checked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.validation import validate_params
+
+
+def build_params(env: JobAllocationEnv, params: EnvParams | None) -> EnvParams:
+    """``params`` (validated) or the env's scenario defaults."""
+    return validate_params(params if params is not None else env.default_params)
+
+
+def params_option(options: dict[str, Any] | None) -> EnvParams | None:
+    """New params from ``reset(options={"env_params": params})`` (gymnax's Gym wrappers' key), validated;
+    ``None`` when not given. ``ValueError`` for other keys or a value that is not ``EnvParams``."""
+    if not options:
+        return None
+    unknown = sorted(set(options) - {"env_params"})
+    if unknown:
+        raise ValueError(f"unknown reset option(s) {unknown}; the only option is 'env_params'")
+    params = options["env_params"]
+    if not isinstance(params, EnvParams):
+        raise ValueError(f"options['env_params'] must be EnvParams, got {type(params).__name__}")
+    return validate_params(params)
+
+
+def draw_seed(rng: np.random.Generator) -> int:
+    """A JAX seed drawn from Gymnasium's ``np_random`` (so seeded resets are reproducible)."""
+    return int(rng.integers(0, 2**32))

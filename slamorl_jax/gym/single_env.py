@@ -1,0 +1,63 @@
+"""``JobAllocationMOEnv``: one job as a Gymnasium env with a vector reward (MO-Gymnasium's conventions).
+
+``step`` returns the (time, cost, sla) reward as a float32 array and ``reward_space`` bounds it, as
+MO-Gymnasium's envs do, so its single-env wrappers (``LinearReward``, ``MORecordEpisodeStatistics``,
+``MONormalizeReward``, ``MOClipReward``) apply; ``gymnasium.utils.env_checker.check_env`` passes (it
+warns that the reward is not a scalar, as for every MO-Gymnasium env). The job runs in the jitted
+JAX env (``batched.py`` with one env). The step that ends a job returns its last observation; call
+``reset`` for the next job (stepping on instead shows the next job's first observation).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import gymnasium
+import numpy as np
+
+from slamorl_jax.env.action_sets import DEFAULT_ACTION_SET
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.objectives import NUM_OBJECTIVES
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.gym.batched import BatchedJobEnv
+from slamorl_jax.gym.options import build_params, draw_seed, params_option
+from slamorl_jax.gym.spaces import single_spaces
+
+
+class JobAllocationMOEnv(gymnasium.Env):
+    """One training job of a scenario, re-allocated every epoch (see the module docstring)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    reward_dim = NUM_OBJECTIVES
+
+    def __init__(
+        self,
+        scenario: str = "mixed",
+        action_set: str = DEFAULT_ACTION_SET,
+        params: EnvParams | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if render_mode is not None:
+            raise ValueError(f"render_mode must be None (this env does not render), got {render_mode!r}")
+        env = JobAllocationEnv(action_set=action_set, scenario=scenario)
+        self.render_mode = None
+        self._job = BatchedJobEnv(env, build_params(env, params), 1)
+        self.observation_space, self.action_space, self.reward_space = single_spaces(env, self._job.params)
+
+    @property
+    def params(self) -> EnvParams:
+        """The ``EnvParams`` the job runs under."""
+        return self._job.params
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start a new job; ``options={"env_params": params}`` switches params."""
+        super().reset(seed=seed)
+        return self._job.reset(draw_seed(self.np_random), params_option(options))[0], {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, np.ndarray, bool, bool, dict[str, Any]]:
+        """One decision: observation, reward vector, terminated, truncated, info."""
+        out = self._job.step(np.asarray(action).reshape(1))
+        info = {name: value[0] for name, value in out.info.items()} if out.stepped[0] else {}
+        return out.obs[0], out.reward[0], bool(out.terminated[0]), bool(out.truncated[0]), info

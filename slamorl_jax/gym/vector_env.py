@@ -1,0 +1,79 @@
+"""``JobAllocationVectorEnv``: a Gymnasium vector env of ``num_envs`` jobs with a vector reward.
+
+MO-Gymnasium's conventions: ``step`` returns rewards of shape ``(num_envs, reward_dim)`` (time, cost,
+sla) and ``reward_space`` is one job's reward ``Box`` of shape ``(reward_dim,)`` (as on
+``mo_gymnasium.wrappers.vector.MOSyncVectorEnv``), so ``MORecordEpisodeStatistics`` and the like
+apply. Gymnasium's: batched ``observation_space``/``action_space`` with ``single_*`` ones,
+``metadata["autoreset_mode"] = NEXT_STEP`` (``batched.py``), ``reset(seed=...)`` reproducible, and
+``info`` as arrays with a ``_name`` mask each (false on the step that only shows a new job). All jobs
+step in one jitted call of the JAX env.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium.vector import VectorEnv
+from gymnasium.vector.utils import batch_space
+from gymnasium.vector.vector_env import AutoresetMode
+
+from slamorl_jax.env.action_sets import DEFAULT_ACTION_SET
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.objectives import NUM_OBJECTIVES
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.gym.batched import BatchedJobEnv
+from slamorl_jax.gym.options import build_params, draw_seed, params_option
+from slamorl_jax.gym.spaces import single_spaces
+
+
+class JobAllocationVectorEnv(VectorEnv):
+    """``num_envs`` training jobs of a scenario, re-allocated every epoch (see the module docstring)."""
+
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    reward_dim = NUM_OBJECTIVES
+
+    def __init__(
+        self,
+        num_envs: int = 8,
+        scenario: str = "mixed",
+        action_set: str = DEFAULT_ACTION_SET,
+        params: EnvParams | None = None,
+        render_mode: str | None = None,
+    ) -> None:
+        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
+            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        if render_mode is not None:
+            raise ValueError(f"render_mode must be None (this env does not render), got {render_mode!r}")
+        env = JobAllocationEnv(action_set=action_set, scenario=scenario)
+        self.num_envs = int(num_envs)
+        self.render_mode = None
+        self._jobs = BatchedJobEnv(env, build_params(env, params), self.num_envs)
+        self.single_observation_space, self.single_action_space, self.reward_space = single_spaces(
+            env, self._jobs.params
+        )
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+    @property
+    def params(self) -> EnvParams:
+        """The ``EnvParams`` the jobs run under."""
+        return self._jobs.params
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start ``num_envs`` new jobs; ``options={"env_params": params}`` switches params."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
+            raise ValueError(f"seed must be one integer (each job's draws derive from it), got {seed!r}")
+        super().reset(seed=None if seed is None else int(seed))
+        return self._jobs.reset(draw_seed(self.np_random), params_option(options)), {}
+
+    def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """One decision per job: observations, reward vectors, terminated, truncated, info."""
+        out = self._jobs.step(actions)
+        info: dict[str, Any] = {}
+        for name, value in out.info.items():
+            info[name] = value
+            info[f"_{name}"] = out.stepped
+        return out.obs, out.reward, out.terminated, out.truncated, info

@@ -1,0 +1,84 @@
+"""slamorl_jax.gym: the Gymnasium envs under Gymnasium's env checker and MO-Gymnasium's wrappers.
+
+The README snippet (test_readme_interop.py) runs make_vec + MORecordEpisodeStatistics and
+mo_gymnasium.make + LinearReward; here: the checker, the next-step autoreset, the episode returns
+the statistics wrapper reports, and bad input.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium
+import mo_gymnasium as mo_gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from slamorl_jax.env import EnvParams, make
+from slamorl_jax.gym import ENV_ID, JobAllocationMOEnv, JobAllocationVectorEnv
+from tests import test_gymnax_env as gymnax_env_tests
+
+
+def short_jobs(scenario: str = "balanced") -> EnvParams:
+    """The scenario's params with 2-3 epoch jobs."""
+    return gymnax_env_tests.short_jobs(make(scenario)[1])
+
+
+@pytest.mark.slow
+def test_single_env_passes_the_gymnasium_env_checker() -> None:
+    """check_env passes; its only warning is MO-Gymnasium's usual one about a non-scalar reward."""
+    env = gymnasium.make(ENV_ID, scenario="balanced")
+    assert isinstance(env.unwrapped, JobAllocationMOEnv)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env.unwrapped, skip_render_check=True)
+    messages = [str(w.message) for w in caught]
+    assert all("reward returned by `step()` must be a float" in m for m in messages), messages
+    assert env.unwrapped.reward_space.shape == (3,)
+
+
+@pytest.mark.slow
+def test_vector_env_next_step_autoreset_and_mo_episode_statistics() -> None:
+    """A job's last step returns its last observation and flags; the env's next step shows the new
+    job with zero reward and masked info; MORecordEpisodeStatistics' returns are the reward sums."""
+    envs = gymnasium.make_vec(ENV_ID, num_envs=4, params=short_jobs())
+    assert isinstance(envs, JobAllocationVectorEnv)
+    stats = mo_gym.wrappers.vector.MORecordEpisodeStatistics(envs, gamma=1.0)
+    obs, _ = stats.reset(seed=5)
+    assert obs in envs.observation_space
+    np.testing.assert_array_equal(stats.reset(seed=5)[0], obs)  # reseeding repeats the jobs
+    totals, pending, seen = np.zeros((4, 3), np.float32), np.zeros(4, bool), 0
+    for _ in range(8):
+        obs, rewards, terminated, truncated, info = stats.step(envs.action_space.sample())
+        assert obs in envs.observation_space and rewards.shape == (4, 3)
+        np.testing.assert_array_equal(info["_episode_time_s"], ~pending)
+        assert np.all(rewards[pending] == 0) and not np.any((terminated | truncated)[pending])
+        totals[~pending] += rewards[~pending]
+        done = terminated | truncated
+        if done.any():
+            np.testing.assert_allclose(info["episode"]["r"][done], totals[done], rtol=1e-5)
+            seen += int(done.sum())
+        totals[done] = 0
+        pending = done
+    assert seen >= 4
+
+
+def test_bad_input_is_one_line() -> None:
+    """Bad seeds, actions, options and constructor arguments raise one-line ValueErrors (checked
+    before anything compiles)."""
+    envs = JobAllocationVectorEnv(num_envs=4, params=short_jobs())
+    bad_calls = (
+        (lambda: envs.step(np.zeros(3, int)), "4 integer action indices"),
+        (lambda: envs.step(np.zeros(4)), "4 integer action indices"),
+        (lambda: envs.reset(seed=[1, 2]), "one integer"),
+        (lambda: envs.reset(options={"params": 1}), "unknown reset option"),
+        (lambda: envs.reset(options={"env_params": 1}), "must be EnvParams"),
+        (lambda: JobAllocationVectorEnv(num_envs=0), "positive integer"),
+        (lambda: JobAllocationMOEnv(render_mode="human"), "render_mode"),
+        (lambda: JobAllocationMOEnv(scenario="nope"), "unknown scenario"),
+    )
+    for call, words in bad_calls:
+        with pytest.raises(ValueError, match=words) as err:
+            call()
+        assert "\n" not in str(err.value)
