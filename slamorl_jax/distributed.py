@@ -22,6 +22,8 @@ import jax
 ENV_NUM_PROCESSES = "JAX_NUM_PROCESSES"
 ENV_PROCESS_ID = "JAX_PROCESS_ID"
 ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
+MAX_PROCESSES = 1_000_000
+MAX_TIMEOUT_S = 7 * 86_400
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,14 +55,16 @@ def resolve(options: DistributedOptions) -> DistributedOptions:
     A coordinator address in flags or environment turns the multi-process run on by itself.
     """
     address = options.coordinator_address or os.environ.get(ENV_COORDINATOR) or None
+    if not (options.enabled or address):  # a single-process run: the environment's counts don't apply
+        for name, value in (("--num_processes", options.num_processes), ("--process_id", options.process_id)):
+            if value is not None:
+                raise ValueError(f"{name} needs --distributed or --coordinator_address")
+        check(options)
+        return options
     count = options.num_processes if options.num_processes is not None else _env_int(ENV_NUM_PROCESSES)
     index = options.process_id if options.process_id is not None else _env_int(ENV_PROCESS_ID)
     resolved = dataclasses.replace(
-        options,
-        enabled=options.enabled or address is not None,
-        coordinator_address=address,
-        num_processes=count,
-        process_id=index,
+        options, enabled=True, coordinator_address=address, num_processes=count, process_id=index
     )
     check(resolved)
     return resolved
@@ -68,8 +72,8 @@ def resolve(options: DistributedOptions) -> DistributedOptions:
 
 def check(options: DistributedOptions) -> None:
     """The settings are usable: counts positive, the id in range, timeouts at least a second."""
-    if options.num_processes is not None and options.num_processes < 1:
-        raise ValueError(f"--num_processes must be >= 1, got {options.num_processes}")
+    if options.num_processes is not None and not 1 <= options.num_processes <= MAX_PROCESSES:
+        raise ValueError(f"--num_processes must be in [1, {MAX_PROCESSES:,}], got {options.num_processes}")
     if options.process_id is not None:
         if options.process_id < 0:
             raise ValueError(f"--process_id must be >= 0, got {options.process_id}")
@@ -81,8 +85,8 @@ def check(options: DistributedOptions) -> None:
         ("--distributed_heartbeat_s", options.heartbeat_timeout_s),
         ("--distributed_init_timeout_s", options.initialization_timeout_s),
     ):
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1 second, got {value}")
+        if not 1 <= value <= MAX_TIMEOUT_S:
+            raise ValueError(f"{name} must be in [1, {MAX_TIMEOUT_S:,}] seconds, got {value}")
     if options.coordinator_address is not None and ":" not in options.coordinator_address:
         raise ValueError(f"--coordinator_address must be host:port, got {options.coordinator_address!r}")
 

@@ -149,12 +149,16 @@ def test_distributed_settings_from_flags_and_environment(monkeypatch: pytest.Mon
         (DistributedOptions(num_processes=2, process_id=2), "--process_id=2 must be less than"),
         (DistributedOptions(coordinator_address="nohost"), "host:port"),
         (DistributedOptions(heartbeat_timeout_s=0), "--distributed_heartbeat_s"),
+        (DistributedOptions(enabled=True, num_processes=10**30), "--num_processes must be in"),
     ):
         with pytest.raises(ValueError, match=phrase):
             resolve(bad)
+    monkeypatch.delenv("JAX_COORDINATOR_ADDRESS")
+    with pytest.raises(ValueError, match="--process_id needs --distributed"):
+        resolve(DistributedOptions(process_id=1))
     monkeypatch.setenv("JAX_PROCESS_ID", "first")
     with pytest.raises(ValueError, match="JAX_PROCESS_ID must be an integer"):
-        resolve(DistributedOptions())
+        resolve(DistributedOptions(enabled=True))
 
 
 def free_port() -> int:
