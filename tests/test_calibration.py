@@ -303,11 +303,13 @@ def test_vendored_data_has_readmes():
     assert (DEFAULT_DATA_DIR / "README.md").is_file()
 
 
-def test_importing_the_checks_does_not_import_scipy():
+def test_importing_the_checks_does_not_need_scipy():
+    # SciPy is the calibrate extra's. It may still be imported when installed: gymnax (a core
+    # dependency) imports seaborn, which uses SciPy if it is there, so the check blocks it instead.
     code = (
         "import sys\n"
+        "sys.modules['scipy'] = None  # any 'import scipy' now fails\n"
         "import slamorl_jax.calibration.checks, slamorl_jax.calibration.build\n"
-        "assert not any(m == 'scipy' or m.startswith('scipy.') for m in sys.modules)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO_ROOT)
 
