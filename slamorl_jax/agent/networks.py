@@ -60,6 +60,9 @@ class NetworkConfig:
     # first (``forecast.py``'s ``suggested`` flags): the actor adds a learned, state-dependent gain
     # times that flag to each action's logit. Empty: no such prior.
     suggestion_features: tuple[int, ...] = ()
+    # The suggestion gain's starting value (its bias; the weights on the trunk start at 0): 0 starts
+    # from no prior, a few units starts near following the forecast and learns where not to.
+    suggestion_gain_init: float = 0.0
 
 
 class MLP(nn.Module):
@@ -142,10 +145,10 @@ class SuggestionActor(nn.Module):
 
     ``logits = head(trunk) + gain(trunk) * flags``, where ``flags[a]`` is the observation's flag of
     action ``a`` being the forecast's first choice (``NetworkConfig.suggestion_features``). The
-    gain starts at 0 (no prior) and is learned with the rest: the policy follows the forecast where
-    that pays and overrides it where it does not (a short job that cannot earn back the pause, a
-    forecast still wrong early in a job). Following an argmax of 64 forecasts is one weight here,
-    where a plain MLP has to learn the lookup target by target.
+    gain starts at ``NetworkConfig.suggestion_gain_init`` and is learned with the rest: the policy
+    follows the forecast where that pays and overrides it where it does not (a short job that cannot
+    earn back the pause, a forecast still wrong early in a job). Following an argmax of 81 forecasts
+    is one weight here, where a plain MLP has to learn the lookup target by target.
     """
 
     config: NetworkConfig
@@ -156,7 +159,12 @@ class SuggestionActor(nn.Module):
         c = self.config
         trunk = Trunk(c.hidden_sizes, c.activation, c.initializer, name="trunk")(x)
         logits = dense(c.num_actions, c.initializer, 0.01)(trunk)
-        gain = nn.Dense(1, kernel_init=nn.initializers.zeros, name="suggestion_gain")(trunk)
+        gain = nn.Dense(
+            1,
+            kernel_init=nn.initializers.zeros,
+            bias_init=nn.initializers.constant(c.suggestion_gain_init),
+            name="suggestion_gain",
+        )(trunk)
         index = np.asarray(c.suggestion_features)
         flags = jnp.where(index >= 0, obs[..., np.maximum(index, 0)], 0.0)
         return logits + gain * flags
