@@ -18,6 +18,8 @@ import dataclasses
 import os
 
 import jax
+import numpy as np
+from jax.experimental import multihost_utils
 
 ENV_NUM_PROCESSES = "JAX_NUM_PROCESSES"
 ENV_PROCESS_ID = "JAX_PROCESS_ID"
@@ -112,6 +114,14 @@ def initialize(options: DistributedOptions) -> bool:
 def is_primary() -> bool:
     """Whether this is process 0, the one that logs and writes files of its own."""
     return jax.process_index() == 0
+
+
+def any_process(flag: bool) -> bool:
+    """Whether ``flag`` holds on any process (a small collective that every process must call at
+    the same point; just ``flag`` in a single-process run)."""
+    if jax.process_count() == 1:
+        return flag
+    return bool(np.any(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
 
 
 def join(options: DistributedOptions) -> None:

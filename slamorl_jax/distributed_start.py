@@ -11,6 +11,7 @@ run. absl parses and checks the same flags again later. Bad values: one line and
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 from slamorl_jax.cli_args import fail
@@ -78,4 +79,14 @@ def join_if_launched(argv: Sequence[str]) -> bool:
         options = resolve(early_options(argv[1:]))
     except ValueError as err:
         fail(str(err), launched_command())
-    return initialize(options)
+    try:
+        return initialize(options)
+    except ValueError as err:  # JAX found no cluster to fill in what the flags leave unset
+        fail(
+            f"--distributed: {err} (no SLURM or other cluster detected; pass --coordinator_address, "
+            "--num_processes and --process_id)",
+            launched_command(),
+        )
+    except RuntimeError as err:
+        print(f"{launched_command()}: error: cannot join the multi-process run: {err}", file=sys.stderr)
+        raise SystemExit(1) from None

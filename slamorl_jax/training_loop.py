@@ -25,7 +25,7 @@ from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint_resume import newest_readable_meta, restore_newest_intact
-from slamorl_jax.distributed import is_primary
+from slamorl_jax.distributed import any_process, is_primary
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
 from slamorl_jax.run_logging import MetricsLogger
@@ -163,12 +163,15 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
             logger.log(update, metrics, steps_per_s=steps_this_run / max(train_s, 1e-9))
             if update - last_saved >= options.save_interval:
                 last_saved = ckpt.save(manager, state, config)
-            if stop.signum is not None:
+            # Every process stops after the same chunk (each saves its share of the checkpoint), even
+            # when the signal reaches them between different chunks.
+            if any_process(stop.signum is not None):
                 if update != last_saved:
                     last_saved = ckpt.save(manager, state, config)
-                name = signal.Signals(stop.signum).name
+                signum = stop.signum or signal.SIGTERM
+                name = signal.Signals(signum).name
                 logger.message(f"{name}: saved checkpoint at update {update} in {options.checkpoint_dir}")
-                return 128 + stop.signum
+                return 128 + signum
         if int(state.update) != last_saved:
             last_saved = ckpt.save(manager, state, config)
     env_steps = (int(state.update) - first_chunk * config.updates_per_chunk) * config.batch_size

@@ -217,3 +217,29 @@ def test_killing_one_process_ends_the_other_with_an_error(tmp_path: Path) -> Non
     assert time.monotonic() - killed_at < GIVE_UP_S
     err = survivor.stderr()
     assert "heartbeat" in err or "unhealthy" in err, err[-2000:]
+
+
+def test_bad_multi_process_settings_are_one_line_errors(tmp_path: Path) -> None:
+    env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR", "OMPI_"))}
+    cases = {
+        ("--distributed",): "no SLURM or other cluster detected",
+        ("--distributed", "--process_id=-1"): "--process_id must be >= 0",
+        ("--coordinator_address=nohost",): "host:port",
+    }
+    runs = {
+        args: subprocess.Popen(
+            [sys.executable, "-m", "slamorl_jax.train", *args, f"--run_dir={tmp_path / 'run'}"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for args in cases
+    }
+    for args, process in runs.items():
+        _, err = process.communicate(timeout=TIMEOUT_S)
+        assert process.returncode == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and cases[args] in lines[0], err
+    assert not (tmp_path / "run").exists()
