@@ -85,13 +85,18 @@ def flat_params(params: object) -> np.ndarray:
     return np.concatenate([np.asarray(leaf, np.float64).ravel() for leaf in jax.tree.leaves(params)])
 
 
-def assert_matches_single_device(record: dict, reference: Compiled) -> None:
-    """A worker's first chunk agrees with this process's single-device chunk within float rounding."""
+def single_device_chunk(reference: Compiled) -> tuple[np.ndarray, dict]:
+    """This process's first chunk of ``TINY`` (plain ``jax.jit``): its parameters and metrics."""
     state, history = reference.run(reference.fresh(), 1)
-    expected = flat_params(jax.device_get(state.params))
+    return flat_params(jax.device_get(state.params)), history[0]
+
+
+def assert_matches_single_device(record: dict, expected: tuple[np.ndarray, dict]) -> None:
+    """A worker's first chunk agrees with the single-device chunk within float rounding."""
+    params, metrics = expected
     got = np.concatenate([np.asarray(leaf) for leaf in record["params"]])
-    np.testing.assert_allclose(got, expected, atol=PARAM_ATOL, rtol=0)
-    for name, value in history[0].items():
+    np.testing.assert_allclose(got, params, atol=PARAM_ATOL, rtol=0)
+    for name, value in metrics.items():
         np.testing.assert_allclose(record["metrics"][name], float(value), rtol=METRIC_RTOL, atol=1e-6)
 
 
@@ -111,6 +116,7 @@ def cli_divisibility_run() -> subprocess.Popen[str]:
 def test_eight_devices_match_one_and_num_envs_must_divide(tmp_path: Path) -> None:
     eight = start_worker(tmp_path, 8)
     refused = cli_divisibility_run()
+    expected = single_device_chunk(shared_trainer(TINY))  # while the subprocesses run
     _, err = refused.communicate(timeout=TIMEOUT_S)
     assert refused.returncode == 2, err
     lines = err.strip().splitlines()
@@ -118,7 +124,7 @@ def test_eight_devices_match_one_and_num_envs_must_divide(tmp_path: Path) -> Non
     assert not (REPO_ROOT / "unused").exists()
     (record,) = eight.records()
     assert record["devices"] == 8 and record["update"] == TINY.updates_per_chunk
-    assert_matches_single_device(record, shared_trainer(TINY))
+    assert_matches_single_device(record, expected)
 
 
 def test_divisibility_message() -> None:
@@ -187,11 +193,13 @@ def start_pair(folder: Path, chunks: int, heartbeat_s: int = 100) -> list[Worker
 
 @pytest.mark.slow
 def test_two_processes_agree_with_each_other_and_with_one_device(tmp_path: Path) -> None:
-    first, second = (worker.records() for worker in start_pair(tmp_path, chunks=1))
+    pair = start_pair(tmp_path, chunks=1)
+    expected = single_device_chunk(shared_trainer(TINY))
+    first, second = (worker.records() for worker in pair)
     assert first[0]["processes"] == second[0]["processes"] == 2
     assert first[0]["devices"] == 2
     assert first[0]["params_sha256"] == second[0]["params_sha256"]
-    assert_matches_single_device(first[0], shared_trainer(TINY))
+    assert_matches_single_device(first[0], expected)
 
 
 HEARTBEAT_S = 5
