@@ -233,6 +233,8 @@ def test_saving_over_a_partial_step_succeeds(copy_of: Path, compiled: Compiled) 
     assert ckpt.load_policy(copy_of).step == 2 * SAVED_STEP
 
 
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
 def test_the_shared_target_head_trains_saves_and_loads(tmp_path: Path) -> None:
     """``--target_head``: the actor scores the 80 targets with one shared head from the observation's
     per-target block; a chunk of training saves and loads into a policy that acts the same."""

@@ -440,6 +440,8 @@ def leaf_dtypes(tree: Any) -> dict[str, str]:
     }
 
 
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
 def test_x64_does_not_change_dtypes(jitted: tuple[Callable, Callable], params: EnvParams) -> None:
     """JAX_ENABLE_X64=1 leaves every dtype of reset and step unchanged."""
     reset, step = jitted

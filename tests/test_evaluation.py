@@ -244,6 +244,8 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert (out / "evaluation.json").read_bytes() == before
 
 
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
 def test_suite_payload_renders_without_the_cli() -> None:
     """``run_suite`` from Python gives a payload that ``to_markdown`` and ``to_csv`` render as is."""
     policy = load_policy(SHIPPED)

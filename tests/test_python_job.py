@@ -320,6 +320,8 @@ def test_jax_env_matches_python_job_step_by_step() -> None:
     _check_action_set("targets", _case_params())
 
 
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
 def test_jax_env_matches_python_job_with_the_paper_actions() -> None:
     """The ``paper`` set (the 9 moves; clipping at 8): a few cases."""
     cases = _case_params()

@@ -83,7 +83,10 @@ def test_an_export_cannot_be_resumed() -> None:
         ckpt.restore_state(SHIPPED, template)
 
 
-@pytest.mark.parametrize(("shipped", "eta"), [(SHIPPED, 1.5), (SHIPPED.parent / "static-weights", 0.0)])
+@pytest.mark.parametrize(
+    ("shipped", "eta"),
+    [(SHIPPED, 1.5), pytest.param(SHIPPED.parent / "static-weights", 0.0, marks=pytest.mark.slow)],
+)
 def test_shipped_policies_still_beat_the_request(shipped: Path, eta: float) -> None:
     """Guard against env or observation changes that silently break the shipped policies: on fresh
     jobs each still beats the static request on each kind's objective and meets all SLAs more often
