@@ -35,6 +35,9 @@ from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, OBSERV
 from slamorl_jax.restore_noise import silence_abandoned_restores
 
 FORMAT_VERSION = 1
+# Version of the training state's structure (``TrainState``, whose env batch is an ``EnvState``):
+# 2 added ``EnvState.multipliers`` (dual weights). A run saved under another version cannot resume.
+STATE_VERSION = 2
 ITEMS = ("state", "policy", "meta")
 
 
@@ -65,6 +68,7 @@ def save(
     host_state, policy = _to_host(state), {"params": state.params}
     meta = {
         "format_version": FORMAT_VERSION,
+        "state_version": STATE_VERSION,
         "config": dataclasses.asdict(config),
         "update": step,
         "env_steps": step * config.batch_size,
@@ -156,6 +160,17 @@ def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
     except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"checkpoint {root / str(step)} has an incompatible config: {err}") from None
     return meta, root, step
+
+
+def check_resumable(meta: dict[str, Any], where: str | Path) -> None:
+    """Refuse (``CheckpointError``) to resume a run whose training state has another structure."""
+    version = meta.get("state_version", 1)  # runs saved before the version was recorded hold 1
+    if version != STATE_VERSION:
+        raise CheckpointError(
+            f"--resume: {where} was saved by a slamorl_jax whose training state has another structure "
+            f"(state_version {version!r}, this one {STATE_VERSION}: jobs now carry dual-weight "
+            "multipliers); its policy still loads for evaluate and recommend, but to train start a new run"
+        )
 
 
 def _short(error: BaseException) -> str:

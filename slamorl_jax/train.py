@@ -31,7 +31,7 @@ from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_
 from slamorl_jax.distributed import DistributedOptions
 from slamorl_jax.distributed import resolve as resolve_distributed
 from slamorl_jax.env.action_sets import ACTION_SETS
-from slamorl_jax.env.params import INIT_STRATEGIES
+from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.scenarios import SCENARIOS
 
 DEFAULTS = TrainConfig()
@@ -80,6 +80,14 @@ flags.DEFINE_float(
     "adapt_strength",
     DEFAULTS.adapt_strength,
     "Adaptation strength eta of the SLA-severity weights (0 = static).",
+)
+flags.DEFINE_enum(
+    "weights",
+    DEFAULTS.weights,
+    list(WEIGHT_MODES),
+    "Objective weights the policy sees and the loss uses: static (the preference; as "
+    "--adapt_strength=0), severity (the paper's: tilted by eta x the current SLA severities) or dual "
+    "(per-SLA multipliers that grow while an SLA is at risk and decay when it holds; env/dual_weights.py).",
 )
 flags.DEFINE_string("scenario", DEFAULTS.scenario, f"Training scenario: {', '.join(SCENARIOS)}.")
 flags.DEFINE_string(

@@ -82,6 +82,7 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
             )
         return config
     meta = newest_readable_meta(options.checkpoint_dir)
+    ckpt.check_resumable(meta, options.checkpoint_dir)
     stored = TrainConfig.from_dict(meta["config"])
     conflicts = [name for name in options.explicit_flags if getattr(stored, name) != getattr(config, name)]
     if conflicts:

@@ -52,8 +52,9 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
     Compiled once per session and shared by the test modules that need a batched rollout (params
     and logits are traced, so only their values change). Per step it returns the observation, the
     pre-reset ``final_observation``, reward, flags, the job-level SLA checks and severities of the
-    advanced job, and, from the state the action was taken in, its epoch, hidden deviation and online
-    model posterior (``mu_before``) and allocation.
+    advanced job, its dual multipliers and weights after the epoch, and, from the state the action
+    was taken in, its epoch, hidden deviation, online model posterior (``mu_before``), dual
+    multipliers, preference, scenario kind and allocation.
     """
     from slamorl_jax.env.online_model import posterior_deviation
 
@@ -81,6 +82,11 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
                 "cpus_before": state.cpus,
                 "deviation": state.job.deviation,
                 "mu_before": jnp.stack(posterior_deviation(state.model_stats, params), axis=-1),
+                "multipliers_before": state.multipliers,
+                "multipliers_after": info["final_state"].multipliers,
+                "final_weights": info["final_weights"],
+                "preference": state.job.preference,
+                "kind": state.job.scenario,
                 **{
                     k: info[k]
                     for k in (

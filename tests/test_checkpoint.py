@@ -252,3 +252,20 @@ def test_the_shared_target_head_trains_saves_and_loads(tmp_path: Path) -> None:
     assert logits.shape == (64, TINY.network.num_actions)
     np.testing.assert_allclose(np.asarray(policy.logits(obs, weights)), np.asarray(logits), rtol=1e-6)
     assert np.all(np.isfinite(np.asarray(logits)))
+
+
+def test_a_run_saved_before_the_dual_multipliers_refuses_to_resume(copy_of: Path, tmp_path: Path) -> None:
+    """A run whose meta has no ``state_version`` (saved before ``EnvState.multipliers``) is refused
+    by ``--resume`` with one clear line, and none of its steps is set aside as damaged."""
+    from slamorl_jax.training_loop import RunOptions, resolve_config
+
+    meta_file = copy_of / str(SAVED_STEP) / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    assert meta.pop("state_version") == ckpt.STATE_VERSION
+    meta_file.write_text(json.dumps(meta))
+    options = RunOptions(checkpoint_dir=copy_of, log_dir=tmp_path / "logs", resume=True)
+    with pytest.raises(ckpt.CheckpointError, match=r"state_version 1.*start a new run") as err:
+        resolve_config(TINY, options)
+    assert "\n" not in str(err.value)
+    assert ckpt.complete_steps(copy_of) == [SAVED_STEP]
+    assert ckpt.load_policy(copy_of).step == SAVED_STEP  # the policy still loads

@@ -82,6 +82,7 @@ def train_cases() -> dict[str, tuple[str, ...]]:
         "flagfile is a directory": ("--flagfile={root}",),
         "flagfile missing": ("--flagfile={root}/missing.flags",),
         "unknown flag": ("--no_such_flag=1",),
+        "unknown weights form": ("--weights=lagrange",),
         "preference not finite": ("--preference=nan,0,1",),
         "preference huge": ("--preference=1e309,0,0",),
         "hidden sizes huge": (f"--hidden_sizes={HUGE}",),
@@ -449,6 +450,10 @@ BAD_PARAM_VALUES = {
     "epoch_time_noise inf": ("epoch_time_noise", np.inf),
     "reward_clip -1": ("reward_clip", -1.0),
     "contention_start_prob 2": ("contention_start_prob", 2.0),
+    "weights_mode 3": ("weights_mode", 3),
+    "dual_decay 2": ("dual_decay", 2.0),
+    "dual_step NaN": ("dual_step", np.nan),
+    "kind_preference off the simplex": ("kind_preference", np.full((3, 3), 0.5)),
 }
 
 

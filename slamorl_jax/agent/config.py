@@ -11,7 +11,7 @@ from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_MOV
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, TARGET_BLOCK
-from slamorl_jax.env.params import INIT_STRATEGIES
+from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.prices import PRICE_PRESETS
 from slamorl_jax.env.scenarios import SCENARIOS
 
@@ -45,6 +45,9 @@ class TrainConfig:
     activation: str = "tanh"
     initializer: str = "orthogonal"
     adapt_strength: float = 1.5
+    # Form of the objective weights (env/dual_weights.py): static (the preference), severity (the
+    # paper's memoryless tilt by eta x severities) or dual (per-SLA multipliers with memory).
+    weights: str = "severity"
     scenario: str = "mixed"
     preference: str | None = None  # a preset name, "w_time,w_cost,w_sla", or None = the scenario's
     init_strategy: str = "mixed"  # request, random allocations and cold starts (env/params.py)
@@ -117,6 +120,7 @@ class TrainConfig:
         values.setdefault("target_head", False)  # nor the shared target head
         values.setdefault("suggestion_prior", False)  # nor the forecast's suggestion
         values.setdefault("suggestion_gain_init", 0.0)  # nor its head start
+        values.setdefault("weights", "severity")  # the paper's form was the only one
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(int(h) for h in values["hidden_sizes"])
         return cls(**values)
@@ -168,6 +172,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(c.activation in ACTIVATIONS, f"--activation must be one of {', '.join(ACTIVATIONS)}")
     _require(c.initializer in INITIALIZERS, f"--initializer must be one of {', '.join(INITIALIZERS)}")
     _require(0 <= c.adapt_strength <= 100, f"--adapt_strength must be in [0, 100], got {c.adapt_strength}")
+    _require(c.weights in WEIGHT_MODES, f"--weights must be one of {', '.join(WEIGHT_MODES)}")
     _require(c.scenario in SCENARIOS, f"--scenario must be one of {', '.join(SCENARIOS)}")
     _require(
         c.init_strategy in INIT_STRATEGIES, f"--init_strategy must be one of {', '.join(INIT_STRATEGIES)}"

@@ -34,7 +34,7 @@ from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
-from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
+from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES, EnvParams, with_values
 from slamorl_jax.env.prices import with_prices
 from slamorl_jax.env.scenarios import scenario_params, with_preference
 from slamorl_jax.env.state import EnvState
@@ -76,6 +76,7 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
         params,
         init_strategy=INIT_STRATEGIES.index(config.init_strategy),
         adapt_strength=config.adapt_strength,
+        weights_mode=WEIGHT_MODES.index(config.weights),
     )
 
 

@@ -11,7 +11,14 @@ import numpy as np
 from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, with_derived_tables
-from slamorl_jax.env.params import INIT_STRATEGIES, NUM_SCENARIO_KINDS, EnvParams, WorkloadParams
+from slamorl_jax.env.params import (
+    INIT_STRATEGIES,
+    NUM_SCENARIO_KINDS,
+    WEIGHT_MODES,
+    EnvParams,
+    WorkloadParams,
+)
+from slamorl_jax.env.scenario_kinds import kind_preferences
 
 # Default SLA factor ranges, rows = scenario kind, columns = SLA (objectives.SLA_NAMES):
 # deadline x T_ref, budget x C_ref, throughput x thr_ref, memory x mem_ref, GPU util min, CPU util min.
@@ -110,6 +117,7 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         random_preference_prob=_f32(0.5),
         use_fixed_preference=jnp.asarray(False),
         fixed_preference=_f32([0.4, 0.4, 0.2]),
+        kind_preference=_f32(kind_preferences()),
         sla_factor_low=_f32(DEFAULT_SLA_FACTOR_LOW),
         sla_factor_high=_f32(DEFAULT_SLA_FACTOR_HIGH),
         feasibility_margin=_f32(1.1),
@@ -132,6 +140,9 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         contention_compute_slowdown=_f32(0.3),
         contention_network_slowdown=_f32(2.0),
         adapt_strength=_f32(1.5),
+        weights_mode=_i32(WEIGHT_MODES.index("severity")),
+        dual_step=_f32(1.0),  # dual_weights.py explains both
+        dual_decay=_f32(0.2),
         reward_clip=_f32(10.0),
         sla_met_bonus=_f32(DEFAULT_SLA_MET_BONUS),
         all_slas_bonus=_f32(DEFAULT_ALL_SLAS_BONUS),

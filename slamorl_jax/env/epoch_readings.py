@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from slamorl_jax.env.adaptive_weights import adapt_columns
+from slamorl_jax.env.dual_weights import mode_weights, update_multipliers
 from slamorl_jax.env.job_model import EpochMetrics
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.online_model import empty_stats
@@ -29,9 +29,12 @@ def epoch_readings(
     cost_usd: jax.Array,
     epoch: jax.Array,
     params: EnvParams,
+    multipliers: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
     """The ``EnvState`` fields that describe the latest epoch: its readings, the forward-looking
-    severities (the job projected at this epoch's rate), and the adaptive weights they give."""
+    severities (the job projected at this epoch's rate), the per-SLA dual multipliers updated from
+    ``multipliers`` (those before this reading; ``None``: a job's start, all 0) and the objective
+    weights of ``params.weights_mode`` (``dual_weights.py``)."""
     remaining_time = (job.epochs - epoch).astype(jnp.float32) * epoch_time_s
     remaining_cost = remaining_time * m.price_per_hour / 3600.0
     severities = sla_severities(
@@ -44,7 +47,13 @@ def epoch_readings(
         job.sla_targets,
     )
     preference = tuple(job.preference[i] for i in range(NUM_OBJECTIVES))
-    weights = adapt_columns(preference, severities, params.adapt_strength)
+    before = (
+        tuple(jnp.zeros((), jnp.float32) for _ in severities)
+        if multipliers is None
+        else tuple(multipliers[i] for i in range(len(severities)))
+    )
+    after = update_multipliers(before, severities, params.dual_step, params.dual_decay)
+    weights = mode_weights(params.weights_mode, preference, severities, after, params.adapt_strength)
     return {
         "epoch_time_s": epoch_time_s,
         "throughput": throughput,
@@ -55,6 +64,7 @@ def epoch_readings(
         "price_per_hour": m.price_per_hour,
         "severities": jnp.stack(severities),
         "weights": jnp.stack(weights),
+        "multipliers": jnp.stack(after),
         "projected_remaining_time_s": remaining_time,
         "projected_remaining_cost_usd": remaining_cost,
     }

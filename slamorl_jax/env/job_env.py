@@ -282,8 +282,9 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         cost = state.cost_usd + interval_cost
         epoch = state.epoch + 1
         readings = epoch_readings(
-            job, m, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch, params
-        )
+            job, m, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch, params,
+            state.multipliers,
+        )  # fmt: skip
         severities = readings["severities"]
         terminated = epoch >= job.epochs
         next_state = state.replace(

@@ -14,10 +14,7 @@ from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants
 from slamorl_jax.env.job_truth import deviation_draws, true_constants, true_time_ratio
 from slamorl_jax.env.lookup import take_small, unpack_row
 from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, EnvParams, max_gpus
-from slamorl_jax.env.scenario_kinds import kind_preferences
 from slamorl_jax.env.state import JobSpec, SlaTargets
-
-_KIND_PREFERENCES = kind_preferences()
 
 
 def requested_allocation(
@@ -78,7 +75,7 @@ def job_table(params: EnvParams) -> dict:
 def sample_preference(u: tuple[jax.Array, ...], kind: jax.Array, params: EnvParams) -> jax.Array:
     """The job's preference: fixed, uniform on the simplex, or the scenario kind's preset."""
     random_pref = d.uniform_simplex(*(u[i] for i in d.PREFERENCE))
-    preset = take_small(jnp.asarray(_KIND_PREFERENCES), kind)
+    preset = take_small(params.kind_preference, kind)
     use_random = u[d.RANDOM_PREFERENCE] < params.random_preference_prob
     fixed = params.fixed_preference / jnp.sum(params.fixed_preference)
     return jnp.stack(

@@ -25,6 +25,8 @@ NUM_SCENARIO_KINDS = 3  # deadline-critical, budget-constrained, balanced (see s
 INIT_STRATEGIES = ("cold", "requested", "random", "max", "mixed")
 # The strategies a ``mixed`` start draws from, in the order of ``EnvParams.init_mix_probs``.
 MIXED_INIT_STRATEGIES = ("cold", "requested", "random")
+# Forms of the objective weights (dual_weights.py); ``EnvParams.weights_mode`` indexes this.
+WEIGHT_MODES = ("static", "severity", "dual")
 T = TypeVar("T")
 
 
@@ -81,6 +83,7 @@ class EnvParams:
     random_preference_prob: jax.Array  # chance of a uniform random preference on the simplex
     use_fixed_preference: jax.Array  # bool: every job gets ``fixed_preference``
     fixed_preference: jax.Array  # (3,) time, cost, sla
+    kind_preference: jax.Array  # (3, 3) preset preference of each scenario kind (scenarios.py)
     sla_factor_low: jax.Array  # (3, 6) per scenario kind and SLA
     sla_factor_high: jax.Array  # (3, 6)
     feasibility_margin: jax.Array  # deadline/budget >= margin x fastest/cheapest static job
@@ -109,6 +112,9 @@ class EnvParams:
     contention_network_slowdown: jax.Array  # inter-node sync x (1 + this) under contention
     # Objectives.
     adapt_strength: jax.Array  # eta of adaptive_weights.adapt; 0 = static weights
+    weights_mode: jax.Array  # int32 index into WEIGHT_MODES (dual_weights.py)
+    dual_step: jax.Array  # dual weights: multiplier gain per unit of severity
+    dual_decay: jax.Array  # dual weights: fraction of a multiplier lost per reading its SLA holds
     reward_clip: jax.Array  # |time| and |cost| reward of one step are clipped to this
     sla_met_bonus: jax.Array  # SLA reward at the last epoch per job-level SLA met (of six)
     all_slas_bonus: jax.Array  # extra SLA reward at the last epoch when all six are met

@@ -50,12 +50,12 @@ from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_TAR
 from slamorl_jax.env.actions import CPU_STEP_DELTAS, GPU_DELTAS
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
 from slamorl_jax.env.derived import DERIVED_FIELDS
+from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.forecast import EPOCHS_LEFT_SCALE, RATIO_CAP
 from slamorl_jax.env.job_truth import MAX_DEVIATION_SD
 from slamorl_jax.env.observation import NUM_PAPER_FEATURES
 from slamorl_jax.env.online_model import MIN_SPREAD
-from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, EnvParams
-from slamorl_jax.env.scenarios import kind_preferences
+from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, WEIGHT_MODES, EnvParams
 
 Info = dict[str, Any]
 _LOGISTIC_SCALE = float(np.float32(math.sqrt(3.0) / math.pi))
@@ -68,8 +68,8 @@ INF = float("inf")
 _STATE_FIELDS = (
     "steps", "epoch", "gpus", "cpus", "contended", "elapsed_s", "cost_usd", "epoch_time_s", "throughput",
     "gpu_util", "cpu_util", "memory_util", "memory_used_gib", "price_per_hour", "severities", "weights",
-    "projected_remaining_time_s", "projected_remaining_cost_usd", "gpu_busy_s", "cpu_busy_s",
-    "peak_memory_gib", "reallocations", "severity_sum",
+    "multipliers", "projected_remaining_time_s", "projected_remaining_cost_usd", "gpu_busy_s",
+    "cpu_busy_s", "peak_memory_gib", "reallocations", "severity_sum",
 )  # fmt: skip
 
 
@@ -240,7 +240,7 @@ class HostParams:
             requested_gpu_cdf=tuple(_cdf_thresholds(row) for row in w["requested_gpu_probs"]),
             cpus_per_gpu_cdf=_cdf_thresholds(params.requested_cpus_per_gpu_probs),
             init_mix_cdf=_cdf_thresholds(params.init_mix_probs),
-            kind_preferences=tuple(tuple(row) for row in kind_preferences().tolist()),
+            kind_preferences=tuple(tuple(row) for row in v["kind_preference"]),
             fixed_preference=tuple((fixed / np.sum(fixed, dtype=np.float32)).tolist()),
             contention_stationary=float(start / max(start + end, np.float32(1e-9))),
             targets=targets,
@@ -401,8 +401,16 @@ class PythonJob:
             _under(gpu_util, min_gpu_util),
             _under(cpu_util, min_cpu_util),
         )
-        eta = self._v["adapt_strength"]
-        tilt = (eta * max(s[0], s[2]), eta * s[1], eta * max(s[3], s[4], s[5]))
+        # Per-SLA dual multipliers (dual_weights.py), then the weights of the configured form.
+        v = self._v
+        self.multipliers = tuple(
+            min(lam + v["dual_step"] * si, MAX_MULTIPLIER) if si > 0.0 else (1.0 - v["dual_decay"]) * lam
+            for lam, si in zip(self.multipliers, s, strict=True)
+        )
+        mode = WEIGHT_MODES[v["weights_mode"]]
+        eta = 0.0 if mode == "static" else v["adapt_strength"]
+        p = self.multipliers if mode == "dual" else s
+        tilt = (eta * max(p[0], p[2]), eta * p[1], eta * max(p[3], p[4], p[5]))
         # Normalise against the largest tilt of an objective the user weighs; unweighted ones stay 0.
         top = max(t for w, t in zip(job.preference, tilt, strict=True) if w > 0.0)
         raw = [w * math.exp(t - top) if w > 0.0 else 0.0 for w, t in zip(job.preference, tilt, strict=True)]
@@ -562,6 +570,7 @@ class PythonJob:
         # Nothing measured yet: the readings are the profile's forecast for the first allocation.
         m = self.profile_now = self._epoch_metrics(job.profile, self.gpus, self.cpus, False)
         self.model_stats = [0.0] * 5
+        self.multipliers = (0.0,) * 6
         self._take_readings(m, m[0], m[1], m[2], m[3], 0.0, 0.0, 0)
         return self.observation()
 

@@ -26,6 +26,15 @@ Named scenarios (``scenario_params(name)``):
 * ``deadline-critical``, ``budget-constrained``, ``balanced``: only that kind, its preset preference.
 * ``mixed`` (training default): the three kinds with equal probability, and with probability 0.5
   a preference drawn uniformly from the simplex instead of the kind's preset.
+* ``conflict``: the user's preference opposes the tight SLA, both directions with equal
+  probability: the ``deadline-critical`` kind's SLAs (tight deadline, loose budget) with the ``cost``
+  preference, and the ``budget-constrained`` kind's (tight budget, loose deadline) with the ``time``
+  preference. Only the preset preference of each kind changes (``EnvParams.kind_preference``); the
+  SLA ranges and the feasibility floors are those kinds' own, so its jobs are exactly as feasible
+  (``python -m slamorl_jax.env.feasibility``), and a job's ``scenario`` field names the kind whose
+  SLAs it drew. Tilting towards the preferred objective here costs SLAs; adaptive weights are
+  meant to notice. Not part of ``mixed``: adding it changes the training distribution, so the
+  shipped policies would have to be retrained.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ from slamorl_jax.env.params import EnvParams, with_values
 from slamorl_jax.env.scenario_kinds import KIND_PREFERENCES, SCENARIO_KINDS, kind_preferences
 
 __all__ = [
+    "CONFLICT_PREFERENCES",
     "KIND_PREFERENCES",
     "SCENARIOS",
     "SCENARIO_KINDS",
@@ -49,7 +59,9 @@ __all__ = [
     "with_scenario",
 ]
 
-SCENARIOS = (*SCENARIO_KINDS, "mixed")
+SCENARIOS = (*SCENARIO_KINDS, "mixed", "conflict")
+# ``conflict``: (kind, preference that opposes its tight SLA) for the two kinds it draws.
+CONFLICT_PREFERENCES = (("deadline-critical", "cost"), ("budget-constrained", "time"))
 
 
 def check_scenario(name: str) -> str:
@@ -62,14 +74,23 @@ def check_scenario(name: str) -> str:
 def with_scenario(params: EnvParams, name: str) -> EnvParams:
     """``params`` with the job generator set to the named scenario."""
     check_scenario(name)
+    presets = kind_preferences()
     if name == "mixed":
         probs = np.full(len(SCENARIO_KINDS), 1.0 / len(SCENARIO_KINDS), dtype=np.float32)
         random_preference = 0.5
+    elif name == "conflict":
+        probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
+        for kind, preference in CONFLICT_PREFERENCES:
+            probs[SCENARIO_KINDS.index(kind)] = 1.0 / len(CONFLICT_PREFERENCES)
+            presets[SCENARIO_KINDS.index(kind)] = preference_vector(preference)
+        random_preference = 0.0
     else:
         probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
         probs[SCENARIO_KINDS.index(name)] = 1.0
         random_preference = 0.0
-    return with_values(params, scenario_probs=probs, random_preference_prob=random_preference)
+    return with_values(
+        params, scenario_probs=probs, random_preference_prob=random_preference, kind_preference=presets
+    )
 
 
 def with_preference(params: EnvParams, preference: str | list[float] | np.ndarray | None) -> EnvParams:

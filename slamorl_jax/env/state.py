@@ -77,6 +77,7 @@ class EnvState:
     price_per_hour: jax.Array
     severities: jax.Array  # (6,)
     weights: jax.Array  # (3,) adaptive weights for the current observation
+    multipliers: jax.Array  # (6,) per-SLA dual multipliers (dual_weights.py; 0 at a job's start)
     projected_remaining_time_s: jax.Array  # remaining epochs x last epoch time
     projected_remaining_cost_usd: jax.Array  # the same in dollars at the current price
     # The job's online model (online_model.py): the profile's forecast for the current allocation

@@ -15,11 +15,14 @@ import numpy as np
 
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.derived import DERIVED_FIELDS, stale_derived_fields
+from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import (
     FIELD_ALIASES,
     INIT_STRATEGIES,
     MAX_GPUS,
     MIXED_INIT_STRATEGIES,
+    NUM_SCENARIO_KINDS,
+    WEIGHT_MODES,
     EnvParams,
 )
 
@@ -57,6 +60,9 @@ SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
     "contention_compute_slowdown": (0.0, 100.0, False),
     "contention_network_slowdown": (0.0, 100.0, False),
     "adapt_strength": (0.0, 100.0, False),
+    "weights_mode": (0, len(WEIGHT_MODES) - 1, True),
+    "dual_step": (0.0, 100.0, False),
+    "dual_decay": (0.0, 1.0, False),
     "reward_clip": (1e-3, 1e6, False),
     "sla_met_bonus": (0.0, 100.0, False),
     "all_slas_bonus": (0.0, 100.0, False),
@@ -74,6 +80,7 @@ PROBABILITY_FIELDS = (
     "scenario_probs",
     "requested_cpus_per_gpu_probs",
     "init_mix_probs",
+    "kind_preference",  # each kind's preset preference: a row on the simplex
 )
 WORKLOAD_RANGES: dict[str, tuple[float, float, bool]] = {
     "samples_per_epoch": (1.0, 1e12, False),
@@ -102,6 +109,7 @@ FIXED_SHAPES: dict[str, tuple[int, ...]] = {
     "target_gpus": (NUM_TARGET_GPUS,),
     "target_cpus_per_gpu": (NUM_TARGET_CPUS_PER_GPU,),
     "init_mix_probs": (len(MIXED_INIT_STRATEGIES),),
+    "kind_preference": (NUM_SCENARIO_KINDS, NUM_OBJECTIVES),
 }
 
 

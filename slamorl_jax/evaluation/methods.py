@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from slamorl_jax.env.job_env import JobAllocationEnv
-from slamorl_jax.env.params import EnvParams, with_values
+from slamorl_jax.env.params import WEIGHT_MODES, EnvParams, with_values
 from slamorl_jax.episodes import (
     Controller,
     Policy,
@@ -43,6 +43,7 @@ class Method:
     start: StartRule | None = None
     init_strategy: str = "requested"
     adapt_strength: float | None = None
+    weights: str | None = None  # form of the objective weights (params.WEIGHT_MODES); None = as trained
     own_policy_params: Any = None  # parameters of another trained policy (``--compare``)
     controller: Controller | None = None
 
@@ -51,6 +52,8 @@ class Method:
         params = with_init_strategy(params, self.init_strategy)
         if self.adapt_strength is not None:
             params = with_values(params, adapt_strength=self.adapt_strength)
+        if self.weights is not None:
+            params = with_values(params, weights_mode=WEIGHT_MODES.index(self.weights))
         return params
 
 
@@ -83,15 +86,19 @@ def policy_methods(greedy: Policy, oracle: StartRule) -> tuple[Method, ...]:
     )
 
 
-def compared_method(name: str, greedy: Policy, policy_params: Any, adapt_strength: float) -> Method:
+def compared_method(
+    name: str, greedy: Policy, policy_params: Any, adapt_strength: float, weights: str = "severity"
+) -> Method:
     """Another trained policy (its own network and parameters), starting at the request and fed
-    weights adapted with the eta it was trained with."""
+    weights of the form and eta it was trained with."""
     return Method(
         f"policy[{name}]",
-        f"compared checkpoint {name!r} (greedy, eta = {adapt_strength:g}), starting at the request",
+        f"compared checkpoint {name!r} (greedy, {weights} weights, eta = {adapt_strength:g}), "
+        "starting at the request",
         greedy,
         True,
         adapt_strength=adapt_strength,
+        weights=weights,
         own_policy_params=policy_params,
     )
 

@@ -70,7 +70,13 @@ def run_suite(
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     greedy = greedy_policy(policy.network)
     compared = tuple(
-        compared_method(name, greedy_policy(other.network), other.params, other.config.adapt_strength)
+        compared_method(
+            name,
+            greedy_policy(other.network),
+            other.params,
+            other.config.adapt_strength,
+            other.config.weights,
+        )
         for name, other in (compare or {}).items()
     )
     oracle = BestStatic.for_params(base)
