@@ -37,6 +37,8 @@ def test_place_at_the_request_reproduces_the_reset_state(env: JobAllocationEnv) 
         np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=1e-5)
 
 
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
 def test_place_clips_to_the_cluster_and_reads_the_new_allocation(env: JobAllocationEnv) -> None:
     """An oversized allocation is clipped like an action's; readings follow the new allocation."""
     params, state = _reset_batch(env, "mixed", 8)
@@ -89,6 +91,8 @@ def test_oracle_beats_the_request_on_real_runs(env: JobAllocationEnv) -> None:
     assert oracle["time_vs_request"] < request["time_vs_request"]
 
 
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
 def test_reference_heuristic_follows_the_preference(env: JobAllocationEnv) -> None:
     """Time jobs never get less than they asked for, cost jobs never more, balanced jobs exactly it;
     the time rule's scale-up (+2 GPUs) happens for some jobs."""

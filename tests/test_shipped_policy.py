@@ -72,6 +72,8 @@ def test_export_keeps_the_policy_and_refuses_a_used_destination(tmp_path: Path) 
         ckpt.export_policy(SHIPPED, tmp_path / "copy")
 
 
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
 def test_an_export_cannot_be_resumed() -> None:
     """An export has no training state: ``restore_state`` says so instead of crashing."""
     config = dataclasses.replace(
