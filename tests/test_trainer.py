@@ -125,24 +125,25 @@ def test_another_env_gets_a_plain_actor(target_head: bool) -> None:
 @pytest.mark.parametrize("gain", [0.0, 4.0])
 def test_the_suggestion_prior_starts_at_its_gain(gain: float) -> None:
     """A fresh residual actor adds ``suggestion_gain_init`` to the suggested action's logit (its own
-    head starts near zero), so the first policy puts about e^g / (e^g + 88) on it; legacy configs,
-    written before the head start, load with none."""
+    head starts near zero), so the first policy puts about e^g / (e^g + 88) on it (89 actions);
+    legacy configs, written before the head start, load with none."""
     from slamorl_jax.agent.networks import ActorCritic, init_params
-    from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES
+    from slamorl_jax.env.action_sets import NUM_MOVES
+    from slamorl_jax.env.observation import NUM_FEATURES
 
     config = dataclasses.replace(TINY, actions="targets", suggestion_gain_init=gain)
     network = ActorCritic(config.network)
     params = init_params(network, jax.random.key(3), NUM_FEATURES)
     obs = jax.random.uniform(jax.random.key(4), (64, NUM_FEATURES)) * 0.1
-    flags = [FEATURE_NAMES.index(f"target{k}_suggested") for k in range(80)]
-    flags.append(FEATURE_NAMES.index("keep_suggested"))
-    obs = obs.at[:, np.asarray(flags)].set(0.0).at[:, flags[5]].set(1.0)  # target 5 is suggested
+    flag_of = np.asarray(config.network.suggestion_features)  # per action, its flag feature or -1
+    suggested = NUM_MOVES + 5  # target 5 is the forecast's first choice
+    obs = obs.at[:, flag_of[flag_of >= 0]].set(0.0).at[:, flag_of[suggested]].set(1.0)
     logits, _ = network.apply(params, obs, jnp.full((64, 3), 1.0 / 3.0))
-    suggested = config.network.suggestion_features.index(flags[5])
     others = np.delete(np.asarray(logits), suggested, axis=-1)
     np.testing.assert_allclose(np.asarray(logits[:, suggested]) - others.mean(-1), gain, atol=0.1)
     probability = np.asarray(jax.nn.softmax(logits))[:, suggested]
-    np.testing.assert_allclose(probability, np.exp(gain) / (np.exp(gain) + 88.0), rtol=0.1)
+    rest = config.network.num_actions - 1
+    np.testing.assert_allclose(probability, np.exp(gain) / (np.exp(gain) + rest), rtol=0.1)
     legacy = TrainConfig.from_dict(
         {k: v for k, v in dataclasses.asdict(config).items() if k != "suggestion_gain_init"}
     )
