@@ -131,6 +131,12 @@ flags.DEFINE_integer(
     "seed", DEFAULTS.seed, "Random seed (same seed and flags give identical parameters on CPU)."
 )
 flags.DEFINE_integer("updates_per_chunk", DEFAULTS.updates_per_chunk, "PPO updates per jitted chunk.")
+flags.DEFINE_string(
+    "init_from",
+    DEFAULTS.init_from,
+    "Start the actor-critic from this checkpoint's policy (a run's checkpoint directory or a step; "
+    "same network layout), with a fresh optimiser; unset: a fresh initialisation.",
+)
 flags.DEFINE_string("checkpoint_dir", None, "Checkpoint directory (default: <run_dir>/checkpoints).")
 flags.DEFINE_string(
     "run_dir",
@@ -259,6 +265,8 @@ def resolve_paths() -> tuple[Path, Path, str, str]:
 def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
     """The validated config and multi-process settings of the command line (``fail`` with one line
     on any bad value)."""
+    from slamorl_jax.warm_start import check_init_from  # loads JAX: only once the flags parsed
+
     try:
         train_checks.check_no_positional(argv)
         config = config_from_flags()
@@ -268,10 +276,13 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
         if not FLAGS.resume:  # a resumed run keeps its checkpoint's budget
             train_checks.check_budget(config)
         check_run_flags()
+        if config.init_from is not None and not FLAGS.resume:
+            absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every restore at INFO
+            check_init_from(config)
         distributed = distributed_options()
         if FLAGS.compilation_cache_dir:
             run_dirs.check_dir("--compilation_cache_dir", Path(FLAGS.compilation_cache_dir))
-    except ValueError as err:
+    except ValueError as err:  # CheckpointError (--init_from) is one
         fail(str(err))
     return config, distributed
 

@@ -31,6 +31,7 @@ from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation,
 from slamorl_jax.run_logging import MetricsLogger
 from slamorl_jax.sharding import env_mesh
 from slamorl_jax.train_checks import budget_note
+from slamorl_jax.warm_start import warm_start
 
 EXIT_OK = 0
 EXIT_NON_FINITE = 3
@@ -125,6 +126,9 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
     if options.progress:
         say("compiling (the first run with these shapes takes a while; later runs load the cache)")
     state = learner.init(learner.place(jax.random.key(config.seed)), env_params)
+    if config.init_from is not None and not options.resume:  # a resumed run restores its own
+        state = warm_start(state, config.init_from, learner.place)
+        say(f"init: the policy starts from {config.init_from}")
     if options.resume:
         state = restore_newest_intact(options.checkpoint_dir, state, report=say)
     # After the restore, which may set damaged steps aside: the manager lists the steps it finds.

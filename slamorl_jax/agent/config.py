@@ -63,6 +63,9 @@ class TrainConfig:
     prices: str = "aws"
     seed: int = 0
     updates_per_chunk: int = 10
+    # Start the actor-critic from this checkpoint's policy (same network layout; warm_start.py)
+    # instead of a fresh initialisation; None = fresh. Recorded so a run says where it started.
+    init_from: str | None = None
 
     @property
     def batch_size(self) -> int:
@@ -184,6 +187,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(c.actions in ACTION_SETS, f"--actions must be one of {', '.join(ACTION_SETS)}")
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
     _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
+    _require(c.init_from is None or c.init_from.strip() != "", "--init_from must name a checkpoint")
     if c.preference is not None:
         try:
             preference_vector(parse_preference(c.preference))

@@ -1,0 +1,181 @@
+"""Probe runs: a job measures a few allocations briefly before its first epoch (DESIGN §5).
+
+The paper's "baseline runs", as a start of a job: before the first epoch the job runs a short probe at
+each of a few allocations, and every probe is billed like an epoch is (``job_env.transition``): its
+wall time, plus the re-allocation pause of each switch (``reallocation_pause_s`` when the GPU count
+changes, ``cpu_reallocation_pause_s`` when only the CPUs do), at the price of the allocation it runs
+on. The first probe launches the job (no pause), as a reset's first allocation does. Each probe's
+measured epoch time feeds the job's online model (``online_model.record_epoch``), the one the forecast
+block of the observation uses, and the forecast's first choice after the probes
+(``forecast.candidate_totals`` and ``forecast.suggestion``: most SLAs projected to hold, then the
+preference's time and cost, the pause of moving included) becomes the job's first allocation; the
+switch to it from the last probe is billed too. Probes are not epochs: ``epoch`` and ``steps`` stay 0.
+
+Default probe set (:func:`probe_allocations`), in this order:
+
+1. the user's request (where a user would start the job);
+2. the profile's fastest absolute target (``action_sets.py``) whose forecast host memory respects the
+   job's memory limit;
+3. the profile's cheapest such target (least epoch cost).
+
+A probe that repeats an earlier one is skipped (neither billed nor measured). Each probe runs
+:data:`PROBE_FRACTION` of an epoch. The simulated measurement uses the job's hidden true constants at
+the contention of the job's start, with the env's log-normal epoch noise, exactly as an epoch is
+simulated; the measured epoch time is the probe's time over the fraction. The probes' busy GPU and
+CPU time and peak memory count in the job's utilisation and memory figures, as an epoch's do; they do
+not count as re-allocations. The readings of the returned state are the profile's forecast for the
+chosen allocation (as ``JobAllocationEnv.place`` sets them) with the probes' elapsed time and cost,
+so its severities project the job from the time and money the probes spent.
+
+Everything is a pure function of arrays: jit and vmap them.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from slamorl_jax.env import draws as d
+from slamorl_jax.env.action_sets import NUM_TARGETS
+from slamorl_jax.env.actions import clip_allocation
+from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, TARGET_PROFILE_ROWS
+from slamorl_jax.env.epoch_readings import epoch_readings
+from slamorl_jax.env.forecast import candidate_totals, suggestion
+from slamorl_jax.env.job_model import epoch_metrics
+from slamorl_jax.env.online_model import posterior_deviation, record_epoch
+from slamorl_jax.env.params import EnvParams, cluster_bounds
+from slamorl_jax.env.state import EnvState
+
+PROBE_FRACTION = 0.1  # of an epoch, per probe
+NUM_PROBES = 3  # request, fastest, cheapest (module docstring)
+
+
+def target_profile(state: EnvState, params: EnvParams) -> dict[str, jax.Array]:
+    """The profile's metrics of the job's (workload, GPU type) at every absolute target, by name."""
+    num_types = params.gpu_type_probs.shape[0]
+    row = params.target_profile[state.job.workload * num_types + state.job.gpu_type]
+    return dict(zip(TARGET_PROFILE_ROWS, row.reshape(TARGET_PROFILE_FIELDS, NUM_TARGETS), strict=True))
+
+
+def probe_allocations(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """The default probe set of one job (module docstring): ``(gpus [3], cpus [3])``."""
+    job = state.job
+    profile = target_profile(state, params)
+    fits = profile["memory_used_gib"] <= job.sla_targets.max_memory_gib
+    epoch_cost = profile["epoch_time_s"] * profile["price_per_hour"]
+    fastest = jnp.argmin(jnp.where(fits, profile["epoch_time_s"], jnp.inf))
+    cheapest = jnp.argmin(jnp.where(fits, epoch_cost, jnp.inf))
+    none_fit = jnp.logical_not(jnp.any(fits))
+    targets = params.target_allocation
+    gpus = jnp.stack([job.requested_gpus, targets[fastest, 0], targets[cheapest, 0]])
+    cpus = jnp.stack([job.requested_cpus, targets[fastest, 1], targets[cheapest, 1]])
+    # With no target inside the memory limit, probe the request alone (the repeats are skipped).
+    gpus = jnp.where(none_fit, job.requested_gpus, gpus).astype(jnp.int32)
+    cpus = jnp.where(none_fit, job.requested_cpus, cpus).astype(jnp.int32)
+    return gpus, cpus
+
+
+def switch_pause_s(
+    from_gpus: jax.Array, from_cpus: jax.Array, to_gpus: jax.Array, to_cpus: jax.Array, params: EnvParams
+) -> jax.Array:
+    """The billed pause of moving a running job between two allocations (0 when they are equal)."""
+    return jnp.where(
+        to_gpus != from_gpus,
+        params.reallocation_pause_s,
+        jnp.where(to_cpus != from_cpus, params.cpu_reallocation_pause_s, 0.0),
+    ).astype(jnp.float32)
+
+
+def run_probes(
+    u: jax.Array | tuple[jax.Array, ...],
+    state: EnvState,
+    gpus: jax.Array,
+    cpus: jax.Array,
+    params: EnvParams,
+    fraction: float | jax.Array = PROBE_FRACTION,
+) -> EnvState:
+    """``state`` (a job before its first epoch) after probing ``(gpus[k], cpus[k])`` in turn, each for
+    ``fraction`` of an epoch; ``u`` holds one uniform per probe (its epoch-time noise).
+
+    The returned state sits at the last probe's allocation (``profile_now`` is its forecast) with the
+    probes' time, cost, busy time, peak memory and measurements added; its readings are left as they
+    were (:func:`probe_start` sets them for the allocation it chooses)."""
+    u = d.as_tuple(u)
+    job = state.job
+    gpus, cpus = clip_allocation(gpus.astype(jnp.int32), cpus.astype(jnp.int32), *cluster_bounds(params))
+    elapsed, cost = state.elapsed_s, state.cost_usd
+    gpu_busy, cpu_busy, peak, stats = (
+        state.gpu_busy_s,
+        state.cpu_busy_s,
+        state.peak_memory_gib,
+        state.model_stats,
+    )
+    last = (gpus[0], cpus[0])
+    for k in range(gpus.shape[0]):
+        g, c = gpus[k], cpus[k]
+        repeat = jnp.zeros((), bool)
+        for j in range(k):
+            repeat = jnp.logical_or(repeat, jnp.logical_and(gpus[j] == g, cpus[j] == c))
+        run = jnp.logical_not(repeat).astype(jnp.float32)
+        m = epoch_metrics(job.constants, g, c, params, state.contended)
+        forecast = epoch_metrics(job.profile, g, c, params)
+        noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[k]))
+        measured_epoch_s = m.epoch_time_s * noise
+        probe_s = fraction * measured_epoch_s
+        pause = switch_pause_s(*last, g, c, params) if k > 0 else jnp.zeros((), jnp.float32)
+        interval = run * (pause + probe_s)
+        elapsed = elapsed + interval
+        cost = cost + interval * m.price_per_hour / 3600.0
+        gpu_busy = gpu_busy + run * m.gpu_util * probe_s
+        cpu_busy = cpu_busy + run * m.cpu_util * probe_s
+        peak = jnp.where(repeat, peak, jnp.maximum(peak, m.memory_used_gib))
+        measured = record_epoch(
+            stats, measured_epoch_s, forecast.epoch_time_s, forecast.compute_share, forecast.sync_share
+        )
+        stats = jnp.where(repeat, stats, measured)
+        last = (jnp.where(repeat, last[0], g), jnp.where(repeat, last[1], c))
+    return state.replace(
+        gpus=last[0],
+        cpus=last[1],
+        elapsed_s=elapsed,
+        cost_usd=cost,
+        gpu_busy_s=gpu_busy,
+        cpu_busy_s=cpu_busy,
+        peak_memory_gib=peak,
+        model_stats=stats,
+        profile_now=epoch_metrics(job.profile, last[0], last[1], params),
+    )
+
+
+def suggested_allocation(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """The allocation the forecast ranks first for ``state`` (keep or an absolute target), with the
+    job's online model as it stands."""
+    mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
+    totals, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync)
+    first = jnp.argmax(suggestion(state, params, *totals, duplicate))
+    target = params.target_allocation[jnp.maximum(first - 1, 0)]
+    keep = first == 0
+    return jnp.where(keep, state.gpus, target[0]), jnp.where(keep, state.cpus, target[1])
+
+
+def start_at(probed: EnvState, placed: EnvState, params: EnvParams) -> EnvState:
+    """``placed`` (``JobAllocationEnv.place`` of the unprobed job at its first allocation) carrying the
+    probes of ``probed``: their time and cost plus the switch from the last probe, their measurements,
+    busy time and peak memory, and readings that project the job from there."""
+    pause = switch_pause_s(probed.gpus, probed.cpus, placed.gpus, placed.cpus, params)
+    m = placed.profile_now
+    elapsed = probed.elapsed_s + pause
+    cost = probed.cost_usd + pause * m.price_per_hour / 3600.0
+    readings = epoch_readings(
+        placed.job, m, m.epoch_time_s, m.throughput, m.gpu_util, m.cpu_util, elapsed, cost,
+        placed.epoch, params,
+    )  # fmt: skip
+    return placed.replace(
+        elapsed_s=elapsed,
+        cost_usd=cost,
+        **readings,
+        gpu_busy_s=probed.gpu_busy_s,
+        cpu_busy_s=probed.cpu_busy_s,
+        peak_memory_gib=probed.peak_memory_gib,
+        model_stats=probed.model_stats,
+    )

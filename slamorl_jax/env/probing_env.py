@@ -1,0 +1,78 @@
+"""``ProbingEnv``: ``JobAllocationEnv`` whose every new job starts with probe runs (``probes.py``).
+
+A reset strategy as a subclass: each reset draws the job exactly as ``JobAllocationEnv`` does with the
+same key (the same job, request and initial allocation, so runs compare job by job with any other
+start), then :func:`probe_start` probes the default set and places the job at the forecast's first
+choice, with the probes' time and cost billed. Steps are unchanged; the auto-reset of a finished job
+probes too. Use it wherever an env goes: ``episodes.run_episodes(ProbingEnv(), ...)``, the trainer.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from slamorl_jax.env import draws as d
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.probes import (
+    NUM_PROBES,
+    PROBE_FRACTION,
+    probe_allocations,
+    run_probes,
+    start_at,
+    suggested_allocation,
+)
+from slamorl_jax.env.state import EnvState
+
+# Mixed into the reset draws' bits to seed the probes' noise, so it is independent of the job's draws.
+PROBE_SALT = 0x70726F62
+
+
+def probe_start(
+    env: JobAllocationEnv,
+    u: jax.Array | tuple[jax.Array, ...],
+    state: EnvState,
+    params: EnvParams,
+    fraction: float | jax.Array = PROBE_FRACTION,
+) -> EnvState:
+    """``state`` (a fresh job: ``reset``/``place``) probed on the default set, ``NUM_PROBES`` uniforms
+    ``u`` giving the probes' noise, and placed (``env.place``) at the forecast's first choice after
+    them; ``env.step`` continues from it."""
+    gpus, cpus = probe_allocations(state, params)
+    probed = run_probes(u, state, gpus, cpus, params, fraction)
+    first_gpus, first_cpus = suggested_allocation(probed, params)
+    return start_at(probed, env.place(state, first_gpus, first_cpus, params), params)
+
+
+def probe_uniforms(u_reset: jax.Array | tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
+    """``NUM_PROBES`` uniforms for a reset's probes, hashed from its ``RESET_DRAWS`` uniforms."""
+    u = d.as_tuple(u_reset)
+    scale = float(1 << d.UNIFORM_BITS)
+    words = [(u[slot] * scale).astype(jnp.uint32) for slot in (d.INIT_GPUS, d.INIT_CPUS, d.INIT_MIX)]
+    seed = jnp.stack([words[0] ^ jnp.uint32(PROBE_SALT), words[1] ^ (words[2] << 8)])
+    return d.uniforms(seed, NUM_PROBES)
+
+
+class ProbingEnv(JobAllocationEnv):
+    """``JobAllocationEnv`` whose jobs start with probe runs (module docstring); ``fraction`` of an
+    epoch per probe."""
+
+    name = "JobAllocationProbing-v0"
+
+    def __init__(self, *args: object, fraction: float = PROBE_FRACTION, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"probe fraction must be in (0, 1], got {fraction}")
+        self.fraction = fraction
+
+    def __repr__(self) -> str:
+        return (
+            f"ProbingEnv(action_set={self.action_set!r}, scenario={self.scenario!r}, "
+            f"fraction={self.fraction})"
+        )
+
+    def reset_from_draws(self, u: jax.Array, params: EnvParams) -> EnvState:
+        """The parent's reset state for the draws ``u``, probed and placed (:func:`probe_start`)."""
+        state = super().reset_from_draws(u, params)
+        return probe_start(self, probe_uniforms(u), state, params, self.fraction)

@@ -1,0 +1,111 @@
+"""History stores from the shell: ``python -m slamorl_jax.history {build,check} ...``.
+
+``build --checkpoint=PATH --out=history.json`` draws ``--jobs`` fresh jobs of the scenario the
+checkpoint's policy was trained on (its config's cluster, prices and preferences; ``--scenario`` to
+choose another) from ``--seed`` and records each with its best static allocation in hindsight
+(``history/build.py``); ``--out`` ending in ``.csv`` writes CSV. ``check --store=PATH`` reads a store
+(JSON or CSV, ``history/records.py``) and prints a JSON summary. Bad input exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command
+from slamorl_jax.run_dirs import path_exists
+
+PROG = "python -m slamorl_jax.history"
+DEFAULT_CHECKPOINT = "checkpoints/default"
+MAX_JOBS = 1 << 20
+
+
+def parser() -> OneLineArgumentParser:
+    """The command line of both sub-commands."""
+    top = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
+    build = commands.add_parser("build", help="build a store from fresh simulated jobs and their oracle")
+    build.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="policy whose env config to use")
+    build.add_argument("--out", required=True, help="the store to write (.json or .csv)")
+    build.add_argument("--jobs", type=bounded(int, 1, MAX_JOBS), default=4096, help="jobs to record")
+    build.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=1, help="jobs' seed")
+    build.add_argument("--scenario", default=None, help="scenario of the jobs (default: the checkpoint's)")
+    check = commands.add_parser("check", help="validate a store and summarise it")
+    check.add_argument("--store", required=True, help="a .json or .csv history store")
+    return top
+
+
+def build(args: object) -> int:
+    """The ``build`` sub-command."""
+    out = Path(args.out)
+    if out.suffix.lower() not in (".json", ".csv"):
+        fail(f"--out {args.out!r} must end in .json or .csv", PROG)
+    if out.exists() and out.is_dir():
+        fail(f"--out {args.out!r} is a directory", PROG)
+    if not out.parent.is_dir():
+        fail(f"--out {args.out!r}: its folder does not exist", PROG)
+    if not path_exists(args.checkpoint):
+        fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
+    import jax
+
+    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.env.scenarios import with_scenario
+    from slamorl_jax.history.build import oracle_records
+    from slamorl_jax.history.records import save_records
+
+    try:
+        policy = load_policy(args.checkpoint)
+        params = env_params_from_config(policy.config)
+        if args.scenario is not None:
+            params = with_scenario(params, args.scenario)
+    except (CheckpointError, ValueError) as err:
+        fail(str(err), PROG)
+    records = oracle_records(params, jax.random.key(args.seed), args.jobs)
+    notes = {
+        "source": f"{PROG} build: fresh jobs, each with its best static allocation in hindsight",
+        "checkpoint": str(args.checkpoint),
+        "scenario": args.scenario or policy.config.scenario,
+        "seed": args.seed,
+    }
+    try:
+        save_records(records, out, notes)
+    except OSError as err:
+        fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
+    print(f"wrote {len(records):,} records to {out}")
+    return 0
+
+
+def check(args: object) -> int:
+    """The ``check`` sub-command."""
+    from slamorl_jax.history.records import load_records
+
+    try:
+        records = load_records(args.store)
+    except ValueError as err:
+        fail(str(err), PROG)
+    summary = {
+        "store": str(args.store),
+        "records": len(records),
+        "workloads": dict(Counter(r.workload for r in records)),
+        "gpu_types": dict(Counter(r.gpu_type for r in records)),
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse and run one sub-command; the exit status."""
+    args = parser().parse_args(argv)
+    return build(args) if args.command == "build" else check(args)
+
+
+def run() -> None:
+    """Console entry point."""
+    run_command(main, PROG)
+
+
+if __name__ == "__main__":
+    run()

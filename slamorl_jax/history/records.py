@@ -1,0 +1,222 @@
+"""History records: finished jobs and the allocation that served each best, in JSON or CSV.
+
+One record per finished job (:class:`HistoryRecord`): what a new job can be matched on (its workload
+and GPU type by catalogue name, its epochs, deadline, budget and preference) and the allocation that
+served it best (``best_gpus``, ``best_cpus``: built from simulated episodes, the hindsight oracle's;
+from a user's own records, the allocation they found best).
+
+JSON form: an object ``{"records": [...]}`` (other top-level keys, such as ``"source"``, are kept
+as notes and ignored), or a bare list of records; each record an object::
+
+    {"workload": "imagenet-resnet50", "gpu_type": "T4", "epochs": 60,
+     "deadline_s": 90000, "budget_usd": 80, "preference": "time",
+     "best_gpus": 8, "best_cpus": 32}
+
+``preference`` is a preset name (``time``, ``cost``, ``balanced``) or three non-negative weights
+(time, cost, sla). CSV form: a header row naming exactly these columns (any order), one record a row,
+``preference`` a preset name or three weights separated by spaces or semicolons (``0.6;0.2;0.2``).
+
+:func:`load_records` refuses a file it cannot read or parse, an empty store, and any record with a
+missing, unknown or bad field (``ValueError`` naming the file, the record and the field, one line).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
+from slamorl_jax.env.objectives import PREFERENCES, preference_vector
+
+RECORD_FIELDS = (
+    "workload",
+    "gpu_type",
+    "epochs",
+    "deadline_s",
+    "budget_usd",
+    "preference",
+    "best_gpus",
+    "best_cpus",
+)
+MAX_COUNT = 1_000_000  # largest epoch, GPU or CPU count accepted
+MAX_VALUE = 1e12  # largest deadline (s) or budget ($) accepted
+
+
+@dataclasses.dataclass(frozen=True)
+class HistoryRecord:
+    """One finished job and the allocation that served it best (units in the names)."""
+
+    workload: str  # catalogue workload name
+    gpu_type: str  # catalogue GPU type
+    epochs: int
+    deadline_s: float
+    budget_usd: float
+    preference: tuple[float, float, float]  # time, cost, sla weights on the simplex
+    best_gpus: int
+    best_cpus: int
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form (the preference as its three weights)."""
+        return {**dataclasses.asdict(self), "preference": [round(w, 6) for w in self.preference]}
+
+
+def record_from_mapping(data: Any, where: str, catalog: Catalog | None = None) -> HistoryRecord:
+    """A record from a JSON object or CSV row; ``ValueError`` (prefixed ``where``) on any bad field."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{where}: a record must be an object with fields {', '.join(RECORD_FIELDS)}")
+    unknown = sorted(str(k) for k in set(data) - set(RECORD_FIELDS))
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    missing = [name for name in RECORD_FIELDS if name not in data]
+    if missing:
+        raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
+    catalog = catalog or load_catalog()
+    try:
+        for name in ("workload", "gpu_type"):
+            if not isinstance(data[name], str):
+                raise ValueError(f"{name} must be a catalogue name, got {_short(data[name])}")
+        workload_index(data["workload"], catalog)
+        gpu_type_index(data["gpu_type"], catalog)
+        counts = {name: _count(name, data[name]) for name in ("epochs", "best_gpus", "best_cpus")}
+        limits = {name: _positive(name, data[name]) for name in ("deadline_s", "budget_usd")}
+        preference = _preference(data["preference"])
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    return HistoryRecord(
+        workload=data["workload"], gpu_type=data["gpu_type"], preference=preference, **counts, **limits
+    )
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, str):  # CSV cells
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"{name} must be a number, got {_short(value)}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a number, got {_short(value)}")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{name} must be finite, got {_short(value)}")
+    return number
+
+
+def _count(name: str, value: Any) -> int:
+    number = _number(name, value)
+    if number != int(number) or not 1 <= number <= MAX_COUNT:
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_COUNT:,}, got {_short(value)}")
+    return int(number)
+
+
+def _positive(name: str, value: Any) -> float:
+    number = _number(name, value)
+    if not 0 < number <= MAX_VALUE:
+        raise ValueError(f"{name} must be > 0 and at most {MAX_VALUE:g}, got {_short(value)}")
+    return number
+
+
+def _preference(value: Any) -> tuple[float, float, float]:
+    if isinstance(value, str) and value.strip() not in PREFERENCES:
+        parts = value.replace(";", " ").split()
+        value = [_number("preference", part) for part in parts] if len(parts) > 1 else value.strip()
+    elif isinstance(value, str):
+        value = value.strip()
+    elif isinstance(value, (list, tuple)):
+        value = [_number("preference", part) for part in value]
+    else:
+        raise ValueError(f"preference must be a preset name or three weights, got {_short(value)}")
+    vector = preference_vector(value)
+    return (float(vector[0]), float(vector[1]), float(vector[2]))
+
+
+def records_from_json(text: str, source: str, catalog: Catalog | None = None) -> list[HistoryRecord]:
+    """The records of a JSON document (module docstring)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{source} is not valid JSON: {err.msg} (line {err.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{source} is nested too deeply to be a history store") from None
+    if isinstance(data, Mapping):
+        if "records" not in data:
+            raise ValueError(f"{source}: a JSON history store needs a 'records' list")
+        data = data["records"]
+    if not isinstance(data, list):
+        raise ValueError(f"{source}: the records must be a JSON list of objects")
+    return [record_from_mapping(item, f"{source} record {i}", catalog) for i, item in enumerate(data)]
+
+
+def records_from_csv(text: str, source: str, catalog: Catalog | None = None) -> list[HistoryRecord]:
+    """The records of a CSV document (module docstring)."""
+    reader = csv.DictReader(io.StringIO(text))
+    try:
+        header = reader.fieldnames or []
+        if sorted(header) != sorted(RECORD_FIELDS):
+            raise ValueError(
+                f"{source}: the CSV header must name exactly the columns {','.join(RECORD_FIELDS)}"
+            )
+        rows = list(reader)
+    except csv.Error as err:
+        raise ValueError(f"{source} is not valid CSV: {err}") from None
+    records = []
+    for i, row in enumerate(rows):
+        where = f"{source} row {i + 2}"  # the header is row 1
+        if None in row or any(value is None for value in row.values()):
+            raise ValueError(f"{where}: expected {len(RECORD_FIELDS)} cells")
+        records.append(record_from_mapping(row, where, catalog))
+    return records
+
+
+def load_records(path: str | Path, catalog: Catalog | None = None) -> list[HistoryRecord]:
+    """The records of a ``.json`` or ``.csv`` history store; ``ValueError`` with one line on bad input."""
+    source = str(path)
+    suffix = Path(source).suffix.lower()
+    if suffix not in (".json", ".csv"):
+        raise ValueError(f"history store {source!r} must be a .json or .csv file")
+    try:
+        data = Path(source).read_bytes()
+    except (OSError, ValueError) as err:
+        raise ValueError(
+            f"cannot read history store {source!r}: {getattr(err, 'strerror', None) or err}"
+        ) from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"history store {source!r} is not UTF-8 text (byte {err.start})") from None
+    parse = records_from_json if suffix == ".json" else records_from_csv
+    records = parse(text, source, catalog)
+    if not records:
+        raise ValueError(f"history store {source!r} holds no records")
+    return records
+
+
+def save_records(
+    records: Sequence[HistoryRecord], path: str | Path, notes: Mapping[str, Any] | None = None
+) -> None:
+    """Write ``records`` as JSON (``notes`` beside them) or CSV, by the file's suffix."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        with path.open("w", newline="") as stream:
+            writer = csv.DictWriter(stream, fieldnames=RECORD_FIELDS)
+            writer.writeheader()
+            for record in records:
+                row = record.as_dict()
+                row["preference"] = ";".join(f"{w:g}" for w in row["preference"])
+                writer.writerow(row)
+        return
+    payload = {**(notes or {}), "records": [record.as_dict() for record in records]}
+    path.write_text(json.dumps(payload, indent=1) + "\n")

@@ -1,0 +1,160 @@
+"""History stores (``slamorl_jax.history``): nearest match on a tiny hand-made store, JSON/CSV, bad files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from cli_harness import assert_refused, call
+
+from slamorl_jax.env.catalog import gpu_type_index, load_catalog, workload_index
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.scenarios import scenario_params
+from slamorl_jax.history import (
+    FEATURE_WEIGHTS,
+    HistoryRecord,
+    HistoryStart,
+    load_records,
+    nearest_record,
+    save_records,
+    table_from_records,
+)
+from slamorl_jax.history import __main__ as history_cli
+
+WORKLOAD = "imagenet-resnet50"
+OTHER_WORKLOAD = "cifar10-resnet18-gavel"
+
+
+def record(**changes: object) -> HistoryRecord:
+    """A record of the query job below, changed by ``changes``."""
+    fields = dict(
+        workload=WORKLOAD,
+        gpu_type="T4",
+        epochs=60,
+        deadline_s=90_000.0,
+        budget_usd=80.0,
+        preference=(0.6, 0.2, 0.2),
+        best_gpus=4,
+        best_cpus=16,
+    )
+    return HistoryRecord(**{**fields, **changes})
+
+
+# Index 2 differs from the query only in a slightly looser deadline; every other record matches it
+# exactly on the numbers but differs in workload or GPU type, or is far off on preference.
+TINY_STORE = (
+    record(workload=OTHER_WORKLOAD, best_gpus=1),
+    record(gpu_type="V100", best_gpus=2),
+    record(deadline_s=99_000.0, best_gpus=8, best_cpus=32),
+    record(preference=(0.0, 1.0, 0.0), best_gpus=1, best_cpus=4),
+)
+
+
+def query_state(epochs: int = 60, deadline_s: float = 90_000.0) -> tuple[object, object]:
+    """A fresh job changed into the query job (one state), and the params."""
+    params = scenario_params("balanced")
+    _, state = jax.jit(JobAllocationEnv().reset)(jax.random.key(0), params)
+    job = state.job.replace(
+        workload=jnp.int32(workload_index(WORKLOAD)),
+        gpu_type=jnp.int32(gpu_type_index("T4")),
+        epochs=jnp.int32(epochs),
+        preference=jnp.asarray([0.6, 0.2, 0.2], jnp.float32),
+        sla_targets=state.job.sla_targets.replace(
+            deadline_s=jnp.float32(deadline_s), budget_usd=jnp.float32(80.0)
+        ),
+    )
+    return state.replace(job=job), params
+
+
+def test_lookup_returns_the_known_nearest_record() -> None:
+    state, params = query_state()
+    table = table_from_records(TINY_STORE)
+    index, distance = jax.jit(nearest_record)(table, state, params)
+    assert int(index) == 2
+    # Only the deadline slack differs: log(99000 / 90000), weight 1.
+    np.testing.assert_allclose(float(distance), FEATURE_WEIGHTS[1] * np.log(99_000 / 90_000), rtol=1e-4)
+    gpus, cpus = jax.jit(HistoryStart.from_records(TINY_STORE))(state, params)
+    assert (int(gpus), int(cpus)) == (8, 32)
+    # Jobs of a workload the store lacks still get the nearest record of another.
+    only_other = table_from_records(TINY_STORE[:1])
+    assert int(nearest_record(only_other, state, params)[0]) == 0
+
+
+def test_lookup_vmaps_over_jobs() -> None:
+    state, params = query_state()
+    batch = jax.tree.map(lambda x: jnp.stack([x, x]), state)
+    batch = batch.replace(
+        job=batch.job.replace(preference=jnp.asarray([[0.6, 0.2, 0.2], [0.0, 1.0, 0.0]], jnp.float32))
+    )
+    start = HistoryStart.from_records(TINY_STORE)
+    gpus, cpus = jax.jit(jax.vmap(start, in_axes=(0, None)))(batch, params)
+    assert gpus.tolist() == [8, 1] and cpus.tolist() == [32, 4]
+
+
+def test_json_and_csv_round_trip(tmp_path: Path) -> None:
+    for name in ("store.json", "store.csv"):
+        save_records(TINY_STORE, tmp_path / name)
+        loaded = load_records(tmp_path / name)
+        assert [r.best_gpus for r in loaded] == [r.best_gpus for r in TINY_STORE]
+        for a, b in zip(loaded, TINY_STORE, strict=True):
+            assert (a.workload, a.gpu_type, a.epochs, a.deadline_s) == (
+                b.workload,
+                b.gpu_type,
+                b.epochs,
+                b.deadline_s,
+            )
+            np.testing.assert_allclose(a.preference, b.preference, atol=1e-6)
+    (tmp_path / "names.csv").write_text(
+        "workload,gpu_type,epochs,deadline_s,budget_usd,preference,best_gpus,best_cpus\n"
+        f"{WORKLOAD},T4,60,90000,80,time,4,16\n"
+    )
+    assert load_records(tmp_path / "names.csv")[0].preference[0] == pytest.approx(0.6)
+
+
+GOOD = json.loads(json.dumps(record().as_dict()))
+BAD_STORES = {
+    "missing.json": None,
+    "store.txt": json.dumps({"records": [GOOD]}),
+    "notjson.json": "{records: oops",
+    "empty.json": json.dumps({"records": []}),
+    "nolist.json": json.dumps({"rows": [GOOD]}),
+    "workload.json": json.dumps([{**GOOD, "workload": "gpt-9"}]),
+    "missing_field.json": json.dumps([{k: v for k, v in GOOD.items() if k != "best_gpus"}]),
+    "extra_field.json": json.dumps([{**GOOD, "colour": "red"}]),
+    "zero_gpus.json": json.dumps([{**GOOD, "best_gpus": 0}]),
+    "nan_budget.json": json.dumps([{**GOOD, "budget_usd": "nan"}]),
+    "preference.json": json.dumps([{**GOOD, "preference": [1, -1, 0]}]),
+    "header.csv": "workload,gpu_type\nx,y\n",
+    "short_row.csv": "workload,gpu_type,epochs,deadline_s,budget_usd,preference,best_gpus,best_cpus\n"
+    f"{WORKLOAD},T4,60\n",
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_STORES))
+def test_bad_stores_are_refused_with_one_line(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if BAD_STORES[name] is not None:
+        (tmp_path / name).write_text(BAD_STORES[name])
+    with pytest.raises(ValueError) as err:
+        load_records(tmp_path / name)
+    assert "\n" not in str(err.value) and name in str(err.value)
+    monkeypatch.chdir(tmp_path)
+    outcome = call(lambda: history_cli.main(["check", f"--store={name}"]), capsys, tmp_path)
+    assert_refused(outcome, name)
+
+
+def test_check_summarises_a_good_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    save_records(TINY_STORE, tmp_path / "store.json")
+    outcome = call(
+        lambda: history_cli.main(["check", f"--store={tmp_path / 'store.json'}"]), capsys, tmp_path
+    )
+    assert outcome.code == 0, outcome.report()
+    summary = json.loads(outcome.stdout)
+    assert summary["records"] == len(TINY_STORE)
+    assert set(summary["workloads"]) == {WORKLOAD, OTHER_WORKLOAD}
+    assert load_catalog().workload_names  # the names in a summary are catalogue names

@@ -1,0 +1,93 @@
+"""``train --init_from``: a run starting from another checkpoint's policy (``warm_start.py``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import jax
+import pytest
+from cli_harness import assert_refused, call
+from learner_fixtures import TINY, cli_flags, shared_trainer, trees_equal
+
+from slamorl_jax import checkpoint as ckpt
+from slamorl_jax import train
+from slamorl_jax.warm_start import layout_difference, warm_start
+
+ONE_CHUNK = dataclasses.replace(
+    TINY, total_timesteps=TINY.num_envs * TINY.rollout_length * TINY.updates_per_chunk
+)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A TINY checkpoint whose parameters differ from a fresh TINY run's (another seed)."""
+    compiled = shared_trainer(TINY)
+    state = compiled.fresh(seed=7)
+    directory = tmp_path_factory.mktemp("source") / "checkpoints"
+    ckpt.save(ckpt.make_manager(directory), state, TINY)
+    return directory
+
+
+def test_warm_start_takes_the_parameters_and_keeps_the_rest_fresh(source: Path) -> None:
+    compiled = shared_trainer(TINY)
+    fresh = compiled.fresh()
+    warm = warm_start(fresh, source)
+    assert trees_equal(warm.params, ckpt.load_policy(source).params)
+    assert not trees_equal(warm.params, fresh.params)
+    for name in ("opt_state", "env_state", "obs", "key", "update"):
+        assert trees_equal(getattr(warm, name), getattr(fresh, name)), name
+
+
+def test_layout_difference_names_the_first_mismatch() -> None:
+    a = {"params": {"w": jax.ShapeDtypeStruct((3, 4), "float32")}}
+    assert layout_difference(a, a) is None
+    b = {"params": {"w": jax.ShapeDtypeStruct((3, 5), "float32")}}
+    assert "params/w has shape (3, 4), this run's (3, 5)" in layout_difference(a, b)
+    c = {"params": {"v": jax.ShapeDtypeStruct((3, 4), "float32")}}
+    assert "params/v" in layout_difference(a, c)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    train.FLAGS.unparse_flags()
+
+
+def _train(config: dataclasses.dataclass, *extra: str) -> object:
+    argv = ["slamorl_jax.train", *cli_flags(config), "--eval_episodes=0", "--noprogress", *extra]
+    return lambda: train.main(train.parse_flags(argv))
+
+
+@pytest.mark.slow  # trains one chunk (about 8 s with a warm compilation cache)
+def test_the_cli_records_init_from(source: Path, workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = call(_train(ONE_CHUNK, f"--init_from={source}", "--run_dir=run"), capsys, workdir)
+    assert outcome.code == 0, outcome.report()
+    assert f"init: the policy starts from {source}" in outcome.stderr
+    meta = json.loads(
+        (workdir / "run" / "checkpoints" / str(ONE_CHUNK.num_updates) / "meta" / "metadata").read_text()
+    )
+    assert meta["config"]["init_from"] == str(source)
+    summary = json.loads((workdir / "run" / "logs" / "summary.json").read_text())
+    assert summary["config"]["init_from"] == str(source)
+
+
+@pytest.mark.parametrize(
+    ("extra", "phrases"),
+    [
+        (("--hidden_sizes=8,8",), ("--init_from", "does not match", "has shape")),
+        (("--actions=paper",), ("--init_from", "does not match")),
+        (("--init_from=nowhere",), ("--init_from", "does not exist")),
+    ],
+)
+def test_the_cli_refuses_an_unusable_init_from(
+    extra: tuple[str, ...],
+    phrases: tuple[str, ...],
+    source: Path,
+    workdir: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    flags = (f"--init_from={source}", *extra, "--run_dir=run")
+    assert_refused(call(_train(ONE_CHUNK, *flags), capsys, workdir), *phrases)

@@ -1,0 +1,103 @@
+"""Probe runs (``env/probes.py``, ``env/probing_env.py``): billed exactly, not epochs, feeding the model."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.job_model import epoch_metrics
+from slamorl_jax.env.online_model import posterior_deviation
+from slamorl_jax.env.params import with_values
+from slamorl_jax.env.probes import PROBE_FRACTION, probe_allocations
+from slamorl_jax.env.probing_env import ProbingEnv
+from slamorl_jax.env.scenarios import scenario_params
+from slamorl_jax.episodes import with_init_strategy
+
+JOBS = 6
+
+
+@pytest.fixture(scope="module")
+def probed() -> dict:
+    """Jobs reset by the plain env and by the probing one with the same keys, noise-free and
+    uncontended (so the probe intervals follow from ``epoch_metrics`` alone), then one step each."""
+    params = with_init_strategy(scenario_params("mixed"), "requested")
+    params = with_values(params, epoch_time_noise=0.0, contention_start_prob=0.0)
+    plain, probing = JobAllocationEnv(), ProbingEnv()
+    keys = jax.random.split(jax.random.key(3), JOBS)
+
+    @jax.jit
+    def run(keys: jax.Array) -> tuple:
+        _, fresh = jax.vmap(plain.reset, in_axes=(0, None))(keys, params)
+        _, started = jax.vmap(probing.reset, in_axes=(0, None))(keys, params)
+        allocations = jax.vmap(probe_allocations, in_axes=(0, None))(fresh, params)
+        no_op = jnp.zeros(JOBS, jnp.int32)
+        stepped = jax.vmap(probing.step, in_axes=(0, 0, 0, None))(keys, started, no_op, params)[1]
+        return fresh, started, allocations, stepped
+
+    fresh, started, allocations, stepped = jax.device_get(run(keys))
+    return {"params": params, "fresh": fresh, "started": started, "probes": allocations, "stepped": stepped}
+
+
+def _job(tree: object, i: int) -> object:
+    return jax.tree.map(lambda x: x[i], tree)
+
+
+def _pause(a: tuple[int, int], b: tuple[int, int], params: object) -> float:
+    if a[0] != b[0]:
+        return float(params.reallocation_pause_s)
+    return float(params.cpu_reallocation_pause_s) if a[1] != b[1] else 0.0
+
+
+def test_probe_runs_are_billed_exactly(probed: dict) -> None:
+    """Elapsed time and cost are the sum of the probe intervals and the switch to the first
+    allocation, each computed by hand from ``epoch_metrics`` of the job's true constants."""
+    params = probed["params"]
+    for i in range(JOBS):
+        job = _job(probed["fresh"], i).job
+        gpus, cpus = (np.asarray(a)[i] for a in probed["probes"])
+        started = _job(probed["started"], i)
+        elapsed = cost = 0.0
+        done: list[tuple[int, int]] = []
+        for g, c in zip(gpus.tolist(), cpus.tolist(), strict=True):
+            if (g, c) in done:
+                continue  # a repeated probe is skipped
+            m = epoch_metrics(job.constants, g, c, params)
+            interval = (_pause(done[-1], (g, c), params) if done else 0.0) + PROBE_FRACTION * float(
+                m.epoch_time_s
+            )
+            elapsed += interval
+            cost += interval * float(m.price_per_hour) / 3600.0
+            done.append((g, c))
+        first = (int(started.gpus), int(started.cpus))
+        switch = _pause(done[-1], first, params)
+        elapsed += switch
+        cost += switch * float(epoch_metrics(job.constants, *first, params).price_per_hour) / 3600.0
+        np.testing.assert_allclose(float(started.elapsed_s), elapsed, rtol=1e-5)
+        np.testing.assert_allclose(float(started.cost_usd), cost, rtol=1e-5)
+        assert float(started.elapsed_s) > 0
+
+
+def test_probes_are_not_epochs_and_the_job_continues(probed: dict) -> None:
+    started, stepped, fresh = probed["started"], probed["stepped"], probed["fresh"]
+    np.testing.assert_array_equal(started.epoch, 0)
+    np.testing.assert_array_equal(started.steps, 0)
+    np.testing.assert_array_equal(started.reallocations, 0)
+    np.testing.assert_array_equal(stepped.epoch, 1)  # no job has a single epoch
+    assert np.all(stepped.elapsed_s > started.elapsed_s)
+    # The same jobs as the plain env's with the same keys.
+    for name in ("workload", "gpu_type", "epochs", "requested_gpus", "requested_cpus"):
+        np.testing.assert_array_equal(getattr(started.job, name), getattr(fresh.job, name))
+
+
+def test_probes_feed_the_online_model(probed: dict) -> None:
+    """After the noise-free probes the model's compute deviation is closer to the job's hidden one
+    than the profile's 0 is, for most jobs."""
+    params, started = probed["params"], probed["started"]
+    assert np.all(np.asarray(started.model_stats)[:, 0] > 0)
+    mu_compute, _ = posterior_deviation(jnp.asarray(started.model_stats), params)
+    truth = np.asarray(started.job.deviation)[:, 0]
+    closer = np.abs(np.asarray(mu_compute) - truth) < np.abs(truth)
+    assert closer.mean() >= 0.8, (mu_compute, truth)
