@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +13,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation
 from slamorl_jax.env.params import with_values
-from slamorl_jax.env.probes import PROBE_FRACTION, probe_allocations
+from slamorl_jax.env.probes import PROBE_FRACTION, probe_allocations, suggested_allocation
 from slamorl_jax.env.probing_env import ProbingEnv
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.episodes import with_init_strategy
@@ -25,7 +27,7 @@ def probed() -> dict:
     uncontended (so the probe intervals follow from ``epoch_metrics`` alone), then one step each."""
     params = with_init_strategy(scenario_params("mixed"), "requested")
     params = with_values(params, epoch_time_noise=0.0, contention_start_prob=0.0)
-    plain, probing = JobAllocationEnv(), ProbingEnv()
+    plain, probing, skipping = JobAllocationEnv(), ProbingEnv(budget=math.inf), ProbingEnv(budget=0.0)
     keys = jax.random.split(jax.random.key(3), JOBS)
 
     @jax.jit
@@ -35,10 +37,20 @@ def probed() -> dict:
         allocations = jax.vmap(probe_allocations, in_axes=(0, None))(fresh, params)
         no_op = jnp.zeros(JOBS, jnp.int32)
         stepped = jax.vmap(probing.step, in_axes=(0, 0, 0, None))(keys, started, no_op, params)[1]
-        return fresh, started, allocations, stepped
+        _, unprobed = jax.vmap(skipping.reset, in_axes=(0, None))(keys, params)
+        pick = jax.vmap(suggested_allocation, in_axes=(0, None))(fresh, params)
+        return fresh, started, allocations, stepped, unprobed, pick
 
-    fresh, started, allocations, stepped = jax.device_get(run(keys))
-    return {"params": params, "fresh": fresh, "started": started, "probes": allocations, "stepped": stepped}
+    fresh, started, allocations, stepped, unprobed, pick = jax.device_get(run(keys))
+    return {
+        "params": params,
+        "fresh": fresh,
+        "started": started,
+        "probes": allocations,
+        "stepped": stepped,
+        "unprobed": unprobed,
+        "forecast_pick": pick,
+    }
 
 
 def _job(tree: object, i: int) -> object:
@@ -101,3 +113,13 @@ def test_probes_feed_the_online_model(probed: dict) -> None:
     truth = np.asarray(started.job.deviation)[:, 0]
     closer = np.abs(np.asarray(mu_compute) - truth) < np.abs(truth)
     assert closer.mean() >= 0.8, (mu_compute, truth)
+
+
+def test_a_zero_budget_skips_the_probes_and_starts_at_the_forecasts_pick(probed: dict) -> None:
+    unprobed = probed["unprobed"]
+    np.testing.assert_array_equal(unprobed.elapsed_s, 0.0)
+    np.testing.assert_array_equal(unprobed.cost_usd, 0.0)
+    np.testing.assert_array_equal(unprobed.model_stats, 0.0)
+    gpus, cpus = probed["forecast_pick"]
+    np.testing.assert_array_equal(unprobed.gpus, gpus)
+    np.testing.assert_array_equal(unprobed.cpus, cpus)

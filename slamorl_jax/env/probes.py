@@ -46,7 +46,8 @@ from slamorl_jax.env.online_model import posterior_deviation, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.state import EnvState
 
-PROBE_FRACTION = 0.1  # of an epoch, per probe
+PROBE_FRACTION = 0.05  # of an epoch, per probe
+PROBE_BUDGET = 0.02  # probe only when the probes' forecast time is at most this share of the job's
 NUM_PROBES = 3  # request, fastest, cheapest (module docstring)
 
 
@@ -66,9 +67,14 @@ def probe_allocations(state: EnvState, params: EnvParams) -> tuple[jax.Array, ja
     fastest = jnp.argmin(jnp.where(fits, profile["epoch_time_s"], jnp.inf))
     cheapest = jnp.argmin(jnp.where(fits, epoch_cost, jnp.inf))
     none_fit = jnp.logical_not(jnp.any(fits))
+    # The extreme the preference leans to is probed last: the forecast often picks it, and then the
+    # job need not switch again after the probes.
+    leans_to_time = job.preference[0] >= job.preference[1]
+    second = jnp.where(leans_to_time, cheapest, fastest)
+    third = jnp.where(leans_to_time, fastest, cheapest)
     targets = params.target_allocation
-    gpus = jnp.stack([job.requested_gpus, targets[fastest, 0], targets[cheapest, 0]])
-    cpus = jnp.stack([job.requested_cpus, targets[fastest, 1], targets[cheapest, 1]])
+    gpus = jnp.stack([job.requested_gpus, targets[second, 0], targets[third, 0]])
+    cpus = jnp.stack([job.requested_cpus, targets[second, 1], targets[third, 1]])
     # With no target inside the memory limit, probe the request alone (the repeats are skipped).
     gpus = jnp.where(none_fit, job.requested_gpus, gpus).astype(jnp.int32)
     cpus = jnp.where(none_fit, job.requested_cpus, cpus).astype(jnp.int32)
@@ -86,6 +92,41 @@ def switch_pause_s(
     ).astype(jnp.float32)
 
 
+def _distinct(gpus: jax.Array, cpus: jax.Array) -> list[jax.Array]:
+    """Per probe, whether it differs from every earlier one (repeats are skipped)."""
+    out = []
+    for k in range(gpus.shape[0]):
+        repeat = jnp.zeros((), bool)
+        for j in range(k):
+            repeat = jnp.logical_or(repeat, jnp.logical_and(gpus[j] == gpus[k], cpus[j] == cpus[k]))
+        out.append(jnp.logical_not(repeat))
+    return out
+
+
+def probes_worth_running(
+    state: EnvState,
+    gpus: jax.Array,
+    cpus: jax.Array,
+    params: EnvParams,
+    fraction: float | jax.Array = PROBE_FRACTION,
+    budget: float | jax.Array = PROBE_BUDGET,
+) -> jax.Array:
+    """Whether the probes' forecast time (their runs on the profile, and the pauses between them) is
+    at most ``budget`` of the job's forecast time at its request: probes pay off over a job's
+    remaining epochs, so a short job, or one whose epochs are short against the pause, skips them."""
+    job = state.job
+    distinct = _distinct(gpus, cpus)
+    spend = jnp.zeros((), jnp.float32)
+    last = (gpus[0], cpus[0])
+    for k in range(gpus.shape[0]):
+        epoch_s = epoch_metrics(job.profile, gpus[k], cpus[k], params).epoch_time_s
+        pause = switch_pause_s(*last, gpus[k], cpus[k], params) if k > 0 else 0.0
+        spend = spend + jnp.where(distinct[k], pause + fraction * epoch_s, 0.0)
+        last = (jnp.where(distinct[k], gpus[k], last[0]), jnp.where(distinct[k], cpus[k], last[1]))
+    request = epoch_metrics(job.profile, job.requested_gpus, job.requested_cpus, params).epoch_time_s
+    return spend <= budget * job.epochs.astype(jnp.float32) * request
+
+
 def run_probes(
     u: jax.Array | tuple[jax.Array, ...],
     state: EnvState,
@@ -93,9 +134,11 @@ def run_probes(
     cpus: jax.Array,
     params: EnvParams,
     fraction: float | jax.Array = PROBE_FRACTION,
+    enabled: jax.Array | bool = True,
 ) -> EnvState:
     """``state`` (a job before its first epoch) after probing ``(gpus[k], cpus[k])`` in turn, each for
-    ``fraction`` of an epoch; ``u`` holds one uniform per probe (its epoch-time noise).
+    ``fraction`` of an epoch; ``u`` holds one uniform per probe (its epoch-time noise). With
+    ``enabled`` false nothing runs and ``state`` comes back unchanged.
 
     The returned state sits at the last probe's allocation (``profile_now`` is its forecast) with the
     probes' time, cost, busy time, peak memory and measurements added; its readings are left as they
@@ -110,12 +153,11 @@ def run_probes(
         state.peak_memory_gib,
         state.model_stats,
     )
-    last = (gpus[0], cpus[0])
+    last = (state.gpus, state.cpus)
+    distinct = _distinct(gpus, cpus)
     for k in range(gpus.shape[0]):
         g, c = gpus[k], cpus[k]
-        repeat = jnp.zeros((), bool)
-        for j in range(k):
-            repeat = jnp.logical_or(repeat, jnp.logical_and(gpus[j] == g, cpus[j] == c))
+        repeat = jnp.logical_not(jnp.logical_and(distinct[k], enabled))
         run = jnp.logical_not(repeat).astype(jnp.float32)
         m = epoch_metrics(job.constants, g, c, params, state.contended)
         forecast = epoch_metrics(job.profile, g, c, params)
@@ -158,11 +200,16 @@ def suggested_allocation(state: EnvState, params: EnvParams) -> tuple[jax.Array,
     return jnp.where(keep, state.gpus, target[0]), jnp.where(keep, state.cpus, target[1])
 
 
-def start_at(probed: EnvState, placed: EnvState, params: EnvParams) -> EnvState:
+def start_at(
+    probed: EnvState, placed: EnvState, params: EnvParams, launched: jax.Array | bool = True
+) -> EnvState:
     """``placed`` (``JobAllocationEnv.place`` of the unprobed job at its first allocation) carrying the
-    probes of ``probed``: their time and cost plus the switch from the last probe, their measurements,
-    busy time and peak memory, and readings that project the job from there."""
-    pause = switch_pause_s(probed.gpus, probed.cpus, placed.gpus, placed.cpus, params)
+    probes of ``probed``: their time and cost plus the switch from the last probe (when the probes
+    ``launched`` the job), their measurements, busy time and peak memory, and readings that project
+    the job from there."""
+    pause = jnp.where(
+        launched, switch_pause_s(probed.gpus, probed.cpus, placed.gpus, placed.cpus, params), 0.0
+    )
     m = placed.profile_now
     elapsed = probed.elapsed_s + pause
     cost = probed.cost_usd + pause * m.price_per_hour / 3600.0

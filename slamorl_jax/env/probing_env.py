@@ -17,8 +17,10 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.probes import (
     NUM_PROBES,
+    PROBE_BUDGET,
     PROBE_FRACTION,
     probe_allocations,
+    probes_worth_running,
     run_probes,
     start_at,
     suggested_allocation,
@@ -35,14 +37,17 @@ def probe_start(
     state: EnvState,
     params: EnvParams,
     fraction: float | jax.Array = PROBE_FRACTION,
+    budget: float | jax.Array = PROBE_BUDGET,
 ) -> EnvState:
-    """``state`` (a fresh job: ``reset``/``place``) probed on the default set, ``NUM_PROBES`` uniforms
-    ``u`` giving the probes' noise, and placed (``env.place``) at the forecast's first choice after
-    them; ``env.step`` continues from it."""
+    """``state`` (a fresh job: ``reset``/``place``) probed on the default set when they are worth
+    running (``probes.probes_worth_running`` with ``budget``), ``NUM_PROBES`` uniforms ``u`` giving
+    the probes' noise, and placed (``env.place``) at the forecast's first choice after them (on the
+    profile alone when the probes were skipped); ``env.step`` continues from it."""
     gpus, cpus = probe_allocations(state, params)
-    probed = run_probes(u, state, gpus, cpus, params, fraction)
+    enabled = probes_worth_running(state, gpus, cpus, params, fraction, budget)
+    probed = run_probes(u, state, gpus, cpus, params, fraction, enabled)
     first_gpus, first_cpus = suggested_allocation(probed, params)
-    return start_at(probed, env.place(state, first_gpus, first_cpus, params), params)
+    return start_at(probed, env.place(state, first_gpus, first_cpus, params), params, enabled)
 
 
 def probe_uniforms(u_reset: jax.Array | tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:
@@ -60,19 +65,24 @@ class ProbingEnv(JobAllocationEnv):
 
     name = "JobAllocationProbing-v0"
 
-    def __init__(self, *args: object, fraction: float = PROBE_FRACTION, **kwargs: object) -> None:
+    def __init__(
+        self, *args: object, fraction: float = PROBE_FRACTION, budget: float = PROBE_BUDGET, **kwargs: object
+    ) -> None:
         super().__init__(*args, **kwargs)
         if not 0.0 < fraction <= 1.0:
             raise ValueError(f"probe fraction must be in (0, 1], got {fraction}")
+        if not budget >= 0.0:
+            raise ValueError(f"probe budget must be >= 0 (math.inf: always probe), got {budget}")
         self.fraction = fraction
+        self.budget = budget
 
     def __repr__(self) -> str:
         return (
             f"ProbingEnv(action_set={self.action_set!r}, scenario={self.scenario!r}, "
-            f"fraction={self.fraction})"
+            f"fraction={self.fraction}, budget={self.budget})"
         )
 
     def reset_from_draws(self, u: jax.Array, params: EnvParams) -> EnvState:
         """The parent's reset state for the draws ``u``, probed and placed (:func:`probe_start`)."""
         state = super().reset_from_draws(u, params)
-        return probe_start(self, probe_uniforms(u), state, params, self.fraction)
+        return probe_start(self, probe_uniforms(u), state, params, self.fraction, self.budget)
