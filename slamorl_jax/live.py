@@ -36,7 +36,10 @@ default balanced); ``history``, one entry per epoch run so far with its allocati
 epoch time (without re-allocation pauses; default: the last epoch alone);
 ``mean_gpu_util``/``mean_cpu_util`` (time-weighted over the job so far, pauses included; default
 the last epoch's) and ``peak_memory_gib`` (default the last epoch's); ``requested_gpus``,
-``requested_cpus`` and ``reference_throughput`` (see above).
+``requested_cpus`` and ``reference_throughput`` (see above); ``probes``, short runs made before the
+first epoch (``slamorl_jax.live_start.probe_plan``), each ``{"gpus", "cpus", "epoch_time_s"}`` with
+the probe's time over its fraction of an epoch: they feed the online model as epochs do but are not
+epochs (``epochs_done`` does not count them).
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ class LiveJob:
     requested_gpus: int | None = None
     requested_cpus: int | None = None
     reference_throughput: float | None = None
+    probes: tuple[tuple[int, int, float], ...] | None = None  # (gpus, cpus, epoch_time_s) per probe run
 
     def __post_init__(self) -> None:
         _check(self)
@@ -130,8 +134,8 @@ class LiveJob:
                 if not isinstance(value, str):
                     raise ValueError(f"{name} must be a catalogue name (a string), got {value!r}")
                 values[name] = value
-            elif name == "history":
-                values[name] = _history(value)
+            elif name in ("history", "probes"):
+                values[name] = _history(value, name)
             elif value is None and "None" in kind:
                 values[name] = None
             elif kind.startswith("int"):
@@ -165,19 +169,20 @@ def _integer(name: str, value: Any) -> int:
     return int(number)
 
 
-def _history(value: Any) -> tuple[tuple[int, int, float], ...]:
-    """The ``history`` list: one object per epoch with ``gpus``, ``cpus`` and ``epoch_time_s``."""
+def _history(value: Any, field: str = "history") -> tuple[tuple[int, int, float], ...]:
+    """The ``history`` (or ``probes``) list: one object per run with ``gpus``, ``cpus`` and
+    ``epoch_time_s``."""
     if not isinstance(value, (list, tuple)):
-        raise ValueError("history must be a list of epochs, each {gpus, cpus, epoch_time_s}")
+        raise ValueError(f"{field} must be a list of runs, each {{gpus, cpus, epoch_time_s}}")
     epochs = []
     for i, entry in enumerate(value):
         if not isinstance(entry, Mapping) or set(entry) != set(HISTORY_FIELDS):
-            raise ValueError(f"history[{i}] must be an object with exactly {', '.join(HISTORY_FIELDS)}")
+            raise ValueError(f"{field}[{i}] must be an object with exactly {', '.join(HISTORY_FIELDS)}")
         epochs.append(
             (
-                _integer(f"history[{i}].gpus", entry["gpus"]),
-                _integer(f"history[{i}].cpus", entry["cpus"]),
-                _number(f"history[{i}].epoch_time_s", entry["epoch_time_s"]),
+                _integer(f"{field}[{i}].gpus", entry["gpus"]),
+                _integer(f"{field}[{i}].cpus", entry["cpus"]),
+                _number(f"{field}[{i}].epoch_time_s", entry["epoch_time_s"]),
             )
         )
     return tuple(epochs)
@@ -196,9 +201,10 @@ def _check_magnitudes(job: LiveJob) -> None:
         limit = MAX_COUNT if field.name in counts else MAX_VALUE
         if not math.isfinite(value) or abs(value) > limit:
             raise ValueError(f"{field.name} must be a finite number of at most {limit:g}, got {value:g}")
-    for i, (gpus, cpus, epoch_time) in enumerate(job.history or ()):
-        if max(gpus, cpus) > MAX_COUNT or not epoch_time <= MAX_VALUE:
-            raise ValueError(f"history[{i}] must hold counts <= {MAX_COUNT:g} and times <= {MAX_VALUE:g}")
+    for field in ("history", "probes"):
+        for i, (gpus, cpus, epoch_time) in enumerate(getattr(job, field) or ()):
+            if max(gpus, cpus) > MAX_COUNT or not epoch_time <= MAX_VALUE:
+                raise ValueError(f"{field}[{i}] must hold counts <= {MAX_COUNT:g} and times <= {MAX_VALUE:g}")
 
 
 def _check(job: LiveJob) -> None:
@@ -244,6 +250,9 @@ def _check(job: LiveJob) -> None:
         for i, (gpus, cpus, epoch_time) in enumerate(job.history):
             if gpus < 1 or cpus < 1 or not epoch_time > 0:
                 raise ValueError(f"history[{i}] needs gpus, cpus >= 1 and epoch_time_s > 0")
+    for i, (gpus, cpus, epoch_time) in enumerate(job.probes or ()):
+        if gpus < 1 or cpus < 1 or not epoch_time > 0:
+            raise ValueError(f"probes[{i}] needs gpus, cpus >= 1 and epoch_time_s > 0")
     preference_vector(job.preference)  # raises for a bad preference
 
 
@@ -317,7 +326,7 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
         params,
     )
     stats = empty_stats()
-    for gpus, cpus, epoch_time in measured_epochs(job):
+    for gpus, cpus, epoch_time in (*measured_epochs(job), *(job.probes or ())):
         forecast = epoch_metrics(profile, i32(gpus), i32(cpus), params)
         stats = record_epoch(
             stats, f32(epoch_time), forecast.epoch_time_s, forecast.compute_share, forecast.sync_share
@@ -383,8 +392,9 @@ def check_recommendable(job: LiveJob, params: EnvParams) -> None:
     if job.requested_gpus is not None or job.requested_cpus is not None:
         requested = (job.requested_gpus or job.gpus, job.requested_cpus or job.cpus)
         check_in_cluster("requested allocation", *requested, params)
-    for i, (gpus, cpus, _) in enumerate(job.history or ()):
-        check_in_cluster(f"history[{i}]", gpus, cpus, params)
+    for field in ("history", "probes"):
+        for i, (gpus, cpus, _) in enumerate(getattr(job, field) or ()):
+            check_in_cluster(f"{field}[{i}]", gpus, cpus, params)
 
 
 def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = None) -> Recommendation:

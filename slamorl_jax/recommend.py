@@ -8,6 +8,13 @@ observation it was based on, and ``in_training_range`` with ``outside_training``
 lie outside what the policy was trained on (also one ``warning:`` line on stderr), if any. Bad input
 (unreadable or non-UTF-8 files, bad JSON, bad or huge values, an allocation outside the policy's
 cluster, a finished job, a damaged checkpoint) exits with code 2 and one line.
+
+A job that has run no epoch yet (``epochs_done`` 0) can start elsewhere than where the policy would
+send it (``slamorl_jax.live_start``): ``--history=store.json`` (or ``.csv``; ``slamorl_jax.history``)
+answers with the allocation of the store's nearest record (``"source": "history"``, the record and
+its distance; a job that has run epochs gets the policy's answer as usual), and ``--probe_plan``
+answers with the probe runs to make first; reported back as the job's ``probes``, they feed the
+online model the policy's forecasts use.
 """
 
 from __future__ import annotations
@@ -56,7 +63,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--checkpoint", default=DEFAULT_CHECKPOINT, help="policy checkpoint (default: %(default)s)"
     )
+    parser.add_argument(
+        "--history",
+        default=None,
+        help="history store (.json/.csv): a new job's first allocation by nearest match",
+    )
+    parser.add_argument(
+        "--probe_plan",
+        action="store_true",
+        help="for a new job: the probe runs to make before its first epoch",
+    )
     args = parser.parse_args(argv)
+    if args.history is not None and args.probe_plan:
+        fail("--history and --probe_plan are two answers for a new job: ask for one", PROG)
     data = read_job(args.job)
     from slamorl_jax.live import LiveJob
 
@@ -73,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
         policy = load_policy(args.checkpoint)
     except CheckpointError as err:
         fail(str(err), PROG)
+    if (args.history is not None and job.epochs_done == 0) or args.probe_plan:
+        print(json.dumps(first_allocation(args, policy, job), indent=2))
+        return 0
     try:
         answer = recommend(policy, job)
     except ValueError as err:
@@ -82,6 +104,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: warning: outside what the policy was trained on: {notes}", file=sys.stderr)
     print(json.dumps(answer.as_dict(), indent=2))
     return 0
+
+
+def first_allocation(args: object, policy: object, job: object) -> dict:
+    """The ``--history`` or ``--probe_plan`` answer for a job with no epochs (exit 2 on bad input)."""
+    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.history.records import load_records
+    from slamorl_jax.live_start import history_first_allocation, probe_plan
+
+    try:
+        params = env_params_from_config(policy.config)
+        if args.probe_plan:
+            return probe_plan(job, params)
+        return history_first_allocation(job, load_records(args.history), params).as_dict()
+    except ValueError as err:
+        fail(str(err), PROG)
+    return {}  # unreachable
 
 
 def run() -> None:

@@ -14,18 +14,25 @@ switch to it from the last probe is billed too. Probes are not epochs: ``epoch``
 Default probe set (:func:`probe_allocations`), in this order:
 
 1. the user's request (where a user would start the job);
-2. the profile's fastest absolute target (``action_sets.py``) whose forecast host memory respects the
-   job's memory limit;
-3. the profile's cheapest such target (least epoch cost).
+2. and 3. the profile's fastest and its cheapest (least epoch cost) absolute target
+   (``action_sets.py``) whose forecast host memory respects the job's memory limit, the one the
+   preference leans to (fastest when ``w_time >= w_cost``) last: the forecast often picks it, and
+   then the job need not switch again after the probes.
 
 A probe that repeats an earlier one is skipped (neither billed nor measured). Each probe runs
-:data:`PROBE_FRACTION` of an epoch. The simulated measurement uses the job's hidden true constants at
-the contention of the job's start, with the env's log-normal epoch noise, exactly as an epoch is
-simulated; the measured epoch time is the probe's time over the fraction. The probes' busy GPU and
-CPU time and peak memory count in the job's utilisation and memory figures, as an epoch's do; they do
-not count as re-allocations. The readings of the returned state are the profile's forecast for the
-chosen allocation (as ``JobAllocationEnv.place`` sets them) with the probes' elapsed time and cost,
-so its severities project the job from the time and money the probes spent.
+:data:`PROBE_FRACTION` of an epoch (a few dozen to hundreds of training steps: enough to time a step).
+Probes pay off, if at all, over the epochs that follow, and a GPU switch costs a checkpoint-restart
+pause whatever the job, so a job probes only when the probes' forecast time (their runs on the
+profile and the pauses between them) is at most :data:`PROBE_BUDGET` of its forecast time at the
+request (:func:`probes_worth_running`); otherwise it starts at the forecast's first choice on the
+profile alone, unbilled (budget 0: never probe; ``math.inf``: always). The simulated measurement uses
+the job's hidden true constants at the contention of the job's start, with the env's log-normal epoch
+noise, exactly as an epoch is simulated; the measured epoch time is the probe's time over the
+fraction. The probes' busy GPU and CPU time and peak memory count in the job's utilisation and memory
+figures, as an epoch's do; they do not count as re-allocations. The readings of the returned state
+are the profile's forecast for the chosen allocation (as ``JobAllocationEnv.place`` sets them) with
+the probes' elapsed time and cost, so its severities project the job from the time and money the
+probes spent. ``benchmarks/exploration_overhead.py`` measures what they are worth.
 
 Everything is a pure function of arrays: jit and vmap them.
 """

@@ -1,0 +1,87 @@
+"""A real job's first allocation before it has run an epoch: from a history store, or probe runs.
+
+Two ways for a job with no measured epochs (``LiveJob.epochs_done == 0``), beside the policy's own
+answer (``live.recommend``), which stays the default:
+
+* :func:`history_first_allocation`: the allocation of the nearest record of a history store
+  (``slamorl_jax.history``: the same match the simulated history start makes), clipped to the policy's
+  cluster;
+* :func:`probe_plan`: the probe runs to make first (``env/probes.py``'s default set and fraction, and
+  whether they are worth their time for this job). The user runs them and reports each as the job's
+  ``probes`` (``{"gpus", "cpus", "epoch_time_s"}``, the probe's time over its fraction of an epoch);
+  ``live.recommend`` then feeds them to the job's online model, as the env does, and the policy
+  answers from the corrected forecast.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+
+from slamorl_jax.env.actions import clip_allocation
+from slamorl_jax.env.params import EnvParams, cluster_bounds
+from slamorl_jax.env.probes import PROBE_BUDGET, PROBE_FRACTION, probe_allocations, probes_worth_running
+from slamorl_jax.history.lookup import nearest_record, table_from_records
+from slamorl_jax.history.records import HistoryRecord
+from slamorl_jax.live import LiveJob, check_recommendable, live_state
+
+
+@dataclasses.dataclass(frozen=True)
+class FirstAllocation:
+    """A job's first allocation from a history store, and the record it came from."""
+
+    gpus: int
+    cpus: int
+    distance: float  # history.lookup's distance to the record
+    record: dict[str, Any]
+    source: str = "history"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return dataclasses.asdict(self)
+
+
+def _check_unstarted(job: LiveJob, what: str) -> None:
+    if job.epochs_done > 0:
+        raise ValueError(f"{what} is for a job that has run no epoch yet (epochs_done is {job.epochs_done})")
+
+
+def history_first_allocation(
+    job: LiveJob, records: Sequence[HistoryRecord], params: EnvParams
+) -> FirstAllocation:
+    """The first allocation of ``job`` from the nearest of ``records`` (``ValueError`` for a job that has
+    run epochs, or one ``live.check_recommendable`` refuses)."""
+    _check_unstarted(job, "a history start")
+    check_recommendable(job, params)
+    state = live_state(job, params)
+    index, distance = nearest_record(table_from_records(records), state, params)
+    record = records[int(index)]
+    gpus, cpus = clip_allocation(
+        jnp.int32(record.best_gpus), jnp.int32(record.best_cpus), *cluster_bounds(params)
+    )
+    return FirstAllocation(int(gpus), int(cpus), float(distance), record.as_dict())
+
+
+def probe_plan(job: LiveJob, params: EnvParams) -> dict[str, Any]:
+    """The probe runs ``job`` should make before its first epoch (module docstring)."""
+    _check_unstarted(job, "a probe plan")
+    check_recommendable(job, params)
+    state = live_state(job, params)
+    gpus, cpus = probe_allocations(state, params)
+    worth = bool(probes_worth_running(state, gpus, cpus, params))
+    runs: list[dict[str, Any]] = []
+    for g, c in zip(np.asarray(gpus).tolist(), np.asarray(cpus).tolist(), strict=True):
+        if not any(run["gpus"] == g and run["cpus"] == c for run in runs):
+            runs.append({"gpus": g, "cpus": c, "fraction_of_epoch": PROBE_FRACTION})
+    return {
+        "source": "probe_plan",
+        "probes": runs,
+        "worth_running": worth,
+        "budget": PROBE_BUDGET,
+        "then": "report each run as the job's probes ({gpus, cpus, epoch_time_s = probe time / fraction}) "
+        "and ask again",
+    }
