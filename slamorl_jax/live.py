@@ -301,6 +301,9 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
         time_ref_s=zero,
         cost_ref_usd=zero,
         throughput_ref=f32(reference),
+        shift_kind=i32(0),  # a live job's world changes in its reports, not by a drawn event
+        shift_epoch=i32(job.epochs_total),
+        shift_value=zero,
     )
     metrics = EpochMetrics(
         epoch_time_s=f32(job.last_epoch_time_s),

@@ -25,6 +25,7 @@ from slamorl_jax.env.catalog import gpu_type_index
 from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.params import with_values
+from slamorl_jax.env.shifts import no_shift_probs
 
 NUM_KEYS = 6
 TIME_SLA = SLA_NAMES.index("time")
@@ -62,10 +63,15 @@ def params(env: JobAllocationEnv) -> EnvParams:
 
 @pytest.fixture(scope="module")
 def quiet(params: EnvParams) -> EnvParams:
-    """Defaults without epoch-time and utilisation noise or contention (exact bookkeeping)."""
+    """Defaults without epoch-time and utilisation noise, contention or events (exact bookkeeping)."""
     return validate_params(
         with_values(
-            params, epoch_time_noise=0.0, util_noise=0.0, contention_start_prob=0.0, contention_end_prob=1.0
+            params,
+            epoch_time_noise=0.0,
+            util_noise=0.0,
+            contention_start_prob=0.0,
+            contention_end_prob=1.0,
+            shift_probs=no_shift_probs(),  # no mid-run events (shifts.py)
         )
     )
 

@@ -30,6 +30,7 @@ from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.job_truth import MAX_DEVIATION_SD, true_constants, true_time_ratio
 from slamorl_jax.env.online_model import empty_stats, posterior_deviation, record_epoch
 from slamorl_jax.env.params import with_values
+from slamorl_jax.env.shifts import no_shift_probs
 from slamorl_jax.env.static_allocations import lattice_metrics, search_lattice
 
 NUM_JOBS = 64
@@ -359,6 +360,7 @@ def test_env_learns_the_compute_deviation_on_one_gpu(
             epoch_time_noise=0.0,
             contention_start_prob=0.0,
             contention_end_prob=1.0,
+            shift_probs=no_shift_probs(),  # no slower node or contention spell mid-run
         )
     )
     logits = np.full(env.num_actions, -1e9, np.float32)

@@ -55,6 +55,7 @@ from slamorl_jax.env import draws as d
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS, NUM_TARGETS
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, action_count, run_random_steps
+from slamorl_jax.env.shifts import SHIFT_KINDS
 
 RTOL = 1e-4
 ATOL = 1e-5
@@ -84,6 +85,8 @@ def _case_params() -> dict[str, EnvParams]:
     fractional and zero CPUs per GPU) with other SLA bonuses, and a mixed start of other rates."""
     cases = {}
     for scenario in SCENARIOS:
+        if scenario == "shifting":
+            continue  # the event-* cases below run it, one event kind each
         base = scenario_params(scenario)
         for index, strategy in enumerate(INIT_STRATEGIES):
             cases[f"{scenario}/{strategy}"] = base.replace(init_strategy=jnp.int32(index))
@@ -122,6 +125,12 @@ def _case_params() -> dict[str, EnvParams]:
         )
     )
     cases["mixed-mostly-random"] = with_values(mixed_start, init_mix_probs=[0.05, 0.15, 0.8])
+    # Every mid-run event kind on its own, early in the job, so every trajectory meets it.
+    shifting = with_values(scenario_params("shifting"), init_strategy=INIT_STRATEGIES.index("mixed"))
+    for kind, name in enumerate(SHIFT_KINDS[1:], start=1):
+        cases[f"event-{name}"] = with_values(
+            shifting, shift_probs=np.eye(len(SHIFT_KINDS))[kind], shift_at_low=0.1, shift_at_high=0.3
+        )
     return {name: validate_params(p) for name, p in cases.items()}
 
 

@@ -29,6 +29,7 @@ from slamorl_jax.env import JobAllocationEnv, scenario_params
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.derived import with_derived_tables
 from slamorl_jax.env.params import EnvParams, cluster_bounds, with_values
+from slamorl_jax.env.shifts import no_shift_probs
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.static_allocations import lattice_metrics
 from slamorl_jax.episodes import keep_allocation, run_episodes, with_init_strategy
@@ -208,8 +209,10 @@ def _jobs_of_length(env: JobAllocationEnv, params: EnvParams, n: int, seed: int,
 
 @pytest.fixture(scope="module")
 def base(env: JobAllocationEnv) -> EnvParams:
-    """Mixed jobs (random and preset preferences, all three scenario kinds) starting at the request."""
-    return with_init_strategy(scenario_params("mixed", env.catalog), "requested")
+    """Mixed jobs (random and preset preferences, all three scenario kinds) starting at the request,
+    without mid-run events (the anchor plans the world before them: reachable.py)."""
+    mixed = with_values(scenario_params("mixed", env.catalog), shift_probs=no_shift_probs())
+    return with_init_strategy(mixed, "requested")
 
 
 @pytest.fixture(scope="module")

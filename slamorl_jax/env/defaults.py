@@ -18,7 +18,19 @@ from slamorl_jax.env.params import (
     EnvParams,
     WorkloadParams,
 )
-from slamorl_jax.env.scenario_kinds import kind_preferences
+from slamorl_jax.env.scenario_kinds import (
+    MIXED_OPPOSED_PREFERENCE_PROB,
+    MIXED_RANDOM_PREFERENCE_PROB,
+    kind_preferences,
+    opposed_preferences,
+)
+from slamorl_jax.env.shifts import (
+    DEFAULT_MIXED_SHIFT_PROB,
+    DEFAULT_SHIFT_AT,
+    DEFAULT_SHIFT_SIZE_HIGH,
+    DEFAULT_SHIFT_SIZE_LOW,
+    event_probs,
+)
 
 # Default SLA factor ranges, rows = scenario kind, columns = SLA (objectives.SLA_NAMES):
 # deadline x T_ref, budget x C_ref, throughput x thr_ref, memory x mem_ref, GPU util min, CPU util min.
@@ -114,10 +126,12 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         workload_probs=_f32(np.full(c.num_workloads, 1.0 / c.num_workloads)),
         gpu_type_probs=_f32(np.full(num_types, 1.0 / num_types)),
         scenario_probs=_f32(np.full(NUM_SCENARIO_KINDS, 1.0 / NUM_SCENARIO_KINDS)),
-        random_preference_prob=_f32(0.5),
+        random_preference_prob=_f32(MIXED_RANDOM_PREFERENCE_PROB),
         use_fixed_preference=jnp.asarray(False),
         fixed_preference=_f32([0.4, 0.4, 0.2]),
         kind_preference=_f32(kind_preferences()),
+        opposed_preference_prob=_f32(MIXED_OPPOSED_PREFERENCE_PROB),
+        opposed_preference=_f32(opposed_preferences()),
         sla_factor_low=_f32(DEFAULT_SLA_FACTOR_LOW),
         sla_factor_high=_f32(DEFAULT_SLA_FACTOR_HIGH),
         feasibility_margin=_f32(1.1),
@@ -139,6 +153,11 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         contention_end_prob=_f32(0.25),
         contention_compute_slowdown=_f32(0.3),
         contention_network_slowdown=_f32(2.0),
+        shift_probs=_f32(event_probs(DEFAULT_MIXED_SHIFT_PROB)),
+        shift_at_low=_f32(DEFAULT_SHIFT_AT[0]),
+        shift_at_high=_f32(DEFAULT_SHIFT_AT[1]),
+        shift_size_low=_f32(DEFAULT_SHIFT_SIZE_LOW),
+        shift_size_high=_f32(DEFAULT_SHIFT_SIZE_HIGH),
         adapt_strength=_f32(1.5),
         weights_mode=_i32(WEIGHT_MODES.index("severity")),
         dual_step=_f32(1.0),  # dual_weights.py explains both

@@ -27,7 +27,10 @@ CONTENTION_AT_START = 17
 COMPUTE_DEVIATION = 18  # the job's hidden deviations from its profile (job_truth.py)
 SYNC_DEVIATION = 19
 INIT_MIX = 20  # which start a ``mixed`` initialisation takes
-RESET_DRAWS = 21
+SHIFT_KIND = 21  # the job's mid-run event (shifts.py): its kind, epoch and size
+SHIFT_EPOCH = 22
+SHIFT_SIZE = 23
+RESET_DRAWS = 24
 
 # Step slots.
 EPOCH_NOISE = 0

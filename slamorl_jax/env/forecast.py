@@ -49,6 +49,7 @@ import jax.numpy as jnp
 from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, TARGET_PROFILE_ROWS
 from slamorl_jax.env.job_model import EpochMetrics, allocation_price_per_hour
+from slamorl_jax.env.lookup import take_small
 from slamorl_jax.env.online_model import corrected_epoch_time, posterior_deviation
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
@@ -169,12 +170,15 @@ def candidate_totals(
     now_epoch_s = corrected_epoch_time(
         now.epoch_time_s, now.compute_share, now.sync_share, mu_compute, mu_sync
     )
+    # The table prices the GPU type's list price; a job whose GPU price moved (a price rise,
+    # shifts.py) pays the difference on every GPU (exactly 0 otherwise).
+    price_change = job.profile.gpu_price_per_hour - take_small(params.gpu_price_per_hour, job.gpu_type)
     target_totals = projected_totals(
         state,
         corrected_epoch_time(
             profile["epoch_time_s"], profile["compute_share"], profile["sync_share"], mu_compute, mu_sync
         ),
-        profile["price_per_hour"],
+        profile["price_per_hour"] + price_change * target_gpus.astype(jnp.float32),
         profile["memory_used_gib"],
         profile["gpu_util"],
         profile["cpu_util"],

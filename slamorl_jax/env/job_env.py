@@ -60,7 +60,7 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments.environment import Environment
 
-from slamorl_jax.env import action_sets, spaces
+from slamorl_jax.env import action_sets, shifts, spaces
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.catalog import Catalog, load_catalog
@@ -259,8 +259,9 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             u[d.CONTENTION_SWITCH] >= params.contention_end_prob,
             u[d.CONTENTION_SWITCH] < params.contention_start_prob,
         )
-        m = epoch_metrics(job.constants, gpus, cpus, params, contended)
-        profile_now = epoch_metrics(job.profile, gpus, cpus, params)
+        slowed = jnp.logical_or(contended, shifts.spell_active(job, state.epoch))
+        m = epoch_metrics(job.constants, gpus, cpus, params, slowed)
+        profile_ran = epoch_metrics(job.profile, gpus, cpus, params)
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
         epoch_time = m.epoch_time_s * noise
         pause = jnp.where(
@@ -278,20 +279,33 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             m.cpu_util * working + params.util_noise * (2.0 * u[d.CPU_UTIL_NOISE] - 1.0), 0.0, 1.0
         )
         throughput = job.constants.samples_per_epoch / interval
-        elapsed = state.elapsed_s + interval
-        cost = state.cost_usd + interval_cost
         epoch = state.epoch + 1
+        # The job's mid-run event (shifts.py) happens at the end of this epoch: the world after it
+        # (targets, prices, true compute) and, for a preemption, the allocation it restarts on.
+        fire = shifts.fires(job, epoch)
+        job_after = shifts.shifted_job(job, fire)
+        preempted = jnp.logical_and(fire, job.shift_kind == shifts.PREEMPTION)
+        forced_gpus, forced_cpus = shifts.preempted_allocation(gpus, cpus, job.shift_value, params)
+        moved = jnp.logical_and(preempted, jnp.logical_or(forced_gpus != gpus, forced_cpus != cpus))
+        held_gpus = jnp.where(moved, forced_gpus, gpus)
+        held_cpus = jnp.where(moved, forced_cpus, cpus)
+        profile_now = epoch_metrics(job_after.profile, held_gpus, held_cpus, params)
+        restart = jnp.where(moved, params.reallocation_pause_s, 0.0)
+        restart_cost = restart * profile_now.price_per_hour / 3600.0
+        elapsed = state.elapsed_s + interval + restart
+        cost = state.cost_usd + interval_cost + restart_cost
         readings = epoch_readings(
-            job, m, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch, params,
-            state.multipliers,
+            job_after, m.replace(price_per_hour=profile_now.price_per_hour), epoch_time, throughput,
+            gpu_util, cpu_util, elapsed, cost, epoch, params, state.multipliers,
         )  # fmt: skip
         severities = readings["severities"]
         terminated = epoch >= job.epochs
         next_state = state.replace(
+            job=job_after,
             steps=state.steps + 1,
             epoch=epoch,
-            gpus=gpus,
-            cpus=cpus,
+            gpus=held_gpus,
+            cpus=held_cpus,
             contended=contended,
             elapsed_s=elapsed,
             cost_usd=cost,
@@ -305,9 +319,9 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             model_stats=record_epoch(
                 state.model_stats,
                 epoch_time,
-                profile_now.epoch_time_s,
-                profile_now.compute_share,
-                profile_now.sync_share,
+                profile_ran.epoch_time_s,
+                profile_ran.compute_share,
+                profile_ran.sync_share,
             ),
         )
         figures = episode_figures(next_state)
@@ -317,8 +331,8 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         ) + params.all_slas_bonus * figures["all_slas_met"].astype(jnp.float32)
         reward = jnp.stack(
             [
-                -jnp.minimum(interval / job.time_ref_s, params.reward_clip),
-                -jnp.minimum(interval_cost / job.cost_ref_usd, params.reward_clip),
+                -jnp.minimum((interval + restart) / job.time_ref_s, params.reward_clip),
+                -jnp.minimum((interval_cost + restart_cost) / job.cost_ref_usd, params.reward_clip),
                 -jnp.mean(severities) / epochs_f + jnp.where(terminated, completion, 0.0),
             ]
         ).astype(jnp.float32)

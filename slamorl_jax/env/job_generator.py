@@ -14,6 +14,7 @@ from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants
 from slamorl_jax.env.job_truth import deviation_draws, true_constants, true_time_ratio
 from slamorl_jax.env.lookup import take_small, unpack_row
 from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, EnvParams, max_gpus
+from slamorl_jax.env.shifts import draw_shift
 from slamorl_jax.env.state import JobSpec, SlaTargets
 
 
@@ -73,15 +74,23 @@ def job_table(params: EnvParams) -> dict:
 
 
 def sample_preference(u: tuple[jax.Array, ...], kind: jax.Array, params: EnvParams) -> jax.Array:
-    """The job's preference: fixed, uniform on the simplex, or the scenario kind's preset."""
+    """The job's preference: fixed, else uniform on the simplex (``random_preference_prob``), the
+    scenario kind's opposed preference (the next ``opposed_preference_prob``) or its preset, all
+    from one uniform."""
     random_pref = d.uniform_simplex(*(u[i] for i in d.PREFERENCE))
     preset = take_small(params.kind_preference, kind)
+    opposed = take_small(params.opposed_preference, kind)
     use_random = u[d.RANDOM_PREFERENCE] < params.random_preference_prob
+    use_opposed = u[d.RANDOM_PREFERENCE] < params.random_preference_prob + params.opposed_preference_prob
     fixed = params.fixed_preference / jnp.sum(params.fixed_preference)
     return jnp.stack(
         [
-            jnp.where(params.use_fixed_preference, fixed[i], jnp.where(use_random, r, p))
-            for i, (r, p) in enumerate(zip(random_pref, preset, strict=True))
+            jnp.where(
+                params.use_fixed_preference,
+                fixed[i],
+                jnp.where(use_random, r, jnp.where(use_opposed, o, p)),
+            )
+            for i, (r, o, p) in enumerate(zip(random_pref, opposed, preset, strict=True))
         ]
     )
 
@@ -124,11 +133,11 @@ def sample_job_row(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> t
     high = take_small(params.sla_factor_high, kind)
     f = [lo + (hi - lo) * u[i] for lo, hi, i in zip(low, high, d.SLA_FACTORS, strict=True)]
     margin = params.feasibility_margin
+    deadline_floor = margin * epochs_f * true_fastest_epoch
+    budget_floor = margin * epochs_f * row["cheapest_epoch"] * ratio_cheapest
     targets = SlaTargets(
-        deadline_s=jnp.maximum(f[0] * expected_time, margin * epochs_f * true_fastest_epoch),
-        budget_usd=jnp.maximum(
-            f[1] * expected_cost, margin * epochs_f * row["cheapest_epoch"] * ratio_cheapest
-        ),
+        deadline_s=jnp.maximum(f[0] * expected_time, deadline_floor),
+        budget_usd=jnp.maximum(f[1] * expected_cost, budget_floor),
         min_throughput=jnp.minimum(
             f[2] * expected.throughput, profile.samples_per_epoch / true_fastest_epoch / margin
         ),
@@ -137,6 +146,9 @@ def sample_job_row(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> t
         min_cpu_util=f[5],
     )
     time_ref = expected_time * ratio_request
+    shift_kind, shift_epoch, shift_value = draw_shift(
+        u, epochs, targets.deadline_s, targets.budget_usd, deadline_floor, budget_floor, params
+    )
     job = JobSpec(
         workload=workload,
         gpu_type=gpu_type,
@@ -152,6 +164,9 @@ def sample_job_row(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> t
         time_ref_s=time_ref,
         cost_ref_usd=time_ref * expected.price_per_hour / 3600.0,
         throughput_ref=expected.throughput,
+        shift_kind=shift_kind,
+        shift_epoch=shift_epoch,
+        shift_value=shift_value,
     )
     return job, row
 

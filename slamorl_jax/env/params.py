@@ -84,6 +84,8 @@ class EnvParams:
     use_fixed_preference: jax.Array  # bool: every job gets ``fixed_preference``
     fixed_preference: jax.Array  # (3,) time, cost, sla
     kind_preference: jax.Array  # (3, 3) preset preference of each scenario kind (scenarios.py)
+    opposed_preference_prob: jax.Array  # chance of the kind's opposed preference (``conflict``)
+    opposed_preference: jax.Array  # (3, 3) per kind: the preference that opposes its tight SLA
     sla_factor_low: jax.Array  # (3, 6) per scenario kind and SLA
     sla_factor_high: jax.Array  # (3, 6)
     feasibility_margin: jax.Array  # deadline/budget >= margin x fastest/cheapest static job
@@ -110,6 +112,12 @@ class EnvParams:
     contention_end_prob: jax.Array  # per epoch, contended -> uncontended
     contention_compute_slowdown: jax.Array  # compute time x (1 + this) under contention
     contention_network_slowdown: jax.Array  # inter-node sync x (1 + this) under contention
+    # Mid-run events (shifts.py): one per job at most.
+    shift_probs: jax.Array  # (7,) over shifts.SHIFT_KINDS (first: none)
+    shift_at_low: jax.Array  # the event's epoch, as a fraction of the job's epochs
+    shift_at_high: jax.Array
+    shift_size_low: jax.Array  # (7,) per kind
+    shift_size_high: jax.Array  # (7,)
     # Objectives.
     adapt_strength: jax.Array  # eta of adaptive_weights.adapt; 0 = static weights
     weights_mode: jax.Array  # int32 index into WEIGHT_MODES (dual_weights.py)

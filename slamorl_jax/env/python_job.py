@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from slamorl_jax.env import draws as d
+from slamorl_jax.env import shifts
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_TARGET_CPUS_PER_GPU, NUM_TARGETS
 from slamorl_jax.env.actions import CPU_STEP_DELTAS, GPU_DELTAS
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
@@ -122,6 +123,11 @@ def _cpu_supply(cpus_per_gpu: float, c_sat: float, p: float) -> float:
     return math.exp(-math.log1p((c_sat / max(cpus_per_gpu, 1e-6)) ** p) / p)
 
 
+def _round_half_even(x: float) -> int:
+    """``x`` rounded to the nearest integer, halves to even (as ``jnp.round``)."""
+    return round(float(x))
+
+
 def _clip(v: dict[str, Any], gpus: int, cpus: int) -> tuple[int, int]:
     """Allocation clipped to the cluster of ``v``, CPUs snapped down to the ``cpu_step`` lattice."""
     step = v["cpu_step"]
@@ -177,6 +183,8 @@ class HostParams:
     cpus_per_gpu_cdf: tuple[float, ...]
     init_mix_cdf: tuple[float, ...]
     kind_preferences: tuple[tuple[float, ...], ...]
+    opposed_preferences: tuple[tuple[float, ...], ...]
+    shift_cdf: tuple[float, ...]
     fixed_preference: tuple[float, ...]  # normalised in float32
     contention_stationary: float  # float32, as the JAX reset compares it
     targets: tuple[tuple[int, int], ...]  # clipped (GPUs, CPUs) of every absolute target, GPU-major
@@ -241,6 +249,8 @@ class HostParams:
             cpus_per_gpu_cdf=_cdf_thresholds(params.requested_cpus_per_gpu_probs),
             init_mix_cdf=_cdf_thresholds(params.init_mix_probs),
             kind_preferences=tuple(tuple(row) for row in v["kind_preference"]),
+            opposed_preferences=tuple(tuple(row) for row in v["opposed_preference"]),
+            shift_cdf=_cdf_thresholds(params.shift_probs),
             fixed_preference=tuple((fixed / np.sum(fixed, dtype=np.float32)).tolist()),
             contention_stationary=float(start / max(start + end, np.float32(1e-9))),
             targets=targets,
@@ -271,6 +281,7 @@ class Job:
     time_ref_s: float
     cost_ref_usd: float
     throughput_ref: float
+    shift: tuple[int, int, float]  # the mid-run event: kind, epoch it happens after, value (shifts.py)
 
 
 def _floats(u: Sequence[float] | Any) -> list[float]:
@@ -525,12 +536,61 @@ class PythonJob:
         elif u[d.RANDOM_PREFERENCE] < v["random_preference_prob"]:
             low, high = sorted(u[i] for i in d.PREFERENCE)
             preference = (low, high - low, 1.0 - high)
+        elif u[d.RANDOM_PREFERENCE] < np.float32(v["random_preference_prob"]) + np.float32(
+            v["opposed_preference_prob"]
+        ):
+            preference = p.opposed_preferences[kind]
         else:
             preference = p.kind_preferences[kind]
+        shift = self._draw_shift(u, epochs, targets[0], targets[1], margin * epochs * true_fastest,
+                                 margin * epochs * true_cheapest)  # fmt: skip
         return Job(
             workload, gpu_type, kind, epochs, truth, profile, deviation, requested, tuple(preference),
-            targets, time_ref, time_ref * price / 3600.0, throughput,
+            targets, time_ref, time_ref * price / 3600.0, throughput, shift,
         )  # fmt: skip
+
+    def _draw_shift(
+        self, u: list[float], epochs: int, deadline: float, budget: float, deadline_floor: float,
+        budget_floor: float,
+    ) -> tuple[int, int, float]:  # fmt: skip
+        """The job's mid-run event (``shifts.draw_shift``): kind, epoch it happens after, value."""
+        v = self._v
+        kind = _categorical(u[d.SHIFT_KIND], self.params.shift_cdf)
+        low = max(_round_half_even(np.float32(v["shift_at_low"]) * np.float32(epochs)), 1)
+        high = max(_round_half_even(np.float32(v["shift_at_high"]) * np.float32(epochs)), low)
+        at = _uniform_int(u[d.SHIFT_EPOCH], low, high)
+        size_low, size_high = v["shift_size_low"][kind], v["shift_size_high"][kind]
+        size = size_low + (size_high - size_low) * u[d.SHIFT_SIZE]
+        if kind == shifts.DEADLINE_CUT:
+            return kind, at, min(deadline, max(size * deadline, deadline_floor))
+        if kind == shifts.BUDGET_CUT:
+            return kind, at, min(budget, max(size * budget, budget_floor))
+        return kind, at, size
+
+    def _event_fires(self, epoch_after: int) -> bool:
+        """Whether the job's event happens at the end of the epoch that reaches ``epoch_after``."""
+        kind, at, _ = self.job.shift
+        return kind != shifts.NONE and at < self.job.epochs and epoch_after == at
+
+    def _shift_job(self) -> None:
+        """Apply the job's event to its world (``shifts.shifted_job``): targets, prices, compute."""
+        job = self.job
+        kind, _, value = job.shift
+        if kind == shifts.SLOW_NODE:
+            job.constants = dataclasses.replace(job.constants, compute_s=job.constants.compute_s * value)
+        elif kind == shifts.PRICE_RISE:
+            job.constants = dataclasses.replace(job.constants, gpu_price=job.constants.gpu_price * value)
+            job.profile = dataclasses.replace(job.profile, gpu_price=job.profile.gpu_price * value)
+        elif kind in (shifts.DEADLINE_CUT, shifts.BUDGET_CUT):
+            targets = list(job.targets)
+            targets[0 if kind == shifts.DEADLINE_CUT else 1] = value
+            job.targets = tuple(targets)
+
+    def _preempted_allocation(self, gpus: int, cpus: int, keep_share: float) -> tuple[int, int]:
+        """Where a preemption restarts the job (``shifts.preempted_allocation``)."""
+        new_gpus = max(math.floor(keep_share * gpus), 1)
+        step = self._v["cpu_step"]
+        return self._clip_allocation(new_gpus, _round_half_even(cpus / gpus * new_gpus / step) * step)
 
     def _initial_allocation(self, u: list[float]) -> tuple[int, int]:
         """Allocation at the first epoch by the init strategy (``params.INIT_STRATEGIES`` order)."""
@@ -615,8 +675,11 @@ class PythonJob:
             contended = switch >= v["contention_end_prob"]
         else:
             contended = switch < v["contention_start_prob"]
-        # The job runs on its true constants; the agent's model keeps the profile's forecast.
-        m = self._epoch_metrics(job.constants, gpus, cpus, contended)
+        # The job runs on its true constants; the agent's model keeps the profile's forecast. A
+        # contention spell (shifts.py) slows every epoch after its event.
+        kind, at, shift_value = job.shift
+        spell = kind == shifts.CONTENTION and at < job.epochs and self.epoch >= at
+        m = self._epoch_metrics(job.constants, gpus, cpus, contended or spell)
         base_time, _, gpu_util, cpu_util, memory, _, price, _, _ = m
         profile_now = self._epoch_metrics(job.profile, gpus, cpus, False)
         epoch_time = base_time * math.exp(v["epoch_time_noise"] * _logistic(u[d.EPOCH_NOISE]))
@@ -632,20 +695,35 @@ class PythonJob:
         gpu_util = _unit(gpu_util * working + noise * (2.0 * u[d.GPU_UTIL_NOISE] - 1.0))
         cpu_util = _unit(cpu_util * working + noise * (2.0 * u[d.CPU_UTIL_NOISE] - 1.0))
         throughput = job.constants.samples_per_epoch / interval
-        elapsed = self.elapsed_s + interval
-        cost = self.cost_usd + interval_cost
         epoch = self.epoch + 1
+        # The job's event happens at the end of this epoch; a preemption restarts it elsewhere.
+        fire = self._event_fires(epoch)
+        if fire:
+            self._shift_job()
+        held, restart, restart_cost = (gpus, cpus), 0.0, 0.0
+        profile_ran, profile_held = profile_now, profile_now
+        if fire and kind == shifts.PREEMPTION:
+            held = self._preempted_allocation(gpus, cpus, shift_value)
+            if held != (gpus, cpus):
+                profile_held = self._epoch_metrics(job.profile, *held, False)
+                restart = v["reallocation_pause_s"]
+                restart_cost = restart * profile_held[6] / 3600.0
+        elif fire and kind == shifts.PRICE_RISE:
+            profile_held = self._epoch_metrics(job.profile, gpus, cpus, False)
+        elapsed = self.elapsed_s + interval + restart
+        cost = self.cost_usd + interval_cost + restart_cost
         step_weights = self.weights
-        self._take_readings(m, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch)
+        readings = (*m[:6], profile_held[6], *m[7:])  # the price from now on
+        self._take_readings(readings, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch)
         self.steps += 1
-        self.epoch, self.gpus, self.cpus, self.contended = epoch, gpus, cpus, contended
+        self.epoch, (self.gpus, self.cpus), self.contended = epoch, held, contended
         self.elapsed_s, self.cost_usd = elapsed, cost
         self.gpu_busy_s += gpu_util * interval
         self.cpu_busy_s += cpu_util * interval
         self.peak_memory_gib = max(self.peak_memory_gib, memory)
         self.reallocations += changed
-        self.profile_now = profile_now
-        self._record_epoch(epoch_time, profile_now[0], profile_now[7], profile_now[8])
+        self.profile_now = profile_held
+        self._record_epoch(epoch_time, profile_ran[0], profile_ran[7], profile_ran[8])
         severities = self.severities
         mean_severity = sum(severities) / len(severities)
         self.severity_sum += mean_severity
@@ -657,8 +735,8 @@ class PythonJob:
             sla_reward += v["sla_met_bonus"] * sum(met) + (v["all_slas_bonus"] if all(met) else 0.0)
         clip = v["reward_clip"]
         reward = (
-            -min(interval / job.time_ref_s, clip),
-            -min(interval_cost / job.cost_ref_usd, clip),
+            -min((interval + restart) / job.time_ref_s, clip),
+            -min((interval_cost + restart_cost) / job.cost_ref_usd, clip),
             sla_reward,
         )
         info["step_weights"] = step_weights
@@ -759,9 +837,13 @@ class PythonJob:
         totals = []  # (total time, total cost, SLAs met of 6, smallest relative margin of those checks)
         entries = [*zip(self.params.targets, self._target_metrics[(job.workload, job.gpu_type)], strict=True),
                    ((gpus_now, cpus_now), self.profile_now)]  # fmt: skip
+        # The target table prices the GPU type's list price; a price rise adds the difference per GPU.
+        price_change = job.profile.gpu_price - v["gpu_price_per_hour"][job.gpu_type]
         epoch_s = 0.0
         for (gpus, cpus), m in entries:
             epoch_time, _, gpu_util, cpu_util, memory, _, price, s, q = m
+            if price_change and len(totals) < NUM_TARGETS:
+                price = float(np.float32(price) + np.float32(price_change) * np.float32(gpus))
             pause = pause_gpu if gpus != gpus_now else (pause_cpu if cpus != cpus_now else 0.0)
             epoch_s = epoch_time * math.exp(s * mu_compute + q * mu_sync)  # the online model's
             work = left * epoch_s
@@ -838,6 +920,7 @@ class PythonJob:
                 "sync_local_beta_s": c.sync_local[1],
                 "sync_node_alpha_s": c.sync_node[0],
                 "sync_node_beta_s": c.sync_node[1],
+                "gpu_price_per_hour": c.gpu_price,
             }
 
         return {
@@ -856,6 +939,9 @@ class PythonJob:
                 "time_ref_s": job.time_ref_s,
                 "cost_ref_usd": job.cost_ref_usd,
                 "throughput_ref": job.throughput_ref,
+                "shift_kind": job.shift[0],
+                "shift_epoch": job.shift[1],
+                "shift_value": job.shift[2],
             },
             **{name: getattr(self, name) for name in _STATE_FIELDS},
             "profile_now": dict(zip(METRIC_NAMES, self.profile_now, strict=True)),

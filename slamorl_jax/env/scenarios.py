@@ -24,17 +24,23 @@ at once is not guaranteed; ``slamorl_jax.env.feasibility`` measures how often it
 Named scenarios (``scenario_params(name)``):
 
 * ``deadline-critical``, ``budget-constrained``, ``balanced``: only that kind, its preset preference.
-* ``mixed`` (training default): the three kinds with equal probability, and with probability 0.5
-  a preference drawn uniformly from the simplex instead of the kind's preset.
+* ``mixed`` (training default): the three kinds with equal probability; the preference is drawn
+  uniformly from the simplex with probability 0.4, is the kind's *opposed* preference (as in
+  ``conflict``) with probability 0.2, else the kind's preset; 30 % of jobs meet one mid-run event
+  (``shifts.py``, the six kinds equally likely).
 * ``conflict``: the user's preference opposes the tight SLA, both directions with equal
   probability: the ``deadline-critical`` kind's SLAs (tight deadline, loose budget) with the ``cost``
   preference, and the ``budget-constrained`` kind's (tight budget, loose deadline) with the ``time``
-  preference. Only the preset preference of each kind changes (``EnvParams.kind_preference``); the
-  SLA ranges and the feasibility floors are those kinds' own, so its jobs are exactly as feasible
+  preference (``EnvParams.opposed_preference``, ``scenario_kinds.OPPOSED_PREFERENCES``). The SLA
+  ranges and the feasibility floors are those kinds' own, so its jobs are exactly as feasible
   (``python -m slamorl_jax.env.feasibility``), and a job's ``scenario`` field names the kind whose
   SLAs it drew. Tilting towards the preferred objective here costs SLAs; adaptive weights are
-  meant to notice. Not part of ``mixed``: adding it changes the training distribution, so the
-  shipped policies would have to be retrained.
+  meant to notice.
+* ``shifting``: the three kinds with equal probability and their preset preferences, and every job
+  meets one mid-run event (``shifts.py``: a long contention spell, a slower node, a price rise, a
+  deadline moved earlier, a budget cut or a preemption, equally likely) at an epoch between 20 %
+  and 70 % of its run. Evaluation anchors it with the re-planning oracle, which knows the event in
+  advance (``evaluation/replanning.py``).
 """
 
 from __future__ import annotations
@@ -45,10 +51,17 @@ from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.defaults import default_params
 from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.params import EnvParams, with_values
-from slamorl_jax.env.scenario_kinds import KIND_PREFERENCES, SCENARIO_KINDS, kind_preferences
+from slamorl_jax.env.scenario_kinds import (
+    KIND_PREFERENCES,
+    MIXED_OPPOSED_PREFERENCE_PROB,
+    MIXED_RANDOM_PREFERENCE_PROB,
+    SCENARIO_KINDS,
+    kind_preferences,
+)
+from slamorl_jax.env.shifts import DEFAULT_MIXED_SHIFT_PROB, event_probs, no_shift_probs
 
 __all__ = [
-    "CONFLICT_PREFERENCES",
+    "CONFLICT_KINDS",
     "KIND_PREFERENCES",
     "SCENARIOS",
     "SCENARIO_KINDS",
@@ -59,9 +72,9 @@ __all__ = [
     "with_scenario",
 ]
 
-SCENARIOS = (*SCENARIO_KINDS, "mixed", "conflict")
-# ``conflict``: (kind, preference that opposes its tight SLA) for the two kinds it draws.
-CONFLICT_PREFERENCES = (("deadline-critical", "cost"), ("budget-constrained", "time"))
+SCENARIOS = (*SCENARIO_KINDS, "mixed", "conflict", "shifting")
+# The two kinds ``conflict`` draws (each with the preference that opposes its tight SLA).
+CONFLICT_KINDS = ("deadline-critical", "budget-constrained")
 
 
 def check_scenario(name: str) -> str:
@@ -74,22 +87,28 @@ def check_scenario(name: str) -> str:
 def with_scenario(params: EnvParams, name: str) -> EnvParams:
     """``params`` with the job generator set to the named scenario."""
     check_scenario(name)
-    presets = kind_preferences()
-    if name == "mixed":
-        probs = np.full(len(SCENARIO_KINDS), 1.0 / len(SCENARIO_KINDS), dtype=np.float32)
-        random_preference = 0.5
+    probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
+    random_preference, opposed, shifts = 0.0, 0.0, no_shift_probs()
+    if name in ("mixed", "shifting"):
+        probs[:] = 1.0 / len(SCENARIO_KINDS)
     elif name == "conflict":
-        probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
-        for kind, preference in CONFLICT_PREFERENCES:
-            probs[SCENARIO_KINDS.index(kind)] = 1.0 / len(CONFLICT_PREFERENCES)
-            presets[SCENARIO_KINDS.index(kind)] = preference_vector(preference)
-        random_preference = 0.0
+        for kind in CONFLICT_KINDS:
+            probs[SCENARIO_KINDS.index(kind)] = 1.0 / len(CONFLICT_KINDS)
+        opposed = 1.0
     else:
-        probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
         probs[SCENARIO_KINDS.index(name)] = 1.0
-        random_preference = 0.0
+    if name == "mixed":
+        random_preference, opposed = MIXED_RANDOM_PREFERENCE_PROB, MIXED_OPPOSED_PREFERENCE_PROB
+        shifts = event_probs(DEFAULT_MIXED_SHIFT_PROB)
+    elif name == "shifting":
+        shifts = event_probs(1.0)
     return with_values(
-        params, scenario_probs=probs, random_preference_prob=random_preference, kind_preference=presets
+        params,
+        scenario_probs=probs,
+        random_preference_prob=random_preference,
+        opposed_preference_prob=opposed,
+        kind_preference=kind_preferences(),
+        shift_probs=shifts,
     )
 
 

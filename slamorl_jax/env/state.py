@@ -53,6 +53,11 @@ class JobSpec:
     time_ref_s: jax.Array  # true job time at the requested allocation (noise- and contention-free)
     cost_ref_usd: jax.Array  # the same in dollars (reward scale and evaluation reference)
     throughput_ref: jax.Array  # samples/s the profile forecasts at the request (agent-visible)
+    # The job's mid-run event (shifts.py; kind 0 = none): it happens at the end of epoch
+    # ``shift_epoch`` and sets ``shift_value`` (a new deadline or budget, or a factor / share).
+    shift_kind: jax.Array  # int32 index into shifts.SHIFT_KINDS
+    shift_epoch: jax.Array  # int32
+    shift_value: jax.Array
 
 
 @struct.dataclass

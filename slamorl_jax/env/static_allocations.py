@@ -47,10 +47,18 @@ def full_lattice(params: EnvParams) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(gpus, dtype=np.int32), np.asarray(cpus, dtype=np.int32)
 
 
-def lattice_metrics(job: JobConstants, gpus: jax.Array, cpus: jax.Array, params: EnvParams) -> EpochMetrics:
-    """Noise-free metrics of every job in ``job`` (leading axes) on every lattice point (trailing)."""
+def lattice_metrics(
+    job: JobConstants,
+    gpus: jax.Array,
+    cpus: jax.Array,
+    params: EnvParams,
+    contended: jax.Array | bool = False,
+) -> EpochMetrics:
+    """Noise-free metrics of every job in ``job`` (leading axes) on every lattice point (trailing),
+    uncontended unless ``contended`` (per job)."""
     expand = jax.tree.map(lambda x: jnp.asarray(x)[(...,) + (None,) * gpus.ndim], job)
-    return epoch_metrics(expand, gpus, cpus, params)
+    contended = jnp.asarray(contended)[(...,) + (None,) * gpus.ndim]
+    return epoch_metrics(expand, gpus, cpus, params, contended)
 
 
 def fastest_and_cheapest_epoch(

@@ -25,6 +25,7 @@ from slamorl_jax.env.params import (
     WEIGHT_MODES,
     EnvParams,
 )
+from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, PREEMPTION
 
 INF = float("inf")
 
@@ -44,6 +45,7 @@ SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
     "vcpu_price_per_hour": (0.0, 1e4, False),
     "gib_price_per_hour": (0.0, 1e4, False),
     "random_preference_prob": (0.0, 1.0, False),
+    "opposed_preference_prob": (0.0, 1.0, False),
     "fixed_preference": (0.0, 1.0, False),
     "sla_factor_low": (0.0, 1e3, False),
     "sla_factor_high": (0.0, 1e3, False),
@@ -59,6 +61,10 @@ SCALAR_RANGES: dict[str, tuple[float, float, bool]] = {
     "contention_end_prob": (0.0, 1.0, False),
     "contention_compute_slowdown": (0.0, 100.0, False),
     "contention_network_slowdown": (0.0, 100.0, False),
+    "shift_at_low": (0.0, 1.0, False),
+    "shift_at_high": (0.0, 1.0, False),
+    "shift_size_low": (0.0, 100.0, False),
+    "shift_size_high": (0.0, 100.0, False),
     "adapt_strength": (0.0, 100.0, False),
     "weights_mode": (0, len(WEIGHT_MODES) - 1, True),
     "dual_step": (0.0, 100.0, False),
@@ -81,6 +87,8 @@ PROBABILITY_FIELDS = (
     "requested_cpus_per_gpu_probs",
     "init_mix_probs",
     "kind_preference",  # each kind's preset preference: a row on the simplex
+    "opposed_preference",
+    "shift_probs",
 )
 WORKLOAD_RANGES: dict[str, tuple[float, float, bool]] = {
     "samples_per_epoch": (1.0, 1e12, False),
@@ -110,6 +118,10 @@ FIXED_SHAPES: dict[str, tuple[int, ...]] = {
     "target_cpus_per_gpu": (NUM_TARGET_CPUS_PER_GPU,),
     "init_mix_probs": (len(MIXED_INIT_STRATEGIES),),
     "kind_preference": (NUM_SCENARIO_KINDS, NUM_OBJECTIVES),
+    "opposed_preference": (NUM_SCENARIO_KINDS, NUM_OBJECTIVES),
+    "shift_probs": (NUM_SHIFT_KINDS,),
+    "shift_size_low": (NUM_SHIFT_KINDS,),
+    "shift_size_high": (NUM_SHIFT_KINDS,),
 }
 
 
@@ -150,6 +162,16 @@ def validate_params(params: EnvParams) -> EnvParams:
     _check_probabilities("workloads.requested_gpu_probs", workloads["requested_gpu_probs"])
     if np.any(workloads["epochs_min"] > workloads["epochs_max"]):
         raise ValueError("EnvParams.workloads.epochs_min must not exceed epochs_max")
+    if np.any(host["random_preference_prob"] + host["opposed_preference_prob"] > 1.0 + 1e-6):
+        raise ValueError("EnvParams.random_preference_prob + opposed_preference_prob must not exceed 1")
+    if np.any(host["shift_at_low"] > host["shift_at_high"]):
+        raise ValueError("EnvParams.shift_at_low must not exceed shift_at_high")
+    if np.any(host["shift_size_low"] > host["shift_size_high"]):
+        raise ValueError("EnvParams.shift_size_low must not exceed shift_size_high")
+    if np.any(host["shift_size_low"][..., PREEMPTION] <= 0) or np.any(
+        host["shift_size_high"][..., PREEMPTION] > 1
+    ):
+        raise ValueError("EnvParams.shift_size_* of a preemption (the share of GPUs kept) must lie in (0, 1]")
     if np.any(host["sla_factor_low"] > host["sla_factor_high"]):
         raise ValueError("EnvParams.sla_factor_low must not exceed sla_factor_high")
     if host["sla_factor_low"][:, :4].min() <= 0:

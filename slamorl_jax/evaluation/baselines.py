@@ -17,8 +17,9 @@ A start rule is ``rule(state, params) -> (gpus, cpus)`` for one fresh job (``epi
   static choice, and the best an agent that never measured the job could do with one allocation.
 
 The oracle knows the simulator's noise-free model of the job: over every allocation of the lattice
-it computes the job's expected total time and cost (epochs x epoch time, no pauses), throughput,
-memory and utilisations, and picks the allocation that meets the most of the six job-level SLAs,
+it computes the job's expected total time and cost (epochs x epoch time, no pauses; with a mid-run
+event, ``env/shifts.py``, the run through it: ``env/plans.py``), throughput, memory and utilisations,
+and picks the allocation that meets the most of the six job-level SLAs,
 ties broken by the lowest preference-weighted time and cost relative to the request,
 ``(w_time T / T_ref + w_cost C / C_ref) / (w_time + w_cost)``. It does not see the epoch noise or
 the contention of the actual run, so a policy can beat it on a job, but not on average by much.
@@ -33,8 +34,9 @@ import jax.numpy as jnp
 
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.params import EnvParams, max_gpus
+from slamorl_jax.env.plans import best_index, plan_outcomes
 from slamorl_jax.env.state import EnvState
-from slamorl_jax.env.static_allocations import full_lattice, lattice_metrics
+from slamorl_jax.env.static_allocations import full_lattice
 
 # Thresholds and steps of the reference code's heuristic (utilisation as a fraction, CPUs as counts).
 HEURISTIC_TIME_UTIL = 0.70  # time: scale up when the GPUs are busier than this
@@ -116,9 +118,7 @@ class BestStatic:
         """The job's best static allocation."""
         gpus = jnp.asarray(self.gpus, jnp.int32)
         cpus = jnp.asarray(self.cpus, jnp.int32)
-        met, objective = expected_static_outcomes(state, gpus, cpus, params)
-        sla_count = jnp.sum(met.astype(jnp.int32), axis=0)
-        best = jnp.argmin(jnp.where(sla_count == jnp.max(sla_count), objective, jnp.inf))
+        best = best_index(*expected_static_outcomes(state, gpus, cpus, params))
         return gpus[best], cpus[best]
 
 
@@ -143,24 +143,6 @@ def expected_static_outcomes(
 ) -> tuple[jax.Array, jax.Array]:
     """For one job and allocations ``(gpus, cpus)`` (shape ``[L]``): the six job-level SLA checks of
     a noise-free static run (``[6, L]``) and the preference-weighted time and cost relative to the
-    request (``[L]``)."""
-    job = state.job
-    targets = job.sla_targets
-    m = lattice_metrics(job.constants, gpus, cpus, params)
-    total_time = job.epochs.astype(jnp.float32) * m.epoch_time_s
-    total_cost = total_time * m.price_per_hour / 3600.0
-    met = jnp.stack(
-        [
-            total_time <= targets.deadline_s,
-            total_cost <= targets.budget_usd,
-            m.throughput >= targets.min_throughput,
-            m.memory_used_gib <= targets.max_memory_gib,
-            m.gpu_util >= targets.min_gpu_util,
-            m.cpu_util >= targets.min_cpu_util,
-        ]
-    )
-    w_time, w_cost = job.preference[0], job.preference[1]
-    objective = (w_time * total_time / job.time_ref_s + w_cost * total_cost / job.cost_ref_usd) / jnp.maximum(
-        w_time + w_cost, 1e-9
-    )
-    return met, objective
+    request (``[L]``). A job with a mid-run event (``env/shifts.py``) meets it: the static run holds
+    its allocation through it (``plans.plan_outcomes`` without a move)."""
+    return plan_outcomes(state.job, gpus, cpus, gpus, cpus, False, params)

@@ -55,8 +55,10 @@ of 2,048 jobs take about 0.11 s, and a run of the anchor 0.21 s against 0.04 s f
 start rule) picks the destination and ``act`` takes the move toward it from the env's current
 allocation. The actions do not depend on noise, so the run follows the planned trajectory exactly;
 only its times and costs carry the run's noise and contention (common random numbers with the
-other methods). The anchor does not see the noise, so a policy can beat it on a job; and the
-family is not every sequence of moves (a walk moves diagonally first and never waits, turns back,
+other methods). It plans the job's world as it is at the start: a job's mid-run event
+(``env/shifts.py``; ``mixed`` and ``shifting``) is not in its model, so there it is the best walk
+for a world that stays as it was (``replanning.py`` is the anchor that knows the events).
+The anchor does not see the noise, so a policy can beat it on a job; and the family is not every sequence of moves (a walk moves diagonally first and never waits, turns back,
 or stops part-way to move on later), so the exhaustive optimum over the ``9^E`` move sequences
 can be better: on 2- and 3-epoch jobs the anchor attains it on about 98 % and 93 % of jobs
 (``tests/test_reachable.py``, which measures it by brute force).

@@ -32,6 +32,7 @@ from slamorl_jax.evaluation.methods import (
     run_method,
 )
 from slamorl_jax.evaluation.reachable import BestReachable
+from slamorl_jax.evaluation.replanning import Replanning
 from slamorl_jax.quality_bar import greedy_policy, objective
 
 HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
@@ -39,6 +40,10 @@ ORACLE = "best_static_oracle"
 PROFILE_ORACLE = "best_static_profile"
 FRONT_STATIC = ("static_request", "static_min", "static_max")
 PER_WORKLOAD_METHODS = ("policy", "static_request", ORACLE, REACHABLE)
+REPLANNING = "replanning_oracle"
+REPLANNING_DESCRIPTION = (
+    "re-planning oracle: knows the job's mid-run event and moves once after it (scenarios with events)"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,13 +88,17 @@ def run_suite(
     reachable = BestReachable.for_params(base)
     profile_oracle = ProfileBestStatic(oracle)
     methods = policy_methods(greedy, oracle) + compared + baseline_methods(oracle, reachable, profile_oracle)
+    replanning = Method(
+        REPLANNING, REPLANNING_DESCRIPTION, start=Replanning(oracle), controller=Replanning(oracle)
+    )
     keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
     results: Results = {}
     for scenario in config.scenarios:
         params = with_scenario(base, scenario)
         results[scenario] = {}
-        for method in methods:
+        with_events = float(np.asarray(params.shift_probs)[0]) < 1.0
+        for method in methods + ((replanning,) if with_events else ()):
             progress(f"{scenario}: {method.name}")
             results[scenario][method.name] = run_method(
                 env, params, method, keys, config.episodes, policy.params
@@ -98,7 +107,11 @@ def run_suite(
     payload = {
         "config": {**dataclasses.asdict(config), "checkpoint_step": policy.step},
         "machine": f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs",
-        "methods": {m.name: m.description for m in methods},
+        "methods": {
+            m.name: m.description
+            for m in (*methods, replanning)
+            if any(m.name in by_method for by_method in results.values())
+        },
         "summaries": {
             scenario: {name: summarise_episodes(figures) for name, figures in by_method.items()}
             for scenario, by_method in results.items()
@@ -109,6 +122,7 @@ def run_suite(
         "oracle_gap": oracle_gap(results, "policy", ORACLE),
         "reachable_gap": anchor_gap(results, "policy", REACHABLE),
         "profile_oracle_gap": oracle_gap(results, PROFILE_ORACLE, ORACLE),
+        "replanning": _replanning_figures(results),
     }
     if config.front_points > 0:
         progress("preference front")
@@ -116,6 +130,25 @@ def run_suite(
         payload["front"] = _front(env, base, policy, methods, keys, config, summaries)
     payload["wall_s"] = time.perf_counter() - started
     return payload, results
+
+
+def _replanning_figures(results: Results) -> dict[str, dict[str, float]]:
+    """Where the re-planning oracle ran (scenarios with mid-run events): the scenario's objective and
+    all-SLAs-met rate of the policy, the best static allocation and the re-planning oracle, and the
+    policy's objective over each anchor's."""
+    out = {}
+    for scenario, by_method in results.items():
+        if REPLANNING not in by_method:
+            continue
+        row = {}
+        for name in ("policy", ORACLE, REPLANNING):
+            summary = summarise_episodes(by_method[name])
+            row[f"{name}_objective"] = objective(scenario, summary)
+            row[f"{name}_all_slas_met"] = summary["all_slas_met"]
+        row["policy_over_static_oracle"] = row["policy_objective"] / row[f"{ORACLE}_objective"]
+        row["policy_over_replanning"] = row["policy_objective"] / row[f"{REPLANNING}_objective"]
+        out[scenario] = row
+    return out
 
 
 def _per_seed_objectives(results: Results) -> dict[str, dict[str, list[float]]]:

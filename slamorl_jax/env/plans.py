@@ -1,0 +1,120 @@
+"""Expected outcome of a two-phase plan for one job, knowing its mid-run event (``env/shifts.py``).
+
+A plan holds allocation ``a`` from the job's start until its event, then ``b`` for the rest of the
+job (``move`` False: it keeps what it holds, which after a preemption is where the preemption put
+it). Without an event nothing moves: it is a static allocation, and the figures are exactly those
+the best-static oracle has always used (epochs x epoch time, the epoch's throughput and
+utilisation), so the anchors of scenarios without events are unchanged.
+
+The model is the simulator's, noise-free and without the random contention, on the job's true
+constants (the oracles' hindsight): ``e`` epochs at ``a`` on the constants before the event, then
+the event (``shifts.shifted_job``: the targets, prices and true compute it changes; a contention
+spell contends every later epoch; a preemption moves the job to ``shifts.preempted_allocation(a)``
+and bills the restart pause at that allocation's price), then ``E - e`` epochs at ``b`` with the
+pause of the move from where the job is (the env's pauses, billed at ``b``'s price, as the env
+bills a move with the epoch after it). The six job-level checks are ``episode_figures``': total
+time and cost against the targets in force at the end, samples / total time, peak memory, and
+time-weighted utilisation (a paused job does no work). The objective is the oracle's:
+``(w_time T / T_ref + w_cost C / C_ref) / (w_time + w_cost)``.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from slamorl_jax.env import shifts
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.state import JobSpec
+from slamorl_jax.env.static_allocations import lattice_metrics
+
+
+def _pause(
+    from_gpus: jax.Array, from_cpus: jax.Array, to_gpus: jax.Array, to_cpus: jax.Array, params: EnvParams
+) -> jax.Array:
+    """The env's pause for a move (GPU change: restart; CPU-only change: data loaders; else 0)."""
+    return jnp.where(
+        from_gpus != to_gpus,
+        params.reallocation_pause_s,
+        jnp.where(from_cpus != to_cpus, params.cpu_reallocation_pause_s, 0.0),
+    )
+
+
+def plan_outcomes(
+    job: JobSpec,
+    gpus: jax.Array,
+    cpus: jax.Array,
+    then_gpus: jax.Array,
+    then_cpus: jax.Array,
+    move: jax.Array | bool,
+    params: EnvParams,
+) -> tuple[jax.Array, jax.Array]:
+    """The six job-level SLA checks (``[6, ...]``) and the objective (``[...]``) of holding
+    ``(gpus, cpus)`` until the job's event and then ``(then_gpus, then_cpus)`` where ``move`` (else
+    keeping what the job holds), for one job and allocations that broadcast together."""
+    event = shifts.happens(job)
+    after = shifts.shifted_job(job, event)
+    targets = after.sla_targets
+    epochs = job.epochs.astype(jnp.float32)
+    before_epochs = jnp.where(event, job.shift_epoch, job.epochs).astype(jnp.float32)
+    after_epochs = epochs - before_epochs
+
+    first = lattice_metrics(job.constants, gpus, cpus, params)
+    preempted = jnp.logical_and(event, job.shift_kind == shifts.PREEMPTION)
+    forced_gpus, forced_cpus = shifts.preempted_allocation(gpus, cpus, job.shift_value, params)
+    held_gpus = jnp.where(preempted, forced_gpus, gpus)
+    held_cpus = jnp.where(preempted, forced_cpus, cpus)
+    restart = _pause(gpus, cpus, held_gpus, held_cpus, params)
+    restart = jnp.where(restart > 0.0, params.reallocation_pause_s, 0.0)  # a preemption restarts the job
+    move = jnp.logical_and(move, event)  # without an event there is nothing to move after
+    end_gpus = jnp.where(move, then_gpus, held_gpus)
+    end_cpus = jnp.where(move, then_cpus, held_cpus)
+    pause = _pause(held_gpus, held_cpus, end_gpus, end_cpus, params)
+    spell = jnp.logical_and(event, job.shift_kind == shifts.CONTENTION)
+    second = lattice_metrics(after.constants, end_gpus, end_cpus, params, spell)
+    held_price = lattice_metrics(after.constants, held_gpus, held_cpus, params).price_per_hour
+
+    first_time = before_epochs * first.epoch_time_s
+    work_after = after_epochs * second.epoch_time_s
+    total_time = first_time + restart + pause + work_after
+    total_cost = (
+        first_time * first.price_per_hour / 3600.0
+        + restart * held_price / 3600.0
+        + (pause + work_after) * second.price_per_hour / 3600.0
+    )
+    # Static runs keep the single-epoch figures the oracle has always used (module docstring).
+    static = jnp.logical_not(event)
+    safe_time = jnp.maximum(total_time, 1e-9)
+    throughput = jnp.where(static, first.throughput, epochs * job.constants.samples_per_epoch / safe_time)
+    gpu_util = jnp.where(
+        static, first.gpu_util, (first_time * first.gpu_util + work_after * second.gpu_util) / safe_time
+    )
+    cpu_util = jnp.where(
+        static, first.cpu_util, (first_time * first.cpu_util + work_after * second.cpu_util) / safe_time
+    )
+    memory = jnp.where(
+        after_epochs > 0, jnp.maximum(first.memory_used_gib, second.memory_used_gib), first.memory_used_gib
+    )
+    met = jnp.stack(
+        [
+            total_time <= targets.deadline_s,
+            total_cost <= targets.budget_usd,
+            throughput >= targets.min_throughput,
+            memory <= targets.max_memory_gib,
+            gpu_util >= targets.min_gpu_util,
+            cpu_util >= targets.min_cpu_util,
+        ]
+    )
+    w_time, w_cost = job.preference[0], job.preference[1]
+    objective = (w_time * total_time / job.time_ref_s + w_cost * total_cost / job.cost_ref_usd) / jnp.maximum(
+        w_time + w_cost, 1e-9
+    )
+    return met, objective
+
+
+def best_index(met: jax.Array, objective: jax.Array) -> jax.Array:
+    """Index (into the flattened candidates) of the plan that meets the most SLAs, then has the lowest
+    objective; ties to the first."""
+    sla_count = jnp.sum(met.astype(jnp.int32), axis=0).reshape(-1)
+    ranked = jnp.where(sla_count == jnp.max(sla_count), objective.reshape(-1), jnp.inf)
+    return jnp.argmin(ranked)

@@ -1,0 +1,226 @@
+"""Mid-run events (``env/shifts.py``), the ``conflict`` and ``shifting`` scenarios, and the
+re-planning oracle (``evaluation/replanning.py``)."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from slamorl_jax.env import JobAllocationEnv, scenario_params, shifts, validate_params
+from slamorl_jax.env import draws as d
+from slamorl_jax.env.job_model import allocation_price_per_hour, epoch_metrics
+from slamorl_jax.env.objectives import preference_vector
+from slamorl_jax.env.params import INIT_STRATEGIES, with_values
+from slamorl_jax.env.plans import plan_outcomes
+from slamorl_jax.env.scenario_kinds import SCENARIO_KINDS
+from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.evaluation.replanning import Replanning
+
+ENV = JobAllocationEnv()
+NUM_JOBS = 20_000
+
+
+@functools.cache
+def _jobs(scenario: str):
+    """``NUM_JOBS`` fresh jobs of a scenario (their reset states)."""
+    params = scenario_params(scenario)
+    keys = jax.random.split(jax.random.key(7), NUM_JOBS)
+    return jax.jit(jax.vmap(lambda k: ENV.reset(k, params)[1]))(keys)
+
+
+def _within(count: int, n: int, p: float, sigmas: float = 4.5) -> bool:
+    return abs(count - n * p) <= sigmas * np.sqrt(n * p * (1 - p)) + 1
+
+
+@pytest.mark.parametrize("scenario,share", [("shifting", 1.0), ("mixed", shifts.DEFAULT_MIXED_SHIFT_PROB)])
+def test_events_happen_at_the_documented_rates(scenario: str, share: float) -> None:
+    jobs = _jobs(scenario).job
+    kind = np.asarray(jobs.shift_kind)
+    epochs = np.asarray(jobs.epochs)
+    at = np.asarray(jobs.shift_epoch)
+    counts = np.bincount(kind, minlength=shifts.NUM_SHIFT_KINDS)
+    assert _within(counts[0], NUM_JOBS, 1.0 - share)
+    for k in range(1, shifts.NUM_SHIFT_KINDS):
+        assert _within(counts[k], NUM_JOBS, share / (shifts.NUM_SHIFT_KINDS - 1)), (k, counts)
+    low = np.maximum(np.round(np.float32(0.2) * epochs.astype(np.float32)), 1)
+    high = np.maximum(np.round(np.float32(0.7) * epochs.astype(np.float32)), low)
+    assert np.all((at >= low) & (at <= high))
+    # Uniform over the range: the mean position sits at its middle (long jobs, many values).
+    long = epochs >= 50
+    position = (at[long] - low[long]) / np.maximum(high[long] - low[long], 1)
+    assert abs(position.mean() - 0.5) < 0.02
+    value = np.asarray(jobs.shift_value)
+    for k, (lo, hi) in enumerate(
+        zip(shifts.DEFAULT_SHIFT_SIZE_LOW, shifts.DEFAULT_SHIFT_SIZE_HIGH, strict=True)
+    ):
+        if k in (shifts.SLOW_NODE, shifts.PRICE_RISE, shifts.PREEMPTION):
+            v = value[kind == k]
+            assert v.min() >= lo - 1e-6 and v.max() <= hi + 1e-6
+            if hi > lo:
+                assert abs(v.mean() - 0.5 * (lo + hi)) < 0.05 * (hi - lo) + 1e-3
+    targets = jobs.sla_targets
+    for k, name in ((shifts.DEADLINE_CUT, "deadline_s"), (shifts.BUDGET_CUT, "budget_usd")):
+        mine = kind == k
+        before = np.asarray(getattr(targets, name))[mine]
+        cut = value[mine]
+        assert np.all(cut <= before * (1 + 1e-6)) and np.all(cut >= 0.6 * before * (1 - 1e-6))
+        assert np.mean(cut < 0.99 * before) > 0.3  # the floors leave most cuts in place
+
+
+def test_conflict_pairs_each_tight_sla_with_the_opposed_preference() -> None:
+    jobs = _jobs("conflict").job
+    scenario = np.asarray(jobs.scenario)
+    preference = np.asarray(jobs.preference)
+    critical = scenario == SCENARIO_KINDS.index("deadline-critical")
+    constrained = scenario == SCENARIO_KINDS.index("budget-constrained")
+    assert np.all(critical | constrained) and _within(int(critical.sum()), NUM_JOBS, 0.5)
+    np.testing.assert_allclose(
+        preference[critical], np.broadcast_to(preference_vector("cost"), (critical.sum(), 3))
+    )
+    np.testing.assert_allclose(
+        preference[constrained], np.broadcast_to(preference_vector("time"), (constrained.sum(), 3))
+    )
+    assert np.all(np.asarray(jobs.shift_kind) == shifts.NONE)
+
+
+def _one_kind(kind: int, **values) -> object:
+    """``shifting`` with every job meeting ``kind`` after its first epoch, starting at its request."""
+    params = with_values(
+        scenario_params("shifting"),
+        shift_probs=np.eye(shifts.NUM_SHIFT_KINDS)[kind],
+        shift_at_low=0.0,
+        shift_at_high=0.0,
+        init_strategy=INIT_STRATEGIES.index("requested"),
+        **values,
+    )
+    return validate_params(params)
+
+
+def _first_two_epochs(params, num_jobs: int = 256):
+    """States at reset, after epoch 1 (the event) and after epoch 2, keeping the allocation."""
+    keys = jax.random.split(jax.random.key(3), num_jobs)
+
+    def run(key):
+        _, s0 = ENV.reset(key, params)
+        u = d.uniforms(jax.random.fold_in(key, 1), d.STEP_DRAWS)
+        s1 = ENV.transition(u, s0, 4, params)[0]
+        u = d.uniforms(jax.random.fold_in(key, 2), d.STEP_DRAWS)
+        s2 = ENV.transition(u, s1, 4, params)[0]
+        return s0, s1, s2
+
+    s0, s1, s2 = jax.jit(jax.vmap(run))(keys)
+    live = np.asarray(s0.job.epochs) > 2  # the event happens (at epoch 1 < epochs) and epoch 2 runs
+    return s0, s1, s2, live
+
+
+def test_a_deadline_cut_and_a_budget_cut_set_the_new_targets() -> None:
+    for kind, name in ((shifts.DEADLINE_CUT, "deadline_s"), (shifts.BUDGET_CUT, "budget_usd")):
+        s0, s1, _, live = _first_two_epochs(_one_kind(kind))
+        after = np.asarray(getattr(s1.job.sla_targets, name))[live]
+        np.testing.assert_array_equal(after, np.asarray(s0.job.shift_value)[live])
+        assert np.all(after <= np.asarray(getattr(s0.job.sla_targets, name))[live])
+
+
+def test_a_price_rise_reprices_the_allocation_at_once() -> None:
+    params = _one_kind(shifts.PRICE_RISE)
+    s0, s1, _, live = _first_two_epochs(params)
+    factor = np.asarray(s0.job.shift_value)
+    risen = allocation_price_per_hour(
+        s0.job.profile.gpu_price_per_hour * factor,
+        s1.gpus.astype(jnp.float32),
+        s1.cpus.astype(jnp.float32),
+        params,
+    )
+    np.testing.assert_allclose(np.asarray(s1.price_per_hour)[live], np.asarray(risen)[live], rtol=1e-6)
+    assert np.all(np.asarray(s1.price_per_hour)[live] > np.asarray(s0.price_per_hour)[live])
+
+
+def test_a_preemption_restarts_the_job_on_half_its_gpus_and_bills_the_pause() -> None:
+    params = _one_kind(shifts.PREEMPTION, epoch_time_noise=0.0)
+    s0, s1, _, live = _first_two_epochs(params)
+    gpus0, cpus0 = np.asarray(s0.gpus), np.asarray(s0.cpus)
+    expect = np.maximum(gpus0 // 2, 1)
+    np.testing.assert_array_equal(np.asarray(s1.gpus)[live], expect[live])
+    moved = live & ((np.asarray(s1.gpus) != gpus0) | (np.asarray(s1.cpus) != cpus0))
+    assert moved.sum() > 20
+    # Elapsed = the epoch (no noise, no move by the action) + the restart pause, exactly billed.
+    restart = np.asarray(s1.elapsed_s) - np.asarray(s1.epoch_time_s)
+    np.testing.assert_allclose(restart[moved], params.reallocation_pause_s, rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(restart[live & ~moved], 0.0, atol=1e-3)
+    price_new = np.asarray(s1.price_per_hour)
+    cost_epoch = np.asarray(s1.epoch_time_s) * np.asarray(s0.price_per_hour) / 3600.0
+    restart_cost = np.asarray(s1.cost_usd) - cost_epoch
+    np.testing.assert_allclose(restart_cost[moved], 30.0 * price_new[moved] / 3600.0, rtol=1e-4)
+    assert np.all(np.asarray(s1.reallocations) == 0)  # not the agent's move
+
+
+def test_a_slow_node_and_a_contention_spell_slow_the_later_epochs() -> None:
+    quiet = {"epoch_time_noise": 0.0, "contention_start_prob": 0.0, "contention_end_prob": 1.0}
+    s0, s1, s2, live = _first_two_epochs(_one_kind(shifts.SLOW_NODE, **quiet))
+    np.testing.assert_allclose(
+        np.asarray(s1.job.constants.compute_s),
+        np.asarray(s0.job.constants.compute_s) * np.asarray(s0.job.shift_value),
+        rtol=1e-6,
+    )
+    np.testing.assert_array_equal(np.asarray(s1.job.profile.compute_s), np.asarray(s0.job.profile.compute_s))
+    assert np.all(np.asarray(s2.epoch_time_s)[live] > np.asarray(s1.epoch_time_s)[live])
+    params = _one_kind(shifts.CONTENTION, **quiet)
+    s0, s1, s2, live = _first_two_epochs(params)
+    contended = jax.vmap(lambda s: epoch_metrics(s.job.constants, s.gpus, s.cpus, params, True).epoch_time_s)(
+        s0
+    )
+    np.testing.assert_allclose(np.asarray(s2.epoch_time_s)[live], np.asarray(contended)[live], rtol=1e-5)
+    assert not np.any(np.asarray(s2.contended))  # the spell is the event's, not the random process's
+
+
+def test_the_replanning_oracle_is_the_static_oracle_without_events() -> None:
+    params = scenario_params("balanced")
+    oracle = BestStatic.for_params(params)
+    replan = Replanning(oracle)
+    states = _jobs("balanced")
+    first = jax.tree.map(lambda x: x[:256], states)
+    static = jax.jit(jax.vmap(lambda s: oracle(s, params)))(first)
+    start = jax.jit(jax.vmap(lambda s: replan(s, params)))(first)
+    placed = jax.vmap(lambda s, g, c: ENV.place(s, g, c, params))(first, *start)
+    plan = jax.jit(jax.vmap(lambda s: replan.plan(s, params)))(placed)
+
+    # Same SLAs met and objective as the static choice (the first allocation may be a target
+    # that ties with it), and nothing to move to.
+    def outcome(s, g, c):
+        met, obj = plan_outcomes(s.job, g, c, g, c, False, params)
+        return jnp.sum(met), obj
+
+    a = jax.vmap(outcome)(first, *static)
+    b = jax.vmap(outcome)(first, *start)
+    np.testing.assert_array_equal(np.asarray(a[0]), np.asarray(b[0]))
+    np.testing.assert_allclose(np.asarray(a[1]), np.asarray(b[1]), rtol=1e-6)
+    assert np.all(np.asarray(plan) == 0)
+
+
+def test_the_replanning_oracle_never_plans_worse_than_the_static_oracle() -> None:
+    params = scenario_params("shifting")
+    oracle = BestStatic.for_params(params)
+    replan = Replanning(oracle)
+    first = jax.tree.map(lambda x: x[:512], _jobs("shifting"))
+    then_gpus, then_cpus = params.target_allocation[:, 0], params.target_allocation[:, 1]
+
+    def both(s):
+        g, c = oracle(s, params)
+        static = plan_outcomes(s.job, g, c, g, c, False, params)
+        g1, c1 = replan(s, params)
+        choice = replan.plan(ENV.place(s, g1, c1, params), params)
+        k = jnp.maximum(choice - 1, 0)
+        planned = plan_outcomes(s.job, g1, c1, then_gpus[k], then_cpus[k], choice > 0, params)
+        return jnp.sum(static[0]), static[1], jnp.sum(planned[0]), planned[1], choice
+
+    static_met, static_obj, met, obj, choice = (np.asarray(x) for x in jax.jit(jax.vmap(both))(first))
+    assert np.all(met >= static_met)
+    same = met == static_met
+    assert np.all(obj[same] <= static_obj[same] * (1 + 1e-5))
+    # It does move on some jobs, and strictly gains on some (a preemption above all).
+    assert np.mean(choice > 0) > 0.05
+    assert np.mean((met > static_met) | (obj < static_obj * (1 - 1e-3))) > 0.05
