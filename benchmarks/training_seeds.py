@@ -26,6 +26,8 @@ import numpy as np
 
 from benchmarks.common import REPO_ROOT, check_out_path, machine_info, write_report
 from slamorl_jax.cli_args import OneLineArgumentParser, fail
+from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
+from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
 
 ORACLE = "best_static_oracle"
 ANCHOR = "best_reachable_paper"
@@ -56,6 +58,9 @@ def figures_of(payload: dict) -> dict[str, float]:
         out[f"{scenario}/all_slas_met_oracle"] = rows[ORACLE]["all_slas_met"]
         out[f"{scenario}/all_slas_met_anchor"] = rows[ANCHOR]["all_slas_met"]
         out[f"{scenario}/reallocations"] = rows["policy"]["reallocations"]
+    for scenario, row in payload.get("replanning", {}).items():
+        out[f"{scenario}/over_replanning"] = row["policy_over_replanning"]
+        out[f"{scenario}/all_slas_met_replanning"] = row["replanning_oracle_all_slas_met"]
     for gap in (payload["oracle_gap"], payload["reachable_gap"]):
         for figure, averages in gap.items():
             out[f"job_mean/{figure}"] = averages["job_average"]
@@ -106,10 +111,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--train-flags", default="", help="extra flags for slamorl_jax.train")
     parser.add_argument("--episodes", type=int, default=2048, help="jobs per scenario and evaluation seed")
     parser.add_argument("--eval-seeds", type=int, default=1, help="evaluation seeds per scenario")
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(EVALUATION_SCENARIOS),
+        help="comma-separated scenarios to evaluate (default: every named one but mixed)",
+    )
     parser.add_argument("--out", required=True, help="JSON output (Markdown written beside it)")
     args = parser.parse_args(argv)
     if args.episodes < 1 or args.eval_seeds < 1:
         fail("--episodes and --eval-seeds must be >= 1", parser.prog)
+    args.scenarios = tuple(name.strip() for name in args.scenarios.split(","))
+    unknown = [name for name in args.scenarios if name not in ALL_SCENARIOS]
+    if unknown:
+        fail(
+            f"--scenarios: unknown {', '.join(unknown)}; choose from {', '.join(ALL_SCENARIOS)}", parser.prog
+        )
     args.out = Path(args.out)
     check_out_path(args.out, parser.prog)
     return args
@@ -135,7 +151,9 @@ def main(argv: list[str] | None = None) -> None:
         for seed, run in zip(seeds, runs, strict=True):
             print(f"training seed {seed} into {run}", flush=True)
             wall.append(train(seed, run, shlex.split(args.train_flags)))
-    config = SuiteConfig(episodes=args.episodes, seeds=args.eval_seeds, front_points=0)
+    config = SuiteConfig(
+        scenarios=args.scenarios, episodes=args.episodes, seeds=args.eval_seeds, front_points=0
+    )
     per_run = []
     for run in runs:
         print(f"evaluating {run}", flush=True)
@@ -149,6 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         "train_wall_s": wall,
         "episodes": args.episodes,
         "eval_seeds": args.eval_seeds,
+        "scenarios": list(args.scenarios),
         "per_seed": {name: [run[name] for run in per_run] for name in names},
         "figures": {name: spread([run[name] for run in per_run]) for name in names},
         "machine": machine_info(),

@@ -170,7 +170,8 @@ def check_resumable(meta: dict[str, Any], where: str | Path) -> None:
         raise CheckpointError(
             f"--resume: {where} was saved by a slamorl_jax whose training state has another structure "
             f"(state_version {version!r}, this one {STATE_VERSION}: jobs now carry dual-weight "
-            "multipliers and a mid-run event); its policy still loads for evaluate and recommend, but to train start a new run"
+            "multipliers and a mid-run event); its policy still loads for evaluate and recommend, "
+            "but to train start a new run"
         )
 
 

@@ -25,7 +25,7 @@ import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while
 from slamorl_jax import run_dirs
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, cleanup_on_interrupt, fail, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
-from slamorl_jax.env.scenarios import SCENARIO_KINDS, SCENARIOS
+from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
 
 PROG = "python -m slamorl_jax.evaluate"
 DEFAULT_CHECKPOINT = "checkpoints/default"
@@ -88,8 +88,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--scenarios",
         type=scenario_list,
-        default=SCENARIO_KINDS,
-        help=f"comma-separated scenarios (default: {','.join(SCENARIO_KINDS)})",
+        default=EVALUATION_SCENARIOS,
+        help=f"comma-separated scenarios (default: {','.join(EVALUATION_SCENARIOS)})",
     )
     parser.add_argument(
         "--front_points",

@@ -62,6 +62,7 @@ from slamorl_jax.env.shifts import DEFAULT_MIXED_SHIFT_PROB, event_probs, no_shi
 
 __all__ = [
     "CONFLICT_KINDS",
+    "EVALUATION_SCENARIOS",
     "KIND_PREFERENCES",
     "SCENARIOS",
     "SCENARIO_KINDS",
@@ -73,6 +74,8 @@ __all__ = [
 ]
 
 SCENARIOS = (*SCENARIO_KINDS, "mixed", "conflict", "shifting")
+# What ``evaluate`` runs by default: every named scenario but the training mixture.
+EVALUATION_SCENARIOS = tuple(name for name in SCENARIOS if name != "mixed")
 # The two kinds ``conflict`` draws (each with the preference that opposes its tight SLA).
 CONFLICT_KINDS = ("deadline-critical", "budget-constrained")
 

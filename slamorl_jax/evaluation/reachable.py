@@ -58,8 +58,9 @@ only its times and costs carry the run's noise and contention (common random num
 other methods). It plans the job's world as it is at the start: a job's mid-run event
 (``env/shifts.py``; ``mixed`` and ``shifting``) is not in its model, so there it is the best walk
 for a world that stays as it was (``replanning.py`` is the anchor that knows the events).
-The anchor does not see the noise, so a policy can beat it on a job; and the family is not every sequence of moves (a walk moves diagonally first and never waits, turns back,
-or stops part-way to move on later), so the exhaustive optimum over the ``9^E`` move sequences
+The anchor does not see the noise, so a policy can beat it on a job; and the family is not every
+sequence of moves (a walk moves diagonally first and never waits, turns back, or stops part-way
+to move on later), so the exhaustive optimum over the ``9^E`` move sequences
 can be better: on 2- and 3-epoch jobs the anchor attains it on about 98 % and 93 % of jobs
 (``tests/test_reachable.py``, which measures it by brute force).
 """
