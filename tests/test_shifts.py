@@ -24,12 +24,16 @@ ENV = JobAllocationEnv()
 NUM_JOBS = 20_000
 
 
+@jax.jit
+def _reset_batch(keys: jax.Array, params) -> object:
+    """Reset states of a batch of keys (one compilation for every scenario's params)."""
+    return jax.vmap(lambda k: ENV.reset(k, params)[1])(keys)
+
+
 @functools.cache
 def _jobs(scenario: str):
     """``NUM_JOBS`` fresh jobs of a scenario (their reset states)."""
-    params = scenario_params(scenario)
-    keys = jax.random.split(jax.random.key(7), NUM_JOBS)
-    return jax.jit(jax.vmap(lambda k: ENV.reset(k, params)[1]))(keys)
+    return _reset_batch(jax.random.split(jax.random.key(7), NUM_JOBS), scenario_params(scenario))
 
 
 def _within(count: int, n: int, p: float, sigmas: float = 4.5) -> bool:
@@ -100,9 +104,9 @@ def _one_kind(kind: int, **values) -> object:
     return validate_params(params)
 
 
-def _first_two_epochs(params, num_jobs: int = 256):
-    """States at reset, after epoch 1 (the event) and after epoch 2, keeping the allocation."""
-    keys = jax.random.split(jax.random.key(3), num_jobs)
+@jax.jit
+def _two_epochs_batch(keys: jax.Array, params) -> tuple:
+    """States at reset, after epoch 1 and after epoch 2 of each key's job, keeping the allocation."""
 
     def run(key):
         _, s0 = ENV.reset(key, params)
@@ -112,7 +116,13 @@ def _first_two_epochs(params, num_jobs: int = 256):
         s2 = ENV.transition(u, s1, 4, params)[0]
         return s0, s1, s2
 
-    s0, s1, s2 = jax.jit(jax.vmap(run))(keys)
+    return jax.vmap(run)(keys)
+
+
+def _first_two_epochs(params, num_jobs: int = 256):
+    """States at reset, after epoch 1 (the event) and after epoch 2, keeping the allocation; and
+    which jobs run both epochs after their event."""
+    s0, s1, s2 = _two_epochs_batch(jax.random.split(jax.random.key(3), num_jobs), params)
     live = np.asarray(s0.job.epochs) > 2  # the event happens (at epoch 1 < epochs) and epoch 2 runs
     return s0, s1, s2, live
 

@@ -1,0 +1,125 @@
+"""How much re-planning can win on jobs whose world changes: the two hindsight anchors per event kind.
+
+    python -m benchmarks.shifting_anchors [--episodes 1024] [--seed 0]
+        [--out benchmarks/results/shifting_anchors.json]
+
+For each mid-run event kind of ``env/shifts.py`` (every job of the ``shifting`` scenario meeting
+that event, at its documented rates and sizes), on the same fresh jobs (common random numbers):
+the request kept, the best static allocation in hindsight (it knows the event and holds one
+allocation through it) and the re-planning oracle (it knows the event and may move once, right
+after it; ``evaluation/replanning.py``), then ``shifting`` itself (all kinds). Figures: the
+scenario's objective (time and cost relative to the request, averaged; lower is better), all six
+SLAs met, and re-allocations. The gap between the two anchors bounds what any controller, the
+trained policy included, can gain from reacting to the event over the best static choice.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+
+import jax
+import numpy as np
+
+from benchmarks.common import check_out_path, machine_info, markdown_table, report
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.params import with_values
+from slamorl_jax.env.scenarios import scenario_params
+from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, SHIFT_KINDS
+from slamorl_jax.episodes import summarise_episodes
+from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.evaluation.methods import Method, run_method
+from slamorl_jax.evaluation.replanning import Replanning
+from slamorl_jax.quality_bar import objective
+
+SCENARIO = "shifting"
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every anchor on every event kind, then on the whole scenario."""
+    env = JobAllocationEnv()
+    base = scenario_params(SCENARIO)
+    static = BestStatic.for_params(base)
+    replanning = Replanning(static)
+    methods = (
+        Method("static_request", "the request, kept"),
+        Method("best_static_oracle", "best static allocation in hindsight", start=static),
+        Method("replanning_oracle", "re-planning oracle", start=replanning, controller=replanning),
+    )
+    cases = {
+        kind: with_values(base, shift_probs=np.eye(NUM_SHIFT_KINDS)[k]) for k, kind in enumerate(SHIFT_KINDS)
+    }
+    cases.pop("none")
+    cases[SCENARIO] = base
+    keys = [jax.random.key(args.seed)]
+    rows: dict[str, dict[str, dict[str, float]]] = {}
+    for case, params in cases.items():
+        rows[case] = {}
+        for method in methods:
+            summary = summarise_episodes(run_method(env, params, method, keys, args.episodes))
+            rows[case][method.name] = {
+                "objective": objective(SCENARIO, summary),
+                "all_slas_met": summary["all_slas_met"],
+                "reallocations": summary["reallocations"],
+            }
+    return {"episodes": args.episodes, "seed": args.seed, "rows": rows, "machine": machine_info()}
+
+
+def to_markdown(payload: dict[str, Any]) -> str:
+    """One row per event kind: objective and all SLAs met of each anchor, and re-planning's gain."""
+    table = []
+    for case, r in payload["rows"].items():
+        static, replan = r["best_static_oracle"], r["replanning_oracle"]
+        table.append(
+            [
+                case,
+                f"{r['static_request']['objective']:.3f}",
+                f"{static['objective']:.3f}",
+                f"{replan['objective']:.3f}",
+                f"{1.0 - replan['objective'] / static['objective']:+.1%}",
+                f"{r['static_request']['all_slas_met']:.1%}",
+                f"{static['all_slas_met']:.1%}",
+                f"{replan['all_slas_met']:.1%}",
+                f"{replan['reallocations']:.2f}",
+            ]
+        )
+    headers = [
+        "event",
+        "objective: request",
+        "best static",
+        "re-planning",
+        "re-planning's gain",
+        "all SLAs met: request",
+        "best static",
+        "re-planning",
+        "re-planning moves",
+    ]
+    return (
+        f"{payload['episodes']} jobs per row (seed {payload['seed']}); objective = mean of time and cost "
+        "relative to the request (lower is better).\n\n" + markdown_table(headers, table)
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the options, run, print and write the report."""
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.shifting_anchors", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=1024)
+    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
+    parser.add_argument("--out", default="benchmarks/results/shifting_anchors.json")
+    args = parser.parse_args(argv)
+    args.out = Path(args.out)
+    check_out_path(args.out, parser.prog)
+    report(args, run, to_markdown)
+
+
+if __name__ == "__main__":
+    main()
