@@ -19,12 +19,14 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.probes import PROBE_BUDGET, PROBE_FRACTION, probe_allocations, probes_worth_running
+from slamorl_jax.env.state import EnvState
 from slamorl_jax.history.lookup import nearest_record, table_from_records
 from slamorl_jax.history.records import HistoryRecord
 from slamorl_jax.live import LiveJob, check_recommendable, live_state
@@ -58,7 +60,7 @@ def history_first_allocation(
     _check_unstarted(job, "a history start")
     check_recommendable(job, params)
     state = live_state(job, params)
-    index, distance = nearest_record(table_from_records(records), state, params)
+    index, distance = jax.jit(nearest_record)(table_from_records(records), state, params)
     record = records[int(index)]
     gpus, cpus = clip_allocation(
         jnp.int32(record.best_gpus), jnp.int32(record.best_cpus), *cluster_bounds(params)
@@ -66,13 +68,20 @@ def history_first_allocation(
     return FirstAllocation(int(gpus), int(cpus), float(distance), record.as_dict())
 
 
+@jax.jit
+def _probe_plan(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The default probe set of a job and whether it is worth running (compiled: one call)."""
+    gpus, cpus = probe_allocations(state, params)
+    return gpus, cpus, probes_worth_running(state, gpus, cpus, params)
+
+
 def probe_plan(job: LiveJob, params: EnvParams) -> dict[str, Any]:
     """The probe runs ``job`` should make before its first epoch (module docstring)."""
     _check_unstarted(job, "a probe plan")
     check_recommendable(job, params)
     state = live_state(job, params)
-    gpus, cpus = probe_allocations(state, params)
-    worth = bool(probes_worth_running(state, gpus, cpus, params))
+    gpus, cpus, worth = _probe_plan(state, params)
+    worth = bool(worth)
     runs: list[dict[str, Any]] = []
     for g, c in zip(np.asarray(gpus).tolist(), np.asarray(cpus).tolist(), strict=True):
         if not any(run["gpus"] == g and run["cpus"] == c for run in runs):

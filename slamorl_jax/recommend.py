@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         job = LiveJob.from_dict(data)
     except ValueError as err:
         fail(str(err), PROG)
+    records = read_history(args.history) if args.history is not None and job.epochs_done == 0 else None
     if not path_exists(args.checkpoint):
         fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
     from slamorl_jax.checkpoint import CheckpointError, load_policy
@@ -92,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         policy = load_policy(args.checkpoint)
     except CheckpointError as err:
         fail(str(err), PROG)
-    if (args.history is not None and job.epochs_done == 0) or args.probe_plan:
-        print(json.dumps(first_allocation(args, policy, job), indent=2))
+    if records is not None or args.probe_plan:
+        print(json.dumps(first_allocation(policy, job, records), indent=2))
         return 0
     try:
         answer = recommend(policy, job)
@@ -106,17 +107,28 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def first_allocation(args: object, policy: object, job: object) -> dict:
-    """The ``--history`` or ``--probe_plan`` answer for a job with no epochs (exit 2 on bad input)."""
-    from slamorl_jax.agent.trainer import env_params_from_config
+def read_history(path: str) -> list:
+    """The records of the ``--history`` store (exit 2 with one line when it cannot be used)."""
     from slamorl_jax.history.records import load_records
+
+    try:
+        return load_records(path)
+    except ValueError as err:
+        fail(f"--history: {err}", PROG)
+    return []  # unreachable
+
+
+def first_allocation(policy: object, job: object, records: list | None) -> dict:
+    """The answer for a job with no epochs: the nearest of ``records``, or (``None``) the probe plan
+    (exit 2 on bad input)."""
+    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.live_start import history_first_allocation, probe_plan
 
     try:
         params = env_params_from_config(policy.config)
-        if args.probe_plan:
+        if records is None:
             return probe_plan(job, params)
-        return history_first_allocation(job, load_records(args.history), params).as_dict()
+        return history_first_allocation(job, records, params).as_dict()
     except ValueError as err:
         fail(str(err), PROG)
     return {}  # unreachable

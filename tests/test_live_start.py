@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -10,10 +11,10 @@ import pytest
 from cli_harness import assert_refused, call
 
 from slamorl_jax import recommend as recommend_cli
-from slamorl_jax.agent.trainer import env_params_from_config
-from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.history import HistoryRecord, save_records
 from slamorl_jax.live import LiveJob, live_state
+from slamorl_jax.live_start import history_first_allocation, probe_plan
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 NEW_JOB = {
@@ -42,6 +43,12 @@ STORE = (
 )
 
 
+@pytest.fixture(scope="module")
+def params() -> object:
+    """The default cluster's env params (the shipped policy's)."""
+    return scenario_params("mixed")
+
+
 @pytest.fixture
 def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
@@ -54,14 +61,17 @@ def _recommend(job: dict, *flags: str) -> object:
     return lambda: recommend_cli.main(["--job=job.json", f"--checkpoint={SHIPPED}", *flags])
 
 
-def test_history_gives_a_new_job_its_nearest_records_allocation(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    outcome = call(_recommend(NEW_JOB, "--history=store.json"), capsys, workdir)
-    assert outcome.code == 0, outcome.report()
-    answer = json.loads(outcome.stdout)
+def test_history_gives_a_new_job_its_nearest_records_allocation(params: object) -> None:
+    answer = history_first_allocation(LiveJob.from_dict(NEW_JOB), STORE, params).as_dict()
     assert (answer["source"], answer["gpus"], answer["cpus"]) == ("history", 8, 32)
     assert answer["record"]["preference"][0] == pytest.approx(0.6)
+
+
+@pytest.mark.slow  # two in-process recommend runs (about 10 s: loading the policy and its env params)
+def test_recommend_cli_history(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    outcome = call(_recommend(NEW_JOB, "--history=store.json"), capsys, workdir)
+    assert outcome.code == 0, outcome.report()
+    assert json.loads(outcome.stdout)["gpus"] == 8
     # A job that has run epochs gets the policy's answer as before.
     started = {**NEW_JOB, "epochs_done": 2, "elapsed_s": 3100, "cost_usd": 2.8}
     outcome = call(_recommend(started, "--history=store.json"), capsys, workdir)
@@ -69,38 +79,34 @@ def test_history_gives_a_new_job_its_nearest_records_allocation(
     assert "action" in json.loads(outcome.stdout)
 
 
-def test_probe_plan_then_reported_probes_feed_the_model(
-    workdir: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    outcome = call(_recommend(NEW_JOB, "--probe_plan"), capsys, workdir)
-    assert outcome.code == 0, outcome.report()
-    plan = json.loads(outcome.stdout)
+def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
+    plan = probe_plan(LiveJob.from_dict(NEW_JOB), params)
     runs = [(run["gpus"], run["cpus"]) for run in plan["probes"]]
     assert runs[0] == (4, 32) and len(set(runs)) == len(runs) >= 2
     probes = [{"gpus": g, "cpus": c, "epoch_time_s": 1400.0 / g} for g, c in runs]
-    job = LiveJob.from_dict({**NEW_JOB, "probes": probes})
-    state = live_state(job, env_params_from_config(load_policy(SHIPPED).config))
+    state = live_state(LiveJob.from_dict({**NEW_JOB, "probes": probes}), params)
     assert int(state.epoch) == 0 and np.asarray(state.model_stats)[0] > 0
-    outcome = call(_recommend({**NEW_JOB, "probes": probes}), capsys, workdir)
-    assert outcome.code == 0, outcome.report()
-    assert "action" in json.loads(outcome.stdout)
+    assert not np.asarray(live_state(LiveJob.from_dict(NEW_JOB), params).model_stats).any()
 
 
 @pytest.mark.parametrize(
-    ("job", "flags", "phrases"),
+    ("job", "ask", "phrase"),
     [
-        ({**NEW_JOB, "epochs_done": 1}, ("--probe_plan",), ("no epoch yet",)),
-        (NEW_JOB, ("--history=missing.json",), ("missing.json",)),
-        (NEW_JOB, ("--history=store.json", "--probe_plan"), ("ask for one",)),
-        ({**NEW_JOB, "probes": [{"gpus": 1}]}, (), ("probes[0]",)),
-        ({**NEW_JOB, "probes": [{"gpus": 99, "cpus": 8, "epoch_time_s": 9.0}]}, (), ("probes[0]",)),
+        ({**NEW_JOB, "epochs_done": 1}, "plan", "no epoch yet"),
+        ({**NEW_JOB, "epochs_done": 1}, "history", "no epoch yet"),
+        ({**NEW_JOB, "probes": [{"gpus": 99, "cpus": 8, "epoch_time_s": 9.0}]}, "plan", "probes[0]"),
     ],
 )
-def test_bad_first_allocation_requests_are_refused(
-    job: dict,
-    flags: tuple[str, ...],
-    phrases: tuple[str, ...],
-    workdir: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    assert_refused(call(_recommend(job, *flags), capsys, workdir), *phrases)
+def test_bad_first_allocation_requests_are_refused(job: dict, ask: str, phrase: str, params: object) -> None:
+    live_job = LiveJob.from_dict(job)
+    with pytest.raises(ValueError, match=re.escape(phrase)):
+        probe_plan(live_job, params) if ask == "plan" else history_first_allocation(live_job, STORE, params)
+
+
+def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match=re.escape("probes[0]")):
+        LiveJob.from_dict({**NEW_JOB, "probes": [{"gpus": 1}]})
+    outcome = call(_recommend(NEW_JOB, "--history=store.json", "--probe_plan"), capsys, workdir)
+    assert_refused(outcome, "ask for one")
+    outcome = call(_recommend(NEW_JOB, "--history=missing.json"), capsys, workdir)
+    assert_refused(outcome, "missing.json")

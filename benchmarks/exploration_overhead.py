@@ -1,0 +1,291 @@
+"""Exploration overhead: what jobs lose while a policy finds where they should run, cold vs warm.
+
+    python -m benchmarks.exploration_overhead [--episodes 1024] [--seed 0] [--epochs 5]
+        [--history_jobs 2048] [--train_updates 30] [--train_envs 64]
+        [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json]
+
+**Per job** (DESIGN §5, issue 8): the exploration overhead of a start is, over a job's first
+``N = --epochs`` epochs (5; all of a shorter job's), its regret against the best static allocation in
+hindsight (``evaluation.baselines.BestStatic``, placed before the first epoch for free and kept) plus
+the SLA severity it accrues beyond the oracle's:
+
+    regret   = (w_time (T - T_oracle) / T_ref,N + w_cost (C - C_oracle) / C_ref,N) / (w_time + w_cost)
+    severity = mean over the N epochs of the mean of the six SLA severities, minus the oracle's
+    overhead = regret + severity, averaged over jobs
+
+``T`` and ``C`` are the wall time and cost the job has spent after its N-th epoch: pauses included
+and, for probe starts, the probes (time, cost and pauses) too; ``T_ref,N`` and ``C_ref,N`` the
+request's true time and cost over the same epochs (the env's reward scale), and ``w`` the job's
+preference. The same figures over each whole job are reported beside them (probes pay off, if at all,
+over the epochs after the window). Every start runs the same fresh jobs with the same noise (common
+random numbers; the episode runner truncates them at N decisions). The starts, each then run by the
+shipped policy (greedy):
+
+* ``cold``: 1 GPU and one CPU step (``init_strategy`` cold): the policy explores from nothing;
+* ``request``: the user's request (what ``evaluate`` runs), for context;
+* ``history``: the nearest record of a history store (``slamorl_jax.history``) built from
+  ``--history_jobs`` *other* jobs of the same scenarios (another seed) and their oracle allocations;
+* ``forecast``: the forecast's first choice on the profile alone (``ProbingEnv`` with a probe budget
+  of 0: no probe runs);
+* ``probes``: probe runs from the request when they are cheap against the job (``env/probes.py``,
+  the default budget), then the forecast's choice after them;
+* ``probes_always``: probe runs for every job, whatever they cost.
+
+The cut of a warm start is ``1 - overhead(warm) / overhead(cold)`` per scenario and over all jobs.
+
+**Over training**: ``--train_updates`` PPO updates of ``--train_envs`` jobs (the checkpoint's config
+otherwise) from scratch and from the checkpoint (``train --init_from``), same seed and jobs. The
+overhead is the number of jobs finished during those updates that missed at least one of their six
+SLAs; the mean episode return and the all-SLAs rate per update are reported beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+import math
+
+import jax
+import numpy as np
+
+from benchmarks.common import check_out_path, machine_info, markdown_table, report
+from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
+from slamorl_jax.checkpoint import LoadedPolicy, load_policy
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.params import EnvParams, with_values
+from slamorl_jax.env.probes import PROBE_BUDGET
+from slamorl_jax.env.probing_env import ProbingEnv
+from slamorl_jax.env.scenarios import SCENARIOS, with_preference, with_scenario
+from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.evaluation.methods import Method, run_method
+from slamorl_jax.history import HistoryStart
+from slamorl_jax.history.build import oracle_records
+from slamorl_jax.learner_jit import jit_learner
+from slamorl_jax.quality_bar import greedy_policy
+from slamorl_jax.warm_start import warm_start
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "exploration_overhead.json"
+EARLY_EPOCHS = 5
+WARM_STARTS = ("history", "forecast", "probes", "probes_always")
+WHOLE_JOB = 1_000_000  # a horizon past every job's last epoch
+HISTORY_SEED_OFFSET = 1000  # the store's jobs are drawn from another seed than the evaluated ones
+
+
+def early_params(params: EnvParams, epochs: int) -> EnvParams:
+    """``params`` whose episodes are truncated after ``epochs`` decisions (= epochs)."""
+    return with_values(params, max_steps_in_episode=epochs)
+
+
+def overhead_per_job(
+    figures: dict[str, np.ndarray], oracle: dict[str, np.ndarray], epochs: int
+) -> dict[str, np.ndarray]:
+    """Per job: regret, severity excess and their sum against the oracle (module docstring); NaN for
+    a job either run did not end."""
+    done = figures["finished"].astype(bool) & oracle["finished"].astype(bool)
+    run = np.minimum(figures["epochs"], epochs) / figures["epochs"]
+    time_scale = figures["time_ref_s"] * run
+    cost_scale = figures["cost_ref_usd"] * run
+    w_time, w_cost = figures["preference"][:, 0], figures["preference"][:, 1]
+    regret = (
+        w_time * (figures["episode_time_s"] - oracle["episode_time_s"]) / time_scale
+        + w_cost * (figures["episode_cost_usd"] - oracle["episode_cost_usd"]) / cost_scale
+    ) / np.maximum(w_time + w_cost, 1e-9)
+    severity = figures["mean_severity"] - oracle["mean_severity"]
+    nan = np.where(done, 1.0, np.nan)
+    return {"regret": regret * nan, "severity": severity * nan, "overhead": (regret + severity) * nan}
+
+
+def start_methods(policy: LoadedPolicy, history: HistoryStart) -> dict[str, tuple[Method, JobAllocationEnv]]:
+    """Each start as an evaluation method (the shipped policy run greedily after it) and its env."""
+    greedy = greedy_policy(policy.network)
+    env = JobAllocationEnv(action_set="targets")
+
+    def probing(budget: float) -> JobAllocationEnv:
+        return ProbingEnv(action_set="targets", budget=budget)
+
+    return {
+        "cold": (Method("cold", "1 GPU", greedy, True, init_strategy="cold"), env),
+        "request": (Method("request", "the request", greedy, True), env),
+        "history": (Method("history", "the history match", greedy, True, start=history), env),
+        "forecast": (Method("forecast", "the profile forecast's pick", greedy, True), probing(0.0)),
+        "probes": (Method("probes", "probes when cheap", greedy, True), probing(PROBE_BUDGET)),
+        "probes_always": (Method("probes_always", "probes always", greedy, True), probing(math.inf)),
+    }
+
+
+def per_job_overheads(args: argparse.Namespace, policy: LoadedPolicy, base: EnvParams) -> dict[str, Any]:
+    """Per horizon (the first N epochs; ``job``: all of them) and scenario, each start's mean overhead
+    and its parts, and the cuts against cold."""
+    scenarios = [name for name in SCENARIOS if name != "mixed"]
+    store_key = jax.random.key(args.seed + HISTORY_SEED_OFFSET)
+    records = []
+    for index, name in enumerate(scenarios):
+        key = jax.random.fold_in(store_key, index)
+        records += oracle_records(with_scenario(base, name), key, args.history_jobs // len(scenarios))
+    methods = start_methods(policy, HistoryStart.from_records(records))
+    env = JobAllocationEnv(action_set="targets")
+    keys = [jax.random.key(args.seed)]
+    out: dict[str, Any] = {"history_records": len(records), "horizons": {}}
+    for horizon, epochs in ((str(args.epochs), args.epochs), ("job", WHOLE_JOB)):
+        rows: dict[str, Any] = {}
+        everything: dict[str, list[np.ndarray]] = {start: [] for start in methods}
+        for name in scenarios:
+            params = early_params(with_scenario(base, name), epochs)
+            oracle_method = Method("oracle", "best static in hindsight", start=BestStatic.for_params(params))
+            oracle = run_method(env, params, oracle_method, keys, args.episodes)
+            rows[name] = {}
+            for start, (method, start_env) in methods.items():
+                figures = run_method(start_env, params, method, keys, args.episodes, policy.params)
+                parts = overhead_per_job(figures, oracle, epochs)
+                everything[start].append(parts["overhead"])
+                rows[name][start] = {part: float(np.nanmean(values)) for part, values in parts.items()}
+                rows[name][start]["reallocations"] = float(np.mean(figures["reallocations"]))
+            for start in WARM_STARTS:
+                rows[name][start]["cut_vs_cold"] = (
+                    1.0 - rows[name][start]["overhead"] / rows[name]["cold"]["overhead"]
+                )
+        overall = {start: float(np.nanmean(np.concatenate(values))) for start, values in everything.items()}
+        out["horizons"][horizon] = {
+            "scenarios": rows,
+            "overall": overall,
+            "overall_cut_vs_cold": {start: 1.0 - overall[start] / overall["cold"] for start in WARM_STARTS},
+        }
+    return out
+
+
+def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[str, Any]:
+    """The first ``--train_updates`` updates from scratch and from the checkpoint (module docstring)."""
+    config = dataclasses.replace(
+        policy.config,
+        num_envs=args.train_envs,
+        total_timesteps=args.train_updates * args.train_envs * policy.config.rollout_length,
+        updates_per_chunk=1,
+        seed=args.seed,
+        init_from=None,
+    )
+    trainer = make_train(config)
+    env_params = env_params_from_config(config)
+    learner = jit_learner(trainer, env_params)
+    runs: dict[str, Any] = {}
+    for name in ("scratch", "init_from"):
+        started = time.perf_counter()
+        state = learner.init(jax.random.key(config.seed), env_params)
+        if name == "init_from":
+            state = warm_start(state, args.checkpoint)
+        curve = []
+        for _ in range(config.num_updates):
+            state, metrics = learner.chunk(state, env_params)
+            curve.append(summarise(jax.device_get(metrics)))
+        episodes = np.array([m["episodes"] for m in curve])
+        missed = np.array(
+            [m["episodes"] * (1.0 - m["all_slas_met"]) if m["episodes"] else 0.0 for m in curve]
+        )
+        returns = np.array([m["return"] for m in curve])
+        runs[name] = {
+            "episodes": int(episodes.sum()),
+            "jobs_missing_an_sla": float(missed.sum()),
+            "all_slas_met": float(1.0 - missed.sum() / max(episodes.sum(), 1.0)),
+            "mean_return": float(np.nansum(returns * episodes) / max(episodes.sum(), 1.0)),
+            "return_per_update": [round(float(r), 4) for r in returns],
+            "all_slas_met_per_update": [round(float(m["all_slas_met"]), 4) for m in curve],
+            "wall_s": time.perf_counter() - started,
+        }
+    cut = 1.0 - runs["init_from"]["jobs_missing_an_sla"] / max(runs["scratch"]["jobs_missing_an_sla"], 1e-9)
+    return {"updates": config.num_updates, "num_envs": config.num_envs, "runs": runs, "cut_vs_scratch": cut}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Both measurements."""
+    policy = load_policy(args.checkpoint)
+    base = with_preference(env_params_from_config(policy.config), None)
+    started = time.perf_counter()
+    jobs = per_job_overheads(args, policy, base)
+    jobs_s = time.perf_counter() - started
+    training = training_overhead(args, policy) if args.train_updates > 0 else None
+    return {
+        "checkpoint": str(args.checkpoint),
+        "episodes": args.episodes,
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "history_jobs": args.history_jobs,
+        "per_job": jobs,
+        "per_job_wall_s": jobs_s,
+        "training": training,
+        "machine": machine_info(),
+    }
+
+
+def to_markdown(payload: dict[str, Any]) -> str:
+    """One table per horizon and the training comparison."""
+    jobs = payload["per_job"]
+    text = (
+        f"Exploration overhead against the best static allocation in hindsight ({payload['episodes']} jobs "
+        f"per scenario, seed {payload['seed']}, policy {payload['checkpoint']}; history store of "
+        f"{jobs['history_records']} other jobs). Overhead = regret in preference-weighted time and cost "
+        "relative to the request's + SLA severity beyond the oracle's (benchmarks/exploration_overhead.py)."
+    )
+    headers = ["scenario", "start", "overhead", "regret", "severity", "re-allocations", "cut vs cold"]
+    for horizon, result in jobs["horizons"].items():
+        lines = []
+        for scenario, by_start in result["scenarios"].items():
+            for start, row in by_start.items():
+                cut = f"{row['cut_vs_cold']:.0%}" if "cut_vs_cold" in row else ""
+                figures = [f"{row[part]:.4f}" for part in ("overhead", "regret", "severity")]
+                lines.append([scenario, start, *figures, f"{row['reallocations']:.2f}", cut])
+        for start, value in result["overall"].items():
+            cut = result["overall_cut_vs_cold"].get(start)
+            lines.append(["**all**", start, f"{value:.4f}", "", "", "", "" if cut is None else f"{cut:.0%}"])
+        what = "each whole job" if horizon == "job" else f"each job's first {horizon} epochs"
+        text += f"\n\nOver {what}:\n\n" + markdown_table(headers, lines)
+    training = payload["training"]
+    if training:
+        rows = [
+            [
+                name,
+                r["episodes"],
+                f"{r['jobs_missing_an_sla']:.0f}",
+                f"{r['all_slas_met']:.1%}",
+                f"{r['mean_return']:.3f}",
+            ]
+            for name, r in training["runs"].items()
+        ]
+        text += (
+            f"\n\nOver training: the first {training['updates']} PPO updates of {training['num_envs']} jobs, "
+            f"from scratch vs --init_from={payload['checkpoint']} (cut in jobs missing an SLA: "
+            f"{training['cut_vs_scratch']:.0%}).\n\n"
+            + markdown_table(
+                ["run", "jobs finished", "jobs missing an SLA", "all SLAs met", "mean return"], rows
+            )
+        )
+    return text + f"\n\nMachine: {payload['machine']}\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse flags, run, write the JSON and Markdown."""
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.exploration_overhead", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 20), default=1024, help="jobs per scenario")
+    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="job seed")
+    parser.add_argument("--epochs", type=bounded(int, 1, 1000), default=EARLY_EPOCHS, help="early epochs N")
+    parser.add_argument("--history_jobs", type=bounded(int, 1, 1 << 20), default=2048, help="store size")
+    parser.add_argument("--train_updates", type=bounded(int, 0, 10_000), default=30, help="0 skips training")
+    parser.add_argument("--train_envs", type=bounded(int, 4, 1 << 16), default=64, help="jobs per update")
+    parser.add_argument("--checkpoint", default="checkpoints/default", help="the policy")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
+    args = parser.parse_args(argv)
+    check_out_path(args.out, parser.prog)
+    report(args, run, to_markdown)
+
+
+if __name__ == "__main__":
+    main()
