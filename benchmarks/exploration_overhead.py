@@ -180,7 +180,7 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
         started = time.perf_counter()
         state = learner.init(jax.random.key(config.seed), env_params)
         if name == "init_from":
-            state = warm_start(state, args.checkpoint)
+            state = warm_start(state, policy)  # the policy the per-job part ran
         curve = []
         for _ in range(config.num_updates):
             state, metrics = learner.chunk(state, env_params)

@@ -22,7 +22,7 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
-from slamorl_jax.checkpoint import CheckpointError, load_policy
+from slamorl_jax.checkpoint import CheckpointError, LoadedPolicy, load_policy
 from slamorl_jax.env.observation import NUM_FEATURES
 
 
@@ -49,13 +49,17 @@ def layout_difference(source: Any, target: Any) -> str | None:
     return None
 
 
-def initial_params(path: str | Path, template: Any) -> Any:
-    """The policy parameters of checkpoint ``path``, checked to have ``template``'s layout
-    (``CheckpointError`` with one line otherwise)."""
-    try:
-        policy = load_policy(path)
-    except CheckpointError as err:
-        raise CheckpointError(f"--init_from: {err}") from None
+def initial_params(source: str | Path | LoadedPolicy, template: Any) -> Any:
+    """The policy parameters of checkpoint ``source`` (a path, or a policy already loaded), checked to
+    have ``template``'s layout (``CheckpointError`` with one line otherwise)."""
+    if isinstance(source, LoadedPolicy):
+        policy, path = source, f"(step {source.step})"
+    else:
+        path = source
+        try:
+            policy = load_policy(source)
+        except CheckpointError as err:
+            raise CheckpointError(f"--init_from: {err}") from None
     difference = layout_difference(policy.params, template)
     if difference is not None:
         raise CheckpointError(
@@ -76,9 +80,10 @@ def check_init_from(config: TrainConfig) -> None:
 
 
 def warm_start(
-    state: TrainState, path: str | Path, place: Callable[[Any], Any] = lambda tree: tree
+    state: TrainState, source: str | Path | LoadedPolicy, place: Callable[[Any], Any] = lambda tree: tree
 ) -> TrainState:
-    """``state`` (a fresh run's) with its network parameters from checkpoint ``path``; ``place`` lays
-    host arrays out as the run's jitted functions take them (``JittedLearner.place``)."""
-    params = initial_params(path, jax.device_get(state.params))
+    """``state`` (a fresh run's) with its network parameters from checkpoint ``source`` (a path, or a
+    policy already loaded); ``place`` lays host arrays out as the run's jitted functions take them
+    (``JittedLearner.place``)."""
+    params = initial_params(source, jax.device_get(state.params))
     return state.replace(params=place(params))
