@@ -52,6 +52,7 @@ from slamorl_jax.env.job_model import EpochMetrics, allocation_price_per_hour
 from slamorl_jax.env.lookup import take_small
 from slamorl_jax.env.online_model import corrected_epoch_time, posterior_deviation
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.state import EnvState
 
 OUTCOME_FEATURES = ("time", "cost", "other_slas", "suggested")
@@ -161,11 +162,7 @@ def candidate_totals(
     target_cpus = params.target_allocation[:, 1]
     same_gpus = target_gpus == state.gpus
     same_cpus = target_cpus == state.cpus
-    pause = jnp.where(
-        same_gpus,
-        jnp.where(same_cpus, 0.0, params.cpu_reallocation_pause_s),
-        params.reallocation_pause_s,
-    )
+    pause = move_pause_s(state.gpus, state.cpus, target_gpus, target_cpus, params)
     now: EpochMetrics = state.profile_now
     now_epoch_s = corrected_epoch_time(
         now.epoch_time_s, now.compute_share, now.sync_share, mu_compute, mu_sync

@@ -72,6 +72,7 @@ from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.online_model import record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
+from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.scenarios import check_scenario, scenario_params
 from slamorl_jax.env.state import EnvState
 
@@ -252,8 +253,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         job = state.job
         action = action_sets.clip_action(action, self.action_set)
         gpus, cpus = action_sets.apply(action, state.gpus, state.cpus, params)
-        gpus_changed = gpus != state.gpus
-        changed = jnp.logical_or(gpus_changed, cpus != state.cpus)
+        changed = jnp.logical_or(gpus != state.gpus, cpus != state.cpus)
         contended = jnp.where(
             state.contended,
             u[d.CONTENTION_SWITCH] >= params.contention_end_prob,
@@ -264,11 +264,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         profile_ran = epoch_metrics(job.profile, gpus, cpus, params)
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
         epoch_time = m.epoch_time_s * noise
-        pause = jnp.where(
-            gpus_changed,
-            params.reallocation_pause_s,
-            jnp.where(changed, params.cpu_reallocation_pause_s, 0.0),
-        )
+        pause = move_pause_s(state.gpus, state.cpus, gpus, cpus, params)
         interval = epoch_time + pause
         interval_cost = interval * m.price_per_hour / 3600.0
         working = epoch_time / interval

@@ -25,19 +25,9 @@ import jax.numpy as jnp
 
 from slamorl_jax.env import shifts
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.state import JobSpec
 from slamorl_jax.env.static_allocations import lattice_metrics
-
-
-def _pause(
-    from_gpus: jax.Array, from_cpus: jax.Array, to_gpus: jax.Array, to_cpus: jax.Array, params: EnvParams
-) -> jax.Array:
-    """The env's pause for a move (GPU change: restart; CPU-only change: data loaders; else 0)."""
-    return jnp.where(
-        from_gpus != to_gpus,
-        params.reallocation_pause_s,
-        jnp.where(from_cpus != to_cpus, params.cpu_reallocation_pause_s, 0.0),
-    )
 
 
 def plan_outcomes(
@@ -64,12 +54,12 @@ def plan_outcomes(
     forced_gpus, forced_cpus = shifts.preempted_allocation(gpus, cpus, job.shift_value, params)
     held_gpus = jnp.where(preempted, forced_gpus, gpus)
     held_cpus = jnp.where(preempted, forced_cpus, cpus)
-    restart = _pause(gpus, cpus, held_gpus, held_cpus, params)
+    restart = move_pause_s(gpus, cpus, held_gpus, held_cpus, params)
     restart = jnp.where(restart > 0.0, params.reallocation_pause_s, 0.0)  # a preemption restarts the job
     move = jnp.logical_and(move, event)  # without an event there is nothing to move after
     end_gpus = jnp.where(move, then_gpus, held_gpus)
     end_cpus = jnp.where(move, then_cpus, held_cpus)
-    pause = _pause(held_gpus, held_cpus, end_gpus, end_cpus, params)
+    pause = move_pause_s(held_gpus, held_cpus, end_gpus, end_cpus, params)
     spell = jnp.logical_and(event, job.shift_kind == shifts.CONTENTION)
     second = lattice_metrics(after.constants, end_gpus, end_cpus, params, spell)
     held_price = lattice_metrics(after.constants, held_gpus, held_cpus, params).price_per_hour

@@ -51,6 +51,7 @@ from slamorl_jax.env.forecast import candidate_totals, suggestion
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
+from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.state import EnvState
 
 PROBE_FRACTION = 0.05  # of an epoch, per probe
@@ -88,17 +89,6 @@ def probe_allocations(state: EnvState, params: EnvParams) -> tuple[jax.Array, ja
     return gpus, cpus
 
 
-def switch_pause_s(
-    from_gpus: jax.Array, from_cpus: jax.Array, to_gpus: jax.Array, to_cpus: jax.Array, params: EnvParams
-) -> jax.Array:
-    """The billed pause of moving a running job between two allocations (0 when they are equal)."""
-    return jnp.where(
-        to_gpus != from_gpus,
-        params.reallocation_pause_s,
-        jnp.where(to_cpus != from_cpus, params.cpu_reallocation_pause_s, 0.0),
-    ).astype(jnp.float32)
-
-
 def _distinct(gpus: jax.Array, cpus: jax.Array) -> list[jax.Array]:
     """Per probe, whether it differs from every earlier one (repeats are skipped)."""
     out = []
@@ -127,7 +117,7 @@ def probes_worth_running(
     last = (gpus[0], cpus[0])
     for k in range(gpus.shape[0]):
         epoch_s = epoch_metrics(job.profile, gpus[k], cpus[k], params).epoch_time_s
-        pause = switch_pause_s(*last, gpus[k], cpus[k], params) if k > 0 else 0.0
+        pause = move_pause_s(*last, gpus[k], cpus[k], params) if k > 0 else 0.0
         spend = spend + jnp.where(distinct[k], pause + fraction * epoch_s, 0.0)
         last = (jnp.where(distinct[k], gpus[k], last[0]), jnp.where(distinct[k], cpus[k], last[1]))
     request = epoch_metrics(job.profile, job.requested_gpus, job.requested_cpus, params).epoch_time_s
@@ -171,7 +161,7 @@ def run_probes(
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[k]))
         measured_epoch_s = m.epoch_time_s * noise
         probe_s = fraction * measured_epoch_s
-        pause = switch_pause_s(*last, g, c, params) if k > 0 else jnp.zeros((), jnp.float32)
+        pause = move_pause_s(*last, g, c, params) if k > 0 else jnp.zeros((), jnp.float32)
         interval = run * (pause + probe_s)
         elapsed = elapsed + interval
         cost = cost + interval * m.price_per_hour / 3600.0
@@ -214,9 +204,7 @@ def start_at(
     probes of ``probed``: their time and cost plus the switch from the last probe (when the probes
     ``launched`` the job), their measurements, busy time and peak memory, and readings that project
     the job from there."""
-    pause = jnp.where(
-        launched, switch_pause_s(probed.gpus, probed.cpus, placed.gpus, placed.cpus, params), 0.0
-    )
+    pause = jnp.where(launched, move_pause_s(probed.gpus, probed.cpus, placed.gpus, placed.cpus, params), 0.0)
     m = placed.profile_now
     elapsed = probed.elapsed_s + pause
     cost = probed.cost_usd + pause * m.price_per_hour / 3600.0
