@@ -252,8 +252,23 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         u = d.as_tuple(u)
         job = state.job
         action = action_sets.clip_action(action, self.action_set)
-        gpus, cpus = action_sets.apply(action, state.gpus, state.cpus, params)
-        changed = jnp.logical_or(gpus != state.gpus, cpus != state.cpus)
+        # A preemption (shifts.py) restarts the job on fewer GPUs before this epoch, ahead of the
+        # action, which then applies from there; the restart pause is billed with the epoch.
+        preempted = shifts.preempts(job, state.epoch)
+        forced_gpus, forced_cpus = shifts.preempted_allocation(
+            state.gpus, state.cpus, job.shift_value, params
+        )
+        start_gpus = jnp.where(preempted, forced_gpus, state.gpus)
+        start_cpus = jnp.where(preempted, forced_cpus, state.cpus)
+        restart = jnp.where(
+            jnp.logical_and(
+                preempted, move_pause_s(state.gpus, state.cpus, start_gpus, start_cpus, params) > 0
+            ),
+            params.reallocation_pause_s,
+            0.0,
+        )
+        gpus, cpus = action_sets.apply(action, start_gpus, start_cpus, params)
+        changed = jnp.logical_or(gpus != start_gpus, cpus != start_cpus)
         contended = jnp.where(
             state.contended,
             u[d.CONTENTION_SWITCH] >= params.contention_end_prob,
@@ -261,10 +276,9 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         )
         slowed = jnp.logical_or(contended, shifts.spell_active(job, state.epoch))
         m = epoch_metrics(job.constants, gpus, cpus, params, slowed)
-        profile_ran = epoch_metrics(job.profile, gpus, cpus, params)
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
         epoch_time = m.epoch_time_s * noise
-        pause = move_pause_s(state.gpus, state.cpus, gpus, cpus, params)
+        pause = move_pause_s(start_gpus, start_cpus, gpus, cpus, params) + restart
         interval = epoch_time + pause
         interval_cost = interval * m.price_per_hour / 3600.0
         working = epoch_time / interval
@@ -277,19 +291,13 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         throughput = job.constants.samples_per_epoch / interval
         epoch = state.epoch + 1
         # The job's mid-run event (shifts.py) happens at the end of this epoch: the world after it
-        # (targets, prices, true compute) and, for a preemption, the allocation it restarts on.
-        fire = shifts.fires(job, epoch)
-        job_after = shifts.shifted_job(job, fire)
-        preempted = jnp.logical_and(fire, job.shift_kind == shifts.PREEMPTION)
-        forced_gpus, forced_cpus = shifts.preempted_allocation(gpus, cpus, job.shift_value, params)
-        moved = jnp.logical_and(preempted, jnp.logical_or(forced_gpus != gpus, forced_cpus != cpus))
-        held_gpus = jnp.where(moved, forced_gpus, gpus)
-        held_cpus = jnp.where(moved, forced_cpus, cpus)
-        profile_now = epoch_metrics(job_after.profile, held_gpus, held_cpus, params)
-        restart = jnp.where(moved, params.reallocation_pause_s, 0.0)
-        restart_cost = restart * profile_now.price_per_hour / 3600.0
-        elapsed = state.elapsed_s + interval + restart
-        cost = state.cost_usd + interval_cost + restart_cost
+        # (targets, prices, true compute).
+        job_after = shifts.shifted_job(job, shifts.fires(job, epoch))
+        # The profile where the job is, after any price change (its epoch time and shares, which
+        # the online model records, do not depend on the price).
+        profile_now = epoch_metrics(job_after.profile, gpus, cpus, params)
+        elapsed = state.elapsed_s + interval
+        cost = state.cost_usd + interval_cost
         readings = epoch_readings(
             job_after, m.replace(price_per_hour=profile_now.price_per_hour), epoch_time, throughput,
             gpu_util, cpu_util, elapsed, cost, epoch, params, state.multipliers,
@@ -300,8 +308,8 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             job=job_after,
             steps=state.steps + 1,
             epoch=epoch,
-            gpus=held_gpus,
-            cpus=held_cpus,
+            gpus=gpus,
+            cpus=cpus,
             contended=contended,
             elapsed_s=elapsed,
             cost_usd=cost,
@@ -315,9 +323,9 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             model_stats=record_epoch(
                 state.model_stats,
                 epoch_time,
-                profile_ran.epoch_time_s,
-                profile_ran.compute_share,
-                profile_ran.sync_share,
+                profile_now.epoch_time_s,
+                profile_now.compute_share,
+                profile_now.sync_share,
             ),
         )
         figures = episode_figures(next_state)
@@ -327,8 +335,8 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         ) + params.all_slas_bonus * figures["all_slas_met"].astype(jnp.float32)
         reward = jnp.stack(
             [
-                -jnp.minimum((interval + restart) / job.time_ref_s, params.reward_clip),
-                -jnp.minimum((interval_cost + restart_cost) / job.cost_ref_usd, params.reward_clip),
+                -jnp.minimum(interval / job.time_ref_s, params.reward_clip),
+                -jnp.minimum(interval_cost / job.cost_ref_usd, params.reward_clip),
                 -jnp.mean(severities) / epochs_f + jnp.where(terminated, completion, 0.0),
             ]
         ).astype(jnp.float32)

@@ -10,9 +10,9 @@ The model is the simulator's, noise-free and without the random contention, on t
 constants (the oracles' hindsight): ``e`` epochs at ``a`` on the constants before the event, then
 the event (``shifts.shifted_job``: the targets, prices and true compute it changes; a contention
 spell contends every later epoch; a preemption moves the job to ``shifts.preempted_allocation(a)``
-and bills the restart pause at that allocation's price), then ``E - e`` epochs at ``b`` with the
-pause of the move from where the job is (the env's pauses, billed at ``b``'s price, as the env
-bills a move with the epoch after it). The six job-level checks are ``episode_figures``': total
+with the restart pause), then ``E - e`` epochs at ``b`` with the pause of the move from where the
+job is (the env's pauses, billed with the first of those epochs at ``b``'s price, as the env bills
+them). The six job-level checks are ``episode_figures``': total
 time and cost against the targets in force at the end, samples / total time, peak memory, and
 time-weighted utilisation (a paused job does no work). The objective is the oracle's:
 ``(w_time T / T_ref + w_cost C / C_ref) / (w_time + w_cost)``.
@@ -62,15 +62,13 @@ def plan_outcomes(
     pause = move_pause_s(held_gpus, held_cpus, end_gpus, end_cpus, params)
     spell = jnp.logical_and(event, job.shift_kind == shifts.CONTENTION)
     second = lattice_metrics(after.constants, end_gpus, end_cpus, params, spell)
-    held_price = lattice_metrics(after.constants, held_gpus, held_cpus, params).price_per_hour
 
     first_time = before_epochs * first.epoch_time_s
     work_after = after_epochs * second.epoch_time_s
     total_time = first_time + restart + pause + work_after
     total_cost = (
         first_time * first.price_per_hour / 3600.0
-        + restart * held_price / 3600.0
-        + (pause + work_after) * second.price_per_hour / 3600.0
+        + (restart + pause + work_after) * second.price_per_hour / 3600.0
     )
     # Static runs keep the single-epoch figures the oracle has always used (module docstring).
     static = jnp.logical_not(event)

@@ -667,6 +667,14 @@ class PythonJob:
     def _transition(self, u: list[float], action: int) -> tuple[tuple[float, float, float], bool, Info]:
         """Apply ``action`` and run one epoch (no reset): reward, terminated, info."""
         v, job = self._v, self.job
+        kind, at, shift_value = job.shift
+        # A preemption restarts the job on fewer GPUs before this epoch, ahead of the action.
+        restart = 0.0
+        if kind == shifts.PREEMPTION and at < job.epochs and self.epoch == at:
+            forced = self._preempted_allocation(self.gpus, self.cpus, shift_value)
+            if forced != (self.gpus, self.cpus):
+                restart = v["reallocation_pause_s"]
+            self.gpus, self.cpus = forced
         gpus, cpus = self._apply(action)
         gpus_changed = gpus != self.gpus
         changed = gpus_changed or cpus != self.cpus
@@ -677,7 +685,6 @@ class PythonJob:
             contended = switch < v["contention_start_prob"]
         # The job runs on its true constants; the agent's model keeps the profile's forecast. A
         # contention spell (shifts.py) slows every epoch after its event.
-        kind, at, shift_value = job.shift
         spell = kind == shifts.CONTENTION and at < job.epochs and self.epoch >= at
         m = self._epoch_metrics(job.constants, gpus, cpus, contended or spell)
         base_time, _, gpu_util, cpu_util, memory, _, price, _, _ = m
@@ -688,7 +695,7 @@ class PythonJob:
             pause = v["reallocation_pause_s"]
         else:
             pause = v["cpu_reallocation_pause_s"] if changed else 0.0
-        interval = epoch_time + pause
+        interval = epoch_time + pause + restart
         interval_cost = interval * price / 3600.0
         working = epoch_time / interval
         noise = v["util_noise"]
@@ -696,33 +703,25 @@ class PythonJob:
         cpu_util = _unit(cpu_util * working + noise * (2.0 * u[d.CPU_UTIL_NOISE] - 1.0))
         throughput = job.constants.samples_per_epoch / interval
         epoch = self.epoch + 1
-        # The job's event happens at the end of this epoch; a preemption restarts it elsewhere.
-        fire = self._event_fires(epoch)
-        if fire:
+        # The job's event happens at the end of this epoch (a price rise reprices it at once).
+        profile_ran = profile_now
+        if self._event_fires(epoch):
             self._shift_job()
-        held, restart, restart_cost = (gpus, cpus), 0.0, 0.0
-        profile_ran, profile_held = profile_now, profile_now
-        if fire and kind == shifts.PREEMPTION:
-            held = self._preempted_allocation(gpus, cpus, shift_value)
-            if held != (gpus, cpus):
-                profile_held = self._epoch_metrics(job.profile, *held, False)
-                restart = v["reallocation_pause_s"]
-                restart_cost = restart * profile_held[6] / 3600.0
-        elif fire and kind == shifts.PRICE_RISE:
-            profile_held = self._epoch_metrics(job.profile, gpus, cpus, False)
-        elapsed = self.elapsed_s + interval + restart
-        cost = self.cost_usd + interval_cost + restart_cost
+            if kind == shifts.PRICE_RISE:
+                profile_now = self._epoch_metrics(job.profile, gpus, cpus, False)
+        elapsed = self.elapsed_s + interval
+        cost = self.cost_usd + interval_cost
         step_weights = self.weights
-        readings = (*m[:6], profile_held[6], *m[7:])  # the price from now on
+        readings = (*m[:6], profile_now[6], *m[7:])  # the price from now on
         self._take_readings(readings, epoch_time, throughput, gpu_util, cpu_util, elapsed, cost, epoch)
         self.steps += 1
-        self.epoch, (self.gpus, self.cpus), self.contended = epoch, held, contended
+        self.epoch, self.gpus, self.cpus, self.contended = epoch, gpus, cpus, contended
         self.elapsed_s, self.cost_usd = elapsed, cost
         self.gpu_busy_s += gpu_util * interval
         self.cpu_busy_s += cpu_util * interval
         self.peak_memory_gib = max(self.peak_memory_gib, memory)
         self.reallocations += changed
-        self.profile_now = profile_held
+        self.profile_now = profile_now
         self._record_epoch(epoch_time, profile_ran[0], profile_ran[7], profile_ran[8])
         severities = self.severities
         mean_severity = sum(severities) / len(severities)
@@ -735,8 +734,8 @@ class PythonJob:
             sla_reward += v["sla_met_bonus"] * sum(met) + (v["all_slas_bonus"] if all(met) else 0.0)
         clip = v["reward_clip"]
         reward = (
-            -min((interval + restart) / job.time_ref_s, clip),
-            -min((interval_cost + restart_cost) / job.cost_ref_usd, clip),
+            -min(interval / job.time_ref_s, clip),
+            -min(interval_cost / job.cost_ref_usd, clip),
             sla_reward,
         )
         info["step_weights"] = step_weights

@@ -22,15 +22,18 @@ kind            what happens from epoch ``at + 1`` on                          s
                 time (so the fastest allocation held from the start meets it)
 ``budget_cut``  the user cuts the budget: budget x size, never below the       0.6 - 0.9
                 margin x the true cheapest static run's cost
-``preemption``  the job is preempted and restarted on ``floor(size x GPUs)``   0.5
-                GPUs (at least 1; CPUs per GPU kept, on the CPU lattice),
-                paying the checkpoint-restart pause (``reallocation_pause_s``)
-                at the new allocation's price; it may move back afterwards
+``preemption``  the job is preempted and restarts on ``floor(size x GPUs)``    0.5
+                GPUs (at least 1; CPUs per GPU kept, on the CPU lattice)
+                before epoch ``at + 1``, paying the checkpoint-restart pause
+                (``reallocation_pause_s``) with that epoch; the decision taken
+                before it applies from there (a target moves the job on, a
+                relative move or keep starts from the new allocation)
 ==============  ============================================================  =============
 
 What the agent sees: a cut deadline or budget and a new price at once (the SLA features, the
 forecasts and the readings use them from the next observation); a preemption as its new
-allocation; a slower node and a contention spell only through the epochs it measures (the online
+allocation one decision later (it happens while the job restarts for its next epoch); a slower
+node and a contention spell only through the epochs it measures (the online
 model, ``online_model.py``). The job-level SLAs are judged against the targets in force at the end.
 Probabilities and sizes are our documented assumptions (no public trace gives per-job rates of
 these events); the ``shifting`` scenario (``scenarios.py``) gives every job one event, kinds
@@ -109,6 +112,13 @@ def happens(job: JobSpec) -> jax.Array:
 def fires(job: JobSpec, epoch_after: jax.Array) -> jax.Array:
     """Whether the event happens at the end of the epoch that brings the job to ``epoch_after``."""
     return jnp.logical_and(happens(job), epoch_after == job.shift_epoch)
+
+
+def preempts(job: JobSpec, epoch_before: jax.Array) -> jax.Array:
+    """Whether a preemption restarts the job before the epoch that starts after ``epoch_before``."""
+    return jnp.logical_and(
+        jnp.logical_and(happens(job), job.shift_kind == PREEMPTION), epoch_before == job.shift_epoch
+    )
 
 
 def spell_active(job: JobSpec, epoch_before: jax.Array) -> jax.Array:
