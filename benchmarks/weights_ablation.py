@@ -1,22 +1,21 @@
 """The adaptive-weights ablation: static vs severity vs dual weights, each over its training seeds.
 
     python -m benchmarks.weights_ablation \\
-        --runs static=benchmarks/results/training_seeds_weights_static.json \\
-        --runs severity=benchmarks/results/training_seeds.json \\
-        --runs dual=benchmarks/results/training_seeds_weights_dual.json \\
+        --runs static=runs/ablation/static-seed0,runs/ablation/static-seed1,runs/ablation/static-seed2 \\
+        --runs severity=... --runs dual=... [--scenarios conflict,shifting] [--episodes 1024] \\
         [--out benchmarks/results/weights_ablation.json]
 
-Each input is a ``benchmarks.training_seeds`` report: the same training command and budget with one
-``--weights`` form, one run per seed, every run evaluated on the same fresh jobs. Per scenario it
-tabulates all six SLAs met and the scenario's objective over the best static oracle as mean ± sample
-standard deviation [min, max] over seeds, and the difference of each adaptive form from static in
-points of all SLAs met with whether the seed ranges overlap (issue 8 asks for >= 5 points and no
-overlap on ``conflict``).
+Each ``--runs`` names one weights form and its runs (one per training seed, the same command and
+budget but ``--weights``). Every run's final policy runs greedily from the request, fed the weights
+of the form it was trained with, on the same fresh jobs of each scenario (common random numbers),
+next to the best static allocation in hindsight. Per scenario and form: all six SLAs met and the
+scenario's objective over the oracle's, as mean ± sample standard deviation [min, max] over seeds,
+and each adaptive form's difference from static in points of all SLAs met with whether the seed
+ranges overlap (issue 8 asks for >= 5 points and no overlap on ``conflict``).
 """
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,47 +25,89 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import argparse
 
+import jax
+
 from benchmarks.common import check_out_path, machine_info, markdown_table, report
-from slamorl_jax.cli_args import OneLineArgumentParser, fail
+from benchmarks.training_seeds import spread
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
+from slamorl_jax.env.scenarios import SCENARIOS
 
 BASELINE = "static"
+PROG = "python -m benchmarks.weights_ablation"
 
 
-def read_runs(specs: list[str], prog: str) -> dict[str, dict[str, Any]]:
-    """``name=path`` pairs to the reports they name (exit 2 on a bad pair or file)."""
-    runs = {}
+def parse_runs(specs: list[str]) -> dict[str, list[Path]]:
+    """``form=run,run,...`` pairs to run directories (exit 2 on a bad pair or a missing run)."""
+    forms: dict[str, list[Path]] = {}
     for spec in specs:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not path:
-            fail(f"--runs takes name=path, got {spec!r}", prog)
-        try:
-            runs[name] = json.loads(Path(path).read_text())
-        except (OSError, ValueError) as error:
-            fail(f"--runs {name}: cannot read {path}: {error}", prog)
-    if BASELINE not in runs:
-        fail(f"--runs needs a {BASELINE!r} entry to compare with", prog)
-    return runs
+        name, sep, paths = spec.partition("=")
+        if not sep or not name or not paths:
+            fail(f"--runs takes form=run[,run...], got {spec!r}", PROG)
+        runs = [Path(p) for p in paths.split(",")]
+        missing = [str(r) for r in runs if not (r / "checkpoints").is_dir()]
+        if missing:
+            fail(f"--runs {name}: no checkpoints under {', '.join(missing)}", PROG)
+        forms[name] = runs
+    if BASELINE not in forms:
+        fail(f"--runs needs a {BASELINE!r} form to compare with", PROG)
+    return forms
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Per form and scenario: the seed statistics of all SLAs met and of the objective / oracle."""
-    rows: dict[str, dict[str, Any]] = {}
-    for name, payload in args.runs.items():
-        figures = payload["figures"]
-        scenarios = sorted({key.split("/")[0] for key in figures if key.endswith("/all_slas_met")})
-        rows[name] = {
-            "seeds": payload["seeds"],
-            "train_flags": payload["train_flags"],
-            "scenarios": {
-                s: {
-                    "all_slas_met": figures[f"{s}/all_slas_met"],
-                    "over_oracle": figures[f"{s}/over_oracle"],
-                    "all_slas_met_oracle": figures[f"{s}/all_slas_met_oracle"]["mean"],
-                }
-                for s in scenarios
-            },
+    """Evaluate every run on every scenario; the oracle once per scenario."""
+    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.env.job_env import JobAllocationEnv
+    from slamorl_jax.env.scenarios import with_preference, with_scenario
+    from slamorl_jax.episodes import summarise_episodes
+    from slamorl_jax.evaluation.baselines import BestStatic
+    from slamorl_jax.evaluation.methods import Method, compared_method, run_method
+    from slamorl_jax.quality_bar import greedy_policy, objective
+
+    env = JobAllocationEnv(action_set="targets")
+    policies = {name: [load_policy(r / "checkpoints") for r in runs] for name, runs in args.runs.items()}
+    first = next(iter(policies.values()))[0]
+    base = with_preference(env_params_from_config(first.config, env.catalog), None)
+    oracle = Method("best_static_oracle", "oracle", start=BestStatic.for_params(base))
+    keys = [jax.random.key(args.seed)]
+    per_seed: dict[str, dict[str, dict[str, list[float]]]] = {}
+    oracle_rows: dict[str, dict[str, float]] = {}
+    for scenario in args.scenarios:
+        params = with_scenario(base, scenario)
+        theirs = summarise_episodes(run_method(env, params, oracle, keys, args.episodes))
+        oracle_rows[scenario] = {
+            "all_slas_met": theirs["all_slas_met"],
+            "objective": objective(scenario, theirs),
         }
-    return {"rows": rows, "machine": machine_info()}
+        per_seed[scenario] = {}
+        for name, loaded in policies.items():
+            met, over = [], []
+            for policy in loaded:
+                method = compared_method(
+                    name,
+                    greedy_policy(policy.network),
+                    policy.params,
+                    policy.config.adapt_strength,
+                    policy.config.weights,
+                )
+                mine = summarise_episodes(run_method(env, params, method, keys, args.episodes))
+                met.append(mine["all_slas_met"])
+                over.append(objective(scenario, mine) / oracle_rows[scenario]["objective"])
+            per_seed[scenario][name] = {"all_slas_met": met, "over_oracle": over}
+    return {
+        "runs": {name: [str(r) for r in runs] for name, runs in args.runs.items()},
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "oracle": oracle_rows,
+        "per_seed": per_seed,
+        "figures": {
+            scenario: {
+                name: {figure: spread(values) for figure, values in row.items()} for name, row in rows.items()
+            }
+            for scenario, rows in per_seed.items()
+        },
+        "machine": machine_info(),
+    }
 
 
 def _stats(s: dict[str, float], scale: float = 1.0, digits: int = 1) -> str:
@@ -78,18 +119,13 @@ def _stats(s: dict[str, float], scale: float = 1.0, digits: int = 1) -> str:
 
 def to_markdown(payload: dict[str, Any]) -> str:
     """One row per scenario and form; the gain over static in points, with range overlap."""
-    rows = payload["rows"]
-    static = rows[BASELINE]["scenarios"]
     table = []
-    for scenario in static:
+    for scenario, rows in payload["figures"].items():
+        base = rows[BASELINE]["all_slas_met"]
         for name, row in rows.items():
-            mine = row["scenarios"].get(scenario)
-            if mine is None:
-                continue
-            met = mine["all_slas_met"]
+            met = row["all_slas_met"]
             gain = "-"
             if name != BASELINE:
-                base = static[scenario]["all_slas_met"]
                 overlap = met["min"] <= base["max"] and base["min"] <= met["max"]
                 gain = f"{100 * (met['mean'] - base['mean']):+.1f} ({'overlap' if overlap else 'no overlap'})"
             table.append(
@@ -97,28 +133,35 @@ def to_markdown(payload: dict[str, Any]) -> str:
                     scenario,
                     name,
                     _stats(met, 100.0),
-                    f"{100 * mine['all_slas_met_oracle']:.1f}",
-                    _stats(mine["over_oracle"], digits=3),
+                    f"{100 * payload['oracle'][scenario]['all_slas_met']:.1f}",
+                    _stats(row["over_oracle"], digits=3),
                     gain,
                 ]
             )
     headers = ["scenario", "weights", "all SLAs met % (seeds)", "oracle %", "objective / oracle", "vs static"]
-    seeds = {name: row["seeds"] for name, row in rows.items()}
-    return f"Training seeds per form: {seeds}; mean ± std [min, max] over seeds.\n\n" + markdown_table(
-        headers, table
+    runs = {name: len(paths) for name, paths in payload["runs"].items()}
+    return (
+        f"Runs per form: {runs}; {payload['episodes']} jobs per scenario (seed {payload['seed']}); "
+        "mean ± std [min, max] over training seeds.\n\n" + markdown_table(headers, table)
     )
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Parse the options, tabulate, print and write the report."""
-    prog = "python -m benchmarks.weights_ablation"
-    parser = OneLineArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", action="append", required=True, help="name=training_seeds JSON (repeat)")
+    """Parse the options, evaluate, print and write the report."""
+    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", action="append", required=True, help="form=run[,run...] (repeat)")
+    parser.add_argument("--scenarios", default="conflict,shifting", help="comma-separated scenarios")
+    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=1024)
+    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
     parser.add_argument("--out", default="benchmarks/results/weights_ablation.json")
     args = parser.parse_args(argv)
     args.out = Path(args.out)
-    check_out_path(args.out, prog)
-    args.runs = read_runs(args.runs, prog)
+    check_out_path(args.out, PROG)
+    args.scenarios = tuple(s.strip() for s in args.scenarios.split(","))
+    unknown = [s for s in args.scenarios if s not in SCENARIOS]
+    if unknown:
+        fail(f"--scenarios: unknown {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}", PROG)
+    args.runs = parse_runs(args.runs)
     report(args, run, to_markdown)
 
 
