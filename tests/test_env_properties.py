@@ -39,6 +39,7 @@ from slamorl_jax.env import (
 )
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.params import with_values
+from slamorl_jax.env.shifts import NUM_SHIFT_KINDS
 
 NUM_ENVS = 8
 NUM_STEPS = 40
@@ -128,6 +129,8 @@ def env_settings(draw: st.DrawFn, num_workloads: int, num_gpu_types: int) -> dic
     if scenario is None:  # a custom generator instead of a named scenario
         fields["scenario_probs"] = draw(probabilities(3))
         fields["random_preference_prob"] = draw(floats(0.0, 1.0))
+        fields["opposed_preference_prob"] = draw(floats(0.0, 1.0))
+        fields["shift_probs"] = draw(probabilities(NUM_SHIFT_KINDS))
     epochs = None
     if draw(st.booleans()):  # short jobs, so that many episodes end inside the rollout
         low = draw(st.integers(1, 12))

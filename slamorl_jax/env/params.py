@@ -84,7 +84,8 @@ class EnvParams:
     use_fixed_preference: jax.Array  # bool: every job gets ``fixed_preference``
     fixed_preference: jax.Array  # (3,) time, cost, sla
     kind_preference: jax.Array  # (3, 3) preset preference of each scenario kind (scenarios.py)
-    opposed_preference_prob: jax.Array  # chance of the kind's opposed preference (``conflict``)
+    opposed_preference_prob: jax.Array  # chance of the kind's opposed preference (``conflict``), after
+    # the random one: a job takes it when random_preference_prob <= u < the two summed
     opposed_preference: jax.Array  # (3, 3) per kind: the preference that opposes its tight SLA
     sla_factor_low: jax.Array  # (3, 6) per scenario kind and SLA
     sla_factor_high: jax.Array  # (3, 6)

@@ -162,8 +162,6 @@ def validate_params(params: EnvParams) -> EnvParams:
     _check_probabilities("workloads.requested_gpu_probs", workloads["requested_gpu_probs"])
     if np.any(workloads["epochs_min"] > workloads["epochs_max"]):
         raise ValueError("EnvParams.workloads.epochs_min must not exceed epochs_max")
-    if np.any(host["random_preference_prob"] + host["opposed_preference_prob"] > 1.0 + 1e-6):
-        raise ValueError("EnvParams.random_preference_prob + opposed_preference_prob must not exceed 1")
     if np.any(host["shift_at_low"] > host["shift_at_high"]):
         raise ValueError("EnvParams.shift_at_low must not exceed shift_at_high")
     if np.any(host["shift_size_low"] > host["shift_size_high"]):
