@@ -254,18 +254,8 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         action = action_sets.clip_action(action, self.action_set)
         # A preemption (shifts.py) restarts the job on fewer GPUs before this epoch, ahead of the
         # action, which then applies from there; the restart pause is billed with the epoch.
-        preempted = shifts.preempts(job, state.epoch)
-        forced_gpus, forced_cpus = shifts.preempted_allocation(
-            state.gpus, state.cpus, job.shift_value, params
-        )
-        start_gpus = jnp.where(preempted, forced_gpus, state.gpus)
-        start_cpus = jnp.where(preempted, forced_cpus, state.cpus)
-        restart = jnp.where(
-            jnp.logical_and(
-                preempted, move_pause_s(state.gpus, state.cpus, start_gpus, start_cpus, params) > 0
-            ),
-            params.reallocation_pause_s,
-            0.0,
+        start_gpus, start_cpus, restart = shifts.preemption(
+            state.gpus, state.cpus, job.shift_value, shifts.preempts(job, state.epoch), params
         )
         gpus, cpus = action_sets.apply(action, start_gpus, start_cpus, params)
         changed = jnp.logical_or(gpus != start_gpus, cpus != start_cpus)

@@ -51,11 +51,7 @@ def plan_outcomes(
 
     first = lattice_metrics(job.constants, gpus, cpus, params)
     preempted = jnp.logical_and(event, job.shift_kind == shifts.PREEMPTION)
-    forced_gpus, forced_cpus = shifts.preempted_allocation(gpus, cpus, job.shift_value, params)
-    held_gpus = jnp.where(preempted, forced_gpus, gpus)
-    held_cpus = jnp.where(preempted, forced_cpus, cpus)
-    restart = move_pause_s(gpus, cpus, held_gpus, held_cpus, params)
-    restart = jnp.where(restart > 0.0, params.reallocation_pause_s, 0.0)  # a preemption restarts the job
+    held_gpus, held_cpus, restart = shifts.preemption(gpus, cpus, job.shift_value, preempted, params)
     move = jnp.logical_and(move, event)  # without an event there is nothing to move after
     end_gpus = jnp.where(move, then_gpus, held_gpus)
     end_cpus = jnp.where(move, then_cpus, held_cpus)

@@ -49,6 +49,7 @@ from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.lookup import take_small
 from slamorl_jax.env.params import EnvParams, cluster_bounds
+from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.state import JobSpec
 
 SHIFT_KINDS = ("none", "contention", "slow_node", "price_rise", "deadline_cut", "budget_cut", "preemption")
@@ -119,6 +120,18 @@ def preempts(job: JobSpec, epoch_before: jax.Array) -> jax.Array:
     return jnp.logical_and(
         jnp.logical_and(happens(job), job.shift_kind == PREEMPTION), epoch_before == job.shift_epoch
     )
+
+
+def preemption(
+    gpus: jax.Array, cpus: jax.Array, keep_share: jax.Array, preempted: jax.Array, params: EnvParams
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Where a job on ``(gpus, cpus)`` restarts where ``preempted`` (else where it is), and the
+    restart pause it pays (``reallocation_pause_s`` when the allocation changes, else 0)."""
+    forced_gpus, forced_cpus = preempted_allocation(gpus, cpus, keep_share, params)
+    after_gpus = jnp.where(preempted, forced_gpus, gpus)
+    after_cpus = jnp.where(preempted, forced_cpus, cpus)
+    moved = move_pause_s(gpus, cpus, after_gpus, after_cpus, params) > 0
+    return after_gpus, after_cpus, jnp.where(moved, params.reallocation_pause_s, 0.0)
 
 
 def spell_active(job: JobSpec, epoch_before: jax.Array) -> jax.Array:
