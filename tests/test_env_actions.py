@@ -86,6 +86,9 @@ def step_sets(env: JobAllocationEnv) -> dict[str, tuple[Callable, Callable]]:
     return out
 
 
+ACTIONS_PER_STATE = NUM_TARGETS  # the widest list a test steps from each state
+
+
 def states_times_actions(
     step_sets: dict, name: str, params: EnvParams, actions: list[int], seed: int
 ) -> tuple:
@@ -95,11 +98,16 @@ def states_times_actions(
     keys = jax.random.split(jax.random.key(seed), NUM_STATES)
     _, states = reset(keys, params)
     _, states, *_ = step(keys, states, jnp.arange(NUM_STATES, dtype=jnp.int32) % NUM_ACTIONS, params)
-    n = len(actions)
-    before = jax.tree.map(lambda x: jnp.repeat(x, n, axis=0), states)
-    step_keys = jnp.repeat(jax.random.split(jax.random.key(seed + 1), NUM_STATES), n, axis=0)
-    flat_actions = jnp.tile(jnp.asarray(actions, jnp.int32), NUM_STATES)
-    return before, flat_actions, step(step_keys, before, flat_actions, params)
+    # Every call steps ACTIONS_PER_STATE actions per state (the list padded with its last action), so
+    # the batched step compiles once per set whatever the list; the padding is dropped after.
+    n, width = len(actions), max(ACTIONS_PER_STATE, len(actions))
+    before = jax.tree.map(lambda x: jnp.repeat(x, width, axis=0), states)
+    step_keys = jnp.repeat(jax.random.split(jax.random.key(seed + 1), NUM_STATES), width, axis=0)
+    padded = [*actions, *[actions[-1]] * (width - n)]
+    flat_actions = jnp.tile(jnp.asarray(padded, jnp.int32), NUM_STATES)
+    outputs = step(step_keys, before, flat_actions, params)
+    rows = np.asarray([state * width + i for state in range(NUM_STATES) for i in range(n)])
+    return jax.tree.map(lambda x: x[rows], (before, flat_actions, outputs))
 
 
 # --- action sets --------------------------------------------------------------------------------

@@ -20,10 +20,12 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
+from absl import app
+from cli_harness import Outcome, assert_refused, call
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer, trees_equal
 
 from slamorl_jax import checkpoint as ckpt
-from slamorl_jax import training_loop
+from slamorl_jax import train, training_loop
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.env.scenarios import SCENARIO_KINDS
 
@@ -52,17 +54,6 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=CLI_TIMEOUT_S,
     )
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *phrases: str) -> None:
-    """Exit code 2, exactly one line on stderr naming ``phrases``, no traceback."""
-    lines = result.stderr.strip().splitlines()
-    assert result.returncode == 2, result.stderr
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr + result.stdout
-    assert lines[0].startswith("error: ")
-    for phrase in phrases:
-        assert phrase in lines[0]
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -159,44 +150,66 @@ BAD_FLAGS = {
 }
 
 
+def train_in_process(args: list[str], capsys: pytest.CaptureFixture[str], root: Path) -> Outcome:
+    """The training command on ``args`` in this process (as ``app.run`` calls it; milliseconds where a
+    subprocess pays seconds of imports), with what it left under ``root``. The properties only a real
+    process has (no interpreter traceback, exit by signal) are checked by the subprocess tests here
+    and by ``test_fuzz_inputs``."""
+    try:
+        return call(lambda: train.main(train.parse_flags(["slamorl_jax.train", *args])), capsys, root)
+    finally:
+        train.FLAGS.unparse_flags()
+
+
+def assert_one_error_line(outcome: Outcome, *phrases: str) -> None:
+    """Exit code 2, exactly one ``error:`` line on stderr naming ``phrases``, no traceback, nothing
+    new on disk."""
+    assert_refused(outcome, *phrases)
+    lines = outcome.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), outcome.report()
+
+
 @pytest.mark.parametrize("case", list(BAD_FLAGS))
-def test_bad_flags_exit_2_with_one_line(case: str, tmp_path: Path) -> None:
+def test_bad_flags_exit_2_with_one_line(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     args, phrases = BAD_FLAGS[case]
-    result = run_cli(*args, f"--run_dir={tmp_path}")
-    assert_one_line_error(result, *phrases)
+    outcome = train_in_process([*args, f"--run_dir={tmp_path}"], capsys, tmp_path)
+    assert_one_error_line(outcome, *phrases)
     assert not any(tmp_path.iterdir())  # nothing written
 
 
 def test_existing_checkpoints_without_resume_exit_2(
-    finished: FinishedRun, flagfile: Path, tmp_path: Path
+    finished: FinishedRun, flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    result = run_cli(
-        f"--flagfile={flagfile}", f"--checkpoint_dir={finished.checkpoint_dir}", f"--run_dir={tmp_path}"
-    )
-    assert_one_line_error(result, str(finished.checkpoint_dir), "--resume")
+    args = [f"--flagfile={flagfile}", f"--checkpoint_dir={finished.checkpoint_dir}", f"--run_dir={tmp_path}"]
+    assert_one_error_line(train_in_process(args, capsys, tmp_path), str(finished.checkpoint_dir), "--resume")
 
 
-def test_resume_with_a_conflicting_flag_exits_2(finished: FinishedRun, tmp_path: Path) -> None:
-    result = run_cli(
+def test_resume_with_a_conflicting_flag_exits_2(
+    finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
         "--resume",
         f"--checkpoint_dir={finished.checkpoint_dir}",
         f"--total_timesteps={10 * TINY.total_timesteps}",
         f"--run_dir={tmp_path}",
-    )
-    assert_one_line_error(result, "total_timesteps")
+    ]
+    assert_one_error_line(train_in_process(args, capsys, tmp_path), "total_timesteps")
     assert ckpt.load_policy(finished.checkpoint_dir).step == TINY.num_updates  # untouched
 
 
-def test_resume_from_a_missing_directory_exits_2(tmp_path: Path) -> None:
-    result = run_cli("--resume", f"--checkpoint_dir={tmp_path / 'none'}", f"--run_dir={tmp_path}")
-    assert_one_line_error(result, "does not exist")
+def test_resume_from_a_missing_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--resume", f"--checkpoint_dir={tmp_path / 'none'}", f"--run_dir={tmp_path}"]
+    assert_one_error_line(train_in_process(args, capsys, tmp_path), "does not exist")
 
 
-def test_helpfull_lists_every_flag_with_its_help() -> None:
-    result = run_cli("--helpfull")
-    assert result.returncode in (0, 1)  # absl exits 1 after printing help
-    assert "Traceback" not in result.stderr
-    text = result.stdout
+def test_helpfull_lists_every_flag_with_its_help(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    app.define_help_flags()  # what app.run does before parsing (idempotent)
+    outcome = train_in_process(["--helpfull"], capsys, tmp_path)
+    assert outcome.code in (0, 1), outcome.report()  # absl exits 1 after printing help
+    assert "Traceback" not in outcome.stderr
+    text = outcome.stdout
     for field in dataclasses.fields(TrainConfig):
         assert f"--{field.name}:" in text or f"--[no]{field.name}:" in text, field.name
     for phrase in ("Jobs simulated in parallel", "Continue from the latest checkpoint", "--flagfile"):
