@@ -20,6 +20,7 @@ import importlib.util
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax import run_dirs
@@ -79,6 +80,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default={},
         help="other checkpoints to run on the same jobs, as name=path[,name=path] "
         "(e.g. a run trained with --adapt_strength=0)",
+    )
+    parser.add_argument(
+        "--history",
+        default=None,
+        help="history store (.json/.csv, slamorl_jax.history): also run the policy started at each "
+        "job's nearest record (method policy_from_history)",
     )
     parser.add_argument(
         "--episodes", type=bounded(int, 1, 1 << 20), default=2048, help="fresh jobs per scenario and seed"
@@ -157,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         compare = {name: load_policy(path) for name, path in args.compare.items()}
     except CheckpointError as err:
         fail(str(err), PROG)
+    history = history_start(args.history)
     config = SuiteConfig(
         scenarios=args.scenarios,
         episodes=args.episodes,
@@ -186,10 +194,11 @@ def main(argv: list[str] | None = None) -> int:
 
     with cleanup_on_interrupt(remove_partial):
         try:
-            payload, _ = run_suite(policy, config, progress=progress, compare=compare)
+            payload, _ = run_suite(policy, config, progress=progress, compare=compare, history=history)
             payload["config"].update(
                 checkpoint=str(args.checkpoint),
                 compare={name: str(path) for name, path in args.compare.items()},
+                history=args.history,
             )
             written = write_outputs(args.out_dir, payload, args.plots)
             done = True
@@ -198,6 +207,20 @@ def main(argv: list[str] | None = None) -> int:
     print(to_markdown(payload))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0
+
+
+def history_start(path: str | None) -> Any:
+    """The start rule of the ``--history`` store (``None`` without one); exit 2 with one line when
+    the store cannot be used."""
+    if path is None:
+        return None
+    from slamorl_jax.history.lookup import HistoryStart
+    from slamorl_jax.history.records import load_records
+
+    try:
+        return HistoryStart.from_records(load_records(path))
+    except ValueError as err:
+        fail(f"--history: {err}", PROG)
 
 
 def run() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from pathlib import Path
@@ -20,6 +21,7 @@ from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episod
 from slamorl_jax.evaluation import baselines, headline, pareto
 from slamorl_jax.evaluation.report import to_csv, to_markdown
 from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
+from slamorl_jax.history.records import HistoryRecord, save_records
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 
@@ -192,6 +194,8 @@ def _main_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int
         ["--compare=no-equals-sign"],
         ["--compare=a=/no/such/checkpoint"],
         [f"--compare=a={SHIPPED},a={SHIPPED}"],
+        ["--history=/no/such/store.json"],
+        ["--history=store.txt"],
     ],
 )
 def test_bad_flags_exit_2_with_one_line(
@@ -209,8 +213,12 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     headline and the gaps to both anchors (the policy compared with itself gives identical
     figures); a second run into the same directory is refused and leaves the results untouched."""
     out = tmp_path / "eval"
+    store = tmp_path / "store.json"
+    history_record = HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (0.6, 0.2, 0.2), 8, 32)
+    save_records([history_record, dataclasses.replace(history_record, best_gpus=1, best_cpus=4)], store)
     argv = [
         f"--checkpoint={SHIPPED}",
+        f"--history={store}",
         "--episodes=16",
         "--seeds=2",
         "--scenarios=deadline-critical,budget-constrained",
@@ -231,7 +239,9 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
         "best_static_oracle",
         "best_reachable_paper",
         "policy_from_oracle",
+        "policy_from_history",
     } <= methods
+    assert payload["config"]["history"] == str(store)
     for scenario, rows in payload["summaries"].items():  # the same checkpoint compared to itself
         assert rows["policy[again]"] == rows["policy"], scenario
     for scenario in ("deadline-critical", "budget-constrained"):

@@ -86,6 +86,18 @@ def policy_methods(greedy: Policy, oracle: StartRule) -> tuple[Method, ...]:
     )
 
 
+def history_method(greedy: Policy, start: StartRule) -> Method:
+    """The policy started at the allocation of each job's nearest record in a history store
+    (``slamorl_jax.history.HistoryStart``): intelligent initialisation from finished jobs."""
+    return Method(
+        HISTORY,
+        "warm start: the policy starting at the allocation of the history store's nearest record",
+        greedy,
+        True,
+        start=start,
+    )
+
+
 def compared_method(
     name: str, greedy: Policy, policy_params: Any, adapt_strength: float, weights: str = "severity"
 ) -> Method:
@@ -103,6 +115,7 @@ def compared_method(
     )
 
 
+HISTORY = "policy_from_history"
 REACHABLE = "best_reachable_paper"
 REACHABLE_DESCRIPTION = (
     "best walk-then-hold controller with the paper's 9 moves in hindsight (noise-free model)"

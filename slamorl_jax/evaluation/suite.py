@@ -19,7 +19,7 @@ from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
-from slamorl_jax.episodes import summarise_episodes
+from slamorl_jax.episodes import StartRule, summarise_episodes
 from slamorl_jax.evaluation import pareto
 from slamorl_jax.evaluation.baselines import BestStatic, ProfileBestStatic
 from slamorl_jax.evaluation.headline import Results, anchor_gap, headline_figures, oracle_gap
@@ -28,6 +28,7 @@ from slamorl_jax.evaluation.methods import (
     Method,
     baseline_methods,
     compared_method,
+    history_method,
     policy_methods,
     run_method,
 )
@@ -64,10 +65,13 @@ def run_suite(
     env: JobAllocationEnv | None = None,
     progress: Callable[[str], None] = lambda message: None,
     compare: dict[str, LoadedPolicy] | None = None,
+    history: StartRule | None = None,
 ) -> tuple[dict, Results]:
     """Evaluate ``policy`` against the baselines, the two anchors (the static oracle and the best
     controller reachable with the paper's moves) and ablations, and the ``compare`` policies
-    (e.g. a run trained with static weights) on the same jobs; ``(payload, per-job figures)``."""
+    (e.g. a run trained with static weights) on the same jobs; with a ``history`` start rule
+    (``slamorl_jax.history.HistoryStart``) also the policy started where it puts each job;
+    ``(payload, per-job figures)``."""
     # The ``targets`` set is a superset with the paper's moves at the same indices, so policies of
     # either action set (and every baseline) run unchanged on one env, on the same jobs.
     env = env or JobAllocationEnv(action_set="targets")
@@ -87,7 +91,10 @@ def run_suite(
     oracle = BestStatic.for_params(base)
     reachable = BestReachable.for_params(base)
     profile_oracle = ProfileBestStatic(oracle)
-    methods = policy_methods(greedy, oracle) + compared + baseline_methods(oracle, reachable, profile_oracle)
+    warm = (history_method(greedy, history),) if history is not None else ()
+    methods = (
+        policy_methods(greedy, oracle) + warm + compared + baseline_methods(oracle, reachable, profile_oracle)
+    )
     replanning = Method(
         REPLANNING, REPLANNING_DESCRIPTION, start=Replanning(oracle), controller=Replanning(oracle)
     )
