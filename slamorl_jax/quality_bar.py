@@ -69,8 +69,11 @@ def format_evaluation(results: Results) -> str:
 
 
 @functools.lru_cache(maxsize=8)
+@functools.cache
 def greedy_policy(network: nn.Module) -> Policy:
-    """The argmax policy of ``network`` (one function per network, so its runner compiles once)."""
+    """The argmax policy of ``network``: one function per network value (modules compare by their
+    fields), so the runner compiled for it serves every checkpoint of the same architecture (a
+    ``--compare``d run, a warm start) with only the parameters changing."""
 
     def greedy(params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
         return jnp.argmax(network.apply(params, obs, weights)[0], axis=-1)

@@ -22,6 +22,7 @@ from slamorl_jax.evaluation import baselines, headline, pareto
 from slamorl_jax.evaluation.report import to_csv, to_markdown
 from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
 from slamorl_jax.history.records import HistoryRecord, save_records
+from slamorl_jax.quality_bar import greedy_policy
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 
@@ -287,3 +288,12 @@ def test_suite_payload_renders_without_the_cli() -> None:
     assert "- balanced, all six SLAs met: policy" in markdown
     assert set(results["balanced"]) == set(payload["methods"])
     assert to_csv(payload).count("\n") == 1 + len(payload["methods"])
+
+
+def test_checkpoints_of_one_architecture_share_one_greedy_policy() -> None:
+    """Two loads of a checkpoint (or two runs with the same network) get the same policy function,
+    so evaluation compiles one runner for both; another architecture gets its own."""
+    first, second = load_policy(SHIPPED), load_policy(SHIPPED)
+    assert greedy_policy(first.network) is greedy_policy(second.network)
+    other = first.network.clone(config=dataclasses.replace(first.network.config, hidden_sizes=(8,)))
+    assert greedy_policy(other) is not greedy_policy(first.network)
