@@ -1,7 +1,8 @@
 """Evaluate a trained policy: ``python -m slamorl_jax.evaluate [--checkpoint=checkpoints/default]``.
 
 Runs the named scenarios on fresh jobs of all 13 workloads over several seeds, vectorised, for the
-policy, its ablations (cold start, static weights), other trained checkpoints (``--compare``, e.g. a
+policy, its ablations (cold start, static weights), the policy started from a history store
+(``--history``), other trained checkpoints (``--compare``, e.g. a
 run trained with static weights), the static baselines (request, min, max), the reference code's
 heuristic, the best static allocation in hindsight (an oracle that knows each job's hidden true
 constants) and the best walk with the paper's 9 moves in hindsight (the anchor a ``paper`` policy is
@@ -20,13 +21,16 @@ import importlib.util
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax import run_dirs
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, cleanup_on_interrupt, fail, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
+
+if TYPE_CHECKING:
+    from slamorl_jax.history.lookup import HistoryStart
 
 PROG = "python -m slamorl_jax.evaluate"
 DEFAULT_CHECKPOINT = "checkpoints/default"
@@ -209,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def history_start(path: str | None) -> Any:
+def history_start(path: str | None) -> HistoryStart | None:
     """The start rule of the ``--history`` store (``None`` without one); exit 2 with one line when
     the store cannot be used."""
     if path is None:
