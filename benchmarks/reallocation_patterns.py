@@ -1,0 +1,149 @@
+"""How a trained policy re-allocates, per workload: moves, GPU moves and back-and-forth flips.
+
+    python -m benchmarks.reallocation_patterns [--checkpoint checkpoints/default]
+        [--scenario deadline-critical] [--episodes 512] [--seed 1]
+        [--out benchmarks/results/reallocation_patterns.json]
+
+Runs fresh jobs of one scenario from the request to their end under the greedy policy (as
+``evaluate`` does) and counts, per job, the epochs, the re-allocations (the allocation differs from
+the previous epoch's), those that change the GPU count, and the flips: an epoch whose allocation
+equals the one two epochs before while the epoch between ran elsewhere (A -> B -> A), each of which
+paid two pauses to end where it was. Means per job, per workload and over all jobs. A policy that
+flips every epoch ranks two allocations almost equally and its greedy action alternates between
+them; where the pause is small against the epoch this costs little, where it is not it costs time.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks.common import check_out_path, machine_info, markdown_table, report
+from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.observation import observe
+from slamorl_jax.env.params import INIT_STRATEGIES, with_values
+from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
+from slamorl_jax.quality_bar import greedy_policy
+
+
+def allocation_paths(
+    checkpoint: str, scenario: str, episodes: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per epoch and job (leading axes), the allocation each epoch ran on and whether the job was
+        still running; and each job's workload index. Jobs start at their request; a move before the first
+    epoch (away from the request) is not among the counts, which compare epochs."""
+    policy = load_policy(checkpoint)
+    env = JobAllocationEnv(action_set=policy.config.actions)
+    params = with_values(scenario_params(scenario), init_strategy=INIT_STRATEGIES.index("requested"))
+    act = greedy_policy(policy.network)
+    steps = int(min(np.max(np.asarray(params.workloads.epochs_max)), int(params.max_steps_in_episode)))
+
+    @jax.jit
+    def run(policy_params: Any, key: jax.Array) -> tuple[jax.Array, ...]:
+        reset_key, run_key = jax.random.split(key)
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), params)
+        obs = jax.vmap(observe, in_axes=(0, None))(state, params)
+
+        def step(carry: tuple, step_key: jax.Array) -> tuple:
+            obs, weights, state, done = carry
+            actions = act(policy_params, obs, weights, step_key)
+            obs, after, _, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+                jax.random.split(step_key, episodes), state, actions, params
+            )
+            ran = info["final_state"]  # the job as its epoch ended, before any auto-reset
+            ends = jnp.logical_or(terminated, truncated)
+            return (obs, info["weights"], after, done | ends), (ran.gpus, ran.cpus, ~done)
+
+        carry = (obs, state.weights, state, jnp.zeros(episodes, bool))
+        _, (gpus, cpus, running) = jax.lax.scan(step, carry, jax.random.split(run_key, steps))
+        return gpus, cpus, running, state.job.workload
+
+    gpus, cpus, running, workload = run(policy.params, jax.random.key(seed))
+    return np.asarray(gpus), np.asarray(cpus), np.asarray(running), np.asarray(workload)
+
+
+def pattern_counts(gpus: np.ndarray, cpus: np.ndarray, running: np.ndarray) -> dict[str, np.ndarray]:
+    """Per job: epochs, re-allocations, GPU re-allocations and A -> B -> A flips (module docstring)."""
+    moved = ((gpus[1:] != gpus[:-1]) | (cpus[1:] != cpus[:-1])) & running[1:]
+    gpu_moved = (gpus[1:] != gpus[:-1]) & running[1:]
+    same_as_two_before = (gpus[2:] == gpus[:-2]) & (cpus[2:] == cpus[:-2])
+    flips = same_as_two_before & moved[:-1] & running[2:]
+    return {
+        "epochs": running.sum(0),
+        "reallocations": moved.sum(0),
+        "gpu_reallocations": gpu_moved.sum(0),
+        "flips": flips.sum(0),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The counts per workload and over all jobs."""
+    gpus, cpus, running, workload = allocation_paths(args.checkpoint, args.scenario, args.episodes, args.seed)
+    counts = pattern_counts(gpus, cpus, running)
+    names = JobAllocationEnv().catalog.workload_names
+    rows = {}
+    for index, name in enumerate(names):
+        mine = workload == index
+        if mine.any():
+            rows[name] = {"jobs": int(mine.sum()), **{k: float(v[mine].mean()) for k, v in counts.items()}}
+    rows["all jobs"] = {"jobs": int(workload.size), **{k: float(v.mean()) for k, v in counts.items()}}
+    return {
+        "checkpoint": args.checkpoint,
+        "scenario": args.scenario,
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "rows": rows,
+        "machine": machine_info(),
+    }
+
+
+def to_markdown(payload: dict[str, Any]) -> str:
+    """One row per workload, then all jobs."""
+    table = [
+        [
+            name,
+            r["jobs"],
+            f"{r['epochs']:.1f}",
+            f"{r['reallocations']:.2f}",
+            f"{r['gpu_reallocations']:.2f}",
+            f"{r['flips']:.2f}",
+        ]
+        for name, r in payload["rows"].items()
+    ]
+    headers = ["workload", "jobs", "epochs", "re-allocations", "GPU re-allocations", "A->B->A flips"]
+    return (
+        f"`{payload['checkpoint']}` on {payload['episodes']} `{payload['scenario']}` jobs (seed "
+        f"{payload['seed']}), greedy from the request; means per job.\n\n" + markdown_table(headers, table)
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the options, run, print and write the report."""
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.reallocation_patterns", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--checkpoint", default="checkpoints/default")
+    parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
+    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=512)
+    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=1)
+    parser.add_argument("--out", default="benchmarks/results/reallocation_patterns.json")
+    args = parser.parse_args(argv)
+    args.out = Path(args.out)
+    check_out_path(args.out, parser.prog)
+    report(args, run, to_markdown)
+
+
+if __name__ == "__main__":
+    main()
