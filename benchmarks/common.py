@@ -208,3 +208,19 @@ def report(
     json_path, md_path = write_report(args.out, payload, markdown)
     print(markdown)
     print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
+
+
+def parse_and_report(
+    parser: argparse.ArgumentParser,
+    argv: list[str] | None,
+    default_out: str,
+    run: Callable[[argparse.Namespace], dict[str, Any]],
+    to_markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """Add ``--out`` (default ``default_out``) to a benchmark's ``parser``, parse ``argv``, check the
+    output path (exit 2 with one line) and :func:`report`."""
+    parser.add_argument("--out", default=default_out, help="JSON output (Markdown beside it)")
+    args = parser.parse_args(argv)
+    args.out = Path(args.out)
+    check_out_path(args.out, parser.prog)
+    report(args, run, to_markdown)

@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import check_out_path, machine_info, markdown_table, report
+from benchmarks.common import machine_info, markdown_table, parse_and_report
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -138,11 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
     parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=512)
     parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=1)
-    parser.add_argument("--out", default="benchmarks/results/reallocation_patterns.json")
-    args = parser.parse_args(argv)
-    args.out = Path(args.out)
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    parse_and_report(parser, argv, "benchmarks/results/reallocation_patterns.json", run, to_markdown)
 
 
 if __name__ == "__main__":

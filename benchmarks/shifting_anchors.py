@@ -27,7 +27,7 @@ import argparse
 import jax
 import numpy as np
 
-from benchmarks.common import check_out_path, machine_info, markdown_table, report
+from benchmarks.common import machine_info, markdown_table, parse_and_report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
@@ -114,11 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=1024)
     parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
-    parser.add_argument("--out", default="benchmarks/results/shifting_anchors.json")
-    args = parser.parse_args(argv)
-    args.out = Path(args.out)
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    parse_and_report(parser, argv, "benchmarks/results/shifting_anchors.json", run, to_markdown)
 
 
 if __name__ == "__main__":
