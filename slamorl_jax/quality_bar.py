@@ -69,7 +69,6 @@ def format_evaluation(results: Results) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-@functools.cache
 def greedy_policy(network: nn.Module) -> Policy:
     """The argmax policy of ``network``: one function per network value (modules compare by their
     fields), so the runner compiled for it serves every checkpoint of the same architecture (a
