@@ -45,6 +45,7 @@ def train(seed: int, run_dir: Path, flags: list[str]) -> float:
 
 def figures_of(payload: dict) -> dict[str, float]:
     """The bar's figures of one evaluated run (see the module docstring)."""
+    from slamorl_jax.evaluation.methods import FORECAST_START
     from slamorl_jax.quality_bar import objective
 
     out: dict[str, float] = {}
@@ -64,6 +65,15 @@ def figures_of(payload: dict) -> dict[str, float]:
     for gap in (payload["oracle_gap"], payload["reachable_gap"]):
         for figure, averages in gap.items():
             out[f"job_mean/{figure}"] = averages["job_average"]
+    for scenario, rows in payload["summaries"].items():
+        if FORECAST_START in rows:
+            start = rows[FORECAST_START]
+            out[f"{scenario}/forecast_start/over_oracle"] = objective(scenario, start) / objective(
+                scenario, rows[ORACLE]
+            )
+            out[f"{scenario}/forecast_start/all_slas_met"] = start["all_slas_met"]
+    for figure, averages in payload.get("forecast_start_oracle_gap", {}).items():
+        out[f"job_mean/forecast_start/{figure}"] = averages["job_average"]
     return out
 
 

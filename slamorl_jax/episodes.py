@@ -16,7 +16,7 @@ and the same noise, so their figures compare job by job (common random numbers).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import jax
@@ -94,57 +94,135 @@ def run_episodes(
     Compiled once per (env, policy, start, controller, num_episodes, step limit); ``params``,
     ``policy_params`` and ``key`` are traced.
     """
-    max_steps = int(np.minimum(np.max(np.asarray(params.workloads.epochs_max)), params.max_steps_in_episode))
-    runner = _episode_runner(env, policy, start, controller, num_episodes, max_steps)
-    return {name: np.asarray(value) for name, value in runner(params, policy_params, key).items()}
+    runs = run_episode_batches(env, (params,), policy, key, num_episodes, policy_params, (start,), controller)
+    return runs[0]
+
+
+def run_episode_batches(
+    env: JobAllocationEnv,
+    params: Sequence[EnvParams],
+    policy: Policy,
+    key: jax.Array,
+    num_episodes: int,
+    policy_params: Any = None,
+    starts: Sequence[StartRule | None] | None = None,
+    controller: Controller | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """:func:`run_episodes` for several runs of one ``policy`` (or ``controller``) at once, each with
+    its own ``params`` and start rule (``starts``, one per run; default: none), on the same jobs
+    and noise (the same ``key``): one compiled program steps every run's jobs side by side, and
+    run ``i``'s figures are those :func:`run_episodes` gives for ``params[i]`` and ``starts[i]`` (up
+    to float rounding). Only the params leaves that differ between runs are batched, so the
+    program compiles once per (policy, start rules, controller, jobs, step limit, which leaves
+    differ); it is how ``evaluation`` runs its methods and preference points."""
+    params = tuple(params)
+    starts = tuple(starts) if starts is not None else (None,) * len(params)
+    if len(starts) != len(params):
+        raise ValueError(f"{len(starts)} start rules for {len(params)} params")
+    max_steps = max(
+        int(np.minimum(np.max(np.asarray(p.workloads.epochs_max)), p.max_steps_in_episode)) for p in params
+    )
+    leaves, treedef = jax.tree.flatten(params[0])
+    others = [jax.tree.flatten(p)[0] for p in params[1:]]
+    differs = tuple(
+        any(not np.array_equal(np.asarray(leaf), np.asarray(other[i])) for other in others)
+        for i, leaf in enumerate(leaves)
+    )
+    runner = _episode_runner(env, policy, starts, controller, num_episodes, max_steps, treedef, differs)
+    stacked = treedef.unflatten(
+        [
+            jnp.stack([leaf, *(other[i] for other in others)]) if batched else leaf
+            for i, (leaf, batched) in enumerate(zip(leaves, differs, strict=True))
+        ]
+    )
+    figures = jax.device_get(runner(stacked, policy_params, key))
+    return [{name: np.asarray(value[run]) for name, value in figures.items()} for run in range(len(params))]
 
 
 @functools.lru_cache(maxsize=32)
 def _episode_runner(
     env: JobAllocationEnv,
     policy: Policy,
-    start: StartRule | None,
+    starts: tuple[StartRule | None, ...],
     controller: Controller | None,
     num_episodes: int,
     max_steps: int,
+    treedef: Any,
+    differs: tuple[bool, ...],
 ) -> Callable[[EnvParams, Any, jax.Array], dict[str, jax.Array]]:
-    """The jitted batch-of-jobs runner behind :func:`run_episodes`."""
+    """The jitted runner behind :func:`run_episode_batches`: :func:`_run_jobs` vmapped over the runs
+    (``differs`` says which params leaves carry the run axis), figures with a leading run axis."""
 
-    @jax.jit
-    def run(params: EnvParams, policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
-        reset_key, run_key = jax.random.split(key)
-        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_episodes), params)
-        if start is not None:
-            gpus, cpus = jax.vmap(start, in_axes=(0, None))(state, params)
+    def one_run(params: EnvParams, policy_params: Any, key: jax.Array, run: jax.Array) -> dict:
+        return _run_jobs(
+            env, policy, starts, controller, num_episodes, max_steps, params, policy_params, key, run
+        )
+
+    params_axes = treedef.unflatten([0 if batched else None for batched in differs])
+    runs = jnp.arange(len(starts))
+    return jax.jit(
+        lambda params, policy_params, key: jax.vmap(one_run, in_axes=(params_axes, None, None, 0))(
+            params, policy_params, key, runs
+        )
+    )
+
+
+def _run_jobs(
+    env: JobAllocationEnv,
+    policy: Policy,
+    starts: tuple[StartRule | None, ...],
+    controller: Controller | None,
+    num_episodes: int,
+    max_steps: int,
+    params: EnvParams,
+    policy_params: Any,
+    key: jax.Array,
+    run: jax.Array,
+) -> dict[str, jax.Array]:
+    """One run's batch of ``num_episodes`` jobs (traced): reset, the start rule ``starts[run]``,
+    then ``max_steps`` decisions, recording each job's figures when its first episode ends."""
+    reset_key, run_key = jax.random.split(key)
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_episodes), params)
+
+    def started(rule: StartRule | None) -> Callable[[tuple], tuple]:
+        def place(obs_and_state: tuple) -> tuple:
+            obs, state = obs_and_state
+            if rule is None:
+                return obs, state
+            gpus, cpus = jax.vmap(rule, in_axes=(0, None))(state, params)
             state = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, gpus, cpus, params)
-            obs = jax.vmap(observe, in_axes=(0, None))(state, params)
-        if controller is not None:
-            plans = jax.vmap(controller.plan, in_axes=(0, None))(state, params)
-        initial = jax.vmap(episode_figures)(state)
-        figures = {name: jnp.zeros_like(initial[name]) for name in FIGURES}
+            return jax.vmap(observe, in_axes=(0, None))(state, params), state
 
-        def step(carry: tuple, step_key: jax.Array) -> tuple:
-            obs, weights, state, finished, figures = carry
-            act_key, env_key = jax.random.split(step_key)
-            if controller is None:
-                actions = policy(policy_params, obs, weights, act_key)
-            else:
-                actions = jax.vmap(controller.act, in_axes=(0, 0, None))(plans, state, params)
-            obs, state, _, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                jax.random.split(env_key, num_episodes), state, actions, params
-            )
-            ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(finished))
-            figures = {
-                name: jnp.where(_expand(ends_now, value), info[name], value)
-                for name, value in figures.items()
-            }
-            return (obs, info["weights"], state, finished | ends_now, figures), None
+        return place
 
-        carry = (obs, state.weights, state, jnp.zeros(num_episodes, bool), figures)
-        (_, _, _, finished, figures), _ = jax.lax.scan(step, carry, jax.random.split(run_key, max_steps))
-        return {**figures, "finished": finished}
+    if len(starts) == 1:
+        obs, state = started(starts[0])((obs, state))
+    elif any(rule is not None for rule in starts):
+        obs, state = jax.lax.switch(run, [started(rule) for rule in starts], (obs, state))
+    if controller is not None:
+        plans = jax.vmap(controller.plan, in_axes=(0, None))(state, params)
+    initial = jax.vmap(episode_figures)(state)
+    figures = {name: jnp.zeros_like(initial[name]) for name in FIGURES}
 
-    return run
+    def step(carry: tuple, step_key: jax.Array) -> tuple:
+        obs, weights, state, finished, figures = carry
+        act_key, env_key = jax.random.split(step_key)
+        if controller is None:
+            actions = policy(policy_params, obs, weights, act_key)
+        else:
+            actions = jax.vmap(controller.act, in_axes=(0, 0, None))(plans, state, params)
+        obs, state, _, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(env_key, num_episodes), state, actions, params
+        )
+        ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(finished))
+        figures = {
+            name: jnp.where(_expand(ends_now, value), info[name], value) for name, value in figures.items()
+        }
+        return (obs, info["weights"], state, finished | ends_now, figures), None
+
+    carry = (obs, state.weights, state, jnp.zeros(num_episodes, bool), figures)
+    (_, _, _, finished, figures), _ = jax.lax.scan(step, carry, jax.random.split(run_key, max_steps))
+    return {**figures, "finished": finished}
 
 
 def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:

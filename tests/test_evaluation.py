@@ -17,7 +17,7 @@ from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, scenario_params
 from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.params import max_gpus
-from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes
+from slamorl_jax.episodes import keep_allocation, run_episode_batches, summarise_episodes
 from slamorl_jax.evaluation import baselines, headline, pareto
 from slamorl_jax.evaluation.report import to_csv, to_markdown
 from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
@@ -103,11 +103,19 @@ def test_oracle_beats_the_request_on_real_runs(env: JobAllocationEnv) -> None:
     and are faster on deadline-critical jobs."""
     params = scenario_params("deadline-critical", env.catalog)
     key = jax.random.key(5)
-    rules = {"oracle": baselines.BestStatic.for_params(params), "request": baselines.requested}
-    figures = {n: run_episodes(env, params, keep_allocation, key, 512, start=r) for n, r in rules.items()}
-    oracle, request = (summarise_episodes(figures[name]) for name in ("oracle", "request"))
+    starts = (baselines.BestStatic.for_params(params), baselines.requested)
+    figures = run_episode_batches(env, (params, params), keep_allocation, key, 512, starts=starts)
+    oracle, request = (summarise_episodes(one) for one in figures)
     assert oracle["all_slas_met"] > request["all_slas_met"] + 0.2
     assert oracle["time_vs_request"] < request["time_vs_request"]
+
+
+def test_batched_runs_need_one_start_rule_per_params(env: JobAllocationEnv) -> None:
+    """``run_episode_batches`` refuses start rules that do not pair up with the params (before it
+    compiles anything)."""
+    params = scenario_params("deadline-critical", env.catalog)
+    with pytest.raises(ValueError, match="1 start rules for 2 params"):
+        run_episode_batches(env, (params, params), keep_allocation, jax.random.key(0), 4, starts=(None,))
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)
@@ -240,11 +248,14 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
         "best_static_oracle",
         "best_reachable_paper",
         "policy_from_oracle",
+        "policy_from_forecast",
         "policy_from_history",
     } <= methods
     assert payload["config"]["history"] == str(store)
-    for scenario, rows in payload["summaries"].items():  # the same checkpoint compared to itself
-        assert rows["policy[again]"] == rows["policy"], scenario
+    # The same checkpoint compared to itself: run alone, it gives what it gives batched with the
+    # other start rules and ablations (``run_methods``), up to float rounding.
+    for scenario, rows in payload["summaries"].items():
+        assert rows["policy[again]"] == pytest.approx(rows["policy"], rel=1e-6), scenario
     for scenario in ("deadline-critical", "budget-constrained"):
         assert set(payload["summaries"][scenario]) == methods
         assert len(payload["per_seed_objective"][scenario]["policy"]) == 2
@@ -256,6 +267,7 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     )
     assert set(payload["front"]["figures"]) >= {"policy", "best_static_oracle", "static_request"}
     assert set(payload["oracle_gap"]) == {"time_over_oracle", "cost_over_oracle"}
+    assert set(payload["forecast_start_oracle_gap"]) == {"time_over_oracle", "cost_over_oracle"}
     assert set(payload["reachable_gap"]) == {"time_over_anchor", "cost_over_anchor"}
     for gap in payload["reachable_gap"].values():
         assert np.isfinite(gap["job_average"]) and gap["job_average"] > 0

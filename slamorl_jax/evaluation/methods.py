@@ -12,6 +12,7 @@ walk-then-hold controller with the paper's 9 moves from the request (``reachable
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -19,12 +20,13 @@ import numpy as np
 
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import WEIGHT_MODES, EnvParams, with_values
+from slamorl_jax.env.probes import suggested_allocation
 from slamorl_jax.episodes import (
     Controller,
     Policy,
     StartRule,
     keep_allocation,
-    run_episodes,
+    run_episode_batches,
     with_init_strategy,
 )
 from slamorl_jax.evaluation import baselines
@@ -58,10 +60,19 @@ class Method:
 
 
 def policy_methods(greedy: Policy, oracle: StartRule) -> tuple[Method, ...]:
-    """The trained policy, its two ablations, and the policy started at the oracle's allocation (does
-    it hold a good allocation, or wander off?)."""
+    """The trained policy, its two ablations, the policy started where the profile's forecast ranks
+    first (the intelligent initialisation that needs no hindsight and no records), and the policy
+    started at the oracle's allocation (does it hold a good allocation, or wander off?)."""
     return (
         Method("policy", "trained policy (greedy), starting at the request", greedy, True),
+        Method(
+            FORECAST_START,
+            "warm start: the policy starting where the profile's forecast ranks first (placed before "
+            "the first epoch, no pause, no hindsight)",
+            greedy,
+            True,
+            start=suggested_allocation,
+        ),
         Method(
             "policy_cold_start",
             "ablation: the policy starting at 1 GPU and one CPU step",
@@ -115,6 +126,7 @@ def compared_method(
     )
 
 
+FORECAST_START = "policy_from_forecast"
 HISTORY = "policy_from_history"
 REACHABLE = "best_reachable_paper"
 REACHABLE_DESCRIPTION = (
@@ -170,21 +182,46 @@ def run_method(
 ) -> dict[str, np.ndarray]:
     """Per-job figures of ``method`` over one batch of ``num_episodes`` jobs per key, concatenated,
     with a ``seed`` entry giving each job's key index."""
-    run_params = method.env_params(params)
-    if method.own_policy_params is not None:
-        policy_params = method.own_policy_params
-    batches = []
-    for index, key in enumerate(keys):
-        figures = run_episodes(
-            env,
-            run_params,
-            method.policy,
-            key,
-            num_episodes,
-            policy_params if method.uses_policy_params else None,
-            start=method.start,
-            controller=method.controller,
-        )
-        figures["seed"] = np.full(num_episodes, index, dtype=np.int32)
-        batches.append(figures)
-    return {name: np.concatenate([b[name] for b in batches]) for name in batches[0]}
+    return run_methods(env, [(method, params)], keys, num_episodes, policy_params)[0]
+
+
+def run_methods(
+    env: JobAllocationEnv,
+    runs: Sequence[tuple[Method, EnvParams]],
+    keys: list[jax.Array],
+    num_episodes: int,
+    policy_params: Any = None,
+) -> list[dict[str, np.ndarray]]:
+    """:func:`run_method` for each ``(method, params)`` of ``runs``, in order. Runs that share a policy
+    (and its parameters) or a controller step side by side in one compiled program
+    (``episodes.run_episode_batches``), whatever their start rules and params: an evaluation
+    compiles a few programs instead of one per method, and every run sees the same jobs and noise."""
+    groups: dict[tuple, list[int]] = {}
+    for index, (method, _) in enumerate(runs):
+        own = None if method.own_policy_params is None else id(method.own_policy_params)
+        group = (method.policy, method.uses_policy_params, own, method.controller)
+        groups.setdefault(group, []).append(index)
+    out: list[dict[str, np.ndarray]] = [{} for _ in runs]
+    for members in groups.values():
+        first = runs[members[0]][0]
+        theirs = first.own_policy_params if first.own_policy_params is not None else policy_params
+        run_params = [runs[i][0].env_params(runs[i][1]) for i in members]
+        starts = [runs[i][0].start for i in members]
+        batches: list[list[dict[str, np.ndarray]]] = [[] for _ in members]
+        for seed, key in enumerate(keys):
+            figures = run_episode_batches(
+                env,
+                run_params,
+                first.policy,
+                key,
+                num_episodes,
+                theirs if first.uses_policy_params else None,
+                starts,
+                first.controller,
+            )
+            for slot, one in enumerate(figures):
+                one["seed"] = np.full(num_episodes, seed, dtype=np.int32)
+                batches[slot].append(one)
+        for slot, index in enumerate(members):
+            out[index] = {name: np.concatenate([b[name] for b in batches[slot]]) for name in batches[slot][0]}
+    return out

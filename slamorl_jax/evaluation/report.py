@@ -93,6 +93,15 @@ def to_markdown(payload: dict) -> str:
                     f"- policy {text} / oracle {text}: {gap[key]['job_average']:.3f} (jobs) / "
                     f"{gap[key]['workload_average']:.3f} (workloads)"
                 )
+        forecast_gap = payload.get("forecast_start_oracle_gap", {})
+        for key, text in (("time_over_oracle", "time"), ("cost_over_oracle", "cost")):
+            if key in forecast_gap:
+                lines.append(
+                    f"- the policy placed first where the profile's forecast ranks first "
+                    f"(`policy_from_forecast`, no pause to leave the request), {text} / oracle {text}: "
+                    f"{forecast_gap[key]['job_average']:.3f} (jobs) / "
+                    f"{forecast_gap[key]['workload_average']:.3f} (workloads)"
+                )
         profile_gap = payload.get("profile_oracle_gap", {})
         for key, text in (("time_over_oracle", "time"), ("cost_over_oracle", "cost")):
             if key in profile_gap:

@@ -24,6 +24,7 @@ from slamorl_jax.evaluation import pareto
 from slamorl_jax.evaluation.baselines import BestStatic, ProfileBestStatic
 from slamorl_jax.evaluation.headline import Results, anchor_gap, headline_figures, oracle_gap
 from slamorl_jax.evaluation.methods import (
+    FORECAST_START,
     REACHABLE,
     Method,
     baseline_methods,
@@ -31,6 +32,7 @@ from slamorl_jax.evaluation.methods import (
     history_method,
     policy_methods,
     run_method,
+    run_methods,
 )
 from slamorl_jax.evaluation.reachable import BestReachable
 from slamorl_jax.evaluation.replanning import Replanning
@@ -105,11 +107,13 @@ def run_suite(
         params = with_scenario(base, scenario)
         results[scenario] = {}
         with_events = float(np.asarray(params.shift_probs)[0]) < 1.0
-        for method in methods + ((replanning,) if with_events else ()):
-            progress(f"{scenario}: {method.name}")
-            results[scenario][method.name] = run_method(
-                env, params, method, keys, config.episodes, policy.params
-            )
+        scenario_methods = methods + ((replanning,) if with_events else ())
+        progress(f"{scenario}: {len(scenario_methods)} methods")
+        figures = run_methods(
+            env, [(method, params) for method in scenario_methods], keys, config.episodes, policy.params
+        )
+        for method, by_job in zip(scenario_methods, figures, strict=True):
+            results[scenario][method.name] = by_job
 
     payload = {
         "config": {**dataclasses.asdict(config), "checkpoint_step": policy.step},
@@ -127,6 +131,7 @@ def run_suite(
         "per_workload_objective": _per_workload_objectives(results, env.catalog.workload_names),
         "headline": headline_figures(results, "policy", HEADLINE_BASELINES),
         "oracle_gap": oracle_gap(results, "policy", ORACLE),
+        "forecast_start_oracle_gap": oracle_gap(results, FORECAST_START, ORACLE),
         "reachable_gap": anchor_gap(results, "policy", REACHABLE),
         "profile_oracle_gap": oracle_gap(results, PROFILE_ORACLE, ORACLE),
         "replanning": _replanning_figures(results),
@@ -214,15 +219,15 @@ def _front(
     share, vectors = pareto.preference_grid(config.front_points)
     scenario_params = with_scenario(base, config.front_scenario)
     curves: dict[str, dict[str, list[float]]] = {}
-    for name in ("policy", ORACLE):
-        curves[name] = {"time": [], "cost": []}
-        for vector in vectors:
-            params = with_preference(scenario_params, vector)
-            summary = summarise_episodes(
-                run_method(env, params, by_name[name], keys, config.episodes, policy.params)
-            )
-            curves[name]["time"].append(summary["time_vs_request"])
-            curves[name]["cost"].append(summary["cost_vs_request"])
+    names = ("policy", ORACLE)
+    runs = [(by_name[name], with_preference(scenario_params, vector)) for name in names for vector in vectors]
+    figures = iter(run_methods(env, runs, keys, config.episodes, policy.params))
+    for name in names:
+        summaries = [summarise_episodes(next(figures)) for _ in vectors]
+        curves[name] = {
+            "time": [summary["time_vs_request"] for summary in summaries],
+            "cost": [summary["cost_vs_request"] for summary in summaries],
+        }
     points = {}
     for name in FRONT_STATIC:
         summary = scenario_summaries.get(name) or summarise_episodes(
