@@ -1,7 +1,13 @@
-"""A real job's first allocation before it has run an epoch: from a history store, or probe runs.
+"""A real job's first allocation before it has run an epoch: the forecast, a history store, or probes.
 
-Two ways for a job with no measured epochs (``LiveJob.epochs_done == 0``), beside the policy's own
+Three ways for a job with no measured epochs (``LiveJob.epochs_done == 0``), beside the policy's own
 answer (``live.recommend``), which stays the default:
+
+* :func:`forecast_first_allocation`: the allocation the profile's forecast ranks first (keep or a
+  target of the policy's grid, ranked as the oracle ranks allocations: SLAs met, then the
+  preference's time and cost), corrected by the job's reported ``probes`` if any: the start that
+  ``evaluate`` reports as ``policy_from_forecast`` (the job placed there before its first epoch,
+  then run by the policy);
 
 * :func:`history_first_allocation`: the allocation of the nearest record of a history store
   (``slamorl_jax.history``: the same match the simulated history start makes), clipped to the policy's
@@ -25,7 +31,13 @@ import numpy as np
 
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.params import EnvParams, cluster_bounds
-from slamorl_jax.env.probes import PROBE_BUDGET, PROBE_FRACTION, probe_allocations, probes_worth_running
+from slamorl_jax.env.probes import (
+    PROBE_BUDGET,
+    PROBE_FRACTION,
+    probe_allocations,
+    probes_worth_running,
+    suggested_allocation,
+)
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.history.lookup import nearest_record, table_from_records
 from slamorl_jax.history.records import HistoryRecord
@@ -66,6 +78,24 @@ def history_first_allocation(
         jnp.int32(record.best_gpus), jnp.int32(record.best_cpus), *cluster_bounds(params)
     )
     return FirstAllocation(int(gpus), int(cpus), float(distance), record.as_dict())
+
+
+_suggested = jax.jit(suggested_allocation)
+
+
+def forecast_first_allocation(job: LiveJob, params: EnvParams) -> dict[str, Any]:
+    """Where the forecast ranks first for ``job`` before its first epoch (module docstring;
+    ``ValueError`` for a job that has run epochs, or one ``live.check_recommendable`` refuses)."""
+    _check_unstarted(job, "a forecast start")
+    check_recommendable(job, params)
+    gpus, cpus = _suggested(live_state(job, params), params)
+    return {
+        "source": "forecast",
+        "gpus": int(gpus),
+        "cpus": int(cpus),
+        "probes_used": len(job.probes or ()),
+        "then": "start the job there; after each epoch ask again with its history",
+    }
 
 
 @jax.jit

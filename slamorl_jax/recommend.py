@@ -10,7 +10,9 @@ lie outside what the policy was trained on (also one ``warning:`` line on stderr
 cluster, a finished job, a damaged checkpoint) exits with code 2 and one line.
 
 A job that has run no epoch yet (``epochs_done`` 0) can start elsewhere than where the policy would
-send it (``slamorl_jax.live_start``): ``--history=store.json`` (or ``.csv``; ``slamorl_jax.history``)
+send it (``slamorl_jax.live_start``): ``--forecast_start`` answers with the allocation the profile's
+forecast ranks first (``"source": "forecast"``; the start ``evaluate`` reports as
+``policy_from_forecast``), ``--history=store.json`` (or ``.csv``; ``slamorl_jax.history``)
 answers with the allocation of the store's nearest record (``"source": "history"``, the record and
 its distance; a job that has run epochs gets the policy's answer as usual), and ``--probe_plan``
 answers with the probe runs to make first; reported back as the job's ``probes``, they feed the
@@ -73,9 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="for a new job: the probe runs to make before its first epoch",
     )
+    parser.add_argument(
+        "--forecast_start",
+        action="store_true",
+        help="for a new job: the allocation the profile's forecast ranks first",
+    )
     args = parser.parse_args(argv)
-    if args.history is not None and args.probe_plan:
-        fail("--history and --probe_plan are two answers for a new job: ask for one", PROG)
+    if (args.history is not None) + args.probe_plan + args.forecast_start > 1:
+        fail("--history, --probe_plan and --forecast_start are answers for a new job: ask for one", PROG)
     data = read_job(args.job)
     from slamorl_jax.live import LiveJob
 
@@ -93,8 +100,9 @@ def main(argv: list[str] | None = None) -> int:
         policy = load_policy(args.checkpoint)
     except CheckpointError as err:
         fail(str(err), PROG)
-    if records is not None or args.probe_plan:
-        print(json.dumps(first_allocation(policy, job, records), indent=2))
+    new_job = job.epochs_done == 0
+    if records is not None or args.probe_plan or (args.forecast_start and new_job):
+        print(json.dumps(first_allocation(policy, job, records, args.forecast_start), indent=2))
         return 0
     try:
         answer = recommend(policy, job)
@@ -118,14 +126,16 @@ def read_history(path: str) -> list:
     return []  # unreachable
 
 
-def first_allocation(policy: object, job: object, records: list | None) -> dict:
-    """The answer for a job with no epochs: the nearest of ``records``, or (``None``) the probe plan
-    (exit 2 on bad input)."""
+def first_allocation(policy: object, job: object, records: list | None, forecast: bool = False) -> dict:
+    """The answer for a job with no epochs: the forecast's first choice (``forecast``), the nearest
+    of ``records``, or (neither) the probe plan (exit 2 on bad input)."""
     from slamorl_jax.agent.trainer import env_params_from_config
-    from slamorl_jax.live_start import history_first_allocation, probe_plan
+    from slamorl_jax.live_start import forecast_first_allocation, history_first_allocation, probe_plan
 
     try:
         params = env_params_from_config(policy.config)
+        if forecast:
+            return forecast_first_allocation(job, params)
         if records is None:
             return probe_plan(job, params)
         return history_first_allocation(job, records, params).as_dict()

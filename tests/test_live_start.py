@@ -1,4 +1,5 @@
-"""A new job's first allocation in ``recommend``: ``--history``, ``--probe_plan`` and reported probes."""
+"""A new job's first allocation in ``recommend``: ``--forecast_start``, ``--history``, ``--probe_plan``
+and reported probes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.history import HistoryRecord, save_records
 from slamorl_jax.live import LiveJob, live_state
-from slamorl_jax.live_start import history_first_allocation, probe_plan
+from slamorl_jax.live_start import forecast_first_allocation, history_first_allocation, probe_plan
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 NEW_JOB = {
@@ -67,6 +68,17 @@ def test_history_gives_a_new_job_its_nearest_records_allocation(params: object) 
     assert answer["record"]["preference"][0] == pytest.approx(0.6)
 
 
+def test_forecast_start_sends_a_job_that_would_miss_its_deadline_to_more_gpus(params: object) -> None:
+    """60 epochs of 1,550 s at the request (4 GPUs) miss a 90,000 s deadline: the forecast's first
+    choice is a target of the grid with more GPUs; reported probes are counted."""
+    answer = forecast_first_allocation(LiveJob.from_dict(NEW_JOB), params)
+    assert answer["source"] == "forecast" and answer["gpus"] > NEW_JOB["gpus"]
+    assert [answer["gpus"], answer["cpus"]] in np.asarray(params.target_allocation).tolist()
+    probes = [{"gpus": 4, "cpus": 32, "epoch_time_s": 1550.0}]
+    probed = LiveJob.from_dict({**NEW_JOB, "probes": probes})
+    assert forecast_first_allocation(probed, params)["probes_used"] == 1
+
+
 @pytest.mark.slow  # two in-process recommend runs (about 10 s: loading the policy and its env params)
 def test_recommend_cli_history(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     outcome = call(_recommend(NEW_JOB, "--history=store.json"), capsys, workdir)
@@ -77,6 +89,9 @@ def test_recommend_cli_history(workdir: Path, capsys: pytest.CaptureFixture[str]
     outcome = call(_recommend(started, "--history=store.json"), capsys, workdir)
     assert outcome.code == 0, outcome.report()
     assert "action" in json.loads(outcome.stdout)
+    outcome = call(_recommend(NEW_JOB, "--forecast_start"), capsys, workdir)
+    assert outcome.code == 0, outcome.report()
+    assert json.loads(outcome.stdout)["source"] == "forecast"
 
 
 def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
@@ -94,19 +109,27 @@ def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
     [
         ({**NEW_JOB, "epochs_done": 1}, "plan", "no epoch yet"),
         ({**NEW_JOB, "epochs_done": 1}, "history", "no epoch yet"),
+        ({**NEW_JOB, "epochs_done": 1}, "forecast", "no epoch yet"),
         ({**NEW_JOB, "probes": [{"gpus": 99, "cpus": 8, "epoch_time_s": 9.0}]}, "plan", "probes[0]"),
     ],
 )
 def test_bad_first_allocation_requests_are_refused(job: dict, ask: str, phrase: str, params: object) -> None:
     live_job = LiveJob.from_dict(job)
     with pytest.raises(ValueError, match=re.escape(phrase)):
-        probe_plan(live_job, params) if ask == "plan" else history_first_allocation(live_job, STORE, params)
+        if ask == "plan":
+            probe_plan(live_job, params)
+        elif ask == "forecast":
+            forecast_first_allocation(live_job, params)
+        else:
+            history_first_allocation(live_job, STORE, params)
 
 
 def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(ValueError, match=re.escape("probes[0]")):
         LiveJob.from_dict({**NEW_JOB, "probes": [{"gpus": 1}]})
     outcome = call(_recommend(NEW_JOB, "--history=store.json", "--probe_plan"), capsys, workdir)
+    assert_refused(outcome, "ask for one")
+    outcome = call(_recommend(NEW_JOB, "--forecast_start", "--probe_plan"), capsys, workdir)
     assert_refused(outcome, "ask for one")
     outcome = call(_recommend(NEW_JOB, "--history=missing.json"), capsys, workdir)
     assert_refused(outcome, "missing.json")
