@@ -150,59 +150,75 @@ def _episode_runner(
     treedef: Any,
     differs: tuple[bool, ...],
 ) -> Callable[[EnvParams, Any, jax.Array], dict[str, jax.Array]]:
-    """The jitted runner behind :func:`run_episode_batches`: :func:`_run_jobs` vmapped over the runs
-    (``differs`` says which params leaves carry the run axis), figures with a leading run axis."""
-
-    def one_run(params: EnvParams, policy_params: Any, key: jax.Array, run: jax.Array) -> dict:
-        return _run_jobs(
-            env, policy, starts, controller, num_episodes, max_steps, params, policy_params, key, run
-        )
-
+    """The jitted runner behind :func:`run_episode_batches`, figures with a leading run axis. Every
+    run's jobs reset (``differs`` says which params leaves carry the run axis), each run's start
+    rule moves its own jobs, and then all runs' jobs step as one flat batch (:func:`_run_jobs`), the
+    differing params leaves repeated per job: one policy call and one env step per decision."""
+    runs = len(starts)
     params_axes = treedef.unflatten([0 if batched else None for batched in differs])
-    runs = jnp.arange(len(starts))
-    return jax.jit(
-        lambda params, policy_params, key: jax.vmap(one_run, in_axes=(params_axes, None, None, 0))(
-            params, policy_params, key, runs
+
+    def run_params(params: EnvParams, index: int) -> EnvParams:
+        leaves = jax.tree.leaves(params)
+        return treedef.unflatten(
+            [leaf[index] if batched else leaf for leaf, batched in zip(leaves, differs, strict=True)]
         )
-    )
+
+    def run(params: EnvParams, policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
+        reset_key, run_key = jax.random.split(key)
+        reset_keys = jax.random.split(reset_key, num_episodes)
+        placed = []
+        for index, rule in enumerate(starts):
+            one_params = run_params(params, index)
+            obs, state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, one_params)
+            placed.append((obs, state) if rule is None else _start(env, rule, state, one_params))
+        obs, state = jax.tree.map(lambda *xs: jnp.concatenate(xs), *placed)
+        leaves = jax.tree.leaves(params)
+        job_params = treedef.unflatten(
+            [
+                jnp.repeat(leaf, num_episodes, axis=0) if batched else leaf
+                for leaf, batched in zip(leaves, differs, strict=True)
+            ]
+        )
+        figures = _run_jobs(
+            env, policy, controller, num_episodes, runs, max_steps,
+            job_params, params_axes, policy_params, obs, state, run_key,
+        )  # fmt: skip
+        return jax.tree.map(lambda x: x.reshape((runs, num_episodes, *x.shape[1:])), figures)
+
+    return jax.jit(run)
+
+
+def _start(env: JobAllocationEnv, rule: StartRule, state: EnvState, params: EnvParams) -> tuple:
+    """Fresh jobs ``state`` moved where ``rule`` puts each (``env.place``), and their observations."""
+    gpus, cpus = jax.vmap(rule, in_axes=(0, None))(state, params)
+    state = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, gpus, cpus, params)
+    return jax.vmap(observe, in_axes=(0, None))(state, params), state
 
 
 def _run_jobs(
     env: JobAllocationEnv,
     policy: Policy,
-    starts: tuple[StartRule | None, ...],
     controller: Controller | None,
     num_episodes: int,
+    runs: int,
     max_steps: int,
     params: EnvParams,
+    params_axes: Any,
     policy_params: Any,
+    obs: jax.Array,
+    state: EnvState,
     key: jax.Array,
-    run: jax.Array,
 ) -> dict[str, jax.Array]:
-    """One run's batch of ``num_episodes`` jobs (traced): reset, the start rule ``starts[run]``,
-    then ``max_steps`` decisions, recording each job's figures when its first episode ends."""
-    reset_key, run_key = jax.random.split(key)
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_episodes), params)
-
-    def started(rule: StartRule | None) -> Callable[[tuple], tuple]:
-        def place(obs_and_state: tuple) -> tuple:
-            obs, state = obs_and_state
-            if rule is None:
-                return obs, state
-            gpus, cpus = jax.vmap(rule, in_axes=(0, None))(state, params)
-            state = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, gpus, cpus, params)
-            return jax.vmap(observe, in_axes=(0, None))(state, params), state
-
-        return place
-
-    if len(starts) == 1:
-        obs, state = started(starts[0])((obs, state))
-    elif any(rule is not None for rule in starts):
-        obs, state = jax.lax.switch(run, [started(rule) for rule in starts], (obs, state))
+    """``runs`` x ``num_episodes`` started jobs as one batch (traced; ``params`` leaves with axis 0
+    in ``params_axes`` hold one value per job): ``max_steps`` decisions, recording each job's
+    figures when its first episode ends. Every run's jobs get the same step keys (common random
+    numbers across runs)."""
+    batch = runs * num_episodes
     if controller is not None:
-        plans = jax.vmap(controller.plan, in_axes=(0, None))(state, params)
+        plans = jax.vmap(controller.plan, in_axes=(0, params_axes))(state, params)
     initial = jax.vmap(episode_figures)(state)
     figures = {name: jnp.zeros_like(initial[name]) for name in FIGURES}
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, params_axes))
 
     def step(carry: tuple, step_key: jax.Array) -> tuple:
         obs, weights, state, finished, figures = carry
@@ -210,18 +226,17 @@ def _run_jobs(
         if controller is None:
             actions = policy(policy_params, obs, weights, act_key)
         else:
-            actions = jax.vmap(controller.act, in_axes=(0, 0, None))(plans, state, params)
-        obs, state, _, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-            jax.random.split(env_key, num_episodes), state, actions, params
-        )
+            actions = jax.vmap(controller.act, in_axes=(0, 0, params_axes))(plans, state, params)
+        step_keys = jnp.concatenate([jax.random.split(env_key, num_episodes)] * runs)
+        obs, state, _, terminated, truncated, info = env_step(step_keys, state, actions, params)
         ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(finished))
         figures = {
             name: jnp.where(_expand(ends_now, value), info[name], value) for name, value in figures.items()
         }
         return (obs, info["weights"], state, finished | ends_now, figures), None
 
-    carry = (obs, state.weights, state, jnp.zeros(num_episodes, bool), figures)
-    (_, _, _, finished, figures), _ = jax.lax.scan(step, carry, jax.random.split(run_key, max_steps))
+    carry = (obs, state.weights, state, jnp.zeros(batch, bool), figures)
+    (_, _, _, finished, figures), _ = jax.lax.scan(step, carry, jax.random.split(key, max_steps))
     return {**figures, "finished": finished}
 
 
