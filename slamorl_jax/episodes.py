@@ -116,6 +116,8 @@ def run_episode_batches(
     program compiles once per (policy, start rules, controller, jobs, step limit, which leaves
     differ); it is how ``evaluation`` runs its methods and preference points."""
     params = tuple(params)
+    if not params:
+        raise ValueError("no runs: give at least one params")
     starts = tuple(starts) if starts is not None else (None,) * len(params)
     if len(starts) != len(params):
         raise ValueError(f"{len(starts)} start rules for {len(params)} params")
@@ -163,14 +165,19 @@ def _episode_runner(
             [leaf[index] if batched else leaf for leaf, batched in zip(leaves, differs, strict=True)]
         )
 
+    def reset(params: EnvParams, keys: jax.Array) -> tuple[jax.Array, EnvState]:
+        return jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+
     def run(params: EnvParams, policy_params: Any, key: jax.Array) -> dict[str, jax.Array]:
         reset_key, run_key = jax.random.split(key)
         reset_keys = jax.random.split(reset_key, num_episodes)
+        fresh = jax.vmap(reset, in_axes=(params_axes, None), axis_size=runs)(params, reset_keys)
         placed = []
-        for index, rule in enumerate(starts):
-            one_params = run_params(params, index)
-            obs, state = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, one_params)
-            placed.append((obs, state) if rule is None else _start(env, rule, state, one_params))
+        for index, rule in enumerate(starts):  # each rule on its own run's jobs only
+            obs, state = jax.tree.map(lambda x, i=index: x[i], fresh)
+            if rule is not None:
+                obs, state = _start(env, rule, state, run_params(params, index))
+            placed.append((obs, state))
         obs, state = jax.tree.map(lambda *xs: jnp.concatenate(xs), *placed)
         leaves = jax.tree.leaves(params)
         job_params = treedef.unflatten(

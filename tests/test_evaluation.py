@@ -110,12 +110,14 @@ def test_oracle_beats_the_request_on_real_runs(env: JobAllocationEnv) -> None:
     assert oracle["time_vs_request"] < request["time_vs_request"]
 
 
-def test_batched_runs_need_one_start_rule_per_params(env: JobAllocationEnv) -> None:
-    """``run_episode_batches`` refuses start rules that do not pair up with the params (before it
-    compiles anything)."""
+def test_batched_runs_need_runs_and_one_start_rule_per_params(env: JobAllocationEnv) -> None:
+    """``run_episode_batches`` refuses no runs, and start rules that do not pair up with the params
+    (before it compiles anything)."""
     params = scenario_params("deadline-critical", env.catalog)
     with pytest.raises(ValueError, match="1 start rules for 2 params"):
         run_episode_batches(env, (params, params), keep_allocation, jax.random.key(0), 4, starts=(None,))
+    with pytest.raises(ValueError, match="no runs"):
+        run_episode_batches(env, (), keep_allocation, jax.random.key(0), 4)
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)
