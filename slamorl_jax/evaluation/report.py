@@ -84,32 +84,24 @@ def to_markdown(payload: dict) -> str:
         rows.append(cells)
     headers = ["against", "time reduction", "cost reduction", "SLA compliance (relative)"]
     lines += _table([*headers, "SLA compliance (points)"], rows)
-    gap = payload.get("oracle_gap", {})
-    if gap:
+    if payload.get("oracle_gap"):
         lines += ["", "## Against the best static allocation in hindsight (oracle)", ""]
-        for key, text in (("time_over_oracle", "time"), ("cost_over_oracle", "cost")):
-            if key in gap:
-                lines.append(
-                    f"- policy {text} / oracle {text}: {gap[key]['job_average']:.3f} (jobs) / "
-                    f"{gap[key]['workload_average']:.3f} (workloads)"
-                )
-        forecast_gap = payload.get("forecast_start_oracle_gap", {})
-        for key, text in (("time_over_oracle", "time"), ("cost_over_oracle", "cost")):
-            if key in forecast_gap:
-                lines.append(
-                    f"- the policy placed first where the profile's forecast ranks first "
-                    f"(`policy_from_forecast`, no pause to leave the request), {text} / oracle {text}: "
-                    f"{forecast_gap[key]['job_average']:.3f} (jobs) / "
-                    f"{forecast_gap[key]['workload_average']:.3f} (workloads)"
-                )
-        profile_gap = payload.get("profile_oracle_gap", {})
-        for key, text in (("time_over_oracle", "time"), ("cost_over_oracle", "cost")):
-            if key in profile_gap:
-                lines.append(
-                    f"- what the hidden truth costs a static choice: the oracle's choice made from the "
-                    f"profile alone (`best_static_profile`), {text} / oracle {text}: "
-                    f"{profile_gap[key]['job_average']:.3f} (jobs)"
-                )
+        for gap_key, who, workloads in (
+            ("oracle_gap", "policy", True),
+            (
+                "forecast_start_oracle_gap",
+                "the policy placed first where the profile's forecast ranks first "
+                "(`policy_from_forecast`, no pause to leave the request),",
+                True,
+            ),
+            (
+                "profile_oracle_gap",
+                "what the hidden truth costs a static choice: the oracle's choice made from the "
+                "profile alone (`best_static_profile`),",
+                False,
+            ),
+        ):
+            lines += _oracle_gap_lines(payload.get(gap_key, {}), who, workloads)
     lines += _reachable_lines(payload)
     lines += _replanning_lines(payload)
     lines += _seed_lines(payload)
@@ -170,6 +162,19 @@ def _replanning_lines(payload: dict) -> list[str]:
     ]
     headers = ["scenario", "policy", "best static", "re-planning", "policy / static", "policy / re-planning"]
     return lines + _table([*headers, "all SLAs met (policy / static / re-planning)"], rows)
+
+
+def _oracle_gap_lines(gap: dict, who: str, workloads: bool) -> list[str]:
+    """One line per figure of an oracle gap (``headline.oracle_gap``): ``who``'s time or cost over
+    the oracle's, mean over jobs (and over workloads)."""
+    lines = []
+    for key, text in (("time_over_oracle", "time"), ("cost_over_oracle", "cost")):
+        if key in gap:
+            line = f"- {who} {text} / oracle {text}: {gap[key]['job_average']:.3f} (jobs)"
+            if workloads:
+                line += f" / {gap[key]['workload_average']:.3f} (workloads)"
+            lines.append(line)
+    return lines
 
 
 def _reachable_lines(payload: dict) -> list[str]:
