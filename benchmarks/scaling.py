@@ -132,7 +132,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         jaxlib_version=jaxlib.__version__,
         load_average_at_end=os.getloadavg(),
     )
-    return {"machine": machine, "rows": rows, "rounds": raw, "python_loop": python, "settings": vars_of(args)}
+    return {
+        "machine": machine,
+        "rows": rows,
+        "rounds": raw,
+        "python_loop": python,
+        "settings": vars_of(args),
+        "learner": learner_settings(),
+    }
+
+
+# Payloads written before the learner's settings were recorded ran the four-pass default of 22166f8.
+FOUR_PASS_LEARNER = {
+    "hidden_sizes": [128, 128],
+    "rollout_length": 16,
+    "update_epochs": 4,
+    "num_minibatches": 4,
+}
+
+
+def learner_settings() -> dict[str, Any]:
+    """The default learner's settings the train rows run (``scaling_worker`` uses ``TrainConfig()``)."""
+    from slamorl_jax.agent.config import TrainConfig
+
+    c = TrainConfig()
+    return {
+        "hidden_sizes": list(c.hidden_sizes),
+        "rollout_length": c.rollout_length,
+        "update_epochs": c.update_epochs,
+        "num_minibatches": c.num_minibatches,
+    }
 
 
 def key(row: dict[str, Any]) -> tuple:
@@ -180,6 +209,7 @@ def speedups(rows: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
 def to_markdown(payload: dict[str, Any]) -> str:
     """The table, the machine and the targets."""
     m = payload["machine"]
+    learner = payload.get("learner", FOUR_PASS_LEARNER)
     python = payload["python_loop"]
     python_rate = python["steps_per_s_median"] if python else None
     ratios = speedups(payload["rows"])
@@ -230,9 +260,11 @@ def to_markdown(payload: dict[str, Any]) -> str:
         markdown_table(headers, table),
         "",
         "env = random actions through reset + scan of steps (the env_throughput harness, env batch "
-        "split over the devices); train = one chunk of the default learner (PPO, 128-128 networks, "
-        "rollout 16, 4 epochs x 4 minibatches) at that num_envs. Fake CPU devices share the "
-        "machine's cores. Peak memory on CPU is the worker process's peak resident set (JAX included).",
+        "split over the devices); train = one chunk of the default learner (PPO, "
+        f"{'-'.join(str(h) for h in learner['hidden_sizes'])} networks, rollout {learner['rollout_length']}, "
+        f"{learner['update_epochs']} epochs x {learner['num_minibatches']} minibatches) at that num_envs. "
+        "Fake CPU devices share the machine's cores. Peak memory on CPU is the worker process's peak "
+        "resident set (JAX included).",
     ]
     if python_rate:
         lines += ["", f"Plain-Python single-job loop: {format_rate(python_rate)} steps/s (median)."]
