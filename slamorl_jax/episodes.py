@@ -126,9 +126,10 @@ def run_episode_batches(
     )
     leaves, treedef = jax.tree.flatten(params[0])
     others = [jax.tree.flatten(p)[0] for p in params[1:]]
+    on_host = [np.asarray(leaf) for leaf in leaves]
     differs = tuple(
-        any(not np.array_equal(np.asarray(leaf), np.asarray(other[i])) for other in others)
-        for i, leaf in enumerate(leaves)
+        any(not np.array_equal(host, np.asarray(other[i])) for other in others)
+        for i, host in enumerate(on_host)
     )
     runner = _episode_runner(env, policy, starts, controller, num_episodes, max_steps, treedef, differs)
     stacked = treedef.unflatten(
@@ -159,10 +160,11 @@ def _episode_runner(
     runs = len(starts)
     params_axes = treedef.unflatten([0 if batched else None for batched in differs])
 
-    def run_params(params: EnvParams, index: int) -> EnvParams:
+    def on_batched(params: EnvParams, change: Callable[[jax.Array], jax.Array]) -> EnvParams:
+        """``params`` with ``change`` applied to the leaves that carry the run axis."""
         leaves = jax.tree.leaves(params)
         return treedef.unflatten(
-            [leaf[index] if batched else leaf for leaf, batched in zip(leaves, differs, strict=True)]
+            [change(leaf) if batched else leaf for leaf, batched in zip(leaves, differs, strict=True)]
         )
 
     def reset(params: EnvParams, keys: jax.Array) -> tuple[jax.Array, EnvState]:
@@ -176,16 +178,10 @@ def _episode_runner(
         for index, rule in enumerate(starts):  # each rule on its own run's jobs only
             obs, state = jax.tree.map(lambda x, i=index: x[i], fresh)
             if rule is not None:
-                obs, state = _start(env, rule, state, run_params(params, index))
+                obs, state = _start(env, rule, state, on_batched(params, lambda x, i=index: x[i]))
             placed.append((obs, state))
         obs, state = jax.tree.map(lambda *xs: jnp.concatenate(xs), *placed)
-        leaves = jax.tree.leaves(params)
-        job_params = treedef.unflatten(
-            [
-                jnp.repeat(leaf, num_episodes, axis=0) if batched else leaf
-                for leaf, batched in zip(leaves, differs, strict=True)
-            ]
-        )
+        job_params = on_batched(params, lambda x: jnp.repeat(x, num_episodes, axis=0))
         figures = _run_jobs(
             env, policy, controller, num_episodes, runs, max_steps,
             job_params, params_axes, policy_params, obs, state, run_key,
