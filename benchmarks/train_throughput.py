@@ -6,7 +6,11 @@
 
 Both runs use ``slamorl_jax.agent.trainer`` unchanged (same network shape, rollout length, epochs,
 minibatches, optimiser; PureJaxRL's structure: rollout scan, GAE, epoch and minibatch scans), so
-the difference is the environment; CartPole goes through ``cartpole_adapter.py``. One timed call
+the difference is the environment; CartPole goes through ``cartpole_adapter.py``. "Same network"
+two ways: CartPole's own (4 features in, 2 actions out: the hidden layers are ours), and CartPole
+padded to our observation width, action count and objectives (``CartPoleForTrainer.as_wide_as``:
+exactly our network, priors included), which isolates the environment from the cost of the wider
+input and heads our forecast block and targets need. One timed call
 is ``--updates-per-call`` PPO updates (``update_chunk``); compile time is measured apart, each
 compiled chunk is warmed up once, and the two are timed in turns. Memory is XLA's estimate for one
 call (arguments + outputs + temporaries), plus the device's peak where the backend reports it.
@@ -38,11 +42,12 @@ from benchmarks.common import (
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list
+from slamorl_jax.env.job_env import JobAllocationEnv
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096, 16384)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "train_throughput.json"
 TARGET_NUM_ENVS = 4096
-TARGET_VS_CARTPOLE = 0.9
+TARGET_VS_CARTPOLE = 0.7  # issue 7's bar: >= 0.7x CartPole PPO at 4096 envs
 
 
 def memory_bytes(compiled: Any) -> int | None:
@@ -64,9 +69,11 @@ def measure(config: TrainConfig, repeats: int) -> dict[str, Any]:
     """Compile and time ``update_chunk`` for our env and CartPole at ``config``; a JSON-ready row."""
     candidates = {}
     memory = {}
+    ours = JobAllocationEnv(action_set=config.actions)
     for name, env, env_params in (
         ("cartpole", CartPoleForTrainer(), None),
-        ("ours", None, env_params_from_config(config)),
+        ("cartpole_wide", CartPoleForTrainer.as_wide_as(ours), None),
+        ("ours", ours, env_params_from_config(config)),
     ):
         trainer = make_train(config, env)
         if env_params is None:
@@ -81,6 +88,9 @@ def measure(config: TrainConfig, repeats: int) -> dict[str, Any]:
     for name, (_, _, timing) in candidates.items():
         row[name] = {**timing.as_dict(), "xla_memory_bytes": memory[name]}
     row["ours_vs_cartpole"] = row["ours"]["steps_per_s_median"] / row["cartpole"]["steps_per_s_median"]
+    row["ours_vs_cartpole_wide"] = (
+        row["ours"]["steps_per_s_median"] / row["cartpole_wide"]["steps_per_s_median"]
+    )
     row["device_peak_bytes"] = device_peak_bytes()
     return row
 
@@ -94,24 +104,27 @@ def to_markdown(payload: dict) -> str:
     def rates(timing: dict) -> str:
         return f"{format_rate(timing['steps_per_s_median'])} / {format_rate(timing['steps_per_s_best'])}"
 
+    names = [name for name in ("cartpole", "cartpole_wide", "ours") if name in payload["results"][0]]
     rows = [
         [
             r["num_envs"],
-            rates(r["cartpole"]),
-            rates(r["ours"]),
+            *(rates(r[name]) for name in names),
             f"{r['ours_vs_cartpole']:.2f}x",
-            f"{r['cartpole']['compile_s']:.1f} / {r['ours']['compile_s']:.1f}",
-            f"{mib(r['cartpole']['xla_memory_bytes'])} / {mib(r['ours']['xla_memory_bytes'])}",
+            *([f"{r['ours_vs_cartpole_wide']:.2f}x"] if "cartpole_wide" in r else []),
+            " / ".join(f"{r[name]['compile_s']:.1f}" for name in names),
+            " / ".join(mib(r[name]["xla_memory_bytes"]) for name in names),
         ]
         for r in payload["results"]
     ]
+    labels = {"cartpole": "CartPole", "cartpole_wide": "CartPole at our width", "ours": "ours"}
+    wide = "cartpole_wide" in names
     headers = [
         "num_envs",
-        "CartPole PPO steps/s (median / best)",
-        "ours PPO steps/s (median / best)",
+        *(f"{labels[name]} PPO steps/s (median / best)" for name in names),
         "ours / CartPole",
-        "compile s (CartPole / ours)",
-        "XLA memory MiB (CartPole / ours)",
+        *(["ours / CartPole at our width"] if wide else []),
+        f"compile s ({' / '.join(labels[name] for name in names)})",
+        f"XLA memory MiB ({' / '.join(labels[name] for name in names)})",
     ]
     c, m = payload["config"], payload["machine"]
     lines = [
@@ -124,15 +137,21 @@ def to_markdown(payload: dict) -> str:
     if target:
         lines += [
             "",
-            f"Target at {target['num_envs']} envs: ours >= {TARGET_VS_CARTPOLE}x CartPole "
-            f"({'met' if target['met'] else 'missed'}: {target['ratio']:.2f}x).",
+            f"Target at {target['num_envs']} envs: ours >= {target.get('threshold', TARGET_VS_CARTPOLE)}x "
+            f"CartPole ({'met' if target['met'] else 'missed'}: {target['ratio']:.2f}x)"
+            + (
+                f"; against CartPole padded to our network's width "
+                f"({'met' if target['met_wide'] else 'missed'}: {target['ratio_wide']:.2f}x)."
+                if "ratio_wide" in target
+                else "."
+            ),
         ]
     lines += [
         "",
         f"Machine: jax {m['jax_version']}, backend {m['backend']} ({m['device']}), {m['usable_cpus']} usable "
         f"of {m['cpu_count']} CPUs, commit {m['git_commit']}, {m['timestamp_utc']}. One timed call = "
         f"{c['updates_per_call']} PPO updates; {c['repeats']} timed calls per cell after a warm-up, "
-        "the two timed in turns; compile time apart.",
+        "all timed in turns; compile time apart.",
     ]
     return "\n".join(lines)
 
@@ -156,6 +175,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         results.append(row)
         print(
             f"num_envs={num_envs}: cartpole {format_rate(row['cartpole']['steps_per_s_median'])}, "
+            f"cartpole at our width {format_rate(row['cartpole_wide']['steps_per_s_median'])}, "
             f"ours {format_rate(row['ours']['steps_per_s_median'])} steps/s",
             file=sys.stderr,
             flush=True,
@@ -178,8 +198,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if target is not None:
         payload["target"] = {
             "num_envs": TARGET_NUM_ENVS,
+            "threshold": TARGET_VS_CARTPOLE,
             "ratio": target["ours_vs_cartpole"],
             "met": target["ours_vs_cartpole"] >= TARGET_VS_CARTPOLE,
+            "ratio_wide": target["ours_vs_cartpole_wide"],
+            "met_wide": target["ours_vs_cartpole_wide"] >= TARGET_VS_CARTPOLE,
         }
     return payload
 

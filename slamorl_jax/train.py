@@ -69,6 +69,15 @@ flags.DEFINE_float(
     DEFAULTS.shaping,
     "Coefficient of potential-based reward shaping from the projected remaining time and cost (0 = off).",
 )
+flags.DEFINE_float(
+    "sla_met_bonus",
+    DEFAULTS.sla_met_bonus,
+    "End-of-job SLA reward per job-level SLA met (of six); 0 with --all_slas_bonus=0 is the paper's "
+    "reward, where SLAs count only through the weighted mean severity.",
+)
+flags.DEFINE_float(
+    "all_slas_bonus", DEFAULTS.all_slas_bonus, "Extra end-of-job SLA reward when all six SLAs are met."
+)
 flags.DEFINE_list(
     "hidden_sizes",
     [str(h) for h in DEFAULTS.hidden_sizes],

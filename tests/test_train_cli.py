@@ -146,6 +146,7 @@ BAD_FLAGS = {
     "float flag not a number": (["--learning_rate=abc"], ["learning_rate"]),
     "learning rate out of range": (["--learning_rate=2"], ["--learning_rate"]),
     "bad preference": (["--preference=fast"], ["--preference"]),
+    "negative SLA bonus": (["--sla_met_bonus=-1"], ["--sla_met_bonus"]),
     "resume without checkpoint dir": (["--resume"], ["--resume", "--checkpoint_dir"]),
     "missing flagfile": (["--flagfile=/nonexistent/tiny.flags"], ["flagfile"]),
 }

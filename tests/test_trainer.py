@@ -109,6 +109,19 @@ def test_configs_are_validated_before_compiling() -> None:
         make_train(TrainConfig(num_envs=0))
 
 
+def test_the_end_of_job_sla_reward_is_configurable() -> None:
+    """``--sla_met_bonus`` / ``--all_slas_bonus`` reach the env's params (0 and 0: the paper's
+    reward); configs saved before the flags existed load with the env's defaults."""
+    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.env.defaults import DEFAULT_ALL_SLAS_BONUS, DEFAULT_SLA_MET_BONUS
+
+    params = env_params_from_config(dataclasses.replace(TINY, sla_met_bonus=0.0, all_slas_bonus=0.5))
+    assert float(params.sla_met_bonus) == 0.0 and float(params.all_slas_bonus) == 0.5
+    legacy = {k: v for k, v in dataclasses.asdict(TINY).items() if not k.endswith("bonus")}
+    loaded = TrainConfig.from_dict(legacy)
+    assert (loaded.sla_met_bonus, loaded.all_slas_bonus) == (DEFAULT_SLA_MET_BONUS, DEFAULT_ALL_SLAS_BONUS)
+
+
 @pytest.mark.parametrize("target_head", [False, True])
 def test_another_env_gets_a_plain_actor(target_head: bool) -> None:
     """The trainer on another env (the CartPole peer of the benchmarks) drops the actor's priors that
@@ -120,6 +133,22 @@ def test_another_env_gets_a_plain_actor(target_head: bool) -> None:
     network = make_train(config, CartPoleForTrainer()).network.config
     assert network.suggestion_features == () and network.target_block == ()
     assert network.num_actions == 2
+
+
+def test_cartpole_as_wide_as_our_env_gets_our_network() -> None:
+    """The benchmark's CartPole padded to our observation, actions and objectives builds exactly
+    our actor-critic (priors included), steps with padded observations and a repeated reward."""
+    from benchmarks.cartpole_adapter import CartPoleForTrainer
+    from slamorl_jax.env import JobAllocationEnv
+
+    config = dataclasses.replace(TINY, actions="targets")
+    ours = make_train(config)
+    wide = CartPoleForTrainer.as_wide_as(JobAllocationEnv(action_set="targets"))
+    assert make_train(config, wide).network.config == ours.network.config
+    obs, state = wide.reset(jax.random.key(0))
+    obs, _, reward, *_ = wide.step(jax.random.key(1), state, jnp.int32(ours.network.config.num_actions - 1))
+    assert obs.shape == (ours.obs_dim,) and not obs[4:].any()
+    assert reward.shape == (3,) and jnp.all(reward == reward[0])
 
 
 @pytest.mark.parametrize("gain", [0.0, 4.0])

@@ -9,6 +9,7 @@ from typing import Any
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_MOVES, num_actions
 from slamorl_jax.env.actions import NO_OP_ACTION
+from slamorl_jax.env.defaults import DEFAULT_ALL_SLAS_BONUS, DEFAULT_SLA_MET_BONUS
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, TARGET_BLOCK
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
@@ -44,6 +45,10 @@ class TrainConfig:
     value_clip_eps: float = 0.2
     normalise_advantages: bool = True
     shaping: float = 1.0  # potential-based shaping from the env's projections (0 = off)
+    # The end-of-job SLA reward (env/job_env.py): per job-level SLA met, and extra for all six.
+    # 0 and 0 is the paper's reward, where SLAs count only through the weighted mean severity.
+    sla_met_bonus: float = DEFAULT_SLA_MET_BONUS
+    all_slas_bonus: float = DEFAULT_ALL_SLAS_BONUS
     hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
     initializer: str = "orthogonal"
@@ -171,6 +176,8 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(c.entropy_coef >= 0, f"--entropy_coef must be >= 0, got {c.entropy_coef}")
     _require(c.value_clip_eps >= 0, f"--value_clip_eps must be >= 0, got {c.value_clip_eps}")
     _require(0 <= c.shaping <= 100, f"--shaping must be in [0, 100], got {c.shaping}")
+    _require(0 <= c.sla_met_bonus <= 100, f"--sla_met_bonus must be in [0, 100], got {c.sla_met_bonus}")
+    _require(0 <= c.all_slas_bonus <= 100, f"--all_slas_bonus must be in [0, 100], got {c.all_slas_bonus}")
     _require(
         len(c.hidden_sizes) >= 1 and all(1 <= h <= 8192 for h in c.hidden_sizes),
         f"--hidden_sizes must be 1 to 8192 units per layer, got {list(c.hidden_sizes)}",

@@ -77,6 +77,8 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
         init_strategy=INIT_STRATEGIES.index(config.init_strategy),
         adapt_strength=config.adapt_strength,
         weights_mode=WEIGHT_MODES.index(config.weights),
+        sla_met_bonus=config.sla_met_bonus,
+        all_slas_bonus=config.all_slas_bonus,
     )
 
 
