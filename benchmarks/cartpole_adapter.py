@@ -20,7 +20,6 @@ import gymnax
 import jax
 import jax.numpy as jnp
 
-
 CARTPOLE_FEATURES = 4
 CARTPOLE_ACTIONS = 2
 
