@@ -9,7 +9,10 @@ hindsight: its ``plan(state, params)`` runs once per job after the start rule (i
 job's true constants), and its ``act(plan, state, params)`` picks each step's action from that plan
 and the env state before the step (the current allocation); the evaluation's reachable anchor is one.
 Every job in the batch runs until its first episode ends; its figures (``JobAllocationEnv``'s
-``info``) are recorded at that step. Two policies evaluated with the same key see the same jobs
+``info``) are recorded at that step. Jobs step without the env's auto-reset (:func:`step_once`:
+the same draws, transition, truncation and observation as ``JobAllocationEnv.step`` up to the end
+of the first episode, without drawing a next job nobody reads), which saves most of a step's and
+of the compiled program's reset work. Two policies evaluated with the same key see the same jobs
 and the same noise, so their figures compare job by job (common random numbers).
 """
 
@@ -221,7 +224,7 @@ def _run_jobs(
         plans = jax.vmap(controller.plan, in_axes=(0, params_axes))(state, params)
     initial = jax.vmap(episode_figures)(state)
     figures = {name: jnp.zeros_like(initial[name]) for name in FIGURES}
-    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, params_axes))
+    env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, params_axes))
 
     def step(carry: tuple, step_key: jax.Array) -> tuple:
         obs, weights, state, finished, figures = carry
@@ -231,16 +234,28 @@ def _run_jobs(
         else:
             actions = jax.vmap(controller.act, in_axes=(0, 0, params_axes))(plans, state, params)
         step_keys = jnp.concatenate([jax.random.split(env_key, num_episodes)] * runs)
-        obs, state, _, terminated, truncated, info = env_step(step_keys, state, actions, params)
+        obs, state, terminated, truncated, info = env_step(step_keys, state, actions, params)
         ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(finished))
         figures = {
             name: jnp.where(_expand(ends_now, value), info[name], value) for name, value in figures.items()
         }
-        return (obs, info["weights"], state, finished | ends_now, figures), None
+        return (obs, state.weights, state, finished | ends_now, figures), None
 
     carry = (obs, state.weights, state, jnp.zeros(batch, bool), figures)
     (_, _, _, finished, figures), _ = jax.lax.scan(step, carry, jax.random.split(key, max_steps))
     return {**figures, "finished": finished}
+
+
+def step_once(
+    env: JobAllocationEnv, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams
+) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, dict[str, jax.Array]]:
+    """``env.step`` for a job whose episode is not over, without the auto-reset: ``(obs, state,
+    terminated, truncated, info)``, equal to ``step``'s until the episode ends (the same uniforms,
+    the first ``STEP_DRAWS`` of which drive the epoch; ``step_env`` is that transition observed).
+    After the end it keeps stepping the finished job, whose figures nobody reads any more."""
+    obs, next_state, _, terminated, info = env.step_env(key, state, action, params)
+    truncated = jnp.logical_and(next_state.steps >= params.max_steps_in_episode, jnp.logical_not(terminated))
+    return obs, next_state, terminated, truncated, info
 
 
 def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:
