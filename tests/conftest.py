@@ -41,7 +41,7 @@ def env() -> JobAllocationEnv:
 
 # Outputs of ``batched_rollout`` per step (leading axes: step, env); see the fixture.
 ROLLOUT_ENVS = 32
-ROLLOUT_STEPS = 24
+ROLLOUT_STEPS = 40
 
 
 @pytest.fixture(scope="session")
@@ -52,9 +52,11 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
     Compiled once per session and shared by the test modules that need a batched rollout (params
     and logits are traced, so only their values change). Per step it returns the observation, the
     pre-reset ``final_observation``, reward, flags, the job-level SLA checks and severities of the
-    advanced job, its dual multipliers and weights after the epoch, and, from the state the action
-    was taken in, its epoch, hidden deviation, online model posterior (``mu_before``), dual
-    multipliers, preference, scenario kind and allocation.
+    advanced job, its allocation, elapsed time, cost and epochs after the step, its episode figures,
+    dual multipliers and weights after the epoch (and those the step used), and, from the state the
+    action was taken in, its epoch, elapsed time, cost, hidden deviation, online model posterior
+    (``mu_before``), dual multipliers, preference, scenario kind and allocation; and the first
+    observation, allocation and epochs of each env (``obs0``, ``gpus0``, ``cpus0``, ``epochs0``).
     """
     from slamorl_jax.env.online_model import posterior_deviation
 
@@ -77,6 +79,13 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
                 "reward": reward,
                 "terminated": terminated,
                 "truncated": truncated,
+                "gpus": next_state.gpus,
+                "cpus": next_state.cpus,
+                "elapsed_before": state.elapsed_s,
+                "cost_before": state.cost_usd,
+                "elapsed_after": next_state.elapsed_s,
+                "cost_after": next_state.cost_usd,
+                "epochs_running": next_state.job.epochs,
                 "epoch_before": state.epoch,
                 "gpus_before": state.gpus,
                 "cpus_before": state.cpus,
@@ -90,6 +99,10 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
                 **{
                     k: info[k]
                     for k in (
+                        "weights",
+                        "step_weights",
+                        "episode_time_s",
+                        "episode_cost_usd",
                         "final_observation",
                         "severities",
                         "job_sla_met",
@@ -102,7 +115,8 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
             return next_state, out
 
         _, trajectory = jax.lax.scan(body, state0, jax.random.split(steps_key, ROLLOUT_STEPS))
-        return {"obs0": obs0, **trajectory}
+        initial = {"gpus0": state0.gpus, "cpus0": state0.cpus, "epochs0": state0.job.epochs}
+        return {"obs0": obs0, **initial, **trajectory}
 
     compiled = jax.jit(run)
 

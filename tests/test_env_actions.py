@@ -75,14 +75,13 @@ def odd_grid(params: EnvParams) -> EnvParams:
 
 @pytest.fixture(scope="module")
 def step_sets(env: JobAllocationEnv) -> dict[str, tuple[Callable, Callable]]:
-    """Per action set, jit(vmap(reset)) over keys and jit(vmap(step)) over keys, states and actions."""
+    """Per action set, jit(vmap(reset)) over keys (shared: reset does not depend on the set) and
+    jit(vmap(step)) over keys, states and actions."""
     out = {}
+    reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))  # a job's reset is the same in every set
     for name in ("targets", "paper"):
         e = env if name == env.action_set else JobAllocationEnv(env.catalog, name)
-        out[name] = (
-            jax.jit(jax.vmap(e.reset, in_axes=(0, None))),
-            jax.jit(jax.vmap(e.step, in_axes=(0, 0, 0, None))),
-        )
+        out[name] = (reset, jax.jit(jax.vmap(e.step, in_axes=(0, 0, 0, None))))
     return out
 
 
@@ -97,10 +96,18 @@ def states_times_actions(
     reset, step = step_sets[name]
     keys = jax.random.split(jax.random.key(seed), NUM_STATES)
     _, states = reset(keys, params)
-    _, states, *_ = step(keys, states, jnp.arange(NUM_STATES, dtype=jnp.int32) % NUM_ACTIONS, params)
     # Every call steps ACTIONS_PER_STATE actions per state (the list padded with its last action), so
-    # the batched step compiles once per set whatever the list; the padding is dropped after.
+    # the batched step compiles once per set whatever the list; the padding is dropped after. The
+    # random move that makes each state one epoch old runs in the same shape (each state repeated).
     n, width = len(actions), max(ACTIONS_PER_STATE, len(actions))
+    moves = jnp.repeat(jnp.arange(NUM_STATES, dtype=jnp.int32) % NUM_ACTIONS, width)
+    _, moved, *_ = step(
+        jnp.repeat(keys, width, axis=0),
+        jax.tree.map(lambda x: jnp.repeat(x, width, axis=0), states),
+        moves,
+        params,
+    )
+    states = jax.tree.map(lambda x: x[::width], moved)
     before = jax.tree.map(lambda x: jnp.repeat(x, width, axis=0), states)
     step_keys = jnp.repeat(jax.random.split(jax.random.key(seed + 1), NUM_STATES), width, axis=0)
     padded = [*actions, *[actions[-1]] * (width - n)]

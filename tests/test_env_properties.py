@@ -13,11 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import chex
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import ROLLOUT_ENVS, ROLLOUT_STEPS
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,7 +28,6 @@ from slamorl_jax.env import (
     NUM_FEATURES,
     SCENARIOS,
     EnvParams,
-    EnvState,
     JobAllocationEnv,
     load_catalog,
     num_actions,
@@ -41,8 +39,7 @@ from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS
 
-NUM_ENVS = 8
-NUM_STEPS = 40
+NUM_ENVS, NUM_STEPS = ROLLOUT_ENVS, ROLLOUT_STEPS  # the shared rollout's
 NUM_ACTIONS = num_actions(DEFAULT_ACTION_SET)  # the env fixture's (default) ``targets`` set
 
 
@@ -181,65 +178,15 @@ def build_params(env: JobAllocationEnv) -> Callable[[dict[str, Any]], EnvParams]
 
 
 @pytest.fixture(scope="module")
-def rollout(env: JobAllocationEnv) -> Callable[[dict[str, Any], EnvParams], dict[str, np.ndarray]]:
-    """Run ``NUM_ENVS`` envs for ``NUM_STEPS`` steps with actions drawn from the settings' logits.
-
-    Traced once for every example of every test (``chex.assert_max_traces``).
-    """
-
-    def run(key: jax.Array, params: EnvParams, logits: jax.Array) -> dict[str, Any]:
-        reset_key, steps_key = jax.random.split(key)
-        obs0, state0 = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, NUM_ENVS), params)
-
-        def body(state: EnvState, key: jax.Array) -> tuple[EnvState, dict[str, Any]]:
-            action_key, step_key = jax.random.split(key)
-            actions = jax.random.categorical(action_key, logits, shape=(NUM_ENVS,)).astype(jnp.int32)
-            step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
-            obs, next_state, reward, terminated, truncated, info = step(
-                jax.random.split(step_key, NUM_ENVS), state, actions, params
-            )
-            out = {
-                "obs": obs,
-                "reward": reward,
-                "terminated": terminated,
-                "truncated": truncated,
-                "gpus": next_state.gpus,
-                "cpus": next_state.cpus,
-                "elapsed_before": state.elapsed_s,
-                "cost_before": state.cost_usd,
-                "elapsed_after": next_state.elapsed_s,
-                "cost_after": next_state.cost_usd,
-                "epochs_running": next_state.job.epochs,
-                **{
-                    k: info[k]
-                    for k in (
-                        "weights",
-                        "step_weights",
-                        "final_weights",
-                        "final_observation",
-                        "episode_time_s",
-                        "episode_cost_usd",
-                        "epochs",
-                    )
-                },
-            }
-            return next_state, out
-
-        _, trajectory = jax.lax.scan(body, state0, jax.random.split(steps_key, NUM_STEPS))
-        return {
-            "obs0": obs0,
-            "gpus0": state0.gpus,
-            "cpus0": state0.cpus,
-            "epochs0": state0.job.epochs,
-            **trajectory,
-        }
-
-    run = jax.jit(chex.assert_max_traces(run, n=1))
+def rollout(
+    batched_rollout: Callable[..., dict[str, np.ndarray]],
+) -> Callable[[dict[str, Any], EnvParams], dict[str, np.ndarray]]:
+    """Run ``NUM_ENVS`` envs for ``NUM_STEPS`` steps with actions drawn from the settings' logits:
+    the session's shared rollout (``conftest.batched_rollout``, compiled once for every example of
+    every test here and in the other modules that use it)."""
 
     def call(settings: dict[str, Any], params: EnvParams) -> dict[str, np.ndarray]:
-        logits = jnp.asarray(np.asarray(settings["action_logits"], np.float32))
-        out = run(jax.random.key(settings["seed"]), params, logits)
-        return {k: np.asarray(v) for k, v in out.items()}
+        return batched_rollout(settings["seed"], params, settings["action_logits"])
 
     return call
 
@@ -347,11 +294,15 @@ def test_adaptive_weights_on_the_simplex(build_params: Callable, rollout: Callab
 # --- edge values: rejected by validation, or finite at the smallest valid value ---------------
 
 
-def first_steps_of(env: JobAllocationEnv, params: EnvParams) -> list[np.ndarray]:
-    """Observation at reset, then observation and reward after one no-op step (eager)."""
-    obs, state = env.reset(jax.random.key(0), params)
-    next_obs, _, reward, *_ = env.step(jax.random.key(1), state, jnp.int32(4), params)
-    return [np.asarray(obs), np.asarray(next_obs), np.asarray(reward)]
+def first_steps_of(
+    batched_rollout: Callable[..., dict[str, np.ndarray]], params: EnvParams
+) -> list[np.ndarray]:
+    """Observations at reset, then observations and rewards after one no-op step (the shared
+    rollout, which compiles once, where eager calls would compile every op)."""
+    keep_only = np.full(NUM_ACTIONS, -1e9, np.float32)
+    keep_only[4] = 0.0
+    out = batched_rollout(0, params, keep_only)
+    return [out["obs0"], out["obs"][0], out["reward"][0]]
 
 
 def test_free_hardware_is_rejected(env: JobAllocationEnv) -> None:
@@ -366,7 +317,9 @@ def test_free_hardware_is_rejected(env: JobAllocationEnv) -> None:
         validate_params(with_derived_tables(params))
 
 
-def test_zero_memory_is_rejected(env: JobAllocationEnv) -> None:
+def test_zero_memory_is_rejected(
+    env: JobAllocationEnv, batched_rollout: Callable[..., dict[str, np.ndarray]]
+) -> None:
     """Validation refuses a cluster that allocates no memory with its vCPUs."""
     params = with_values(
         env.default_params,
@@ -378,5 +331,5 @@ def test_zero_memory_is_rejected(env: JobAllocationEnv) -> None:
         validate_params(with_derived_tables(params))
     # The smallest valid memory keeps the observation finite.
     params = validate_params(with_derived_tables(with_values(params, memory_gib_per_vcpu=1e-3)))
-    for array in first_steps_of(env, params):
+    for array in first_steps_of(batched_rollout, params):
         assert np.all(np.isfinite(array))
