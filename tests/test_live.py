@@ -82,7 +82,8 @@ def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> No
     (the paper's 21 features and the forecast block) and weights."""
     params = scenario_params("mixed", env.catalog)
     n = 24
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), n), params)
+    reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))  # eager, every op would compile on its own
+    obs, state = reset(jax.random.split(jax.random.key(0), n), params)
     step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
     histories: list[list] = [[] for _ in range(n)]
     ended = np.zeros(n, bool)

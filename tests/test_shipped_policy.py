@@ -12,7 +12,7 @@ import pytest
 
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.env import NUM_ACTIONS, NUM_FEATURES, make
+from slamorl_jax.env import NUM_ACTIONS, NUM_FEATURES, EnvParams, EnvState, JobAllocationEnv, make
 from slamorl_jax.env.action_sets import NUM_MOVES
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
@@ -46,11 +46,16 @@ README_JOB = {
 }
 
 
+def reset_jobs(env: JobAllocationEnv, params: EnvParams, n: int) -> tuple[jax.Array, EnvState]:
+    """``n`` fresh jobs under one jitted reset (eager, every op of the reset compiles on its own)."""
+    return jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(jax.random.key(0), n), params)
+
+
 def test_shipped_policy_acts_on_env_observations() -> None:
     """``load_policy`` reads the shipped export; greedy and sampled actions are valid for real states."""
     policy = ckpt.load_policy(SHIPPED)
     env, params = make("mixed")
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), 16), params)
+    obs, state = reset_jobs(env, params, 16)
     greedy = np.asarray(policy(obs, state.weights))
     sampled = np.asarray(policy(obs, state.weights, jax.random.key(1)))
     for actions in (greedy, sampled):
@@ -114,7 +119,7 @@ def test_a_checkpoint_from_before_action_sets_still_loads_and_acts() -> None:
     assert policy.config.actions == "paper"
     assert policy.network.config.obs_dim == 21 and policy.network.config.num_actions == NUM_ACTIONS
     env, params = make("mixed")
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), 16), params)
+    obs, state = reset_jobs(env, params, 16)
     assert obs.shape[-1] == NUM_FEATURES > 21
     actions = np.asarray(policy(obs, state.weights))
     assert np.all((actions >= 0) & (actions < NUM_ACTIONS))
