@@ -3,12 +3,15 @@
     python -m benchmarks.step_breakdown [--num-envs 4096] [--steps 256] [--repeats 5]
         [--out benchmarks/results/step_breakdown.json]
 
-Three variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of ``vmap(step)`` with
+Five variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of ``vmap(step)`` with
 random actions; compile time apart, warm-up, timed in turns): the env's own ``step`` (the paper's 21
 features and the forecast block); the same transition and auto-reset observed with the paper's 21
-features only; and the same with no observation at all (a zero vector). The differences are what the
-forecast block and the paper features cost; gymnax CartPole-v1 in the same harness is the yardstick
-of ``env_throughput``. Writes JSON and a Markdown table beside it.
+features only; the same with no observation at all (a zero vector); and the full and the empty
+observation without the auto-reset (a finished job keeps stepping instead of drawing the next one,
+as ``episodes.step_once`` steps evaluation's jobs). The differences are what the forecast block,
+the paper features and the auto-reset (a whole new job drawn for every env at every step, kept
+where one finished) cost; gymnax CartPole-v1 in the same harness is the yardstick of
+``env_throughput``. Writes JSON and a Markdown table beside it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from benchmarks.env_throughput import measure_jax
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.observation import paper_features
+from slamorl_jax.env.observation import observe, paper_features
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 
@@ -61,6 +64,17 @@ class ObservedWith:
         return self.observe(state_out, params), state_out, reward, terminated, done, info
 
 
+class WithoutReset(ObservedWith):
+    """The env's transition observed with another function, and no auto-reset."""
+
+    def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams) -> tuple:
+        """``JobAllocationEnv.step_env`` with this observation, the episode's end flagged only."""
+        u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
+        next_state, reward, terminated, info = self.env.transition(u[: d.STEP_DRAWS], state, action, params)
+        done = jnp.logical_or(terminated, next_state.steps >= params.max_steps_in_episode)
+        return self.observe(next_state, params), next_state, reward, terminated, done, info
+
+
 def no_observation(state: EnvState, params: EnvParams) -> jax.Array:
     """A one-feature zero observation."""
     return jnp.zeros((1,), jnp.float32)
@@ -76,6 +90,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "full observation": (env, params, env.num_actions),
         "paper features only": (ObservedWith(env, paper_features), params, env.num_actions),
         "no observation": (ObservedWith(env, no_observation), params, env.num_actions),
+        "full observation, no reset": (WithoutReset(env, observe), params, env.num_actions),
+        "no observation, no reset": (WithoutReset(env, no_observation), params, env.num_actions),
     }
     rows = [measure_jax(variants, n, args.steps, args.repeats) for n in args.num_envs]
     return {"rows": rows, "variants": list(variants), "machine": machine_info()}
