@@ -123,6 +123,12 @@ flags.DEFINE_boolean(
     "With --actions=targets, add a learned gain on the action the forecast ranks first to the "
     "actor's logits (--nosuggestion_prior: a plain MLP actor; --target_head replaces it).",
 )
+flags.DEFINE_boolean(
+    "paper_suggestion_prior",
+    DEFAULTS.paper_suggestion_prior,
+    "With --actions=paper, add the learned gain to the move toward the candidate the forecast ranks "
+    "first (keep: the no-op; a target: GPUs and CPUs each one step its way).",
+)
 flags.DEFINE_float(
     "suggestion_gain_init",
     DEFAULTS.suggestion_gain_init,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import chex
 import jax
@@ -177,3 +178,40 @@ def test_the_suggestion_prior_starts_at_its_gain(gain: float) -> None:
         {k: v for k, v in dataclasses.asdict(config).items() if k != "suggestion_gain_init"}
     )
     assert legacy.suggestion_gain_init == 0.0
+
+
+def test_the_paper_move_prior_flags_the_move_toward_the_forecasts_choice(
+    batched_rollout: Callable[..., dict[str, np.ndarray]],
+) -> None:
+    """With ``--actions=paper --paper_suggestion_prior``, the actor's flags mark the paper move toward
+    the candidate the observation's forecast ranks first (keep: the no-op), decoded from the
+    observation alone, on real observations; the fresh actor starts with the suggestion gain on it."""
+    from slamorl_jax.agent.networks import ActorCritic, init_params, move_toward_suggestion
+    from slamorl_jax.env.actions import NO_OP_ACTION, move_toward
+    from slamorl_jax.env.defaults import default_params
+    from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES
+
+    config = dataclasses.replace(TINY, actions="paper", paper_suggestion_prior=True, suggestion_gain_init=3.0)
+    network = config.network
+    out = batched_rollout(8, default_params(), np.zeros(89, np.float32))
+    live = ~(out["terminated"] | out["truncated"])  # the observation is of the same job as the allocation
+    obs, gpus, cpus = out["obs"][live], out["gpus"][live], out["cpus"][live]
+    flags = np.asarray(move_toward_suggestion(jnp.asarray(obs), network))
+    assert flags.shape == (len(obs), 9) and np.all(flags.sum(-1) == 1.0)
+    suggested = [
+        FEATURE_NAMES.index(n) for n in ("keep_suggested", *(f"target{k}_suggested" for k in range(80)))
+    ]
+    choice = np.argmax(obs[:, suggested], axis=-1)
+    targets = np.asarray(default_params().target_allocation)[np.maximum(choice - 1, 0)]
+    expected = np.where(
+        choice == 0, NO_OP_ACTION, np.asarray(move_toward(gpus, cpus, targets[:, 0], targets[:, 1]))
+    )
+    np.testing.assert_array_equal(np.argmax(flags, axis=-1), expected)
+    assert len(set(expected.tolist())) > 2  # moves of several kinds were flagged
+    net = ActorCritic(network)
+    params = init_params(net, jax.random.key(0), NUM_FEATURES)
+    logits, _ = net.apply(params, jnp.asarray(obs[:4]), jnp.full((4, 3), 1 / 3))
+    boosted = np.take_along_axis(np.asarray(logits), expected[:4, None], axis=-1)[:, 0]
+    assert np.all(boosted > np.max(np.where(flags[:4] > 0, -np.inf, np.asarray(logits)), axis=-1) + 2.0)
+    with pytest.raises(ValueError, match="paper_suggestion_prior"):
+        make_train(dataclasses.replace(TINY, actions="targets", paper_suggestion_prior=True))

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any
+
+import numpy as np
 
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_MOVES, num_actions
@@ -68,6 +71,9 @@ class TrainConfig:
     # probability over 89 actions, so training starts near following the forecast and learns where
     # not to, instead of having to discover the suggestion first (0: no head start).
     suggestion_gain_init: float = 4.0
+    # paper: the same learned gain on the move toward the forecast's first choice (off by default,
+    # so the paper mode stays the paper's actor unless asked; networks.move_toward_suggestion)
+    paper_suggestion_prior: bool = False
     prices: str = "aws"
     seed: int = 0
     updates_per_chunk: int = 10
@@ -103,6 +109,7 @@ class TrainConfig:
         block = TARGET_BLOCK if targets and self.target_head else ()
         with_prior = targets and self.suggestion_prior and not self.target_head
         prior = suggestion_features(self.actions) if with_prior else ()
+        moves = paper_move_prior() if self.actions == "paper" and self.paper_suggestion_prior else {}
         return NetworkConfig(
             tuple(self.hidden_sizes),
             self.activation,
@@ -110,7 +117,8 @@ class TrainConfig:
             num_actions(self.actions),
             target_block=block,
             suggestion_features=prior,
-            suggestion_gain_init=self.suggestion_gain_init if prior else 0.0,
+            suggestion_gain_init=self.suggestion_gain_init if prior or moves else 0.0,
+            **moves,
         )
 
     def to_json(self) -> str:
@@ -146,6 +154,29 @@ def suggestion_features(actions: str) -> tuple[int, ...]:
     for k in range(num_actions(actions) - NUM_MOVES):
         out[NUM_MOVES + k] = index[f"target{k}_suggested"]
     return tuple(out)
+
+
+@functools.cache
+def paper_move_prior() -> dict[str, Any]:
+    """``NetworkConfig``'s move-prior fields for the default cluster and target grid (the grid the
+    observation's forecast block describes, ``observation.OBSERVATION_LAYOUT``)."""
+    from slamorl_jax.env.defaults import default_params
+    from slamorl_jax.env.params import max_gpus
+
+    params = default_params()
+    index = {name: i for i, name in enumerate(FEATURE_NAMES)}
+    targets = np.asarray(params.target_allocation)
+    return {
+        "move_prior_flags": (
+            index["keep_suggested"],
+            *(index[f"target{k}_suggested"] for k in range(len(targets))),
+        ),
+        "move_prior_targets": tuple((int(g), int(c)) for g, c in targets),
+        "move_prior_scale": (
+            float(max_gpus(params)),
+            float(params.max_nodes * params.cpus_per_node),
+        ),
+    }
 
 
 def _require(condition: bool, message: str) -> None:
@@ -195,6 +226,10 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         f"--suggestion_gain_init must be in [0, 20], got {c.suggestion_gain_init}",
     )
     _require(c.actions in ACTION_SETS, f"--actions must be one of {', '.join(ACTION_SETS)}")
+    _require(
+        not c.paper_suggestion_prior or c.actions == "paper",
+        "--paper_suggestion_prior needs --actions=paper (with targets, --suggestion_prior does it)",
+    )
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
     _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
     _require(c.init_from is None or c.init_from.strip() != "", "--init_from must name a checkpoint")

@@ -63,6 +63,13 @@ class NetworkConfig:
     # The suggestion gain's starting value (its bias; the weights on the trunk start at 0): 0 starts
     # from no prior, a few units starts near following the forecast and learns where not to.
     suggestion_gain_init: float = 0.0
+    # The paper's 9 moves: the same learned gain on the move toward the forecast's first choice
+    # (``move_toward_suggestion``). The observation features of every candidate's ``suggested`` flag
+    # (keep first, then the targets), each target's (GPUs, CPUs), and what the first two features
+    # (allocated GPUs and CPUs) are divided by. Empty: no such prior.
+    move_prior_flags: tuple[int, ...] = ()
+    move_prior_targets: tuple[tuple[int, int], ...] = ()
+    move_prior_scale: tuple[float, float] = (1.0, 1.0)
 
 
 class MLP(nn.Module):
@@ -140,11 +147,29 @@ class Trunk(nn.Module):
         return x
 
 
+def move_toward_suggestion(obs: jax.Array, config: NetworkConfig) -> jax.Array:
+    """``[..., 9]`` flags of the paper move toward the candidate the forecast ranks first: keep's
+    flag on the no-op, a target's on the move toward it (``actions.move_toward``, each coordinate
+    by the sign of its difference), from the allocation the observation's first two features give."""
+    from slamorl_jax.env.actions import NO_OP_ACTION, NUM_ACTIONS, move_toward
+
+    suggested = obs[..., np.asarray(config.move_prior_flags)]  # [..., 1 + K], keep first
+    scale_gpus, scale_cpus = config.move_prior_scale
+    gpus = jnp.round(obs[..., 0] * scale_gpus).astype(jnp.int32)
+    cpus = jnp.round(obs[..., 1] * scale_cpus).astype(jnp.int32)
+    targets = np.asarray(config.move_prior_targets, np.int32)  # [K, 2]
+    moves = move_toward(gpus[..., None], cpus[..., None], targets[:, 0], targets[:, 1])  # [..., K]
+    keep = jnp.full((*moves.shape[:-1], 1), NO_OP_ACTION, jnp.int32)
+    one_hot = jax.nn.one_hot(jnp.concatenate([keep, moves], axis=-1), NUM_ACTIONS, dtype=suggested.dtype)
+    return jnp.einsum("...k,...ka->...a", suggested, one_hot)
+
+
 class SuggestionActor(nn.Module):
     """An MLP actor plus a learned gain on the forecast's suggested action (a residual policy).
 
     ``logits = head(trunk) + gain(trunk) * flags``, where ``flags[a]`` is the observation's flag of
-    action ``a`` being the forecast's first choice (``NetworkConfig.suggestion_features``). The
+    action ``a`` being the forecast's first choice (``NetworkConfig.suggestion_features``; with
+    the paper's moves, the flag of the move toward it, ``move_toward_suggestion``). The
     gain starts at ``NetworkConfig.suggestion_gain_init`` and is learned with the rest: the policy
     follows the forecast where that pays and overrides it where it does not (a short job that cannot
     earn back the pause, a forecast still wrong early in a job). Following an argmax of 81 forecasts
@@ -165,8 +190,11 @@ class SuggestionActor(nn.Module):
             bias_init=nn.initializers.constant(c.suggestion_gain_init),
             name="suggestion_gain",
         )(trunk)
-        index = np.asarray(c.suggestion_features)
-        flags = jnp.where(index >= 0, obs[..., np.maximum(index, 0)], 0.0)
+        if c.move_prior_flags:
+            flags = move_toward_suggestion(obs, c)
+        else:
+            index = np.asarray(c.suggestion_features)
+            flags = jnp.where(index >= 0, obs[..., np.maximum(index, 0)], 0.0)
         return logits + gain * flags
 
 
@@ -181,7 +209,7 @@ class ActorCritic(nn.Module):
         c = self.config
         obs = obs if c.obs_dim is None else obs[..., : c.obs_dim]
         x = jnp.concatenate([obs, weights], axis=-1)
-        if c.suggestion_features:
+        if c.suggestion_features or c.move_prior_flags:
             logits = SuggestionActor(c, name="actor")(obs, x)
         elif c.target_block:
             trunk = Trunk(c.hidden_sizes, c.activation, c.initializer, name="actor_trunk")(x)

@@ -363,7 +363,9 @@ def make_train(config: TrainConfig, env: JobAllocationEnv | None = None, mesh: M
     env = env or JobAllocationEnv(action_set=config.actions)
     network_config = config.network
     if int(env.num_actions) != network_config.num_actions:  # another env (e.g. the CartPole peer)
-        network_config = dataclasses.replace(network_config, target_block=(), suggestion_features=())
+        network_config = dataclasses.replace(
+            network_config, target_block=(), suggestion_features=(), move_prior_flags=()
+        )
     network_config = dataclasses.replace(
         network_config, num_actions=int(env.num_actions), num_objectives=int(env.reward_dim)
     )

@@ -70,3 +70,13 @@ def apply_action(
     return clip_allocation(
         gpus + gpu_delta, cpus + cpu_delta, max_gpus, gpus_per_node, cpus_per_node, cpu_step
     )
+
+
+def move_toward(
+    gpus: jnp.ndarray, cpus: jnp.ndarray, dest_gpus: jnp.ndarray, dest_cpus: jnp.ndarray
+) -> jnp.ndarray:
+    """The paper move (action 0-8) from ``(gpus, cpus)`` toward ``(dest_gpus, dest_cpus)``: each
+    coordinate by the sign of its difference (CPUs in steps; both on the CPU-step lattice)."""
+    gpu_delta = jnp.sign(dest_gpus - gpus)
+    cpu_delta = jnp.sign(dest_cpus - cpus)
+    return (3 * (gpu_delta + 1) + (cpu_delta + 1)).astype(jnp.int32)

@@ -77,7 +77,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from slamorl_jax.env.actions import apply_action, floor_div
+from slamorl_jax.env.actions import apply_action, floor_div, move_toward
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.static_allocations import full_lattice, lattice_metrics
@@ -100,14 +100,6 @@ class ReachablePlan:
     cost_usd: jax.Array  # total cost
     moves: jax.Array  # int32 re-allocations within the job's epochs
     arrives: jax.Array  # bool: the walk reaches the destination within the job's epochs
-
-
-def move_toward(gpus: jax.Array, cpus: jax.Array, dest_gpus: jax.Array, dest_cpus: jax.Array) -> jax.Array:
-    """The paper move (action 0-8) from ``(gpus, cpus)`` toward ``(dest_gpus, dest_cpus)``: each
-    coordinate by the sign of its difference (CPUs in steps; both on the CPU-step lattice)."""
-    gpu_delta = jnp.sign(dest_gpus - gpus)
-    cpu_delta = jnp.sign(dest_cpus - cpus)
-    return (3 * (gpu_delta + 1) + (cpu_delta + 1)).astype(jnp.int32)
 
 
 @dataclasses.dataclass(frozen=True)
