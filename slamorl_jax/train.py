@@ -126,8 +126,9 @@ flags.DEFINE_boolean(
 flags.DEFINE_boolean(
     "paper_suggestion_prior",
     DEFAULTS.paper_suggestion_prior,
-    "With --actions=paper, add the learned gain to the move toward the candidate the forecast ranks "
-    "first (keep: the no-op; a target: GPUs and CPUs each one step its way).",
+    "With --actions=paper, add a learned gain on the move toward the candidate the forecast ranks "
+    "first to the actor's logits (keep: the no-op; a target: GPUs and CPUs each one step its way; "
+    "--nopaper_suggestion_prior: a plain MLP actor).",
 )
 flags.DEFINE_float(
     "suggestion_gain_init",

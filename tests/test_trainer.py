@@ -213,5 +213,8 @@ def test_the_paper_move_prior_flags_the_move_toward_the_forecasts_choice(
     logits, _ = net.apply(params, jnp.asarray(obs[:4]), jnp.full((4, 3), 1 / 3))
     boosted = np.take_along_axis(np.asarray(logits), expected[:4, None], axis=-1)[:, 0]
     assert np.all(boosted > np.max(np.where(flags[:4] > 0, -np.inf, np.asarray(logits)), axis=-1) + 2.0)
-    with pytest.raises(ValueError, match="paper_suggestion_prior"):
-        make_train(dataclasses.replace(TINY, actions="targets", paper_suggestion_prior=True))
+    # On by default for the paper's moves; configs saved before it existed load without it.
+    assert TrainConfig(actions="paper").network.move_prior_flags
+    assert not TrainConfig(actions="targets").network.move_prior_flags
+    legacy = {k: v for k, v in dataclasses.asdict(config).items() if k != "paper_suggestion_prior"}
+    assert not TrainConfig.from_dict(legacy).network.move_prior_flags
