@@ -1,14 +1,16 @@
 """Where sharded training spends its time: rollout vs learning per device count, and the collectives.
 
     python -m benchmarks.sharded_training_profile [--devices 1,2,8] [--num-envs 1024] [--repeats 3]
-        [--out benchmarks/results/sharded_training_profile.json]
+        [--minibatch-shuffle global|per_env] [--out benchmarks/results/sharded_training_profile.json]
 
 For each device count (a process of its own with that many fake CPU devices) the default learner's
 two halves of an update are compiled and timed apart over the device mesh, exactly as training
 shards them: the rollout (``rollout_length`` env steps and the actor) and the learning (GAE and the
 PPO epochs over shuffled minibatches). The compiled update is then read for its cross-device
 collectives (all-gather, all-reduce, ...): operation, shape and bytes, so the table shows what the
-sharded program moves between devices on every update. Writes JSON and Markdown.
+sharded program moves between devices on every update. ``--minibatch-shuffle=per_env`` profiles the
+learner that deals each env's own steps into the minibatches (``TrainConfig.minibatch_shuffle``).
+Writes JSON and Markdown.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def short(shape: str, width: int = 60) -> str:
     return f"{shape[: width - 20]}... ({arrays} arrays)"
 
 
-def measure(num_envs: int, repeats: int) -> dict[str, Any]:
+def measure(num_envs: int, repeats: int, shuffle: str) -> dict[str, Any]:
     """In this process: the two halves of an update, timed over the mesh, and the collectives."""
     import jax
 
@@ -66,7 +68,9 @@ def measure(num_envs: int, repeats: int) -> dict[str, Any]:
     from slamorl_jax.learner_jit import jit_learner, state_shardings
     from slamorl_jax.sharding import env_mesh, replicated
 
-    config = dataclasses.replace(TrainConfig(), num_envs=num_envs, updates_per_chunk=1)
+    config = dataclasses.replace(
+        TrainConfig(), num_envs=num_envs, updates_per_chunk=1, minibatch_shuffle=shuffle
+    )
     trainer = make_train(config, mesh=env_mesh())
     learner = jit_learner(trainer, env_params_from_config(config))
     env_params = learner.place(env_params_from_config(config))
@@ -96,6 +100,7 @@ def measure(num_envs: int, repeats: int) -> dict[str, Any]:
     return {
         "devices": jax.device_count(),
         "num_envs": num_envs,
+        "minibatch_shuffle": shuffle,
         "steps_per_update": config.batch_size,
         **{k: sorted(v)[len(v) // 2] for k, v in timings.items()},
         "collectives": collectives,
@@ -107,7 +112,8 @@ def run_child(devices: int, args: argparse.Namespace) -> dict[str, Any]:
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.sharded_training_profile", "--child",
-         f"--num-envs={args.num_envs}", f"--repeats={args.repeats}"],
+         f"--num-envs={args.num_envs}", f"--repeats={args.repeats}",
+         f"--minibatch-shuffle={args.minibatch_shuffle}"],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -143,7 +149,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
         "",
         f"Machine: {m['processor']}, {m['cpu_count']} CPUs; jax {m['jax_version']}; "
         f"commit {m['git_commit']}; "
-        f"load average at the end {', '.join(f'{x:.1f}' for x in m['load_average_at_end'])}.",
+        f"load average at the end {', '.join(f'{x:.1f}' for x in m['load_average_at_end'])}; "
+        f"minibatch shuffle {rows[0].get('minibatch_shuffle', 'global') if rows else '-'}.",
         "",
         markdown_table(
             [
@@ -178,11 +185,12 @@ def main() -> None:
     parser.add_argument("--devices", type=positive_int_list, default=[1, 2, 8])
     parser.add_argument("--num-envs", type=bounded(int, 1, 2**22), default=1024)
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)
+    parser.add_argument("--minibatch-shuffle", choices=("global", "per_env"), default="global")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(measure(args.num_envs, args.repeats)), flush=True)
+        print(json.dumps(measure(args.num_envs, args.repeats, args.minibatch_shuffle)), flush=True)
         return
     check_out_path(args.out, parser.prog)
     report(args, run, to_markdown)

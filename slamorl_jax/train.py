@@ -24,7 +24,13 @@ from slamorl_jax.distributed_start import join_if_launched
 join_if_launched(sys.argv)  # a multi-process run joins before anything touches a device
 # ruff: noqa: E402  (the imports below may start JAX's backend)
 from slamorl_jax import run_dirs, train_checks
-from slamorl_jax.agent.config import LR_SCHEDULES, PRICE_PRESETS, TrainConfig, validate_config
+from slamorl_jax.agent.config import (
+    LR_SCHEDULES,
+    MINIBATCH_SHUFFLES,
+    PRICE_PRESETS,
+    TrainConfig,
+    validate_config,
+)
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
 from slamorl_jax.cli_args import cleanup_on_interrupt, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
@@ -68,6 +74,14 @@ flags.DEFINE_float(
     "shaping",
     DEFAULTS.shaping,
     "Coefficient of potential-based reward shaping from the projected remaining time and cost (0 = off).",
+)
+flags.DEFINE_enum(
+    "minibatch_shuffle",
+    DEFAULTS.minibatch_shuffle,
+    list(MINIBATCH_SHUFFLES),
+    "How each PPO pass deals transitions into minibatches: global (all shuffled together) or per_env "
+    "(each env's steps shuffled, every minibatch an equal share of every env's: on a device mesh no "
+    "transition leaves its device; needs --num_minibatches to divide --rollout_length).",
 )
 flags.DEFINE_float(
     "sla_met_bonus",

@@ -4,12 +4,14 @@
 --heartbeat_s=S]``: joins the multi-process run if asked, trains ``N`` chunks through the sharded
 learner and prints one JSON line per chunk (metrics, a SHA-256 of this process's copy of the
 parameters, and the parameters' leaves as lists), so the test can compare runs on different device
-and process counts. ``--no_mesh`` trains with plain ``jax.jit`` (the single-device program).
+and process counts. ``--no_mesh`` trains with plain ``jax.jit`` (the single-device program);
+``--per_env`` deals minibatches per env (``--minibatch_shuffle=per_env``).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -27,6 +29,7 @@ def main() -> None:
     parser.add_argument("--process_id", type=int, default=0)
     parser.add_argument("--heartbeat_s", type=int, default=100)
     parser.add_argument("--no_mesh", action="store_true")
+    parser.add_argument("--per_env", action="store_true", help="--minibatch_shuffle=per_env")
     args = parser.parse_args()
     if args.coordinator:
         from slamorl_jax.distributed import DistributedOptions, initialize
@@ -53,7 +56,7 @@ def main() -> None:
     from slamorl_jax.learner_jit import jit_learner
     from slamorl_jax.sharding import env_mesh
 
-    config = TINY
+    config = dataclasses.replace(TINY, minibatch_shuffle="per_env") if args.per_env else TINY
     trainer = make_train(config, mesh=None if args.no_mesh else env_mesh())
     learner = jit_learner(trainer, env_params_from_config(config))
     env_params = learner.place(env_params_from_config(config))

@@ -127,6 +127,20 @@ def test_eight_devices_match_one_and_num_envs_must_divide(tmp_path: Path) -> Non
     assert_matches_single_device(record, expected)
 
 
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
+def test_per_env_minibatches_on_eight_devices_match_one(tmp_path: Path) -> None:
+    """``--minibatch_shuffle=per_env`` (no transition leaves its device) trains the same on 8 fake
+    devices as with plain ``jax.jit`` on one."""
+    eight = start_worker(tmp_path / "eight", 8, "--per_env")
+    one = start_worker(tmp_path / "one", 1, "--per_env", "--no_mesh")
+    (record,) = eight.records()
+    (single,) = one.records()
+    assert record["devices"] == 8 and single["devices"] == 1
+    params = np.concatenate([np.asarray(leaf) for leaf in single["params"]])
+    assert_matches_single_device(record, (params, single["metrics"]))
+
+
 def test_divisibility_message() -> None:
     check_divisible(64, 8)
     with pytest.raises(ValueError, match=r"--num_envs=12 must be a multiple of the 8 devices"):

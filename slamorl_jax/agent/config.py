@@ -20,6 +20,10 @@ from slamorl_jax.env.prices import PRICE_PRESETS
 from slamorl_jax.env.scenarios import SCENARIOS
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
+# How each PPO pass deals the rollout's transitions into minibatches: ``global`` shuffles them all
+# together (PureJaxRL's way); ``per_env`` shuffles each env's own steps and gives every minibatch
+# an equal share of every env's, so a sharded env batch never leaves its device (trainer._learn).
+MINIBATCH_SHUFFLES = ("global", "per_env")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,6 +38,7 @@ class TrainConfig:
     # three training seeds at 2 score as those at 4 did (README, "The main job").
     update_epochs: int = 2
     num_minibatches: int = 4
+    minibatch_shuffle: str = "global"  # MINIBATCH_SHUFFLES
     learning_rate: float = 1e-3
     lr_schedule: str = "linear"
     max_grad_norm: float = 0.5
@@ -197,6 +202,15 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         c.batch_size % c.num_minibatches == 0,
         f"--num_minibatches={c.num_minibatches} must divide the rollout batch "
         f"num_envs x rollout_length = {c.batch_size}",
+    )
+    _require(
+        c.minibatch_shuffle in MINIBATCH_SHUFFLES,
+        f"--minibatch_shuffle must be one of {', '.join(MINIBATCH_SHUFFLES)}",
+    )
+    _require(
+        c.minibatch_shuffle != "per_env" or c.rollout_length % c.num_minibatches == 0,
+        f"--minibatch_shuffle=per_env needs --num_minibatches={c.num_minibatches} to divide "
+        f"--rollout_length={c.rollout_length}",
     )
     _require(c.updates_per_chunk >= 1, f"--updates_per_chunk must be >= 1, got {c.updates_per_chunk}")
     _require(0 < c.learning_rate < 1, f"--learning_rate must be in (0, 1), got {c.learning_rate}")

@@ -236,11 +236,22 @@ class Trainer:
         # One packed float32 matrix, so each epoch's shuffle is a single row gather.
         packed, unpack = pack_rows(batch)
 
-        def epoch(carry: tuple, key: jax.Array) -> tuple:
+        def deal(key: jax.Array) -> jax.Array:
+            """The pass's minibatches: ``[M, rows per minibatch, F]`` (``global``) or ``[M, T / M,
+            N, F]`` (``per_env``: each env's steps in its own random order, every minibatch taking
+            ``T / M`` of them from every env; the env axis, and with it a sharded batch, stays put)."""
+            if c.minibatch_shuffle == "per_env":
+                dealt = deal_per_env(key, packed, c.rollout_length, c.num_envs, c.num_minibatches)
+                return self._split(dealt, axis=2)
             order = jax.random.permutation(key, c.batch_size)
-            shuffled = packed[order].reshape((c.num_minibatches, c.minibatch_size, packed.shape[1]))
-            shuffled = self._split(shuffled, axis=1)  # each gradient step data-parallel
-            carry, metrics = jax.lax.scan(lambda cr, rows: minibatch_step(cr, unpack(rows)), carry, shuffled)
+            dealt = packed[order].reshape((c.num_minibatches, c.minibatch_size, packed.shape[1]))
+            return self._split(dealt, axis=1)  # each gradient step data-parallel
+
+        def epoch(carry: tuple, key: jax.Array) -> tuple:
+            minibatches = deal(key)
+            carry, metrics = jax.lax.scan(
+                lambda cr, rows: minibatch_step(cr, unpack(rows)), carry, minibatches
+            )
             return carry, jax.tree.map(jnp.mean, metrics)
 
         key, epoch_key = jax.random.split(state.key)
@@ -294,6 +305,17 @@ def env_potential(env_state: EnvState) -> jax.Array:
         job.time_ref_s,
         job.cost_ref_usd,
     )
+
+
+def deal_per_env(key: jax.Array, rows: jax.Array, steps: int, envs: int, minibatches: int) -> jax.Array:
+    """``rows`` (``[steps x envs, F]``, step-major) dealt into ``[minibatches, steps / minibatches,
+    envs, F]``: each env's steps in its own random order, minibatch ``m`` taking the ``m``-th share
+    of every env's. Rows move along the step axis only, so an env-sharded batch stays on its device
+    and the deal does not depend on how many devices hold it."""
+    by_step = rows.reshape((steps, envs, rows.shape[-1]))
+    order = jnp.argsort(jax.random.uniform(key, (steps, envs)), axis=0)
+    dealt = jnp.take_along_axis(by_step, order[..., None], axis=0)
+    return dealt.reshape((minibatches, steps // minibatches, envs, rows.shape[-1]))
 
 
 def pack_rows(tree: Any) -> tuple[jax.Array, Any]:
