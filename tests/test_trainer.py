@@ -228,15 +228,15 @@ def test_per_env_minibatches_take_an_equal_share_of_every_env() -> None:
 
     steps, envs, minibatches = 8, 5, 4
     step_index, env_index = np.meshgrid(np.arange(steps), np.arange(envs), indexing="ij")
-    rows = jnp.asarray(np.stack([step_index, env_index], axis=-1).reshape(steps * envs, 2), jnp.float32)
-    dealt = np.asarray(deal_per_env(jax.random.key(0), rows, steps, envs, minibatches))
+    rows = jnp.asarray(np.stack([step_index, env_index], axis=-1), jnp.float32)
+    dealt = np.asarray(deal_per_env(jax.random.key(0), rows, minibatches))
     assert dealt.shape == (minibatches, steps // minibatches, envs, 2)
     assert np.all(dealt[..., 1] == np.arange(envs))  # every env stays in its own column
     for env in range(envs):
         assert sorted(dealt[:, :, env, 0].ravel().tolist()) == list(range(steps))  # each step once
     orders = dealt[..., 0].reshape(steps, envs).T
     assert len({tuple(order) for order in orders}) > 1
-    other = np.asarray(deal_per_env(jax.random.key(1), rows, steps, envs, minibatches))
+    other = np.asarray(deal_per_env(jax.random.key(1), rows, minibatches))
     assert not np.array_equal(other, dealt)
     with pytest.raises(ValueError, match="per_env"):
         make_train(dataclasses.replace(TINY, minibatch_shuffle="per_env", num_minibatches=3, num_envs=24))

@@ -221,7 +221,10 @@ class Trainer:
             advantages=advantages,
             targets=targets,
         )
-        batch = jax.tree.map(lambda x: x.reshape((c.batch_size, *x.shape[2:])), batch)
+        # per_env keeps the [steps, envs] axes (flattening them would gather a sharded env axis).
+        lead = 2 if c.minibatch_shuffle == "per_env" else 1
+        if lead == 1:
+            batch = jax.tree.map(lambda x: x.reshape((c.batch_size, *x.shape[2:])), batch)
         coefs = LossCoefficients(c.clip_eps, c.value_coef, c.entropy_coef, c.value_clip_eps)
         grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
 
@@ -234,15 +237,14 @@ class Trainer:
             return (optax.apply_updates(params, updates), opt_state), metrics
 
         # One packed float32 matrix, so each epoch's shuffle is a single row gather.
-        packed, unpack = pack_rows(batch)
+        packed, unpack = pack_rows(batch, lead)
 
         def deal(key: jax.Array) -> jax.Array:
             """The pass's minibatches: ``[M, rows per minibatch, F]`` (``global``) or ``[M, T / M,
             N, F]`` (``per_env``: each env's steps in its own random order, every minibatch taking
             ``T / M`` of them from every env; the env axis, and with it a sharded batch, stays put)."""
             if c.minibatch_shuffle == "per_env":
-                dealt = deal_per_env(key, packed, c.rollout_length, c.num_envs, c.num_minibatches)
-                return self._split(dealt, axis=2)
+                return self._split(deal_per_env(key, packed, c.num_minibatches), axis=2)
             order = jax.random.permutation(key, c.batch_size)
             dealt = packed[order].reshape((c.num_minibatches, c.minibatch_size, packed.shape[1]))
             return self._split(dealt, axis=1)  # each gradient step data-parallel
@@ -307,30 +309,33 @@ def env_potential(env_state: EnvState) -> jax.Array:
     )
 
 
-def deal_per_env(key: jax.Array, rows: jax.Array, steps: int, envs: int, minibatches: int) -> jax.Array:
-    """``rows`` (``[steps x envs, F]``, step-major) dealt into ``[minibatches, steps / minibatches,
-    envs, F]``: each env's steps in its own random order, minibatch ``m`` taking the ``m``-th share
-    of every env's. Rows move along the step axis only, so an env-sharded batch stays on its device
-    and the deal does not depend on how many devices hold it."""
-    by_step = rows.reshape((steps, envs, rows.shape[-1]))
+def deal_per_env(key: jax.Array, rows: jax.Array, minibatches: int) -> jax.Array:
+    """``rows`` (``[steps, envs, F]``) dealt into ``[minibatches, steps / minibatches, envs, F]``:
+    each env's steps in its own random order, minibatch ``m`` taking the ``m``-th share of every
+    env's. Rows move along the step axis only, so an env-sharded batch stays on its device and the
+    deal does not depend on how many devices hold it."""
+    steps, envs, width = rows.shape
     order = jnp.argsort(jax.random.uniform(key, (steps, envs)), axis=0)
-    dealt = jnp.take_along_axis(by_step, order[..., None], axis=0)
-    return dealt.reshape((minibatches, steps // minibatches, envs, rows.shape[-1]))
+    dealt = jnp.take_along_axis(rows, order[..., None], axis=0)
+    return dealt.reshape((minibatches, steps // minibatches, envs, width))
 
 
-def pack_rows(tree: Any) -> tuple[jax.Array, Any]:
-    """Pack a pytree of ``[B, ...]`` arrays into one ``[B, F]`` float32 matrix, and its inverse.
+def pack_rows(tree: Any, lead: int = 1) -> tuple[jax.Array, Any]:
+    """Pack a pytree of arrays with ``lead`` common leading axes (``[B, ...]``, or ``[T, N, ...]``
+    with 2) into one float32 array ``[*lead axes, F]``, and its inverse (for any leading axes).
 
     Integer leaves (actions) travel as float32, exact below 2**24.
     """
     leaves, treedef = jax.tree.flatten(tree)
-    widths = [int(np.prod(leaf.shape[1:])) for leaf in leaves]
-    packed = jnp.concatenate([leaf.reshape(leaf.shape[0], -1).astype(jnp.float32) for leaf in leaves], axis=1)
+    widths = [int(np.prod(leaf.shape[lead:])) for leaf in leaves]
+    packed = jnp.concatenate(
+        [leaf.reshape((*leaf.shape[:lead], -1)).astype(jnp.float32) for leaf in leaves], axis=-1
+    )
 
     def unpack(rows: jax.Array) -> Any:
         out, start = [], 0
         for leaf, width in zip(leaves, widths, strict=True):
-            piece = rows[..., start : start + width].reshape(rows.shape[:-1] + leaf.shape[1:])
+            piece = rows[..., start : start + width].reshape(rows.shape[:-1] + leaf.shape[lead:])
             out.append(piece.astype(leaf.dtype))
             start += width
         return jax.tree.unflatten(treedef, out)
