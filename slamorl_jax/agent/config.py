@@ -145,7 +145,8 @@ class TrainConfig:
         values.setdefault("target_head", False)  # nor the shared target head
         values.setdefault("suggestion_prior", False)  # nor the forecast's suggestion
         values.setdefault("suggestion_gain_init", 0.0)  # nor its head start
-        values.setdefault("paper_suggestion_prior", False)  # nor the paper moves' prior
+        # nor the paper moves' prior (a paper run saved then had none; with targets it is ignored)
+        values.setdefault("paper_suggestion_prior", values["actions"] != "paper")
         values.setdefault("weights", "severity")  # the paper's form was the only one
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(int(h) for h in values["hidden_sizes"])
