@@ -64,7 +64,8 @@ def initial_params(source: str | Path | LoadedPolicy, template: Any) -> Any:
     if difference is not None:
         raise CheckpointError(
             f"--init_from {path}: its network does not match this run's ({difference}); "
-            "use the same --hidden_sizes, --actions, --suggestion_prior and --target_head"
+            "use the same --hidden_sizes, --actions, --suggestion_prior, --paper_suggestion_prior and "
+            "--target_head"
         )
     return policy.params
 
