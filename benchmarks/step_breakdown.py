@@ -54,12 +54,17 @@ class ObservedWith:
         state = self.env.reset_from_draws(d.uniforms(key, d.RESET_DRAWS), params)
         return self.observe(state, params), state
 
-    def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams) -> tuple:
-        """``JobAllocationEnv.step`` with this observation (no ``final_observation``)."""
+    def advance(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams) -> tuple:
+        """The env's draws and transition: ``(reset draws, next state, reward, terminated, done, info)``."""
         u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
         next_state, reward, terminated, info = self.env.transition(u[: d.STEP_DRAWS], state, action, params)
         done = jnp.logical_or(terminated, next_state.steps >= params.max_steps_in_episode)
-        reset_state = self.env.reset_from_draws(u[d.STEP_DRAWS :], params)
+        return u[d.STEP_DRAWS :], next_state, reward, terminated, done, info
+
+    def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams) -> tuple:
+        """``JobAllocationEnv.step`` with this observation (no ``final_observation``)."""
+        u_reset, next_state, reward, terminated, done, info = self.advance(key, state, action, params)
+        reset_state = self.env.reset_from_draws(u_reset, params)
         state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
         return self.observe(state_out, params), state_out, reward, terminated, done, info
 
@@ -69,9 +74,7 @@ class WithoutReset(ObservedWith):
 
     def step(self, key: jax.Array, state: EnvState, action: jax.Array, params: EnvParams) -> tuple:
         """``JobAllocationEnv.step_env`` with this observation, the episode's end flagged only."""
-        u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
-        next_state, reward, terminated, info = self.env.transition(u[: d.STEP_DRAWS], state, action, params)
-        done = jnp.logical_or(terminated, next_state.steps >= params.max_steps_in_episode)
+        _, next_state, reward, terminated, done, info = self.advance(key, state, action, params)
         return self.observe(next_state, params), next_state, reward, terminated, done, info
 
 

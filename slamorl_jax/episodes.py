@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.env.actions import NO_OP_ACTION
-from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures
+from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated_after
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
 from slamorl_jax.env.state import EnvState
@@ -254,8 +254,7 @@ def step_once(
     the first ``STEP_DRAWS`` of which drive the epoch; ``step_env`` is that transition observed).
     After the end it keeps stepping the finished job, whose figures nobody reads any more."""
     obs, next_state, _, terminated, info = env.step_env(key, state, action, params)
-    truncated = jnp.logical_and(next_state.steps >= params.max_steps_in_episode, jnp.logical_not(terminated))
-    return obs, next_state, terminated, truncated, info
+    return obs, next_state, terminated, truncated_after(next_state, terminated, params), info
 
 
 def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:

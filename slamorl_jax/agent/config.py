@@ -169,7 +169,7 @@ def paper_move_prior() -> dict[str, Any]:
     """``NetworkConfig``'s move-prior fields for the default cluster and target grid (the grid the
     observation's forecast block describes, ``observation.OBSERVATION_LAYOUT``)."""
     from slamorl_jax.env.defaults import default_params
-    from slamorl_jax.env.params import max_gpus
+    from slamorl_jax.env.observation import allocation_scales
 
     params = default_params()
     index = {name: i for i, name in enumerate(FEATURE_NAMES)}
@@ -180,10 +180,7 @@ def paper_move_prior() -> dict[str, Any]:
             *(index[f"target{k}_suggested"] for k in range(len(targets))),
         ),
         "move_prior_targets": tuple((int(g), int(c)) for g, c in targets),
-        "move_prior_scale": (
-            float(max_gpus(params)),
-            float(params.max_nodes * params.cpus_per_node),
-        ),
+        "move_prior_scale": tuple(float(scale) for scale in allocation_scales(params)),
     }
 
 

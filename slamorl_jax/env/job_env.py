@@ -79,6 +79,12 @@ from slamorl_jax.env.state import EnvState
 Info = dict[str, jax.Array]
 
 
+def truncated_after(next_state: EnvState, terminated: jax.Array, params: EnvParams) -> jax.Array:
+    """Whether a step that led to ``next_state`` truncated its episode: the step limit reached by a
+    job that did not finish on it."""
+    return jnp.logical_and(next_state.steps >= params.max_steps_in_episode, jnp.logical_not(terminated))
+
+
 class JobAllocationEnv(Environment[EnvState, EnvParams]):
     """SLA-aware GPU/CPU re-allocation of one ML training job per episode (see module docstring).
 
@@ -225,9 +231,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
         """``step`` with explicit uniforms: ``STEP_DRAWS`` for the epoch, ``RESET_DRAWS`` for a reset."""
         next_state, reward, terminated, info = self.transition(u_step, state, action, params)
-        truncated = jnp.logical_and(
-            next_state.steps >= params.max_steps_in_episode, jnp.logical_not(terminated)
-        )
+        truncated = truncated_after(next_state, terminated, params)
         done = jnp.logical_or(terminated, truncated)
         reset_state = self.reset_from_draws(u_reset, params)
         state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)

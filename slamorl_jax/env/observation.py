@@ -71,16 +71,22 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
     return jnp.concatenate([paper_features(state, params), forecast_features(state, params)])
 
 
+def allocation_scales(params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """What the first two features divide the allocated GPUs and CPUs by: the most GPUs a job may
+    hold, and the most CPUs (max nodes x CPUs per node), as float32."""
+    return max_gpus(params).astype(jnp.float32), (params.max_nodes * params.cpus_per_node).astype(jnp.float32)
+
+
 def paper_features(state: EnvState, params: EnvParams) -> jax.Array:
     """The paper's 21 features of ``state`` (the first block of the observation)."""
     job = state.job
-    cpu_limit = (params.max_nodes * params.cpus_per_node).astype(jnp.float32)
+    gpu_scale, cpu_scale = allocation_scales(params)
     relative_throughput = state.throughput / jnp.maximum(job.throughput_ref, 1e-9)
     targets = job.sla_targets
     scalars = jnp.stack(
         [
-            state.gpus.astype(jnp.float32) / max_gpus(params).astype(jnp.float32),
-            state.cpus.astype(jnp.float32) / cpu_limit,
+            state.gpus.astype(jnp.float32) / gpu_scale,
+            state.cpus.astype(jnp.float32) / cpu_scale,
             state.gpu_util,
             state.cpu_util,
             state.memory_util,
