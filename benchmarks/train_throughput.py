@@ -12,7 +12,7 @@ padded to our observation width, action count and objectives (``CartPoleForTrain
 exactly our network, priors included), which isolates the environment from the cost of the wider
 input and heads our forecast block and targets need. One timed call
 is ``--updates-per-call`` PPO updates (``update_chunk``); compile time is measured apart, each
-compiled chunk is warmed up once, and the two are timed in turns. Memory is XLA's estimate for one
+compiled chunk is warmed up once, and all three are timed in turns. Memory is XLA's estimate for one
 call (arguments + outputs + temporaries), plus the device's peak where the backend reports it.
 """
 
