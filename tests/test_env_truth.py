@@ -312,9 +312,8 @@ def test_posterior_of_one_measurement_by_hand(params: EnvParams, share: float) -
     stats = record_epoch(
         empty_stats(), jnp.float32(measured_s), jnp.float32(profile_s), jnp.float32(share), jnp.float32(q)
     )
-    np.testing.assert_allclose(
-        np.asarray(stats), [share**2, share * q, q**2, share * r, q * r], rtol=1e-6, atol=1e-7
-    )
+    # One row rotated into an empty (R | z) is the row itself: R = [[s, q], [0, 0]], z = (r, 0).
+    np.testing.assert_allclose(np.asarray(stats), [share, q, 0.0, r, 0.0], rtol=1e-6, atol=1e-7)
     denominator = sn**2 + sc**2 * share**2 + ss**2 * q**2
     expected = (sc**2 * share * r / denominator, ss**2 * q * r / denominator)
     np.testing.assert_allclose(np.asarray(posterior_deviation(stats, p)), expected, rtol=1e-5, atol=1e-7)
@@ -379,29 +378,22 @@ def test_env_learns_the_compute_deviation_on_one_gpu(
     np.testing.assert_allclose(final[..., SYNC_DEV], 0.5, atol=1e-6)
 
 
-def float64_posterior(stats: np.ndarray, compute: float, sync: float, noise: float) -> np.ndarray:
-    """The posterior mean of ``online_model``'s docstring solved in float64 from the same sums, each
-    term clipped to +-MAX_DEVIATION_SD spreads (``stats`` may be batched)."""
-    s = np.asarray(stats, np.float64)
+def float64_posterior(
+    s: np.ndarray, q: np.ndarray, r: np.ndarray, compute: float, sync: float, noise: float
+) -> np.ndarray:
+    """The posterior mean of ``online_model``'s docstring after every epoch of the measurements
+    themselves (compute shares ``s``, sync shares ``q``, log residuals ``r``, epochs on the leading
+    axis), solved in float64 from the normal equations' raw sums, each term clipped to
+    +-MAX_DEVIATION_SD spreads."""
+    s, q, r = (np.asarray(v, np.float64) for v in (s, q, r))
+    sums = np.cumsum(np.stack([s * s, s * q, q * q, s * r, q * r], axis=-1), axis=0)
     inv = 1.0 / noise**2
-    a, b, c = 1.0 / compute**2 + inv * s[..., 0], inv * s[..., 1], 1.0 / sync**2 + inv * s[..., 2]
-    y1, y2 = inv * s[..., 3], inv * s[..., 4]
+    a, b, c = 1.0 / compute**2 + inv * sums[..., 0], inv * sums[..., 1], 1.0 / sync**2 + inv * sums[..., 2]
+    y1, y2 = inv * sums[..., 3], inv * sums[..., 4]
     det = a * c - b * b
     mu = np.stack([(c * y1 - b * y2) / det, (a * y2 - b * y1) / det], axis=-1)
     limit = MAX_DEVIATION_SD * np.asarray([compute, sync])
     return np.clip(mu, -limit, limit)
-
-
-NUMERATOR_BUG = (
-    "env bug: online_model.posterior_deviation (lines 73-78) still cancels in its numerators: "
-    "p22 * b1 - p12 * b2 with p22 = d2 + n S22 loses the prior d2 in float32 when n S22 >> d2 "
-    "(forecast_noise 1e-3, spread 2: 0.25 + 2.5e7 = 2.5e7), and n^2 (S22 S1r - S12 S2r) is a "
-    "cancellation like det(S); the determinant fix removed the NaN, not this. 100 epochs at shares "
-    "(0.5, 0.5), each 1.2x the profile: (0, 0) instead of (0.1823, 0.1823); in the env (spreads 2, "
-    "noise 1e-3, requested starts, noise-free no-op epochs) the model's forecast of the job's own "
-    "allocation is off by a median 8 % in log time after 20 epochs, where a float64 solve of the same "
-    "sums is off by 2e-7"
-)
 
 
 def test_posterior_is_finite_for_valid_extreme_params(params: EnvParams) -> None:
@@ -421,16 +413,17 @@ def test_posterior_is_finite_for_valid_extreme_params(params: EnvParams) -> None
             assert np.all(np.isfinite(mu)) and np.all(np.abs(mu) <= MAX_DEVIATION_SD * spread * (1 + 1e-6))
 
 
-@pytest.mark.xfail(strict=True, reason=NUMERATOR_BUG)
 def test_posterior_is_stable_for_valid_extreme_params(params: EnvParams) -> None:
     """100 epochs at one allocation (share 0.5), forecast_noise 1e-3, spreads 2 (all valid): the float32
-    posterior agrees with a float64 solve of the same sums (it used to give NaN: the prior precision
-    0.25 was lost against 2.5e7 in float32, so det = 0)."""
+    posterior agrees with a float64 solve of the same measurements, (0.1823, 0.1823). On the raw sums
+    it was NaN (the prior precision 0.25 lost against 2.5e7, so det = 0), then (0, 0) (the numerators'
+    n^2 (S22 S1r - S12 S2r) cancelling to rounding noise)."""
     p = model_params(params, 2.0, 2.0, 1e-3)
     stats = empty_stats()
     for _ in range(100):
         stats = record_epoch(stats, jnp.float32(1.2), jnp.float32(1.0), jnp.float32(0.5), jnp.float32(0.5))
-    expected = float64_posterior(np.asarray(stats), 2.0, 2.0, 1e-3)
+    r = float(np.log(np.float32(1.2)))
+    expected = float64_posterior(np.full(100, 0.5), np.full(100, 0.5), np.full(100, r), 2.0, 2.0, 1e-3)[-1]
     np.testing.assert_allclose(np.asarray(posterior_deviation(stats, p)), expected, rtol=1e-3)
 
 
@@ -455,7 +448,7 @@ def posterior_histories(
     [
         (0.28, 0.14, 0.1),
         (0.8, 0.6, 0.1),
-        pytest.param(2.0, 2.0, 1e-3, marks=pytest.mark.xfail(strict=True, reason=NUMERATOR_BUG)),
+        (2.0, 2.0, 1e-3),
         (0.0, 2.0, 0.01),
         (2.0, 1e-3, 10.0),
     ],
@@ -465,7 +458,7 @@ def test_posterior_matches_float64_over_measurement_histories(
 ) -> None:
     """Random histories of up to 200 epochs (each at one of a few allocations: shares from the lattice's
     range, one GPU and the tiny sync shares of a fast interconnect included; log residuals up to +-3):
-    the float32 posterior, at every epoch, equals a float64 solve of the same float32 sums to 1e-3 of
+    the float32 posterior, at every epoch, equals a float64 solve of the same measurements to 1e-3 of
     the prior's range (2.5 spreads), for the defaults and for valid extremes of spreads and noise."""
     p = model_params(params, compute, sync, noise)
     rng = np.random.default_rng(0)
@@ -477,10 +470,10 @@ def test_posterior_matches_float64_over_measurement_histories(
     s, q = shares[picks, 0], shares[picks, 1]
     r = rng.uniform(-3.0, 3.0, (num_epochs, num_histories)).astype(np.float32)
 
-    stats, mu = jax.device_get(posterior_histories(jnp.asarray(s), jnp.asarray(q), jnp.asarray(r), p))
+    _, mu = jax.device_get(posterior_histories(jnp.asarray(s), jnp.asarray(q), jnp.asarray(r), p))
     assert np.all(np.isfinite(mu))
     spread = np.maximum(np.asarray([compute, sync]), 1e-3)  # online_model.MIN_SPREAD
-    expected = float64_posterior(stats, *spread, noise)
+    expected = float64_posterior(s, q, r, *spread, noise)
     np.testing.assert_allclose(mu, expected, rtol=0, atol=1e-3 * MAX_DEVIATION_SD * spread.max())
     assert np.all(np.abs(mu) <= MAX_DEVIATION_SD * spread * (1 + 1e-6))
 

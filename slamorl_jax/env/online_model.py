@@ -10,10 +10,16 @@ where ``s(a)`` and ``q(a) = 1 - s(a)`` are the profile's compute and sync shares
 (``EpochMetrics.compute_share``, ``sync_share``; ``s = 1`` for one GPU, falling as sync grows with
 more GPUs and nodes). With the prior ``delta ~ N(0, diag(spread^2))``
 (the same spreads the truth is drawn with) and Gaussian noise of std ``forecast_noise``, the posterior
-mean is Bayesian linear regression on two unknowns. Its sufficient statistics are five sums over the
-measured epochs (:data:`MODEL_STATS`), kept in ``EnvState.model_stats``. One allocation identifies
-one mix of the two; epochs at allocations with different compute shares separate them. Before any
-epoch the posterior mean is 0: the forecast is the profile's.
+mean is Bayesian linear regression on two unknowns. Its sufficient statistics are kept in
+square-root information form (:data:`MODEL_STATS`, ``EnvState.model_stats``): the upper-triangular
+``R`` with ``R^T R = sum x x^T`` and ``z`` with ``R^T z = sum x r`` over the measured epochs
+(``x = (s, q)``, ``r`` the log residual), updated by two Givens rotations per epoch. The raw sums
+would do in exact arithmetic, but in float32 the posterior's numerators cancel in them
+(``S22 S1r - S12 S2r`` is 0 for epochs at one allocation, and its rounding error swamps the prior
+once the noise precision is large); with ``R`` the cancelling terms drop out of the formulas
+(``posterior_deviation``). One allocation identifies one mix of the two (``R22 = 0``); epochs at
+allocations with different compute shares separate them. Before any epoch the posterior mean is 0:
+the forecast is the profile's.
 
 The corrected forecast of an allocation is ``t_profile(a) x exp(s(a) mu_compute + q(a) mu_sync)``.
 ``slamorl_jax.live`` folds a real job's reported epochs through :func:`record_epoch` the same way.
@@ -27,14 +33,23 @@ import jax.numpy as jnp
 from slamorl_jax.env.job_truth import MAX_DEVIATION_SD
 from slamorl_jax.env.params import EnvParams
 
-MODEL_STATS = ("sum_s2", "sum_s_q", "sum_q2", "sum_s_r", "sum_q_r")  # s, q shares, r log residual
+MODEL_STATS = ("r11", "r12", "r22", "z1", "z2")  # R (upper triangular) and z, see the module docstring
 NUM_MODEL_STATS = len(MODEL_STATS)
 MIN_SPREAD = 1e-3  # a zero spread means "no deviation": a very tight prior
+ROUNDING = 8 * 2.0**-23  # a rotated remainder within 8 float32 ulps of its terms is rounding
 
 
 def empty_stats() -> jax.Array:
     """Statistics of a job that has measured nothing."""
     return jnp.zeros((NUM_MODEL_STATS,), jnp.float32)
+
+
+def givens(top: jax.Array, bottom: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The rotation that zeroes ``bottom`` against ``top``: ``(cos, sin, radius)`` with
+    ``cos top + sin bottom = radius >= 0`` and ``cos bottom - sin top = 0`` (the identity when both are 0)."""
+    radius = jnp.hypot(top, bottom)
+    safe = jnp.where(radius > 0, radius, 1.0)
+    return jnp.where(radius > 0, top / safe, 1.0), jnp.where(radius > 0, bottom / safe, 0.0), radius
 
 
 def record_epoch(
@@ -45,37 +60,50 @@ def record_epoch(
     sync_share: jax.Array,
 ) -> jax.Array:
     """``stats`` plus one measured epoch of ``measured_epoch_s`` where the profile forecast
-    ``profile_epoch_s`` with compute and sync shares ``compute_share`` and ``sync_share``."""
-    s = compute_share
-    q = sync_share
+    ``profile_epoch_s`` with compute and sync shares ``compute_share`` and ``sync_share``: the row
+    ``(s, q | r)`` rotated into ``(R | z)``."""
+    s = jnp.asarray(compute_share, jnp.float32)
+    q = jnp.asarray(sync_share, jnp.float32)
     r = jnp.log(jnp.maximum(measured_epoch_s, 1e-9)) - jnp.log(jnp.maximum(profile_epoch_s, 1e-9))
-    return stats + jnp.stack([s * s, s * q, q * q, s * r, q * r], axis=-1).astype(jnp.float32)
+    r = jnp.asarray(r, jnp.float32)
+    r11, r12, r22, z1, z2 = (stats[..., i] for i in range(NUM_MODEL_STATS))
+    cos1, sin1, new_r11 = givens(r11, s)
+    # What is left of the row's sync share once its compute share is rotated out; a remainder at the
+    # level of float32 rounding is 0 (the row repeats an allocation already measured), else a
+    # residual that disagrees with the earlier epochs would be taken for information.
+    q_left = cos1 * q - sin1 * r12
+    rounding = ROUNDING * (jnp.abs(cos1 * q) + jnp.abs(sin1 * r12))
+    q_left = jnp.where(jnp.abs(q_left) <= rounding, 0.0, q_left)
+    r_left = cos1 * r - sin1 * z1
+    cos2, sin2, new_r22 = givens(r22, q_left)
+    return jnp.stack(
+        [new_r11, cos1 * r12 + sin1 * q, new_r22, cos1 * z1 + sin1 * r, cos2 * z2 + sin2 * r_left], axis=-1
+    ).astype(jnp.float32)
 
 
 def posterior_deviation(stats: jax.Array, params: EnvParams) -> tuple[jax.Array, jax.Array]:
     """Posterior mean of the (compute, sync) log deviations given ``stats``, each clipped to the
     range the truth is drawn from (``job_truth.MAX_DEVIATION_SD`` spreads).
 
-    The 2x2 precision ``D + n S`` (prior ``D``, noise precision ``n``, ``S`` the measured sums) is
-    solved with its determinant written as ``d1 d2 + n (d1 S22 + d2 S11) + n^2 det(S)``, ``det(S)``
-    floored at 0 (it is a Gram determinant), which float32 rounding cannot make zero or negative.
+    The precision is ``P = D + n R^T R`` (prior ``D = diag(d1, d2)``, noise precision ``n``) and the
+    mean solves ``P mu = n R^T z``. By Cramer's rule with ``R``'s entries the terms in ``n^2 R12^2``
+    cancel exactly on paper, so they are never formed:
+    ``det P = d1 d2 + n (d1 (R12^2 + R22^2) + d2 R11^2) + n^2 R11^2 R22^2`` (every term >= 0),
+    ``mu_compute det P = n R11 (d2 z1 + n R22 (R22 z1 - R12 z2))``,
+    ``mu_sync det P = n (d1 (R12 z1 + R22 z2) + n R11^2 R22 z2)``.
     """
-    inv_noise = 1.0 / jnp.square(jnp.maximum(params.forecast_noise, MIN_SPREAD))
+    n = 1.0 / jnp.square(jnp.maximum(params.forecast_noise, MIN_SPREAD))
     spread_c = jnp.maximum(params.compute_spread, MIN_SPREAD)
     spread_s = jnp.maximum(params.sync_spread, MIN_SPREAD)
     d1 = 1.0 / jnp.square(spread_c)
     d2 = 1.0 / jnp.square(spread_s)
-    s11, s12, s22 = stats[..., 0], stats[..., 1], stats[..., 2]
-    gram = jnp.maximum(s11 * s22 - s12 * s12, 0.0)
-    det = d1 * d2 + inv_noise * (d1 * s22 + d2 * s11) + inv_noise * inv_noise * gram
-    b1 = inv_noise * stats[..., 3]
-    b2 = inv_noise * stats[..., 4]
-    p11 = d1 + inv_noise * s11
-    p12 = inv_noise * s12
-    p22 = d2 + inv_noise * s22
+    r11, r12, r22, z1, z2 = (stats[..., i] for i in range(NUM_MODEL_STATS))
+    det = d1 * d2 + n * (d1 * (r12 * r12 + r22 * r22) + d2 * r11 * r11) + n * n * jnp.square(r11 * r22)
+    compute = n * r11 * (d2 * z1 + n * r22 * (r22 * z1 - r12 * z2))
+    sync = n * (d1 * (r12 * z1 + r22 * z2) + n * r11 * r11 * r22 * z2)
     limit = MAX_DEVIATION_SD
-    mu_compute = jnp.clip((p22 * b1 - p12 * b2) / det, -limit * spread_c, limit * spread_c)
-    mu_sync = jnp.clip((p11 * b2 - p12 * b1) / det, -limit * spread_s, limit * spread_s)
+    mu_compute = jnp.clip(compute / det, -limit * spread_c, limit * spread_c)
+    mu_sync = jnp.clip(sync / det, -limit * spread_s, limit * spread_s)
     return mu_compute, mu_sync
 
 

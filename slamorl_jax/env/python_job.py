@@ -55,7 +55,7 @@ from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.forecast import EPOCHS_LEFT_SCALE, RATIO_CAP
 from slamorl_jax.env.job_truth import MAX_DEVIATION_SD
 from slamorl_jax.env.observation import NUM_PAPER_FEATURES
-from slamorl_jax.env.online_model import MIN_SPREAD
+from slamorl_jax.env.online_model import MIN_SPREAD, ROUNDING
 from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, WEIGHT_MODES, EnvParams
 
 Info = dict[str, Any]
@@ -461,31 +461,38 @@ class PythonJob:
         return grown ** (1.0 / gamma)
 
     def _record_epoch(self, measured_s: float, profile_s: float, s: float, q: float) -> None:
-        """Add one measured epoch, where the profile forecast ``profile_s`` with compute and sync
-        shares ``s`` and ``q``, to the online model's sums (``online_model.MODEL_STATS`` order)."""
+        """Rotate one measured epoch, where the profile forecast ``profile_s`` with compute and sync
+        shares ``s`` and ``q``, into the online model's square-root statistics
+        (``online_model.MODEL_STATS``: ``R`` and ``z``, two Givens rotations)."""
         r = math.log(max(measured_s, 1e-9)) - math.log(max(profile_s, 1e-9))
-        st = self.model_stats
-        self.model_stats = [st[0] + s * s, st[1] + s * q, st[2] + q * q, st[3] + s * r, st[4] + q * r]
+        r11, r12, r22, z1, z2 = self.model_stats
+        radius1 = math.hypot(r11, s)
+        cos1, sin1 = (r11 / radius1, s / radius1) if radius1 > 0 else (1.0, 0.0)
+        q_left, r_left = cos1 * q - sin1 * r12, cos1 * r - sin1 * z1
+        if abs(q_left) <= ROUNDING * (abs(cos1 * q) + abs(sin1 * r12)):
+            q_left = 0.0  # a repeated allocation (online_model.record_epoch)
+        radius2 = math.hypot(r22, q_left)
+        cos2, sin2 = (r22 / radius2, q_left / radius2) if radius2 > 0 else (1.0, 0.0)
+        new_r12, new_z1, new_z2 = cos1 * r12 + sin1 * q, cos1 * z1 + sin1 * r, cos2 * z2 + sin2 * r_left
+        self.model_stats = [radius1, new_r12, radius2, new_z1, new_z2]
 
     def posterior_deviation(self) -> tuple[float, float]:
         """Posterior mean of the (compute, sync) log deviations: prior N(0, spread^2) per term,
         each epoch ``log(measured / profile) = s dc + q ds + N(0, forecast_noise^2)``; each mean
         clipped to +-``MAX_DEVIATION_SD`` spreads (the range the truth is drawn from)."""
         v = self._v
-        inv_noise = 1.0 / max(v["forecast_noise"], MIN_SPREAD) ** 2
+        n = 1.0 / max(v["forecast_noise"], MIN_SPREAD) ** 2
         spread_c, spread_s = max(v["compute_spread"], MIN_SPREAD), max(v["sync_spread"], MIN_SPREAD)
         d1, d2 = 1.0 / spread_c**2, 1.0 / spread_s**2
-        s11, s12, s22, s1r, s2r = self.model_stats
-        # Normal equations (D + n S) mu = n X'r (prior precision D, noise precision n), by Cramer,
-        # the determinant expanded so that no two large terms cancel: d1 d2 + n (d1 S22 + d2 S11)
-        # + n^2 det(S), det(S) (a Gram determinant, >= 0) floored at 0.
-        gram = max(s11 * s22 - s12 * s12, 0.0)
-        det = d1 * d2 + inv_noise * (d1 * s22 + d2 * s11) + inv_noise * inv_noise * gram
-        p11, p12, p22 = d1 + inv_noise * s11, inv_noise * s12, d2 + inv_noise * s22
-        b1, b2 = inv_noise * s1r, inv_noise * s2r
+        r11, r12, r22, z1, z2 = self.model_stats
+        # (D + n R'R) mu = n R'z by Cramer, written in R's entries so that no two large terms cancel
+        # (online_model.posterior_deviation's docstring).
+        det = d1 * d2 + n * (d1 * (r12 * r12 + r22 * r22) + d2 * r11 * r11) + (n * r11 * r22) ** 2
+        compute = n * r11 * (d2 * z1 + n * r22 * (r22 * z1 - r12 * z2))
+        sync = n * (d1 * (r12 * z1 + r22 * z2) + n * r11 * r11 * r22 * z2)
         limit_c, limit_s = MAX_DEVIATION_SD * spread_c, MAX_DEVIATION_SD * spread_s
-        mu_compute = min(max((p22 * b1 - p12 * b2) / det, -limit_c), limit_c)
-        mu_sync = min(max((p11 * b2 - p12 * b1) / det, -limit_s), limit_s)
+        mu_compute = min(max(compute / det, -limit_c), limit_c)
+        mu_sync = min(max(sync / det, -limit_s), limit_s)
         return mu_compute, mu_sync
 
     # Reset ----------------------------------------------------------------------------------
