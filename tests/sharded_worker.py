@@ -5,7 +5,8 @@
 learner and prints one JSON line per chunk (metrics, a SHA-256 of this process's copy of the
 parameters, and the parameters' leaves as lists), so the test can compare runs on different device
 and process counts. ``--no_mesh`` trains with plain ``jax.jit`` (the single-device program);
-``--per_env`` deals minibatches per env (``--minibatch_shuffle=per_env``).
+``--global_shuffle`` deals minibatches from all steps shuffled together
+(``--minibatch_shuffle=global``; the default is ``TINY``'s, per env).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def main() -> None:
     parser.add_argument("--process_id", type=int, default=0)
     parser.add_argument("--heartbeat_s", type=int, default=100)
     parser.add_argument("--no_mesh", action="store_true")
-    parser.add_argument("--per_env", action="store_true", help="--minibatch_shuffle=per_env")
+    parser.add_argument("--global_shuffle", action="store_true", help="--minibatch_shuffle=global")
     args = parser.parse_args()
     if args.coordinator:
         from slamorl_jax.distributed import DistributedOptions, initialize
@@ -56,7 +57,7 @@ def main() -> None:
     from slamorl_jax.learner_jit import jit_learner
     from slamorl_jax.sharding import env_mesh
 
-    config = dataclasses.replace(TINY, minibatch_shuffle="per_env") if args.per_env else TINY
+    config = dataclasses.replace(TINY, minibatch_shuffle="global") if args.global_shuffle else TINY
     trainer = make_train(config, mesh=None if args.no_mesh else env_mesh())
     learner = jit_learner(trainer, env_params_from_config(config))
     env_params = learner.place(env_params_from_config(config))

@@ -129,11 +129,11 @@ def test_eight_devices_match_one_and_num_envs_must_divide(tmp_path: Path) -> Non
 
 # slow: kept out of the default suite's time budget (run with -m slow)
 @pytest.mark.slow
-def test_per_env_minibatches_on_eight_devices_match_one(tmp_path: Path) -> None:
-    """``--minibatch_shuffle=per_env`` (no transition leaves its device) trains the same on 8 fake
-    devices as with plain ``jax.jit`` on one."""
-    eight = start_worker(tmp_path / "eight", 8, "--per_env")
-    one = start_worker(tmp_path / "one", 1, "--per_env", "--no_mesh")
+def test_global_shuffle_on_eight_devices_matches_one(tmp_path: Path) -> None:
+    """``--minibatch_shuffle=global`` (every pass shuffles all steps together, gathering the sharded
+    rollout) trains the same on 8 fake devices as with plain ``jax.jit`` on one."""
+    eight = start_worker(tmp_path / "eight", 8, "--global_shuffle")
+    one = start_worker(tmp_path / "one", 1, "--global_shuffle", "--no_mesh")
     (record,) = eight.records()
     (single,) = one.records()
     assert record["devices"] == 8 and single["devices"] == 1

@@ -38,7 +38,10 @@ class TrainConfig:
     # three training seeds at 2 score as those at 4 did (README, "The main job").
     update_epochs: int = 2
     num_minibatches: int = 4
-    minibatch_shuffle: str = "global"  # MINIBATCH_SHUFFLES
+    # Each env's own steps shuffled into the minibatches (every minibatch a share of every env's):
+    # on one device it learns as fast per update and 14 % faster than the global shuffle, and on a
+    # mesh no transition leaves its device (README, "Many devices and many hosts").
+    minibatch_shuffle: str = "per_env"  # MINIBATCH_SHUFFLES
     learning_rate: float = 1e-3
     lr_schedule: str = "linear"
     max_grad_norm: float = 0.5
@@ -148,6 +151,7 @@ class TrainConfig:
         # nor the paper moves' prior (a paper run saved then had none; with targets it is ignored)
         values.setdefault("paper_suggestion_prior", values["actions"] != "paper")
         values.setdefault("weights", "severity")  # the paper's form was the only one
+        values.setdefault("minibatch_shuffle", "global")  # and every pass shuffled all steps together
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(int(h) for h in values["hidden_sizes"])
         return cls(**values)
@@ -208,7 +212,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(
         c.minibatch_shuffle != "per_env" or c.rollout_length % c.num_minibatches == 0,
         f"--minibatch_shuffle=per_env needs --num_minibatches={c.num_minibatches} to divide "
-        f"--rollout_length={c.rollout_length}",
+        f"--rollout_length={c.rollout_length} (or --minibatch_shuffle=global)",
     )
     _require(c.updates_per_chunk >= 1, f"--updates_per_chunk must be >= 1, got {c.updates_per_chunk}")
     _require(0 < c.learning_rate < 1, f"--learning_rate must be in (0, 1), got {c.learning_rate}")
