@@ -39,7 +39,7 @@ from benchmarks.common import (
     markdown_table,
     report,
 )
-from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -169,8 +169,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             updates_per_chunk=args.updates_per_call,
             total_timesteps=num_envs * args.rollout_length * args.updates_per_call,
         )
-        if config.batch_size % config.num_minibatches:
-            fail(f"--num-minibatches {args.num_minibatches} must divide {num_envs} x {args.rollout_length}")
+        try:
+            validate_config(config)
+        except ValueError as error:  # e.g. minibatches that do not divide the rollout
+            fail(str(error))
         row = measure(config, args.repeats)
         results.append(row)
         print(
