@@ -36,9 +36,10 @@ from slamorl_jax.restore_noise import silence_abandoned_restores
 
 FORMAT_VERSION = 1
 # Version of the training state's structure (``TrainState``, whose env batch is an ``EnvState``):
-# 2 added ``EnvState.multipliers`` (dual weights), 3 the job's mid-run event (``JobSpec.shift_*``).
-# A run saved under another version cannot resume.
-STATE_VERSION = 3
+# 2 added ``EnvState.multipliers`` (dual weights), 3 the job's mid-run event (``JobSpec.shift_*``),
+# 4 the online model's statistics in square-root form (``EnvState.model_stats``: the same shape,
+# another meaning). A run saved under another version cannot resume.
+STATE_VERSION = 4
 ITEMS = ("state", "policy", "meta")
 
 
@@ -170,8 +171,8 @@ def check_resumable(meta: dict[str, Any], where: str | Path) -> None:
         raise CheckpointError(
             f"--resume: {where} was saved by a slamorl_jax whose training state has another structure "
             f"(state_version {version!r}, this one {STATE_VERSION}: jobs now carry dual-weight "
-            "multipliers and a mid-run event); its policy still loads for evaluate and recommend, "
-            "but to train start a new run"
+            "multipliers, a mid-run event and a square-root online model); its policy still loads for "
+            "evaluate and recommend, but to train start a new run"
         )
 
 
