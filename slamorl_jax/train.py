@@ -77,11 +77,12 @@ flags.DEFINE_float(
 )
 flags.DEFINE_enum(
     "minibatch_shuffle",
-    DEFAULTS.minibatch_shuffle,
+    None,  # the action set's (agent/config.py, DEFAULT_MINIBATCH_SHUFFLE)
     list(MINIBATCH_SHUFFLES),
     "How each PPO pass deals transitions into minibatches: global (all shuffled together) or per_env "
     "(each env's steps shuffled, every minibatch an equal share of every env's: on a device mesh no "
-    "transition leaves its device; needs --num_minibatches to divide --rollout_length).",
+    "transition leaves its device; needs --num_minibatches to divide --rollout_length). Default: "
+    "per_env with --actions=targets, global with --actions=paper.",
 )
 flags.DEFINE_float(
     "sla_met_bonus",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 
 import chex
@@ -240,3 +241,18 @@ def test_per_env_minibatches_take_an_equal_share_of_every_env() -> None:
     assert not np.array_equal(other, dealt)
     with pytest.raises(ValueError, match="per_env"):
         make_train(dataclasses.replace(TINY, minibatch_shuffle="per_env", num_minibatches=3, num_envs=24))
+
+
+def test_each_action_set_has_its_own_minibatch_shuffle() -> None:
+    """Unasked, ``targets`` deals per env and ``paper`` globally (the default command with
+    ``--actions=paper`` is the same run as with ``--minibatch_shuffle=global``); an explicit choice
+    wins; a config saved before the choice existed loads as global, and its JSON keeps the value."""
+    assert TrainConfig().minibatch_shuffle == "per_env"
+    assert TrainConfig(actions="paper") == TrainConfig(actions="paper", minibatch_shuffle="global")
+    assert TrainConfig(actions="paper", minibatch_shuffle="per_env").minibatch_shuffle == "per_env"
+    assert TrainConfig(actions="targets", minibatch_shuffle="global").minibatch_shuffle == "global"
+    for actions in ("targets", "paper"):
+        saved = json.loads(TrainConfig(actions=actions).to_json())
+        assert TrainConfig.from_dict(saved) == TrainConfig(actions=actions)
+        legacy = {k: v for k, v in saved.items() if k != "minibatch_shuffle"}
+        assert TrainConfig.from_dict(legacy).minibatch_shuffle == "global"
