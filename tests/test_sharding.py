@@ -41,7 +41,7 @@ def worker_env(devices: int) -> dict[str, str]:
         **os.environ,
         "PYTHONPATH": path,
         "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}",
         "SLAMORL_JAX_TEST_CACHE": jax.config.jax_compilation_cache_dir or "",
     }
 
