@@ -35,6 +35,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 from benchmarks.common import REPO_ROOT, check_out_path, format_rate, machine_info, markdown_table, report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.fake_devices import fake_cpu_devices_env
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_cpu.json"
 TARGET_TWO_DEVICES = 1.3  # env-only, 2 fake devices vs 1 (issue 10)
@@ -59,12 +60,7 @@ def cpu_model() -> str | None:
 
 def row_env(devices: int | str) -> dict[str, str]:
     """The environment of a row's process: ``devices`` fake CPU devices, or the platform as it is."""
-    env = dict(os.environ)
-    if devices != "native":
-        flags = [f for f in env.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
-        env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
-        env["JAX_PLATFORMS"] = "cpu"
-    return env
+    return dict(os.environ) if devices == "native" else fake_cpu_devices_env(devices)
 
 
 def run_row(kind: str, devices: int | str, num_envs: int, args: argparse.Namespace) -> dict[str, Any]:

@@ -12,7 +12,6 @@ on to every process. See ``launch/README.md``.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import socket
 import subprocess
@@ -21,21 +20,17 @@ import tempfile
 import time
 from pathlib import Path
 
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from slamorl_jax.fake_devices import fake_cpu_devices_env
+
 
 def free_port() -> int:
     """A TCP port on localhost that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def process_env(devices: int) -> dict[str, str]:
-    """The environment of one process: CPU only, ``devices`` fake devices."""
-    env = dict(os.environ)
-    flags = [f for f in env.get("XLA_FLAGS", "").split() if "xla_force_host_platform_device_count" not in f]
-    env["XLA_FLAGS"] = " ".join([*flags, f"--xla_force_host_platform_device_count={devices}"])
-    env["JAX_PLATFORMS"] = "cpu"
-    return env
 
 
 def commands(processes: int, port: int, train_args: list[str], module: str) -> list[list[str]]:
@@ -51,7 +46,7 @@ def launch(
 ) -> int:
     """Start the processes, wait for all of them; the first non-zero exit status, else 0."""
     worker_logs.mkdir(parents=True, exist_ok=True)
-    env = process_env(devices)
+    env = fake_cpu_devices_env(devices)
     children: list[subprocess.Popen] = []
     for i, command in enumerate(commands(processes, free_port(), train_args, module)):
         if i == 0:

@@ -25,6 +25,7 @@ from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_traine
 
 from slamorl_jax.distributed import DistributedOptions, resolve
 from slamorl_jax.distributed_start import early_options
+from slamorl_jax.fake_devices import fake_cpu_devices_env
 from slamorl_jax.sharding import check_divisible
 
 WORKER = Path(__file__).resolve().parent / "sharded_worker.py"
@@ -38,10 +39,8 @@ def worker_env(devices: int) -> dict[str, str]:
     """The environment of a helper process with ``devices`` fake CPU devices and the tests' cache."""
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return {
-        **os.environ,
+        **fake_cpu_devices_env(devices),
         "PYTHONPATH": path,
-        "JAX_PLATFORMS": "cpu",
-        "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}",
         "SLAMORL_JAX_TEST_CACHE": jax.config.jax_compilation_cache_dir or "",
     }
 
@@ -268,3 +267,15 @@ def test_bad_multi_process_settings_are_one_line_errors(tmp_path: Path) -> None:
         lines = err.strip().splitlines()
         assert len(lines) == 1 and cases[args] in lines[0], err
     assert not (tmp_path / "run").exists()
+
+
+def test_fake_device_env_replaces_the_count_and_keeps_other_flags() -> None:
+    """A child's environment for N fake devices: CPU only, the count replaced, other flags kept."""
+    base = {"XLA_FLAGS": "--xla_backend_optimization_level=1 --xla_force_host_platform_device_count=3"}
+    env = fake_cpu_devices_env(8, base)
+    assert env["XLA_FLAGS"].split() == [
+        "--xla_backend_optimization_level=1",
+        "--xla_force_host_platform_device_count=8",
+    ]
+    assert env["JAX_PLATFORMS"] == "cpu" and base["XLA_FLAGS"].endswith("=3")  # the base is untouched
+    assert fake_cpu_devices_env(2, {})["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
