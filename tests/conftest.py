@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 # The suite compiles far more than it runs (most programs take a few steps of tens of envs), so its
-# programs are built with LLVM at -O1 instead of XLA's -O3: the env's batched step compiles 1.2x
-# faster and runs 2.6x slower at 1,024 envs, the suite takes 0.9x the time (BUILD.md, "Tests").
+# programs are built with LLVM at -O1 instead of XLA's -O3: the suite takes 0.9x the time (BUILD.md,
+# "Tests"; one program's compile and run: benchmarks/compile_levels.py).
 # Set before JAX starts its backend and inherited by the suite's subprocesses; an XLA_FLAGS that
 # already picks a level keeps it.
 TEST_XLA_FLAG = "--xla_backend_optimization_level=1"
