@@ -35,7 +35,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 from benchmarks.common import REPO_ROOT, check_out_path, format_rate, machine_info, markdown_table, report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
-from slamorl_jax.fake_devices import fake_cpu_devices_env
+from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_cpu.json"
 TARGET_TWO_DEVICES = 1.3  # env-only, 2 fake devices vs 1 (issue 10)

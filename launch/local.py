@@ -23,7 +23,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from slamorl_jax.fake_devices import fake_cpu_devices_env
+from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 
 def free_port() -> int:

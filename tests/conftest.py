@@ -9,21 +9,30 @@ from pathlib import Path
 from typing import Any
 
 # The suite compiles far more than it runs (most programs take a few steps of tens of envs), so its
-# programs are built with LLVM at -O1 instead of XLA's -O3: the suite takes 0.9x the time (BUILD.md,
-# "Tests"; one program's compile and run: benchmarks/compile_levels.py).
-# Set before JAX starts its backend and inherited by the suite's subprocesses; an XLA_FLAGS that
-# already picks a level keeps it.
-TEST_XLA_FLAG = "--xla_backend_optimization_level=1"
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAG}".strip()
+# programs are built with LLVM at -O0 and XLA:CPU's older loop emitters (``FAST_COMPILE_FLAGS``):
+# the suite takes 0.65x the time (BUILD.md, "Tests"; one program's compile and run:
+# benchmarks/compile_flags.py). Set before JAX starts its backend and inherited by the suite's
+# subprocesses (under pytest-xdist, set once by the controller: its workers inherit it). An
+# ``XLA_FLAGS`` that already picks an LLVM level is kept as it is; a jaxlib that no longer knows the
+# emitters flag gets -O0 alone.
+from slamorl_jax.xla_flags import (
+    FAST_COMPILE_FLAGS,
+    LLVM_LEVEL_FLAG,
+    with_xla_flags,
+    xla_accepts,
+)
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+if LLVM_LEVEL_FLAG not in os.environ.get("XLA_FLAGS", ""):
+    test_flags = FAST_COMPILE_FLAGS if xla_accepts(FAST_COMPILE_FLAGS) else {LLVM_LEVEL_FLAG: 0}
+    os.environ["XLA_FLAGS"] = with_xla_flags(test_flags)["XLA_FLAGS"]
 
-from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, load_catalog  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, load_catalog
 
 CACHE_DIR = Path(
     os.environ.get("SLAMORL_JAX_TEST_CACHE", Path(__file__).resolve().parent.parent / ".jax_cache")

@@ -25,8 +25,8 @@ from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_traine
 
 from slamorl_jax.distributed import DistributedOptions, resolve
 from slamorl_jax.distributed_start import early_options
-from slamorl_jax.fake_devices import fake_cpu_devices_env
 from slamorl_jax.sharding import check_divisible
+from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 WORKER = Path(__file__).resolve().parent / "sharded_worker.py"
 TIMEOUT_S = 300
