@@ -32,6 +32,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 from benchmarks.common import REPO_ROOT, check_out_path, format_rate, markdown_table, report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sharded_training_profile.json"
 COLLECTIVE = re.compile(
@@ -109,7 +110,7 @@ def measure(num_envs: int, repeats: int, shuffle: str) -> dict[str, Any]:
 
 def run_child(devices: int, args: argparse.Namespace) -> dict[str, Any]:
     """:func:`measure` in a process with ``devices`` fake CPU devices."""
-    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+    env = fake_cpu_devices_env(devices)  # keeps the caller's other XLA flags
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.sharded_training_profile", "--child",
          f"--num-envs={args.num_envs}", f"--repeats={args.repeats}",
