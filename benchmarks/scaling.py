@@ -2,18 +2,21 @@
 
     python -m benchmarks.scaling [--devices 1,2,4,8] [--env-num-envs 4096] [--train-num-envs 1024]
         [--steps 0] [--repeats 3] [--python-seconds 2] [--row-timeout 600] [--budget-s 0] [--rounds 2]
-        [--out benchmarks/results/scaling_cpu.json]
+        [--no-one-core] [--out benchmarks/results/scaling_cpu.json]
     python -m benchmarks.scaling --devices native ...   # the devices JAX finds (GPUs), no fake ones
 
 Each row runs in its own process (``benchmarks/scaling_worker.py``), since the device count is
 fixed when JAX starts: ``--devices 1,2,4,8`` sets ``--xla_force_host_platform_device_count`` per row
 (fake CPU devices sharing this machine's cores), and ``native`` leaves the platform alone (one GPU,
-or all of them). The whole sweep runs ``--rounds`` times in turns (1, 2, 4, 8, 1, 2, ... devices),
-so a change in the machine's load hits every device count alike, and a row reports the median over
-its rounds. Rows run one at a time; a row that fails (out of memory, a timeout) is recorded with
-its error and the others go on. The plain-Python single-job loop is timed in this process, so the
-env's speed-up over it is measured on the same machine. Writes JSON and a Markdown table beside it,
-both naming the machine (CPU model and count, accelerator, jax/jaxlib versions, commit).
+or all of them). With fake devices, env-only also runs on one device in a process pinned to one
+core (``--one-core``, Linux): XLA:CPU already spreads one device's large operations over the cores,
+so that row says how much of the machine is left for more devices to use. The whole sweep runs
+``--rounds`` times in turns (1, 2, 4, 8, 1, 2, ... devices), so a change in the machine's load hits
+every device count alike, and a row reports the median over its rounds. Rows run one at a time; a
+row that fails (out of memory, a timeout) is recorded with its error and the others go on. The
+plain-Python single-job loop is timed in this process, so the env's speed-up over it is measured
+on the same machine. Writes JSON and a Markdown table beside it, both naming the machine (CPU model
+and count, accelerator, jax/jaxlib versions, commit).
 
 Speed is a property of the machine and its load: rerun this on an idle machine before quoting it.
 """
@@ -63,8 +66,16 @@ def row_env(devices: int | str) -> dict[str, str]:
     return dict(os.environ) if devices == "native" else fake_cpu_devices_env(devices)
 
 
-def run_row(kind: str, devices: int | str, num_envs: int, args: argparse.Namespace) -> dict[str, Any]:
-    """One worker process's record, or the row with its error."""
+def pin_to_one_core() -> None:
+    """In a child process before it starts: run on this machine's first usable core only (Linux)."""
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def run_row(
+    kind: str, devices: int | str, num_envs: int, args: argparse.Namespace, one_core: bool = False
+) -> dict[str, Any]:
+    """One worker process's record, or the row with its error; ``one_core`` pins the process to one
+    core (the reference for how much of the machine one device already uses)."""
     command = [
         sys.executable,
         "-m",
@@ -74,7 +85,12 @@ def run_row(kind: str, devices: int | str, num_envs: int, args: argparse.Namespa
         *([f"--steps={args.steps}"] if args.steps else []),
         f"--repeats={args.repeats}",
     ]
-    row: dict[str, Any] = {"kind": kind, "requested_devices": devices, "num_envs": num_envs}
+    row: dict[str, Any] = {
+        "kind": kind,
+        "requested_devices": devices,
+        "num_envs": num_envs,
+        "one_core": one_core,
+    }
     try:
         done = subprocess.run(
             command,
@@ -83,6 +99,7 @@ def run_row(kind: str, devices: int | str, num_envs: int, args: argparse.Namespa
             capture_output=True,
             text=True,
             timeout=args.row_timeout,
+            preexec_fn=pin_to_one_core if one_core else None,
         )
     except subprocess.TimeoutExpired:
         return {**row, "error": f"timed out after {args.row_timeout:g} s"}
@@ -92,7 +109,7 @@ def run_row(kind: str, devices: int | str, num_envs: int, args: argparse.Namespa
         return {**row, "error": f"exit {done.returncode}: {tail[:300]}"}
     record = {**row, **json.loads(lines[-1])}
     print(
-        f"{kind} devices={record['devices']} num_envs={num_envs}: "
+        f"{kind} devices={record['devices']}{' (one core)' if one_core else ''} num_envs={num_envs}: "
         f"{format_rate(record['steps_per_s_median'])} steps/s",
         file=sys.stderr,
         flush=True,
@@ -106,15 +123,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     start = time.monotonic()
     raw = []
     plan = [("env", n) for n in args.env_num_envs] + [("train", n) for n in args.train_num_envs]
+    sweep = [(devices, kind, num_envs, False) for devices in args.devices for kind, num_envs in plan]
+    if args.one_core and args.devices != ["native"]:
+        sweep = [(1, "env", num_envs, True) for num_envs in args.env_num_envs] + sweep
     for round_index in range(args.rounds):
-        for devices in args.devices:
-            for kind, num_envs in plan:
-                if args.budget_s and time.monotonic() - start > args.budget_s:
-                    error = f"skipped: --budget-s={args.budget_s:g} spent"
-                    row = {"kind": kind, "requested_devices": devices, "num_envs": num_envs, "error": error}
-                else:
-                    row = run_row(kind, devices, num_envs, args)
-                raw.append({**row, "round": round_index})
+        for devices, kind, num_envs, one_core in sweep:
+            if args.budget_s and time.monotonic() - start > args.budget_s:
+                error = f"skipped: --budget-s={args.budget_s:g} spent"
+                row = {"kind": kind, "requested_devices": devices, "num_envs": num_envs, "one_core": one_core}
+                row["error"] = error
+            else:
+                row = run_row(kind, devices, num_envs, args, one_core)
+            raw.append({**row, "round": round_index})
     rows = [combine([r for r in raw if key(r) == k]) for k in dict.fromkeys(key(r) for r in raw)]
     python = None
     if args.python_seconds > 0:
@@ -162,7 +182,7 @@ def learner_settings() -> dict[str, Any]:
 
 def key(row: dict[str, Any]) -> tuple:
     """What identifies a row across rounds."""
-    return row["kind"], row["requested_devices"], row["num_envs"]
+    return row["kind"], row["requested_devices"], row["num_envs"], row.get("one_core", False)
 
 
 def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -188,15 +208,16 @@ def vars_of(args: argparse.Namespace) -> dict[str, Any]:
     return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
 
 
-def speedups(rows: list[dict[str, Any]]) -> dict[tuple[str, int], float]:
-    """Each row's median steps/s over the 1-device row of the same kind and num_envs."""
+def speedups(rows: list[dict[str, Any]], one_core: bool = False) -> dict[tuple, float]:
+    """Each row's median steps/s over the 1-device row of the same kind and num_envs (with
+    ``one_core``: over the 1-device row pinned to one core), keyed by :func:`key`."""
     base = {
         (r["kind"], r["num_envs"]): r["steps_per_s_median"]
         for r in rows
-        if "error" not in r and r.get("devices") == 1
+        if "error" not in r and r.get("devices") == 1 and r.get("one_core", False) == one_core
     }
     return {
-        (r["kind"], r["num_envs"], r["devices"]): r["steps_per_s_median"] / base[(r["kind"], r["num_envs"])]
+        key(r): r["steps_per_s_median"] / base[(r["kind"], r["num_envs"])]
         for r in rows
         if "error" not in r and (r["kind"], r["num_envs"]) in base
     }
@@ -208,27 +229,28 @@ def to_markdown(payload: dict[str, Any]) -> str:
     learner = payload.get("learner", FOUR_PASS_LEARNER)
     python = payload["python_loop"]
     python_rate = python["steps_per_s_median"] if python else None
-    ratios = speedups(payload["rows"])
+    ratios, core_ratios = speedups(payload["rows"]), speedups(payload["rows"], one_core=True)
     table = []
     for r in payload["rows"]:
+        label = f"{r['requested_devices']} (one core)" if r.get("one_core") else r["requested_devices"]
         if "error" in r:
-            table.append(
-                [r["kind"], r["requested_devices"], f"{r['num_envs']:,}", "failed", "-", "-", "-", "-"]
-            )
+            table.append([r["kind"], label, f"{r['num_envs']:,}", "failed", "-", "-", "-", "-", "-"])
             continue
         gib = (r["device_peak_bytes"] or r["host_peak_rss_bytes"]) / 2**30
         where = "device" if r["device_peak_bytes"] else "host RSS"
-        ratio = ratios.get((r["kind"], r["num_envs"], r["devices"]))
+        ratio = None if r.get("one_core") else ratios.get(key(r))
+        core_ratio = core_ratios.get(key(r))
         vs_python = (
             f"{r['steps_per_s_median'] / python_rate:,.0f}x" if python_rate and r["kind"] == "env" else "-"
         )
         table.append(
             [
                 r["kind"],
-                r["devices"],
+                f"{r['devices']} (one core)" if r.get("one_core") else r["devices"],
                 f"{r['num_envs']:,}",
                 f"{format_rate(r['steps_per_s_median'])} / {format_rate(r['steps_per_s_best'])}",
                 f"{ratio:.2f}x" if ratio is not None else "-",
+                f"{core_ratio:.2f}x" if core_ratio is not None else "-",
                 vs_python,
                 f"{r['compile_s']:.1f}",
                 f"{gib:.2f} ({where})",
@@ -240,6 +262,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
         "num_envs",
         "steps/s (median / best)",
         "vs 1 device",
+        "vs 1 device on one core",
         "vs Python loop",
         "compile s",
         "peak memory GiB",
@@ -260,7 +283,9 @@ def to_markdown(payload: dict[str, Any]) -> str:
         f"{'-'.join(str(h) for h in learner['hidden_sizes'])} networks, rollout {learner['rollout_length']}, "
         f"{learner['update_epochs']} epochs x {learner['num_minibatches']} minibatches) at that num_envs. "
         "Fake CPU devices share the machine's cores. Peak memory on CPU is the worker process's peak "
-        "resident set (JAX included).",
+        'resident set (JAX included). "one core": the worker process pinned to one core, a '
+        "reference for how much of the machine one device already uses (XLA:CPU spreads a "
+        "device's large operations over the cores).",
     ]
     if python_rate:
         lines += ["", f"Plain-Python single-job loop: {format_rate(python_rate)} steps/s (median)."]
@@ -287,6 +312,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--rounds", type=bounded(int, 1, 20), default=2, help="sweeps in turns; each row's median is reported"
+    )
+    parser.add_argument(
+        "--one-core",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run env-only on 1 device pinned to one core (Linux; not with --devices native)",
     )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
