@@ -204,30 +204,32 @@ def start_pair(folder: Path, chunks: int, heartbeat_s: int = 100) -> list[Worker
     ]
 
 
-@pytest.mark.slow
-def test_two_processes_agree_with_each_other_and_with_one_device(tmp_path: Path) -> None:
-    pair = start_pair(tmp_path, chunks=1)
-    expected = single_device_chunk(shared_trainer(TINY))
-    first, second = (worker.records() for worker in pair)
-    assert first[0]["processes"] == second[0]["processes"] == 2
-    assert first[0]["devices"] == 2
-    assert first[0]["params_sha256"] == second[0]["params_sha256"]
-    assert_matches_single_device(first[0], expected)
-
-
 HEARTBEAT_S = 5
 GIVE_UP_S = 90  # far beyond the heartbeat: a survivor still running then is hanging
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("victim_id", [1, 0], ids=["worker dies", "coordinator dies"])
-def test_killing_one_process_ends_the_other_with_an_error(tmp_path: Path, victim_id: int) -> None:
-    pair = start_pair(tmp_path, chunks=100_000, heartbeat_s=HEARTBEAT_S)
-    victim, survivor = pair[victim_id], pair[1 - victim_id]
+def first_complete_record(worker: Worker) -> dict | None:
+    """The worker's first JSON line once it is written whole (a line still being written has no
+    newline yet), else ``None``."""
+    complete_lines = worker.out.read_text().split("\n")[:-1]
+    line = next((line for line in complete_lines if line.startswith("{")), None)
+    return None if line is None else json.loads(line)
+
+
+def first_records(pair: list[Worker]) -> list[dict]:
+    """Each running worker's first JSON line, once both have written one (both are training)."""
     deadline = time.monotonic() + TIMEOUT_S
-    while "{" not in survivor.out.read_text():  # both are training
-        assert survivor.process.poll() is None and time.monotonic() < deadline, survivor.stderr()[-2000:]
+    while True:
+        records = [first_complete_record(worker) for worker in pair]
+        if all(record is not None for record in records):
+            return records
+        for worker in pair:
+            assert worker.process.poll() is None and time.monotonic() < deadline, worker.stderr()[-2000:]
         time.sleep(0.5)
+
+
+def kill_and_expect_the_survivor_to_fail(victim: Worker, survivor: Worker) -> None:
+    """SIGKILL ``victim``; ``survivor`` must end with an error naming the lost peer, not hang."""
     victim.process.send_signal(signal.SIGKILL)
     victim.process.wait()
     killed_at = time.monotonic()
@@ -241,6 +243,29 @@ def test_killing_one_process_ends_the_other_with_an_error(tmp_path: Path, victim
     err = survivor.stderr()
     # JAX's own words: the task that stopped sending heartbeats, or that another task died.
     assert any(phrase in err for phrase in ("heartbeat", "unhealthy", "another task died")), err[-2000:]
+
+
+def test_two_processes_agree_then_killing_the_worker_ends_the_coordinator(tmp_path: Path) -> None:
+    """Two processes on localhost train together: after the first chunk both hold the same
+    parameters, those of one device; then the worker is killed mid-run and the coordinator exits
+    with an error within the heartbeat window instead of hanging. One pair serves both checks, so
+    the default suite starts (and compiles) it once."""
+    pair = start_pair(tmp_path, chunks=100_000, heartbeat_s=HEARTBEAT_S)
+    expected = single_device_chunk(shared_trainer(TINY))  # while the pair compiles
+    first, second = first_records(pair)
+    assert first["processes"] == second["processes"] == 2
+    assert first["devices"] == 2
+    assert first["params_sha256"] == second["params_sha256"]
+    assert_matches_single_device(first, expected)
+    kill_and_expect_the_survivor_to_fail(victim=pair[1], survivor=pair[0])
+
+
+# slow: kept out of the default suite's time budget (run with -m slow)
+@pytest.mark.slow
+def test_killing_the_coordinator_ends_the_worker_with_an_error(tmp_path: Path) -> None:
+    pair = start_pair(tmp_path, chunks=100_000, heartbeat_s=HEARTBEAT_S)
+    first_records(pair)
+    kill_and_expect_the_survivor_to_fail(victim=pair[0], survivor=pair[1])
 
 
 def test_bad_multi_process_settings_are_one_line_errors(tmp_path: Path) -> None:
