@@ -145,10 +145,11 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
     return call
 
 
-# The modules that take longest on a cold cache (``--durations=0`` of 2026-12-02, seconds of test
-# time each: train_cli 97, evaluation 67, env_api 62, sharding 63, env_properties 53, ...), longest
-# first. pytest-xdist's ``loadscope`` hands whole modules to its workers in collection order, so
-# starting the long ones first keeps one worker from running a long module alone at the end.
+# The modules that take longest on a cold cache, longest first (``--durations=0`` on 2026-12-02,
+# seconds of test time each: train_cli 97, evaluation 67, env_api 62, env_properties 53, ...;
+# sharding 19 then, about 60 since its two-process test joined the default suite).
+# pytest-xdist's ``loadscope`` hands whole modules to its workers in collection order, so starting
+# the long ones first keeps one worker from running a long module alone at the end.
 LONGEST_MODULES_FIRST = (
     "test_train_cli",
     "test_evaluation",
