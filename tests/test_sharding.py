@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import jax
@@ -245,12 +246,26 @@ def kill_and_expect_the_survivor_to_fail(victim: Worker, survivor: Worker) -> No
     assert any(phrase in err for phrase in ("heartbeat", "unhealthy", "another task died")), err[-2000:]
 
 
-def test_two_processes_agree_then_killing_the_worker_ends_the_coordinator(tmp_path: Path) -> None:
+@pytest.fixture
+def endless_pair(tmp_path: Path) -> Iterator[list[Worker]]:
+    """Two workers joined into one run of (practically) endless chunks, heartbeat ``HEARTBEAT_S``;
+    whatever the test does, neither outlives it."""
+    pair = start_pair(tmp_path, chunks=100_000, heartbeat_s=HEARTBEAT_S)
+    try:
+        yield pair
+    finally:
+        for worker in pair:
+            if worker.process.poll() is None:
+                worker.process.kill()
+                worker.process.wait()
+
+
+def test_two_processes_agree_then_killing_the_worker_ends_the_coordinator(endless_pair: list[Worker]) -> None:
     """Two processes on localhost train together: after the first chunk both hold the same
     parameters, those of one device; then the worker is killed mid-run and the coordinator exits
     with an error within the heartbeat window instead of hanging. One pair serves both checks, so
     the default suite starts (and compiles) it once."""
-    pair = start_pair(tmp_path, chunks=100_000, heartbeat_s=HEARTBEAT_S)
+    pair = endless_pair
     expected = single_device_chunk(shared_trainer(TINY))  # while the pair compiles
     first, second = first_records(pair)
     assert first["processes"] == second["processes"] == 2
@@ -262,10 +277,9 @@ def test_two_processes_agree_then_killing_the_worker_ends_the_coordinator(tmp_pa
 
 # slow: kept out of the default suite's time budget (run with -m slow)
 @pytest.mark.slow
-def test_killing_the_coordinator_ends_the_worker_with_an_error(tmp_path: Path) -> None:
-    pair = start_pair(tmp_path, chunks=100_000, heartbeat_s=HEARTBEAT_S)
-    first_records(pair)
-    kill_and_expect_the_survivor_to_fail(victim=pair[0], survivor=pair[1])
+def test_killing_the_coordinator_ends_the_worker_with_an_error(endless_pair: list[Worker]) -> None:
+    first_records(endless_pair)
+    kill_and_expect_the_survivor_to_fail(victim=endless_pair[0], survivor=endless_pair[1])
 
 
 def test_bad_multi_process_settings_are_one_line_errors(tmp_path: Path) -> None:
