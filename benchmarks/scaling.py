@@ -71,6 +71,11 @@ def pin_to_one_core() -> None:
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
 
+def row_identity(kind: str, devices: int | str, num_envs: int, one_core: bool) -> dict[str, Any]:
+    """What a row is, before it is measured (:func:`key` reads it back)."""
+    return {"kind": kind, "requested_devices": devices, "num_envs": num_envs, "one_core": one_core}
+
+
 def run_row(
     kind: str, devices: int | str, num_envs: int, args: argparse.Namespace, one_core: bool = False
 ) -> dict[str, Any]:
@@ -85,12 +90,7 @@ def run_row(
         *([f"--steps={args.steps}"] if args.steps else []),
         f"--repeats={args.repeats}",
     ]
-    row: dict[str, Any] = {
-        "kind": kind,
-        "requested_devices": devices,
-        "num_envs": num_envs,
-        "one_core": one_core,
-    }
+    row = row_identity(kind, devices, num_envs, one_core)
     try:
         done = subprocess.run(
             command,
@@ -130,8 +130,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for devices, kind, num_envs, one_core in sweep:
             if args.budget_s and time.monotonic() - start > args.budget_s:
                 error = f"skipped: --budget-s={args.budget_s:g} spent"
-                row = {"kind": kind, "requested_devices": devices, "num_envs": num_envs, "one_core": one_core}
-                row["error"] = error
+                row = {**row_identity(kind, devices, num_envs, one_core), "error": error}
             else:
                 row = run_row(kind, devices, num_envs, args, one_core)
             raw.append({**row, "round": round_index})
@@ -232,7 +231,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
     ratios, core_ratios = speedups(payload["rows"]), speedups(payload["rows"], one_core=True)
     table = []
     for r in payload["rows"]:
-        label = f"{r['requested_devices']} (one core)" if r.get("one_core") else r["requested_devices"]
+        shown = r.get("devices", r["requested_devices"])  # a failed row has only the requested count
+        label = f"{shown} (one core)" if r.get("one_core") else shown
         if "error" in r:
             table.append([r["kind"], label, f"{r['num_envs']:,}", "failed", "-", "-", "-", "-", "-"])
             continue
@@ -246,7 +246,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
         table.append(
             [
                 r["kind"],
-                f"{r['devices']} (one core)" if r.get("one_core") else r["devices"],
+                label,
                 f"{r['num_envs']:,}",
                 f"{format_rate(r['steps_per_s_median'])} / {format_rate(r['steps_per_s_best'])}",
                 f"{ratio:.2f}x" if ratio is not None else "-",

@@ -32,16 +32,10 @@ def with_xla_flags(flags: Mapping[str, object], base: Mapping[str, str] | None =
     return env
 
 
-def with_xla_flag(flag: str, value: object, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``base`` (default: this process's environment) with ``flag=value`` in ``XLA_FLAGS``; the other
-    flags are kept, an earlier value of ``flag`` is replaced."""
-    return with_xla_flags({flag: value}, base)
-
-
 def fake_cpu_devices_env(devices: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) with JAX on the CPU and ``devices`` fake
     devices; the other ``XLA_FLAGS`` are kept, an earlier device count is replaced."""
-    return {**with_xla_flag(DEVICE_COUNT_FLAG, devices, base), "JAX_PLATFORMS": "cpu"}
+    return {**with_xla_flags({DEVICE_COUNT_FLAG: devices}, base), "JAX_PLATFORMS": "cpu"}
 
 
 def xla_accepts(flags: Mapping[str, object], timeout_s: float = 120.0) -> bool:
