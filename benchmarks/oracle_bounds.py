@@ -41,7 +41,7 @@ from slamorl_jax.cli_args import OneLineArgumentParser, bounded
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import NUM_MOVES
 from slamorl_jax.env.actions import NO_OP_ACTION
-from slamorl_jax.env.forecast import candidate_totals, suggestion
+from slamorl_jax.env.forecast import first_choice
 from slamorl_jax.env.online_model import posterior_deviation
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import with_preference, with_scenario
@@ -60,8 +60,7 @@ def ranked_action(state: EnvState, params: EnvParams, hindsight: bool) -> jax.Ar
         mu_compute, mu_sync = state.job.deviation[0], state.job.deviation[1]
     else:
         mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
-    totals, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync)
-    first = jnp.argmax(suggestion(state, params, *totals, duplicate))
+    first = first_choice(state, params, mu_compute, mu_sync)
     return jnp.where(first == 0, NO_OP_ACTION, NUM_MOVES + first - 1).astype(jnp.int32)
 
 

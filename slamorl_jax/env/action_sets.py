@@ -38,7 +38,6 @@ import jax.numpy as jnp
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
 from slamorl_jax.env.actions import apply_action as apply_move
 from slamorl_jax.env.actions import clip_allocation
-from slamorl_jax.env.lookup import take_small
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 
 ACTION_SETS = ("paper", "targets")
@@ -105,7 +104,10 @@ def apply(
     action = jnp.asarray(action, jnp.int32)
     move_gpus, move_cpus = apply_move(jnp.minimum(action, NUM_MOVES - 1), gpus, cpus, *cluster_bounds(params))
     k = jnp.clip(action - NUM_MOVES, 0, NUM_TARGETS - 1)
-    goal_gpus, goal_cpus = take_small(params.target_allocation, k)
+    # One row gather: compare-and-select over 80 rows would be copied into every fusion that reads
+    # the allocation (XLA recomputes cheap producers per consumer), many times a step.
+    goal = jnp.take(params.target_allocation, k, axis=0)
+    goal_gpus, goal_cpus = goal[..., 0], goal[..., 1]
     is_target = action >= NUM_MOVES
     return jnp.where(is_target, goal_gpus, move_gpus), jnp.where(is_target, goal_cpus, move_cpus)
 

@@ -43,6 +43,8 @@ Then five job features:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -111,57 +113,79 @@ def outcome_features(
     )
 
 
+class Projection(NamedTuple):
+    """Projected totals of moving now to a candidate and staying (scalars for keep, ``[K]`` for the
+    targets)."""
+
+    time_s: jax.Array
+    cost_usd: jax.Array
+    other_slas: jax.Array
+
+
 def suggestion(
-    state: EnvState,
-    params: EnvParams,
-    total_time: jax.Array,
-    total_cost: jax.Array,
-    others: jax.Array,
-    duplicate: jax.Array,
-) -> jax.Array:
-    """One-hot over the candidates (keep first, then the targets) of the forecast's first choice
-    (module docstring); ``duplicate`` marks candidates that are the current allocation again."""
+    state: EnvState, params: EnvParams, keep: Projection, targets: Projection, duplicate: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """The forecast's first choice (module docstring) as one-hot flags ``(keep, targets [K])``;
+    ``duplicate`` marks the targets that are the current allocation again (left to keep).
+
+    Keep stays apart from the targets, never concatenated to them: under ``vmap`` over thousands of
+    jobs every materialised ``[jobs, candidates]`` array is a pass over memory, and a keep-first
+    concatenation of each projection cost a fifth of an env step (``benchmarks.step_breakdown``)."""
     job = state.job
-    targets = job.sla_targets
-    sla_count = (
-        (total_time <= targets.deadline_s).astype(jnp.float32)
-        + (total_cost <= targets.budget_usd).astype(jnp.float32)
-        + others
-    )
+    slas = job.sla_targets
     request_price = allocation_price_per_hour(
         job.profile.gpu_price_per_hour,
         job.requested_gpus.astype(jnp.float32),
         job.requested_cpus.astype(jnp.float32),
         params,
     )
-    objective = job.preference[0] * total_time + job.preference[1] * total_cost * (
-        3600.0 / jnp.maximum(request_price, 1e-9)
-    )
-    sla_count = jnp.where(duplicate, -1.0, sla_count)
-    ranked = jnp.where(sla_count == jnp.max(sla_count), objective, jnp.inf)
+    money_in_hours = 3600.0 / jnp.maximum(request_price, 1e-9)
+
+    def sla_count(p: Projection) -> jax.Array:
+        on_time = (p.time_s <= slas.deadline_s).astype(jnp.float32)
+        in_budget = (p.cost_usd <= slas.budget_usd).astype(jnp.float32)
+        return on_time + in_budget + p.other_slas
+
+    def objective(p: Projection) -> jax.Array:
+        return job.preference[0] * p.time_s + job.preference[1] * p.cost_usd * money_in_hours
+
+    keep_slas = sla_count(keep)
+    target_slas = jnp.where(duplicate, -1.0, sla_count(targets))
+    most = jnp.maximum(keep_slas, jnp.max(target_slas))
+    keep_ranked = jnp.where(keep_slas == most, objective(keep), jnp.inf)
+    target_ranked = jnp.where(target_slas == most, objective(targets), jnp.inf)
+    lowest = jnp.minimum(keep_ranked, jnp.min(target_ranked))
+    keep_best = keep_ranked == lowest
+    target_best = target_ranked == lowest
     # Ties (e.g. a time-only preference and CPU counts past saturation) go to the cheapest, then to
-    # the first. Plain min reductions: argmin is a much slower variadic reduction on XLA:CPU.
-    best = ranked == jnp.min(ranked)
-    best = jnp.logical_and(best, total_cost == jnp.min(jnp.where(best, total_cost, jnp.inf)))
-    index = jnp.arange(total_time.shape[0])
-    first = jnp.min(jnp.where(best, index, total_time.shape[0]))
-    return (index == first).astype(jnp.float32)
+    # keep, then to the first target. Plain min reductions: argmin is a much slower variadic
+    # reduction on XLA:CPU.
+    cheapest = jnp.minimum(
+        jnp.where(keep_best, keep.cost_usd, jnp.inf),
+        jnp.min(jnp.where(target_best, targets.cost_usd, jnp.inf)),
+    )
+    keep_best = jnp.logical_and(keep_best, keep.cost_usd == cheapest)
+    target_best = jnp.logical_and(target_best, targets.cost_usd == cheapest)
+    index = jnp.arange(target_best.shape[0])
+    first = jnp.min(jnp.where(target_best, index, target_best.shape[0]))
+    target_flags = jnp.logical_and(index == first, jnp.logical_not(keep_best))
+    return keep_best.astype(jnp.float32), target_flags.astype(jnp.float32)
 
 
 def candidate_totals(
     state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array
-) -> tuple[list[jax.Array], jax.Array, jax.Array]:
-    """Projected (total time, total cost, other SLAs met) of every candidate (keep first, then the
-    targets) under the log deviations ``(mu_compute, mu_sync)``, which candidates repeat the current
-    allocation, and the corrected epoch time where the job is now."""
+) -> tuple[Projection, Projection, jax.Array, jax.Array]:
+    """Projected totals of keeping the allocation and of every target under the log deviations
+    ``(mu_compute, mu_sync)``: ``(keep, targets, duplicate, now_epoch_s)``, where ``duplicate``
+    marks the targets that repeat the current allocation and ``now_epoch_s`` is the corrected epoch
+    time where the job is now."""
     job = state.job
     num_types = params.gpu_type_probs.shape[0]
     row = params.target_profile[job.workload * num_types + job.gpu_type]
     profile = dict(zip(TARGET_PROFILE_ROWS, row.reshape(TARGET_PROFILE_FIELDS, NUM_TARGETS), strict=True))
     target_gpus = params.target_allocation[:, 0]
     target_cpus = params.target_allocation[:, 1]
-    same_gpus = target_gpus == state.gpus
-    same_cpus = target_cpus == state.cpus
+    duplicate = jnp.logical_and(target_gpus == state.gpus, target_cpus == state.cpus)
     pause = move_pause_s(state.gpus, state.cpus, target_gpus, target_cpus, params)
     now: EpochMetrics = state.profile_now
     now_epoch_s = corrected_epoch_time(
@@ -170,38 +194,49 @@ def candidate_totals(
     # The table prices the GPU type's list price; a job whose GPU price moved (a price rise,
     # shifts.py) pays the difference on every GPU (exactly 0 otherwise).
     price_change = job.profile.gpu_price_per_hour - take_small(params.gpu_price_per_hour, job.gpu_type)
-    target_totals = projected_totals(
-        state,
-        corrected_epoch_time(
-            profile["epoch_time_s"], profile["compute_share"], profile["sync_share"], mu_compute, mu_sync
-        ),
-        profile["price_per_hour"] + price_change * target_gpus.astype(jnp.float32),
-        profile["memory_used_gib"],
-        profile["gpu_util"],
-        profile["cpu_util"],
-        pause,
+    targets = Projection(
+        *projected_totals(
+            state,
+            corrected_epoch_time(
+                profile["epoch_time_s"], profile["compute_share"], profile["sync_share"], mu_compute, mu_sync
+            ),
+            profile["price_per_hour"] + price_change * target_gpus.astype(jnp.float32),
+            profile["memory_used_gib"],
+            profile["gpu_util"],
+            profile["cpu_util"],
+            pause,
+        )
     )
-    keep_totals = projected_totals(
-        state, now_epoch_s, now.price_per_hour, now.memory_used_gib, now.gpu_util, now.cpu_util, 0.0
+    keep = Projection(
+        *projected_totals(
+            state, now_epoch_s, now.price_per_hour, now.memory_used_gib, now.gpu_util, now.cpu_util, 0.0
+        )
     )
-    # Candidates: keep first, then the targets.
-    totals = [jnp.concatenate([k[None], t]) for k, t in zip(keep_totals, target_totals, strict=True)]
-    duplicate = jnp.concatenate([jnp.zeros(1, bool), jnp.logical_and(same_gpus, same_cpus)])
-    return totals, duplicate, now_epoch_s
+    return keep, targets, duplicate, now_epoch_s
 
 
-def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
-    """The ``NUM_FORECAST_FEATURES`` float32 features of one job (module docstring): every target's
-    time, cost, other SLAs and suggestion (field-major), then keep's four, then the job's five."""
+def first_choice(state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array) -> jax.Array:
+    """The candidate the forecast ranks first under the log deviations ``(mu_compute, mu_sync)``:
+    0 for keep, ``1 + k`` for target ``k``."""
+    keep, targets, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync)
+    keep_flag, target_flags = suggestion(state, params, keep, targets, duplicate)
+    return jnp.where(keep_flag > 0, 0, 1 + jnp.argmax(target_flags)).astype(jnp.int32)
+
+
+def forecast_parts(state: EnvState, params: EnvParams) -> list[jax.Array]:
+    """The ``NUM_FORECAST_FEATURES`` float32 features of one job (module docstring) in the pieces that
+    concatenate to them: every target's time, cost, other SLAs and suggestion (field-major), then
+    keep's four and the job's five. ``observation.observe`` concatenates them with the paper's
+    features in one go (one pass over the observation, where concatenating twice copies it twice)."""
     job = state.job
     mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
-    totals, duplicate, now_epoch_s = candidate_totals(state, params, mu_compute, mu_sync)
-    suggested = suggestion(state, params, *totals, duplicate)
-    time_f, cost_f, others_f = outcome_features(state, *totals)
-    fields = (time_f, cost_f, others_f, suggested)
+    keep, targets, duplicate, now_epoch_s = candidate_totals(state, params, mu_compute, mu_sync)
+    keep_suggested, target_suggested = suggestion(state, params, keep, targets, duplicate)
     left = (job.epochs - state.epoch).astype(jnp.float32)
-    job_features = jnp.stack(
+    tail = jnp.stack(
         [
+            *outcome_features(state, *keep),
+            keep_suggested,
             params.reallocation_pause_s / jnp.maximum(params.reallocation_pause_s + now_epoch_s, 1e-9),
             left / (left + EPOCHS_LEFT_SCALE),
             job.profile.data_parallel.astype(jnp.float32),
@@ -209,6 +244,4 @@ def forecast_features(state: EnvState, params: EnvParams) -> jax.Array:
             0.5 + 0.5 * jnp.tanh(2.0 * mu_sync),
         ]
     )
-    return jnp.concatenate(
-        [*(field[1:] for field in fields), jnp.stack([field[0] for field in fields]), job_features]
-    ).astype(jnp.float32)
+    return [*outcome_features(state, *targets), target_suggested, tail]

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from slamorl_jax.env.action_sets import NUM_TARGETS, action_names
-from slamorl_jax.env.forecast import FORECAST_FEATURE_NAMES, OUTCOME_FEATURES, forecast_features
+from slamorl_jax.env.forecast import FORECAST_FEATURE_NAMES, OUTCOME_FEATURES, forecast_parts
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.params import EnvParams, max_gpus
 from slamorl_jax.env.state import EnvState
@@ -68,7 +68,7 @@ TARGET_BLOCK = (NUM_PAPER_FEATURES, NUM_TARGETS, len(OUTCOME_FEATURES))
 
 def observe(state: EnvState, params: EnvParams) -> jax.Array:
     """The float32 observation of ``state``: :func:`paper_features` then the forecast block."""
-    return jnp.concatenate([paper_features(state, params), forecast_features(state, params)])
+    return jnp.concatenate([paper_features(state, params), *forecast_parts(state, params)])
 
 
 def allocation_scales(params: EnvParams) -> tuple[jax.Array, jax.Array]:

@@ -47,7 +47,7 @@ from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, TARGET_PROFILE_ROWS
 from slamorl_jax.env.epoch_readings import epoch_readings
-from slamorl_jax.env.forecast import candidate_totals, suggestion
+from slamorl_jax.env.forecast import first_choice
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
@@ -190,8 +190,7 @@ def suggested_allocation(state: EnvState, params: EnvParams) -> tuple[jax.Array,
     """The allocation the forecast ranks first for ``state`` (keep or an absolute target), with the
     job's online model as it stands."""
     mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
-    totals, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync)
-    first = jnp.argmax(suggestion(state, params, *totals, duplicate))
+    first = first_choice(state, params, mu_compute, mu_sync)
     target = params.target_allocation[jnp.maximum(first - 1, 0)]
     keep = first == 0
     return jnp.where(keep, state.gpus, target[0]), jnp.where(keep, state.cpus, target[1])
