@@ -40,6 +40,7 @@ from benchmarks.common import (
     report,
     time_python_loop,
 )
+from benchmarks.scaling import TARGET_VS_PYTHON  # issue 10 on a CPU (1000x is the GPU's)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
 from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, run_random_steps
@@ -47,8 +48,7 @@ from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, run_random_step
 DEFAULT_NUM_ENVS = (1, 64, 4096, 65536, 262144)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_throughput.json"
 TARGET_NUM_ENVS = 4096
-TARGET_VS_CARTPOLE = 0.5
-TARGET_VS_PYTHON = 1000.0
+TARGET_VS_CARTPOLE = 0.3  # issue 7: env-only at least 0.3x CartPole
 # Bytes a batched step may hold per byte of one env's (obs, state): inputs, outputs and temporaries.
 MEMORY_HEADROOM = 32
 
