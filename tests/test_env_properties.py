@@ -236,9 +236,11 @@ def test_time_and_cost_never_decrease_within_an_episode(
     assert np.all(traj["episode_time_s"] >= traj["elapsed_before"])
     assert np.all(traj["episode_cost_usd"] >= traj["cost_before"])
     assert np.all(np.isfinite(traj["episode_time_s"])) and np.all(np.isfinite(traj["episode_cost_usd"]))
-    # Carried on unchanged when the episode continues, back to zero on a new job.
-    np.testing.assert_array_equal(traj["elapsed_after"][~done], traj["episode_time_s"][~done])
-    np.testing.assert_array_equal(traj["cost_after"][~done], traj["episode_cost_usd"][~done])
+    # Carried on unchanged when the episode continues, back to zero on a new job. The carried state
+    # and the step's figures are one value in the program, but XLA may compute it in two fusions
+    # rounded differently (a fused multiply-add in one), so they agree to float32 rounding.
+    np.testing.assert_allclose(traj["elapsed_after"][~done], traj["episode_time_s"][~done], rtol=1e-6)
+    np.testing.assert_allclose(traj["cost_after"][~done], traj["episode_cost_usd"][~done], rtol=1e-6)
     assert np.all(traj["elapsed_after"][done] == 0.0) and np.all(traj["cost_after"][done] == 0.0)
     np.testing.assert_array_equal(traj["elapsed_before"][1:], traj["elapsed_after"][:-1])
 

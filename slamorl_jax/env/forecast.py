@@ -149,27 +149,29 @@ def suggestion(
     def objective(p: Projection) -> jax.Array:
         return job.preference[0] * p.time_s + job.preference[1] * p.cost_usd * money_in_hours
 
-    keep_slas = sla_count(keep)
+    # The best target first, by reductions over the targets alone: most SLAs, then the lowest
+    # objective, then the lowest cost (a time-only preference is indifferent between CPU counts past
+    # saturation), then the first. Plain min and max reductions: argmin is a much slower variadic
+    # reduction on XLA:CPU. Then keep against that target, keep winning ties (it is candidate 0).
+    # Keep is never compared with a reduction over itself: XLA may compute one scalar in two
+    # fusions, rounded differently (a fused multiply-add in one of them), and keep would then miss
+    # its own minimum and leave no candidate flagged.
     target_slas = jnp.where(duplicate, -1.0, sla_count(targets))
-    most = jnp.maximum(keep_slas, jnp.max(target_slas))
-    keep_ranked = jnp.where(keep_slas == most, objective(keep), jnp.inf)
-    target_ranked = jnp.where(target_slas == most, objective(targets), jnp.inf)
-    lowest = jnp.minimum(keep_ranked, jnp.min(target_ranked))
-    keep_best = keep_ranked == lowest
-    target_best = target_ranked == lowest
-    # Ties (e.g. a time-only preference and CPU counts past saturation) go to the cheapest, then to
-    # keep, then to the first target. Plain min reductions: argmin is a much slower variadic
-    # reduction on XLA:CPU.
-    cheapest = jnp.minimum(
-        jnp.where(keep_best, keep.cost_usd, jnp.inf),
-        jnp.min(jnp.where(target_best, targets.cost_usd, jnp.inf)),
+    most = jnp.max(target_slas)
+    ranked = jnp.where(target_slas == most, objective(targets), jnp.inf)
+    lowest = jnp.min(ranked)
+    best = ranked == lowest
+    cheapest = jnp.min(jnp.where(best, targets.cost_usd, jnp.inf))
+    index = jnp.arange(best.shape[0])
+    first = jnp.min(jnp.where(jnp.logical_and(best, targets.cost_usd == cheapest), index, best.shape[0]))
+    keep_slas = sla_count(keep)
+    keep_objective = objective(keep)
+    keep_cheaper = jnp.logical_or(
+        keep_objective < lowest, jnp.logical_and(keep_objective == lowest, keep.cost_usd <= cheapest)
     )
-    keep_best = jnp.logical_and(keep_best, keep.cost_usd == cheapest)
-    target_best = jnp.logical_and(target_best, targets.cost_usd == cheapest)
-    index = jnp.arange(target_best.shape[0])
-    first = jnp.min(jnp.where(target_best, index, target_best.shape[0]))
-    target_flags = jnp.logical_and(index == first, jnp.logical_not(keep_best))
-    return keep_best.astype(jnp.float32), target_flags.astype(jnp.float32)
+    keep_wins = jnp.logical_or(keep_slas > most, jnp.logical_and(keep_slas == most, keep_cheaper))
+    target_flags = jnp.logical_and(index == first, jnp.logical_not(keep_wins))
+    return keep_wins.astype(jnp.float32), target_flags.astype(jnp.float32)
 
 
 def candidate_totals(
