@@ -25,8 +25,10 @@ The suggestion ranks the candidates the way evaluation's best-static oracle rank
 projected to hold first (deadline, budget and the four others), then the user's preference-weighted
 time and cost (``w_time x time + w_cost x cost``, cost in hours of the request's price, so the weights
 trade time against money the way the oracle's request-relative objective does), then the lower cost
-(a time-only preference is indifferent between CPU counts past saturation). A target at the
-current allocation is the same choice as keep and is left to keep, so "stay" is always named keep.
+(a time-only preference is indifferent between CPU counts past saturation), objectives and costs
+within ``RANK_TOLERANCE`` (2e-6) of each other counting as tied, then keep, then the first target.
+A target at the current allocation is the same choice as keep and is left to keep, so "stay" is
+always named keep.
 It is a forecast, not an order: the policy learns when to follow it (a short job may not earn back
 the pause; the forecast may still be wrong early in a job).
 
@@ -67,6 +69,9 @@ FORECAST_FEATURE_NAMES = (
 NUM_FORECAST_FEATURES = len(FORECAST_FEATURE_NAMES)
 EPOCHS_LEFT_SCALE = 10.0
 RATIO_CAP = 2.0
+# Candidates whose objectives (then costs) are within this relative distance of the best rank as
+# tied (a few float32 roundings; the env tests' Python reference treats gaps under 1e-5 as ties).
+RANK_TOLERANCE = 2e-6
 
 
 def projected_totals(
@@ -128,9 +133,10 @@ def suggestion(
     """The forecast's first choice (module docstring) as one-hot flags ``(keep, targets [K])``;
     ``duplicate`` marks the targets that are the current allocation again (left to keep).
 
-    Keep stays apart from the targets, never concatenated to them: under ``vmap`` over thousands of
-    jobs every materialised ``[jobs, candidates]`` array is a pass over memory, and a keep-first
-    concatenation of each projection cost a fifth of an env step (``benchmarks.step_breakdown``)."""
+    Keep's projection stays apart from the targets': under ``vmap`` over thousands of jobs every
+    materialised ``[jobs, candidates]`` array is a pass over memory, and concatenating keep in front
+    of every projection, and of every feature computed from them, cost a fifth of an env step
+    (``benchmarks.step_breakdown``)."""
     job = state.job
     slas = job.sla_targets
     request_price = allocation_price_per_hour(
@@ -149,27 +155,30 @@ def suggestion(
     def objective(p: Projection) -> jax.Array:
         return job.preference[0] * p.time_s + job.preference[1] * p.cost_usd * money_in_hours
 
-    # The best target first, by reductions over the targets alone: most SLAs, then the lowest
-    # objective, then the lowest cost (a time-only preference is indifferent between CPU counts past
-    # saturation), then the first. Plain min and max reductions: argmin is a much slower variadic
-    # reduction on XLA:CPU. Then keep against that target, keep winning ties (it is candidate 0).
-    # Keep is never compared with a reduction over itself: XLA may compute one scalar in two
-    # fusions, rounded differently (a fused multiply-add in one of them), and keep would then miss
-    # its own minimum and leave no candidate flagged.
+    # The best target by plain min and max reductions over the targets (argmin, a variadic reduction
+    # and concatenating keep to the targets are all much slower on XLA:CPU), then keep against it.
+    # Values within RANK_TOLERANCE of the best count as tied: XLA may compute one value in two
+    # fusions rounded differently (a fused multiply-add in one, its own exp in a library fusion),
+    # and an exact comparison with its own minimum would then leave no candidate flagged.
+    near = 1.0 + RANK_TOLERANCE
     target_slas = jnp.where(duplicate, -1.0, sla_count(targets))
     most = jnp.max(target_slas)
     ranked = jnp.where(target_slas == most, objective(targets), jnp.inf)
     lowest = jnp.min(ranked)
-    best = ranked == lowest
+    best = ranked <= lowest * near
+    # Ties (e.g. a time-only preference and CPU counts past saturation) go to the cheapest, then to
+    # keep, then to the first target.
     cheapest = jnp.min(jnp.where(best, targets.cost_usd, jnp.inf))
+    best = jnp.logical_and(best, targets.cost_usd <= cheapest * near)
     index = jnp.arange(best.shape[0])
-    first = jnp.min(jnp.where(jnp.logical_and(best, targets.cost_usd == cheapest), index, best.shape[0]))
+    first = jnp.min(jnp.where(best, index, best.shape[0]))
     keep_slas = sla_count(keep)
     keep_objective = objective(keep)
-    keep_cheaper = jnp.logical_or(
-        keep_objective < lowest, jnp.logical_and(keep_objective == lowest, keep.cost_usd <= cheapest)
+    keep_ahead = jnp.logical_or(
+        keep_objective * near < lowest,
+        jnp.logical_and(keep_objective <= lowest * near, keep.cost_usd <= cheapest * near),
     )
-    keep_wins = jnp.logical_or(keep_slas > most, jnp.logical_and(keep_slas == most, keep_cheaper))
+    keep_wins = jnp.logical_or(keep_slas > most, jnp.logical_and(keep_slas == most, keep_ahead))
     target_flags = jnp.logical_and(index == first, jnp.logical_not(keep_wins))
     return keep_wins.astype(jnp.float32), target_flags.astype(jnp.float32)
 
