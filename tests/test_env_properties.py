@@ -226,6 +226,19 @@ def test_observations_finite_and_in_unit_interval(
 
 
 @given(settings=SETTINGS)
+def test_exactly_one_candidate_is_suggested(
+    build_params: Callable, rollout: Callable, settings: dict
+) -> None:
+    """Every observation flags exactly one candidate (keep or one target) as the forecast's first
+    choice, however XLA fuses and rounds the ranking (``forecast.suggestion``)."""
+    traj = rollout(settings, build_params(settings))
+    flags = [i for i, name in enumerate(FEATURE_NAMES) if name.endswith("_suggested")]
+    for name in ("obs0", "obs", "final_observation"):
+        per_observation = traj[name][..., flags].sum(axis=-1)
+        assert np.all(per_observation == 1.0), f"{name}: {np.unique(per_observation)} candidates flagged"
+
+
+@given(settings=SETTINGS)
 def test_time_and_cost_never_decrease_within_an_episode(
     build_params: Callable, rollout: Callable, settings: dict
 ) -> None:
