@@ -7,7 +7,7 @@ changes, ``cpu_reallocation_pause_s`` when only the CPUs do), at the price of th
 on. The first probe launches the job (no pause), as a reset's first allocation does. Each probe's
 measured epoch time feeds the job's online model (``online_model.record_epoch``), the one the forecast
 block of the observation uses, and the forecast's first choice after the probes
-(``forecast.candidate_totals`` and ``forecast.suggestion``: most SLAs projected to hold, then the
+(``forecast.first_choice``: most SLAs projected to hold, then the
 preference's time and cost, the pause of moving included) becomes the job's first allocation; the
 switch to it from the last probe is billed too. Probes are not epochs: ``epoch`` and ``steps`` stay 0.
 

@@ -892,7 +892,8 @@ class PythonJob:
         """``forecast.suggestion``: the one-hot first choice among the candidates (keep first, then
         the targets; ``None`` for a target at the current allocation) and its slack: the smallest
         relative margin of any candidate's SLA checks, or the relative gap to the runner-up (objective,
-        then cost)."""
+        then cost). It ranks exactly; the env counts gaps within ``forecast.RANK_TOLERANCE`` (2e-6)
+        as ties, far inside the gaps the env tests treat as near ties."""
         job = self.job
         request_price = self._price(job.profile, *job.requested)
         w_time, w_cost = job.preference[0], job.preference[1]
