@@ -17,27 +17,8 @@ from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.live import LiveJob, live_state, recommend
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
-EXAMPLE = {
-    "workload": "imagenet-resnet50",
-    "gpu_type": "T4",
-    "gpus": 4,
-    "cpus": 32,
-    "epochs_done": 10,
-    "epochs_total": 60,
-    "elapsed_s": 3000,
-    "cost_usd": 9.5,
-    "last_epoch_time_s": 290,
-    "throughput": 850,
-    "gpu_util": 0.82,
-    "cpu_util": 0.4,
-    "memory_used_gib": 60,
-    "memory_alloc_gib": 128,
-    "price_per_hour": 11.7,
-    "deadline_s": 15000,
-    "budget_usd": 60,
-    "min_throughput": 500,
-    "preference": "time",
-}
+# The README's example job (``docs/example_job.json``).
+EXAMPLE = json.loads((SHIPPED.parent.parent / "docs" / "example_job.json").read_text(encoding="utf-8"))
 
 
 def _live_job_from_state(state, index: int, history: list, env: JobAllocationEnv) -> LiveJob:
@@ -122,7 +103,7 @@ def test_recommend_is_the_greedy_action_applied() -> None:
     assert result.gpu_delta == result.gpus - job.gpus
     assert sum(result.action_probabilities) == pytest.approx(1.0, rel=1e-5)
     assert set(result.weights) == {"time", "cost", "sla"}
-    assert result.severities["time"] > 0  # 3000 s + 50 x 290 s overshoots the 15000 s deadline
+    assert result.severities["time"] > 0  # 15,500 s + 50 x 1,550 s overshoots the 90,000 s deadline
     assert list(result.observation) == list(FEATURE_NAMES)
     json.dumps(result.as_dict())
 

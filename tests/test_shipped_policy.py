@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from pathlib import Path
 
 import jax
@@ -20,30 +22,13 @@ from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episod
 from slamorl_jax.live import LiveJob, Recommendation, recommend
 from slamorl_jax.quality_bar import greedy_policy, objective
 
-SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED = REPO / "checkpoints" / "default"
 LEGACY = Path(__file__).resolve().parent / "data" / "legacy-policy-v1"
-# The README's example job (imagenet-resnet50 on 4 T4s; its 10 epochs ran at the current allocation).
-README_JOB = {
-    "workload": "imagenet-resnet50",
-    "gpu_type": "T4",
-    "gpus": 4,
-    "cpus": 32,
-    "epochs_done": 10,
-    "epochs_total": 60,
-    "elapsed_s": 3000,
-    "cost_usd": 9.5,
-    "last_epoch_time_s": 290,
-    "throughput": 850,
-    "gpu_util": 0.82,
-    "cpu_util": 0.4,
-    "memory_used_gib": 60,
-    "memory_alloc_gib": 128,
-    "price_per_hour": 11.7,
-    "deadline_s": 15000,
-    "budget_usd": 60,
-    "min_throughput": 500,
-    "preference": "time",
-}
+# The README's example job (imagenet-resnet50 on 4 T4s; its 10 epochs ran at the current allocation),
+# the file `python -m slamorl_jax.recommend --job=docs/example_job.json` reads.
+EXAMPLE_JOB = REPO / "docs" / "example_job.json"
+README_JOB = json.loads(EXAMPLE_JOB.read_text(encoding="utf-8"))
 
 
 def reset_jobs(env: JobAllocationEnv, params: EnvParams, n: int) -> tuple[jax.Array, EnvState]:
@@ -159,15 +144,15 @@ def test_shipped_policy_answers_the_readme_job_sensibly(preference: str) -> None
     finish four times sooner; a one-step move (no forecast of its own) must shed resources."""
     policy = ckpt.load_policy(SHIPPED)
     gpus, cpus = README_JOB["gpus"], README_JOB["cpus"]
-    # 3000 s + 50 epochs x 290 s = 17,500 s at the current allocation.
-    for deadline in (15_000, 10_000, 7_000, 5_000):
+    # 15,500 s + 50 epochs x 1,550 s = 93,000 s at the current allocation.
+    for deadline in (90_000, 70_000, 50_000, 40_000):
         more_gpus, _ = _advice(policy, deadline_s=deadline, budget_usd=1_000, preference=preference)
         assert more_gpus > gpus, (preference, deadline)
-    # 9.5 $ + 50 epochs x 290 s x 11.7 $/h = 56.6 $ at the reported price; the forecast prices the
-    # allocation itself and projects about 44 $, so from 40 $ down it cannot hold where it is.
+    # 14 $ + 50 epochs x 1,550 s x 3.23 $/h = 83.5 $ at the current allocation, which the forecast
+    # projects too (the job's epochs ran at the profile's pace).
     checked = 0
-    for budget in (50, 40, 30, 20):
-        result = _recommendation(policy, deadline_s=100_000, budget_usd=budget, preference=preference)
+    for budget in (80, 70, 60, 50):
+        result = _recommendation(policy, deadline_s=1_000_000, budget_usd=budget, preference=preference)
         advised = _projected_cost(result)
         if advised is None:
             assert result.gpus <= gpus and result.cpus <= cpus, (preference, budget)
@@ -182,9 +167,29 @@ def test_shipped_policy_answers_the_readme_job_sensibly(preference: str) -> None
             assert advised <= 0.5, (preference, budget, advised)
         checked += 1
     assert checked >= 3, preference
-    # A tenth of the README job's throughput (its deadline, budget and throughput SLAs all at risk).
-    slow = _advice(policy, throughput=85, last_epoch_time_s=2_900, preference=preference)
+    # A tenth of the README job's throughput over all its epochs (its deadline, budget and
+    # throughput SLAs all at risk).
+    slow_epochs = [{**epoch, "epoch_time_s": 15_500} for epoch in README_JOB["history"]]
+    slow = _advice(
+        policy, throughput=83, last_epoch_time_s=15_500, history=slow_epochs, preference=preference
+    )
     assert slow != (gpus, cpus), preference
+
+
+def test_readme_live_snippet_runs_on_the_example_job(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's ``LiveJob`` snippet runs as written from the repository root, and its job is
+    ``docs/example_job.json``, the job the sweep above and the README's ``recommend`` command use."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", readme, flags=re.S) if "LiveJob(" in b]
+    assert len(blocks) == 1
+    assert "--job=docs/example_job.json" in readme
+    monkeypatch.chdir(REPO)
+    namespace: dict = {"__name__": "readme"}
+    exec(compile(blocks[0], "README.md", "exec"), namespace)
+    assert namespace["job"] == LiveJob.from_dict(README_JOB)
+    assert "gpus=" in capsys.readouterr().out
 
 
 def test_the_shipped_default_is_what_the_default_command_trains() -> None:
