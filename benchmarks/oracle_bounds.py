@@ -11,7 +11,10 @@ named scenario kind (common random numbers), per job against the oracle:
 * ``one_jump_hindsight``: at the first decision, the candidate (keep or a target) the forecast's
   ranking (``env/forecast.py``) picks when it is given the job's true deviations, then keep. The
   best one move to the grid with hindsight; what is left to the oracle is the pause and the grid.
-* ``follow_truth``: that ranking at every decision (it re-plans as the job progresses).
+* ``one_jump_forecast``: at the first decision, the candidate the observation's own ranking picks
+  (the workload profile alone: the job has measured nothing yet), then keep. The same one move
+  without hindsight: what the honest information costs a request-started policy.
+* ``follow_truth``: the hindsight ranking at every decision (it re-plans as the job progresses).
 * ``follow_forecast``: the observation's own suggestion at every decision (the online model, no
   hindsight): what blindly following the forecast gives, the residual policy's starting point.
 
@@ -50,7 +53,7 @@ from slamorl_jax.episodes import keep_allocation, run_episodes, with_init_strate
 from slamorl_jax.evaluation.baselines import BestStatic
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "oracle_bounds.json"
-CONTROLLERS = ("one_jump_hindsight", "follow_truth", "follow_forecast")
+CONTROLLERS = ("one_jump_hindsight", "one_jump_forecast", "follow_truth", "follow_forecast")
 
 
 def ranked_action(state: EnvState, params: EnvParams, hindsight: bool) -> jax.Array:
@@ -83,6 +86,7 @@ class RankingController:
 
 CONTROLLER_RULES = {
     "one_jump_hindsight": RankingController(hindsight=True, first_step_only=True),
+    "one_jump_forecast": RankingController(hindsight=False, first_step_only=True),
     "follow_truth": RankingController(hindsight=True, first_step_only=False),
     "follow_forecast": RankingController(hindsight=False, first_step_only=False),
 }
