@@ -184,6 +184,14 @@ def suggestion(
     return keep_wins.astype(jnp.float32), target_flags.astype(jnp.float32)
 
 
+def target_profile(state: EnvState, params: EnvParams) -> dict[str, jax.Array]:
+    """The profile's metrics of the job's (workload, GPU type) at every absolute target, by name
+    (``derived.TARGET_PROFILE_ROWS``, each ``[K]``)."""
+    num_types = params.gpu_type_probs.shape[0]
+    row = params.target_profile[state.job.workload * num_types + state.job.gpu_type]
+    return dict(zip(TARGET_PROFILE_ROWS, row.reshape(TARGET_PROFILE_FIELDS, NUM_TARGETS), strict=True))
+
+
 def candidate_totals(
     state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array
 ) -> tuple[Projection, Projection, jax.Array, jax.Array]:
@@ -192,9 +200,7 @@ def candidate_totals(
     marks the targets that repeat the current allocation and ``now_epoch_s`` is the corrected epoch
     time where the job is now."""
     job = state.job
-    num_types = params.gpu_type_probs.shape[0]
-    row = params.target_profile[job.workload * num_types + job.gpu_type]
-    profile = dict(zip(TARGET_PROFILE_ROWS, row.reshape(TARGET_PROFILE_FIELDS, NUM_TARGETS), strict=True))
+    profile = target_profile(state, params)
     target_gpus = params.target_allocation[:, 0]
     target_cpus = params.target_allocation[:, 1]
     duplicate = jnp.logical_and(target_gpus == state.gpus, target_cpus == state.cpus)

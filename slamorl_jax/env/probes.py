@@ -43,11 +43,9 @@ import jax
 import jax.numpy as jnp
 
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.actions import clip_allocation
-from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, TARGET_PROFILE_ROWS
 from slamorl_jax.env.epoch_readings import epoch_readings
-from slamorl_jax.env.forecast import first_choice
+from slamorl_jax.env.forecast import first_choice, target_profile
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
@@ -57,13 +55,6 @@ from slamorl_jax.env.state import EnvState
 PROBE_FRACTION = 0.05  # of an epoch, per probe
 PROBE_BUDGET = 0.02  # probe only when the probes' forecast time is at most this share of the job's
 NUM_PROBES = 3  # request, fastest, cheapest (module docstring)
-
-
-def target_profile(state: EnvState, params: EnvParams) -> dict[str, jax.Array]:
-    """The profile's metrics of the job's (workload, GPU type) at every absolute target, by name."""
-    num_types = params.gpu_type_probs.shape[0]
-    row = params.target_profile[state.job.workload * num_types + state.job.gpu_type]
-    return dict(zip(TARGET_PROFILE_ROWS, row.reshape(TARGET_PROFILE_FIELDS, NUM_TARGETS), strict=True))
 
 
 def probe_allocations(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
