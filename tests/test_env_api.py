@@ -482,6 +482,12 @@ def test_spaces(env: JobAllocationEnv, params: EnvParams, rollout: Callable) -> 
     custom = env.reward_space(with_values(params, reward_clip=2.5, sla_met_bonus=0.5, all_slas_bonus=3.0))
     np.testing.assert_allclose(custom.low, [-2.5, -2.5, -1.0])
     np.testing.assert_allclose(custom.high, [0.0, 0.0, 6.0])
+    # Bonuses whose end-of-job sum rounds up in float32 (product, then sum) by one ulp over the exact
+    # sum: the bound holds what the env computes.
+    per_sla, all_six = np.float32(32.46524429321289), np.float32(1.2177881002426147)
+    edge = env.reward_space(with_values(params, sla_met_bonus=float(per_sla), all_slas_bonus=float(all_six)))
+    rounded_twice = per_sla * np.float32(6.0) + all_six
+    assert edge.high[2] >= rounded_twice > np.float32(6.0 * float(per_sla) + float(all_six))
     assert env.reward_space().shape == (3,)
 
     key = jax.random.key(9)
