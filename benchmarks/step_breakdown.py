@@ -3,15 +3,16 @@
     python -m benchmarks.step_breakdown [--num-envs 4096] [--steps 256] [--repeats 5]
         [--out benchmarks/results/step_breakdown.json]
 
-Five variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of ``vmap(step)`` with
+Six variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of the batched step with
 random actions; compile time apart, warm-up, timed in turns): the env's own ``step`` (the paper's 21
-features and the forecast block); the same transition and auto-reset observed with the paper's 21
-features only; the same with no observation at all (a zero vector); and the full and the empty
-observation without the auto-reset (a finished job keeps stepping instead of drawing the next one,
-as ``episodes.step_once`` steps evaluation's jobs). The differences are what the forecast block,
-the paper features and the auto-reset (a whole new job drawn for every env at every step, kept
-where one finished) cost; gymnax CartPole-v1 in the same harness is the yardstick of
-``env_throughput``. Writes JSON and a Markdown table beside it.
+features and the forecast block); the env's ``step_batch`` (the same step with new jobs built only
+where one ended, ``env/batched_step.py``: what the trainer runs); the same transition and auto-reset
+observed with the paper's 21 features only; the same with no observation at all (a zero vector); and
+the full and the empty observation without the auto-reset (a finished job keeps stepping instead of
+drawing the next one, as ``episodes.step_once`` steps evaluation's jobs). The differences are what
+the forecast block, the paper features and the auto-reset (a whole new job drawn for every env at
+every step, kept where one finished) cost; gymnax CartPole-v1 in the same harness is the yardstick
+of ``env_throughput``. Writes JSON and a Markdown table beside it.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks.common import check_out_path, format_rate, machine_info, markdown_table, report
-from benchmarks.env_throughput import measure_jax
+from benchmarks.env_throughput import PerEnvStep, measure_jax
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env import draws as d
@@ -90,7 +91,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cartpole, cartpole_params = gymnax.make("CartPole-v1")
     variants = {
         "CartPole-v1": (cartpole, cartpole_params, 2),
-        "full observation": (env, params, env.num_actions),
+        "full observation": (PerEnvStep(env), params, env.num_actions),
+        "full observation, step_batch": (env, params, env.num_actions),
         "paper features only": (ObservedWith(env, paper_features), params, env.num_actions),
         "no observation": (ObservedWith(env, no_observation), params, env.num_actions),
         "full observation, no reset": (WithoutReset(env, observe), params, env.num_actions),

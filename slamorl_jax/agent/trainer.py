@@ -120,6 +120,16 @@ class Trainer:
             return jax.vmap(self.env.get_obs, in_axes=(0, None))(info["final_state"], env_params)
         return info["final_observation"]
 
+    def _step_envs(self, keys: jax.Array, env_state: Any, actions: jax.Array, env_params: EnvParams) -> tuple:
+        """One step of every env: the env's ``step_batch`` (fresh jobs built only where one ended,
+        ``env/batched_step.py``) when it has one and the batch is on one device, else ``vmap(step)``
+        (a batch split over devices keeps every env's reset on its own device, with no gather of the
+        finished jobs across them)."""
+        one_device = self.mesh is None or self.mesh.size == 1
+        if one_device and hasattr(self.env, "step_batch"):
+            return self.env.step_batch(keys, env_state, actions, env_params)
+        return jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(keys, env_state, actions, env_params)
+
     def _split(self, tree: Any, axis: int = 0) -> Any:
         """``tree``'s env-batch axis split over the mesh (a no-op without one)."""
         return constrain_batch(tree, self.mesh, axis)
@@ -152,9 +162,7 @@ class Trainer:
             actions, log_probs = sample_actions(act_key, logits)
             env_keys = self._split(jax.random.split(env_key, c.num_envs))
             obs, env_state, reward, terminated, truncated, info = self._split(
-                jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(
-                    env_keys, state.env_state, actions, env_params
-                )
+                self._step_envs(env_keys, state.env_state, actions, env_params)
             )
             done = jnp.logical_or(terminated, truncated)
             # Values of truncated episodes' last observations (for their bootstrap), computed only

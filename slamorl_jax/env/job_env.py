@@ -6,6 +6,8 @@ Functional, gymnax-style API (pure functions of arrays; jit, vmap and scan them 
     params = env.default_params                       # or scenario_params("deadline-critical")
     obs, state = env.reset(key, params)
     obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+    # a batch at once, as vmap(env.step) but building new jobs only where one ended:
+    obs, state, reward, terminated, truncated, info = env.step_batch(keys, state, action, params)
 
 Episode: one training job of ``job.epochs`` epochs; each ``step`` is one decision: the action changes
 the allocation, then one epoch runs. The job runs on its hidden true constants (``job_truth.py``); the
@@ -60,7 +62,7 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments.environment import Environment
 
-from slamorl_jax.env import action_sets, shifts, spaces
+from slamorl_jax.env import action_sets, batched_step, shifts, spaces
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.catalog import Catalog, load_catalog
@@ -230,24 +232,61 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         params: EnvParams,
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
         """``step`` with explicit uniforms: ``STEP_DRAWS`` for the epoch, ``RESET_DRAWS`` for a reset."""
-        next_state, reward, terminated, info = self.transition(u_step, state, action, params)
-        truncated = truncated_after(next_state, terminated, params)
+        next_state, reward, terminated, truncated, info = self.advance_from_draws(
+            u_step, state, action, params
+        )
         done = jnp.logical_or(terminated, truncated)
         reset_state = self.reset_from_draws(u_reset, params)
         state_out = jax.tree.map(lambda r, s: jnp.where(done, r, s), reset_state, next_state)
+        obs, info = self.finish_step(state_out, next_state, terminated, truncated, info, params)
+        return obs, state_out, reward, terminated, truncated, info
+
+    def step_batch(
+        self,
+        keys: jax.Array,
+        state: EnvState,
+        action: jax.Array,
+        params: EnvParams | None = None,
+        reset_slots: int | None = None,
+    ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
+        """``vmap(step)`` over a batch of envs (leading axis of ``keys``, ``state`` and ``action``),
+        building fresh jobs only for the envs whose job ended (``batched_step.py``; the trainer's
+        step)."""
+        params = params if params is not None else self.default_params
+        return batched_step.step_batch(self, keys, state, action, params, reset_slots)
+
+    def advance_from_draws(
+        self, u_step: jax.Array, state: EnvState, action: jax.Array | int, params: EnvParams
+    ) -> tuple[EnvState, jax.Array, jax.Array, jax.Array, Info]:
+        """A step's transition with no reset: ``(next state, reward, terminated, truncated, info)``."""
+        next_state, reward, terminated, info = self.transition(u_step, state, action, params)
+        return next_state, reward, terminated, truncated_after(next_state, terminated, params), info
+
+    def finish_step(
+        self,
+        state_out: EnvState,
+        next_state: EnvState,
+        terminated: jax.Array,
+        truncated: jax.Array,
+        info: Info,
+        params: EnvParams,
+    ) -> tuple[jax.Array, Info]:
+        """A step's observation of ``state_out`` (``next_state``, or the next job's after a reset) and
+        its ``info`` completed with the step's end flags and the pre-reset ``next_state``."""
         # Two separate calls, so a caller that never reads final_observation (it may read
         # final_state and observe it only when needed, as the trainer does) does not pay for it.
         obs = observe(state_out, params)
         final_obs = observe(next_state, params)
-        info.update(
-            weights=state_out.weights,
-            final_weights=next_state.weights,
-            terminated=terminated,
-            truncated=truncated,
-            final_observation=final_obs,
-            final_state=next_state,
-        )
-        return obs, state_out, reward, terminated, truncated, info
+        info = {
+            **info,
+            "weights": state_out.weights,
+            "final_weights": next_state.weights,
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_observation": final_obs,
+            "final_state": next_state,
+        }
+        return obs, info
 
     def transition(
         self, u: jax.Array, state: EnvState, action: jax.Array | int, params: EnvParams

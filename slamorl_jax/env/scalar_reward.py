@@ -57,10 +57,29 @@ class ScalarRewardWrapper(GymnaxWrapper):
     ) -> tuple[jax.Array, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
         """The wrapped env's step with the reward scalarised; the vector goes to ``info``."""
         obs, state, vector, terminated, truncated, info = self._env.step(key, state, action, params)
+        reward, info = self._scalarise(vector, info)
+        return obs, state, reward, terminated, truncated, info
+
+    def step_batch(
+        self,
+        keys: jax.Array,
+        state: Any,
+        action: jax.Array,
+        params: Any = None,
+        reset_slots: int | None = None,
+    ) -> tuple[jax.Array, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
+        """The wrapped env's ``step_batch`` (a batch of envs) with each env's reward scalarised."""
+        obs, state, vector, terminated, truncated, info = self._env.step_batch(
+            keys, state, action, params, reset_slots
+        )
+        reward, info = jax.vmap(self._scalarise)(vector, info)
+        return obs, state, reward, terminated, truncated, info
+
+    def _scalarise(self, vector: jax.Array, info: dict[str, Any]) -> tuple[jax.Array, dict[str, Any]]:
+        """One step's scalar reward and its ``info`` with the vector and the weights added."""
         weights = info["step_weights"] if self.adaptive else jnp.asarray(self.weights)
         reward = jnp.dot(weights, vector).astype(jnp.float32)
-        info = {**info, "vector_reward": vector, "reward_weights": weights}
-        return obs, state, reward, terminated, truncated, info
+        return reward, {**info, "vector_reward": vector, "reward_weights": weights}
 
     def reward_space(self, params: Any = None) -> spaces.Box:
         """Bounds of the scalar reward: the vector's bounds under the weights (any simplex point when

@@ -1,0 +1,117 @@
+"""``step_batch`` (``env/batched_step.py``) is ``vmap(env.step)``: the same next jobs, episode ends,
+observations, rewards and ``info``, on steps with fewer finished jobs than reset slots (one round of
+resets), with more (several rounds) and with a slot for every env (no loop); the scalar-reward
+wrapper scalarises each env's reward; the trainer steps its envs with it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from slamorl_jax.agent.trainer import make_train
+from slamorl_jax.env import JobAllocationEnv, ScalarRewardWrapper
+from slamorl_jax.env.batched_step import default_reset_slots
+from tests.learner_fixtures import TINY, env_params_for
+from tests.test_env_api import assert_trees_close, with_epochs
+
+NUM_ENVS = 24
+RESET_SLOTS = 8
+STEPS = 12
+
+
+@functools.cache
+def vmapped_step(env: Any) -> Callable:
+    """Jitted ``vmap(env.step)``, one per env for the module."""
+    return jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+
+
+def step_pair(env: Any, reset_slots: int) -> tuple[Callable, Callable]:
+    """Jitted ``vmap(env.step)`` and ``env.step_batch`` with ``reset_slots``."""
+    by_vmap = vmapped_step(env)
+    batched = jax.jit(lambda k, s, a, p: env.step_batch(k, s, a, p, reset_slots))
+    return by_vmap, batched
+
+
+def compare_steps(env: Any, params: Any, reset_slots: int, seed: int = 0, steps: int = STEPS) -> list[int]:
+    """Step ``NUM_ENVS`` jobs ``steps`` times by ``vmap(step)``, checking ``step_batch`` from the same
+    state, key and action at every step; the number of finished jobs per step."""
+    by_vmap, batched = step_pair(env, reset_slots)
+    key = jax.random.key(seed)
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, NUM_ENVS), params)
+    finished = []
+    for step_key in jax.random.split(key, steps):
+        action_key, env_key = jax.random.split(step_key)
+        actions = jax.random.randint(action_key, (NUM_ENVS,), 0, env.num_actions)
+        keys = jax.random.split(env_key, NUM_ENVS)
+        expected = by_vmap(keys, state, actions, params)
+        assert_trees_close(batched(keys, state, actions, params), expected)
+        finished.append(int(jnp.sum(expected[3] | expected[4])))
+        state = expected[1]
+    return finished
+
+
+@pytest.fixture(scope="module")
+def short_jobs(env: JobAllocationEnv) -> Any:
+    """The default params with 1-4 epoch jobs, so many end on every step."""
+    return with_epochs(env.default_params, 1, 4)
+
+
+def test_step_batch_equals_vmapped_step_in_one_round_and_in_several(
+    env: JobAllocationEnv, short_jobs: Any
+) -> None:
+    finished = compare_steps(env, short_jobs, RESET_SLOTS)
+    # The steps exercised both branches.
+    assert any(0 < n <= RESET_SLOTS for n in finished), finished
+    assert any(n > RESET_SLOTS for n in finished), finished
+
+
+def test_scalar_reward_wrapper_scalarises_each_env(env: JobAllocationEnv, short_jobs: Any) -> None:
+    wrapped = ScalarRewardWrapper(env, "balanced")
+    key = jax.random.key(2)
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, NUM_ENVS), short_jobs)
+    actions = jnp.zeros((NUM_ENVS,), jnp.int32)
+    keys = jax.random.split(key, NUM_ENVS)
+    _, batched = step_pair(env, RESET_SLOTS)
+    obs, _, vector, *_ = batched(keys, state, actions, short_jobs)
+    step = jax.jit(lambda k, s, a, p: wrapped.step_batch(k, s, a, p, RESET_SLOTS))
+    scalar_obs, _, reward, *_, info = step(keys, state, actions, short_jobs)
+    assert reward.shape == (NUM_ENVS,)
+    np.testing.assert_allclose(reward, vector @ wrapped.weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(info["vector_reward"], vector, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(scalar_obs, obs, rtol=1e-5, atol=1e-6)
+
+
+def test_a_slot_for_every_env(env: JobAllocationEnv, short_jobs: Any) -> None:
+    # As many slots as envs (num_envs=1 is such a batch): every env's reset selected, no loop.
+    finished = compare_steps(env, short_jobs, NUM_ENVS, steps=4)
+    assert max(finished) > 0, finished
+
+
+def test_default_reset_slots_and_bad_slots(env: JobAllocationEnv) -> None:
+    assert [default_reset_slots(n) for n in (1, 16, 17, 4096)] == [1, 1, 2, 256]
+    keys = jax.random.split(jax.random.key(0), 2)
+    state = jax.eval_shape(jax.vmap(env.reset, in_axes=(0, None)), keys, env.default_params)[1]
+    with pytest.raises(ValueError, match="reset_slots must be >= 1"):
+        env.step_batch(keys, state, jnp.zeros((2,), jnp.int32), reset_slots=0)
+
+
+def test_trainer_steps_with_step_batch(env: JobAllocationEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    original = JobAllocationEnv.step_batch
+
+    def counted(self: JobAllocationEnv, keys: jax.Array, *args: Any, **kwargs: Any) -> Any:
+        calls.append(keys.shape[0])
+        return original(self, keys, *args, **kwargs)
+
+    monkeypatch.setattr(JobAllocationEnv, "step_batch", counted)
+    trainer = make_train(TINY, env)
+    env_params = env_params_for(TINY)
+    state = jax.eval_shape(trainer.init, jax.random.key(0), env_params)
+    jax.eval_shape(trainer._rollout, state, env_params)
+    assert calls == [TINY.num_envs]
