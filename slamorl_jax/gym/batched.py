@@ -76,7 +76,7 @@ def _reset(env: JobAllocationEnv, key: jax.Array, params: EnvParams, num_envs: i
 def _step(env: JobAllocationEnv, carry: Carry, actions: jax.Array, params: EnvParams) -> tuple[Any, Carry]:
     key, step_key = jax.random.split(carry.key)
     num_envs = actions.shape[0]
-    obs, state, reward, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+    obs, state, reward, terminated, truncated, info = env.step_batch(
         jax.random.split(step_key, num_envs), carry.state, actions, params
     )
     pending = carry.pending
