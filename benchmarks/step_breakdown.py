@@ -12,7 +12,8 @@ the full and the empty observation without the auto-reset (a finished job keeps 
 drawing the next one, as ``episodes.step_once`` steps evaluation's jobs). The differences are what
 the forecast block, the paper features and the auto-reset (a whole new job drawn for every env at
 every step, kept where one finished) cost; gymnax CartPole-v1 in the same harness is the yardstick
-of ``env_throughput``. Writes JSON and a Markdown table beside it.
+of ``env_throughput``. It also reports the fraction of jobs that end per step (what sizes
+``batched_step.RESET_SLOT_FRACTION``). Writes JSON and a Markdown table beside it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import gymnax
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from benchmarks.common import check_out_path, format_rate, machine_info, markdown_table, report
 from benchmarks.env_throughput import PerEnvStep, measure_jax
@@ -84,6 +86,38 @@ def no_observation(state: EnvState, params: EnvParams) -> jax.Array:
     return jnp.zeros((1,), jnp.float32)
 
 
+ENDED_STEPS = 300  # steps of the jobs-ended statistic
+SYNCHRONISED_STEPS = 20  # its first steps, whose jobs started together
+
+
+def jobs_ended_per_step(env: JobAllocationEnv, params: EnvParams, num_envs: int) -> dict[str, float]:
+    """The fraction of ``num_envs`` jobs that end per step under random actions (what sizes
+    ``batched_step.RESET_SLOT_FRACTION``): its largest value over the first ``SYNCHRONISED_STEPS``
+    steps, then its mean and largest value over the rest of ``ENDED_STEPS``."""
+
+    @jax.jit
+    def fractions(key: jax.Array) -> jax.Array:
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), params)
+
+        def body(state: EnvState, key: jax.Array) -> tuple[EnvState, jax.Array]:
+            action_key, step_key = jax.random.split(key)
+            actions = jax.random.randint(action_key, (num_envs,), 0, env.num_actions)
+            _, state, _, terminated, truncated, _ = env.step_batch(
+                jax.random.split(step_key, num_envs), state, actions, params
+            )
+            return state, jnp.mean(jnp.logical_or(terminated, truncated))
+
+        return jax.lax.scan(body, state, jax.random.split(key, ENDED_STEPS))[1]
+
+    ended = np.asarray(fractions(jax.random.key(0)))
+    later = ended[SYNCHRONISED_STEPS:]
+    return {
+        "first_steps_max": float(ended[:SYNCHRONISED_STEPS].max()),
+        "later_mean": float(later.mean()),
+        "later_max": float(later.max()),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Time every variant and CartPole at each ``--num-envs``; a JSON-ready payload."""
     env = JobAllocationEnv()
@@ -99,6 +133,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "no observation, no reset": (WithoutReset(env, no_observation), params, env.num_actions),
     }
     rows = [measure_jax(variants, n, args.steps, args.repeats) for n in args.num_envs]
+    for row in rows:
+        row["jobs_ended_per_step"] = jobs_ended_per_step(env, params, row["num_envs"])
     return {"rows": rows, "variants": list(variants), "machine": machine_info()}
 
 
@@ -117,7 +153,15 @@ def to_markdown(payload: dict[str, Any]) -> str:
                 *(f"{r / rates[0]:.2f}x" for r in rates[1:]),
             ]
         )
-    return markdown_table(headers, lines) + f"\n\nMachine: {payload['machine']}\n"
+    ended = [
+        f"{row['num_envs']} envs: {e['later_mean']:.1%} on average after the first "
+        f"{SYNCHRONISED_STEPS} steps ({e['later_max']:.1%} at most), {e['first_steps_max']:.1%} at most "
+        "in them"
+        for row in payload["rows"]
+        if (e := row.get("jobs_ended_per_step"))
+    ]
+    note = f"\n\nJobs ended per step (`step_batch`, random actions, {ENDED_STEPS} steps): " + "; ".join(ended)
+    return markdown_table(headers, lines) + (note if ended else "") + f"\n\nMachine: {payload['machine']}\n"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,9 +1,9 @@
 """A batch of envs stepped at once, with the auto-reset computed only for the jobs that finished.
 
 ``vmap(env.step)`` draws and builds a whole new job for every env at every step and keeps it only
-where the job finished (``jnp.where`` under ``vmap``): at 4,096 envs on a CPU that reset is about
-two fifths of a step (``benchmarks/step_breakdown.py``), while a step finishes a few percent of the
-jobs. :func:`step_batch` advances every env as ``step`` does, then builds fresh jobs only in
+where the job finished (``jnp.where`` under ``vmap``): at 4,096 envs on a CPU that reset is about a
+third of a step (``benchmarks/step_breakdown.py``), while a step finishes a few percent of the jobs.
+:func:`step_batch` advances every env as ``step`` does, then builds fresh jobs only in
 ``reset_slots`` slots, for the first envs that finished (``jnp.nonzero`` with a static size), and
 scatters them in, in a ``lax.while_loop`` that takes the next ``reset_slots`` finished envs until
 none is left: one round on almost every step, none on a step that finished no job, more when many
@@ -31,10 +31,11 @@ from slamorl_jax.env.state import EnvState
 if TYPE_CHECKING:
     from slamorl_jax.env.job_env import JobAllocationEnv
 
-# Fresh jobs built per round, as a fraction of the batch. Under random actions at 4,096 envs every
-# scenario finishes 1.7 % of its jobs a step on average once the batch has desynchronised (3.0 % at
-# most over 300 steps), and up to 8.2 % in the first 20 steps, whose jobs started together: 1/16
-# covers the steady state twice over, and a burst takes a second round.
+# Fresh jobs built per round, as a fraction of the batch. Under random actions at 4,096 envs a step
+# ends 1.7 % of the jobs on average once the batch has desynchronised (3.1 % at most over 300 steps),
+# and up to 8.2 % in the first 20 steps, whose jobs started together (``benchmarks.step_breakdown``
+# reports these; jobs' lengths do not depend on the scenario): 1/16 covers the steady state twice
+# over, and a burst takes a second round.
 RESET_SLOT_FRACTION = 1 / 16
 
 
