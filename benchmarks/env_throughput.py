@@ -47,6 +47,7 @@ from benchmarks.common import (
 from benchmarks.scaling import TARGET_VS_PYTHON  # issue 10 on a CPU (1000x is the GPU's)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
+from slamorl_jax.env.batched_step import has_step_batch
 from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, run_random_steps
 
 DEFAULT_NUM_ENVS = (1, 64, 4096, 65536, 262144)
@@ -62,7 +63,7 @@ Rollout = Callable[[jax.Array, Any], tuple[jax.Array, jax.Array]]
 def batch_step(env: Any) -> Callable[..., Any]:
     """``step(keys, states, actions, params)`` of a batch of ``env``: its ``step_batch`` where it has
     one, else ``vmap(env.step)``."""
-    if hasattr(env, "step_batch"):
+    if has_step_batch(env):
         return env.step_batch
     return jax.vmap(env.step, in_axes=(0, 0, 0, None))
 

@@ -13,10 +13,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnax.wrappers.purerl import LogWrapper
 
 from slamorl_jax.agent.trainer import make_train
 from slamorl_jax.env import JobAllocationEnv, ScalarRewardWrapper
-from slamorl_jax.env.batched_step import default_reset_slots
+from slamorl_jax.env.batched_step import default_reset_slots, has_step_batch
 from tests.learner_fixtures import TINY, env_params_for
 from tests.test_env_api import assert_trees_close, with_epochs
 
@@ -85,6 +86,21 @@ def test_scalar_reward_wrapper_scalarises_each_env(env: JobAllocationEnv, short_
     np.testing.assert_allclose(reward, vector @ wrapped.weights, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(info["vector_reward"], vector, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(scalar_obs, obs, rtol=1e-5, atol=1e-6)
+    # Over an env whose class has no step_batch, the wrapper vmaps that env's step.
+    over_step_only = ScalarRewardWrapper(StepOnly(env), "balanced")
+    _, _, reward_by_vmap, *_ = jax.jit(over_step_only.step_batch)(keys, state, actions, short_jobs)
+    np.testing.assert_allclose(reward_by_vmap, reward, rtol=1e-5, atol=1e-6)
+
+
+class StepOnly:
+    """An env with a per-env ``step`` and no ``step_batch``."""
+
+    def __init__(self, env: JobAllocationEnv) -> None:
+        self.env = env
+
+    def step(self, *args: Any) -> tuple:
+        """The env's step."""
+        return self.env.step(*args)
 
 
 def test_a_slot_for_every_env(env: JobAllocationEnv, short_jobs: Any) -> None:
@@ -99,6 +115,14 @@ def test_default_reset_slots_and_bad_slots(env: JobAllocationEnv) -> None:
     state = jax.eval_shape(jax.vmap(env.reset, in_axes=(0, None)), keys, env.default_params)[1]
     with pytest.raises(ValueError, match="reset_slots must be >= 1"):
         env.step_batch(keys, state, jnp.zeros((2,), jnp.int32), reset_slots=0)
+
+
+def test_only_an_env_class_of_its_own_offers_step_batch(env: JobAllocationEnv) -> None:
+    # gymnax's wrappers forward unknown attributes to the wrapped env: its step_batch would skip the
+    # wrapper's step, so the trainer must vmap the wrapper's step instead.
+    wrapped = LogWrapper(env)
+    assert hasattr(wrapped, "step_batch") and not has_step_batch(wrapped)
+    assert has_step_batch(env) and has_step_batch(ScalarRewardWrapper(env, "cost"))
 
 
 def test_trainer_steps_with_step_batch(env: JobAllocationEnv, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -44,6 +44,13 @@ def default_reset_slots(num_envs: int) -> int:
     return max(1, math.ceil(num_envs * RESET_SLOT_FRACTION))
 
 
+def has_step_batch(env: Any) -> bool:
+    """Whether ``env``'s own class defines ``step_batch``. A wrapper that forwards unknown attributes
+    to the env it wraps (gymnax's ``GymnaxWrapper``) would otherwise hand out the inner env's, which
+    skips the wrapper's own ``step``."""
+    return callable(getattr(type(env), "step_batch", None))
+
+
 def _select_rows(take: jax.Array, new: Any, old: Any) -> Any:
     """``new``'s rows where ``take`` (one flag per env), else ``old``'s, leaf by leaf."""
     return jax.tree.map(
