@@ -190,8 +190,9 @@ def target_profile(state: EnvState, params: EnvParams) -> dict[str, jax.Array]:
 
     One gather per field, not one of the whole ``6 x K`` row: under ``vmap`` XLA:CPU materialises a
     whole-row gather as a ``[jobs, 6 K]`` array, while each field's gather is fused into the loop
-    that reads it. The same values, so the same forecasts; the trainer's env step ran 1.28-1.35x as
-    fast at 4,096 envs (two interleaved A/B runs of ``step_batch`` rollouts on 306165e)."""
+    that reads it. The same values, so the same forecasts; at 4,096 envs the trainer's env step went
+    from 0.13x / 0.14x CartPole to 0.15x / 0.18x (``benchmarks.step_breakdown`` before and after,
+    run in turn twice)."""
     num_types = params.gpu_type_probs.shape[0]
     index = state.job.workload * num_types + state.job.gpu_type
     table = params.target_profile.reshape(-1, TARGET_PROFILE_FIELDS, NUM_TARGETS)
