@@ -19,6 +19,7 @@ same run. Writes JSON and a Markdown table beside it.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.metadata
 import sys
 from collections.abc import Callable
@@ -47,7 +48,7 @@ from benchmarks.common import (
 from benchmarks.scaling import TARGET_VS_PYTHON  # issue 10 on a CPU (1000x is the GPU's)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
-from slamorl_jax.env.batched_step import has_step_batch
+from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, run_random_steps
 
 DEFAULT_NUM_ENVS = (1, 64, 4096, 65536, 262144)
@@ -58,14 +59,6 @@ TARGET_VS_CARTPOLE = 0.3  # issue 7: env-only at least 0.3x CartPole
 MEMORY_HEADROOM = 32
 
 Rollout = Callable[[jax.Array, Any], tuple[jax.Array, jax.Array]]
-
-
-def batch_step(env: Any) -> Callable[..., Any]:
-    """``step(keys, states, actions, params)`` of a batch of ``env``: its ``step_batch`` where it has
-    one, else ``vmap(env.step)``."""
-    if has_step_batch(env):
-        return env.step_batch
-    return jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
 
 class PerEnvStep:
@@ -144,7 +137,7 @@ def measure_jax(envs: dict[str, tuple[Any, Any, int]], num_envs: int, steps: int
     key = jax.random.key(0)
     candidates = {}
     for name, (env, params, num_actions) in envs.items():
-        rollout = make_rollout(env.reset, batch_step(env), num_actions, num_envs, steps)
+        rollout = make_rollout(env.reset, functools.partial(step_envs, env), num_actions, num_envs, steps)
         compiled, compile_s = compile_timed(rollout, key, params)
         candidates[name] = (compiled, (key, params), Timing(work=num_envs * steps, compile_s=compile_s))
     interleaved_timings(candidates, repeats)

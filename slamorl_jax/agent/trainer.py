@@ -32,7 +32,7 @@ from slamorl_jax.agent.config import TrainConfig, parse_preference, validate_con
 from slamorl_jax.agent.gae import bootstrap_values, vector_gae
 from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
 from slamorl_jax.agent.networks import ActorCritic, init_params
-from slamorl_jax.env.batched_step import has_step_batch
+from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES, EnvParams, with_values
@@ -126,9 +126,8 @@ class Trainer:
         ``env/batched_step.py``) when it has one and the batch is on one device, else ``vmap(step)``
         (a batch split over devices keeps every env's reset on its own device, with no gather of the
         finished jobs across them)."""
-        one_device = self.mesh is None or self.mesh.size == 1
-        if one_device and has_step_batch(self.env):
-            return self.env.step_batch(keys, env_state, actions, env_params)
+        if self.mesh is None or self.mesh.size == 1:
+            return step_envs(self.env, keys, env_state, actions, env_params)
         return jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(keys, env_state, actions, env_params)
 
     def _split(self, tree: Any, axis: int = 0) -> Any:

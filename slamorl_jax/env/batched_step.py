@@ -51,6 +51,21 @@ def has_step_batch(env: Any) -> bool:
     return callable(getattr(type(env), "step_batch", None))
 
 
+def step_envs(
+    env: Any,
+    keys: jax.Array,
+    state: Any,
+    action: jax.Array,
+    params: Any,
+    reset_slots: int | None = None,
+) -> tuple:
+    """One step of a batch of ``env``: its ``step_batch`` where its class has one
+    (:func:`has_step_batch`), else ``vmap(env.step)`` (``reset_slots`` is then unused)."""
+    if has_step_batch(env):
+        return env.step_batch(keys, state, action, params, reset_slots)
+    return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+
+
 def _select_rows(take: jax.Array, new: Any, old: Any) -> Any:
     """``new``'s rows where ``take`` (one flag per env), else ``old``'s, leaf by leaf."""
     return jax.tree.map(

@@ -24,7 +24,7 @@ import numpy as np
 from gymnax.environments import spaces
 from gymnax.wrappers.purerl import GymnaxWrapper
 
-from slamorl_jax.env.batched_step import has_step_batch
+from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 
 ADAPTIVE = "adaptive"
@@ -71,10 +71,7 @@ class ScalarRewardWrapper(GymnaxWrapper):
     ) -> tuple[jax.Array, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
         """The wrapped env's ``step_batch`` (a batch of envs; ``vmap`` of its ``step`` where its class
         has none) with each env's reward scalarised."""
-        if has_step_batch(self._env):
-            stepped = self._env.step_batch(keys, state, action, params, reset_slots)
-        else:
-            stepped = jax.vmap(self._env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+        stepped = step_envs(self._env, keys, state, action, params, reset_slots)
         obs, state, vector, terminated, truncated, info = stepped
         reward, info = jax.vmap(self._scalarise)(vector, info)
         return obs, state, reward, terminated, truncated, info
