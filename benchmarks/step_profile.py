@@ -1,0 +1,159 @@
+"""Where a batched env step's time goes, by the Python function that computes it (XLA:CPU trace).
+
+    python -m benchmarks.step_profile [--num-envs 4096] [--steps 64] [--step batch|vmap] [--top 20]
+        [--out benchmarks/results/step_profile.json]
+
+The rollout of ``env_throughput`` (reset, then ``lax.scan`` of the batched step with random
+actions) is compiled and run twice, then once under ``jax.profiler.trace``. On a CPU the trace
+times every thunk the XLA runtime executes (a fusion, a concatenate, a reduction, ...), named by
+its HLO instruction; ``hlo_sources.py`` maps each instruction to the lines of Python its operations
+were traced from. An instruction's time is split evenly over the operations fused into it, so a
+function's figure is an estimate: XLA may fuse one function's work into another's loop, and every
+fused operation does not cost the same. Control-flow instructions (``while``) are not charged; the
+thunks of their bodies are. Times are per step, summed over the thunks (the CPU runtime may run two
+thunks at once, so the sum can exceed the wall time); the profiler slows a run down, so read the
+shares, and time steps with ``env_throughput`` or ``step_breakdown``.
+
+``--step batch`` (default) profiles ``env.step_batch``, the trainer's step; ``--step vmap`` the
+per-env ``step`` under ``vmap``. Writes JSON and a Markdown table beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import glob
+import gzip
+import json
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import jax
+
+from benchmarks.common import REPO_ROOT, check_out_path, machine_info, markdown_table, report
+from benchmarks.env_throughput import PerEnvStep, make_rollout
+from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.env import JobAllocationEnv
+from slamorl_jax.env.batched_step import step_envs
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "step_profile.json"
+WARMUP_CALLS = 2
+GROUPS = ("file", "function", "line", "instruction")
+
+
+def thunk_times_us(trace_dir: str, module_name: str) -> Counter[str]:
+    """Microseconds per HLO instruction of ``module_name`` in the Perfetto trace under ``trace_dir``."""
+    paths = glob.glob(f"{trace_dir}/**/*.trace.json.gz", recursive=True)
+    if not paths:
+        raise RuntimeError(f"the profiler wrote no Perfetto trace under {trace_dir}")
+    with gzip.open(paths[0]) as stream:
+        trace = json.load(stream)
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    times: Counter[str] = Counter()
+    for event in events:
+        args = event.get("args") or {}
+        if event.get("ph") == "X" and args.get("hlo_module") == module_name and "hlo_op" in args:
+            times[args["hlo_op"]] += float(event.get("dur", 0.0))
+    return times
+
+
+def short_location(location: str) -> str:
+    """A source location with the repository root cut off its file."""
+    root = str(REPO_ROOT) + "/"
+    return location[len(root) :] if location.startswith(root) else location
+
+
+def charge(times_us: Counter[str], sources: dict[str, tuple[str, Counter[str]]]) -> dict[str, Counter[str]]:
+    """Split each traced instruction's time over its source locations (module docstring):
+    microseconds by ``file``, by ``function`` (``file:function``), by ``line`` and by ``instruction``."""
+    by: dict[str, Counter[str]] = {group: Counter() for group in GROUPS}
+    for name, micros in times_us.items():
+        opcode, locations = sources.get(name, ("?", Counter({"(not in the module)": 1})))
+        if opcode in CONTROL_FLOW:
+            continue
+        by["instruction"][f"{name} ({opcode})"] += micros
+        total = sum(locations.values())
+        for location, count in locations.items():
+            share = micros * count / total
+            where = short_location(location)
+            by["line"][where] += share
+            function = where.rsplit(":", 1)[0]
+            by["function"][function] += share
+            by["file"][function.split(":", 1)[0]] += share
+    return by
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Compile, warm up and profile the rollout; a JSON-ready payload of the charged times."""
+    env = JobAllocationEnv()
+    params = env.default_params
+    stepped = env if args.step == "batch" else PerEnvStep(env)
+    rollout = make_rollout(
+        stepped.reset, functools.partial(step_envs, stepped), env.num_actions, args.num_envs, args.steps
+    )
+    key = jax.random.key(0)
+    compiled = jax.jit(rollout).lower(key, params).compile()
+    for _ in range(WARMUP_CALLS):
+        jax.block_until_ready(compiled(key, params))
+    with tempfile.TemporaryDirectory() as trace_dir:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            jax.block_until_ready(compiled(key, params))
+        times = thunk_times_us(trace_dir, "jit_rollout")
+    if not times:
+        raise RuntimeError("the trace timed no instruction of the rollout (is this a CPU backend?)")
+    charged = charge(times, instruction_sources(parse_module(compiled.as_text())))
+    total = sum(charged["instruction"].values())
+    per_step = {
+        group: [(name, micros / args.steps / 1e3) for name, micros in counter.most_common()]
+        for group, counter in charged.items()
+    }
+    return {
+        "num_envs": args.num_envs,
+        "steps": args.steps,
+        "step": args.step,
+        "top": args.top,
+        "total_ms_per_step": total / args.steps / 1e3,
+        "ms_per_step": per_step,
+        "machine": machine_info(),
+    }
+
+
+def to_markdown(payload: dict[str, Any]) -> str:
+    """One table per group (by file, function, line and instruction), the top rows of each."""
+    total = payload["total_ms_per_step"]
+    sections = [
+        f"Thunk time per step, summed: {total:.3f} ms ({payload['num_envs']} envs, "
+        f"`--step {payload['step']}`, {payload['steps']} steps profiled)."
+    ]
+    for group in GROUPS:
+        top = payload["ms_per_step"][group][: payload["top"]]
+        rows = [[name, f"{ms:.3f}", f"{ms / total:.1%}"] for name, ms in top]
+        sections.append(f"By {group}:\n\n" + markdown_table([group, "ms per step", "share"], rows))
+    sections.append(f"Machine: {payload['machine']}")
+    return "\n\n".join(sections) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse flags, profile, write the JSON and Markdown."""
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.step_profile", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 22), default=4096, help="batch size")
+    parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=64, help="steps profiled")
+    parser.add_argument("--step", choices=("batch", "vmap"), default="batch", help="step_batch or vmap(step)")
+    parser.add_argument("--top", type=bounded(int, 1, 1000), default=20, help="rows per table")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
+    args: argparse.Namespace = parser.parse_args(argv)
+    check_out_path(args.out, parser.prog)
+    report(args, run, to_markdown)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""``benchmarks/hlo_sources.py`` and ``benchmarks/step_profile.py``: a compiled program's
+instructions mapped to their Python lines, and traced time charged to them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from benchmarks.hlo_sources import UNKNOWN, instruction_sources, parse_module
+from benchmarks.step_profile import charge, main, thunk_times_us
+
+
+def scaled_exponential(x: jax.Array) -> jax.Array:
+    """A function whose operations the parser must find by name."""
+    return jnp.exp(x) * 3.0 + 1.0
+
+
+def test_compiled_instructions_name_the_function_that_traced_them() -> None:
+    """The fusion that computes ``scaled_exponential`` is charged to its lines in this file, and
+    every location the parser resolves names a file, a function and a line."""
+    text = jax.jit(scaled_exponential).lower(jnp.zeros((64,), jnp.float32)).compile().as_text()
+    sources = instruction_sources(parse_module(text))
+    located = [loc for _, counts in sources.values() for loc in counts if loc != UNKNOWN]
+    assert any("test_step_profile.py:scaled_exponential:" in loc for loc in located), sources
+    for location in located:
+        file, function, line = location.rsplit(":", 2)
+        assert file and function and int(line) > 0
+
+
+def test_time_is_split_over_an_instructions_locations_and_control_flow_is_not_charged() -> None:
+    """A fusion of three operations on two lines gives each line its share; a while loop's own time
+    is left out (its body's thunks carry it); an instruction missing from the module is kept apart."""
+    sources = {
+        "fusion.1": ("fusion", Counter({"/x/env/a.py:f:3": 2, "/x/env/b.py:g:7": 1})),
+        "while.2": ("while", Counter({"/x/env/a.py:f:9": 1})),
+        "copy.3": ("copy", Counter({UNKNOWN: 1})),
+    }
+    times = Counter({"fusion.1": 30.0, "while.2": 1000.0, "copy.3": 5.0, "gone.4": 2.0})
+    by = charge(times, sources)
+    assert by["line"] == Counter(
+        {"/x/env/a.py:f:3": 20.0, "/x/env/b.py:g:7": 10.0, UNKNOWN: 5.0, "(not in the module)": 2.0}
+    )
+    assert by["function"]["/x/env/a.py:f"] == 20.0
+    assert by["file"]["/x/env/b.py"] == 10.0
+    assert sum(by["instruction"].values()) == 37.0
+    assert "while.2 (while)" not in by["instruction"]
+
+
+def test_trace_events_are_summed_per_instruction_of_the_module(tmp_path: Path) -> None:
+    """Complete events of the named module are summed by ``hlo_op``; other modules, other phases
+    and events without an op are ignored."""
+    events = [
+        {"ph": "X", "dur": 4.0, "name": "f", "args": {"hlo_module": "jit_rollout", "hlo_op": "f"}},
+        {"ph": "X", "dur": 6.0, "name": "f", "args": {"hlo_module": "jit_rollout", "hlo_op": "f"}},
+        {"ph": "X", "dur": 9.0, "name": "f", "args": {"hlo_module": "jit_other", "hlo_op": "f"}},
+        {"ph": "B", "dur": 9.0, "name": "g", "args": {"hlo_module": "jit_rollout", "hlo_op": "g"}},
+        {"ph": "X", "dur": 9.0, "name": "h", "args": {"hlo_module": "jit_rollout"}},
+    ]
+    folder = tmp_path / "plugins" / "profile" / "run"
+    folder.mkdir(parents=True)
+    with gzip.open(folder / "host.trace.json.gz", "wt") as stream:
+        json.dump({"traceEvents": events}, stream)
+    assert thunk_times_us(str(tmp_path), "jit_rollout") == Counter({"f": 10.0})
+    with pytest.raises(RuntimeError, match="no Perfetto trace"):
+        thunk_times_us(str(tmp_path / "empty"), "jit_rollout")
+
+
+@pytest.mark.parametrize("argv", [["--step", "scan"], ["--num-envs", "0"], ["--out", "profile.txt"]])
+def test_bad_flags_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Bad flags stop before anything is compiled: exit 2 and a one-line message."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
