@@ -1,12 +1,17 @@
 """``step_batch`` (``env/batched_step.py``) is ``vmap(env.step)``: the same next jobs, episode ends,
 observations, rewards and ``info``, on steps with fewer finished jobs than reset slots (one round of
 resets), with more (several rounds) and with a slot for every env (no loop); the scalar-reward
-wrapper scalarises each env's reward; the trainer steps its envs with it."""
+wrapper scalarises each env's reward; the trainer steps its envs with it; a batch split over devices
+runs it on each device's share."""
 
 from __future__ import annotations
 
 import functools
+import json
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -20,6 +25,7 @@ from slamorl_jax.env import JobAllocationEnv, ScalarRewardWrapper
 from slamorl_jax.env.batched_step import default_reset_slots, has_step_batch
 from tests.learner_fixtures import TINY, env_params_for
 from tests.test_env_api import assert_trees_close, with_epochs
+from tests.test_sharding import REPO_ROOT, TIMEOUT_S, worker_env
 
 NUM_ENVS = 24
 RESET_SLOTS = 8
@@ -139,3 +145,21 @@ def test_trainer_steps_with_step_batch(env: JobAllocationEnv, monkeypatch: pytes
     state = jax.eval_shape(trainer.init, jax.random.key(0), env_params)
     jax.eval_shape(trainer._rollout, state, env_params)
     assert calls == [TINY.num_envs]
+
+
+def test_a_batch_split_over_devices_steps_each_share_with_step_batch() -> None:
+    """On 4 fake devices ``step_envs`` with the mesh runs ``step_batch`` per device under
+    ``shard_map`` and gives the single-device step's outputs, including on steps where one device's
+    share ended more jobs than its reset slot (``sharded_step_worker.py``)."""
+    result = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parent / "sharded_step_worker.py")],
+        cwd=REPO_ROOT,
+        env=worker_env(4),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    record = json.loads(result.stdout.strip().splitlines()[-1])
+    assert record["devices"] == 4 and record["shard_map"]
+    assert record["most_ended_on_one_device"] > 1  # 8 envs a device, one reset slot each

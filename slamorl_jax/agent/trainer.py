@@ -123,12 +123,9 @@ class Trainer:
 
     def _step_envs(self, keys: jax.Array, env_state: Any, actions: jax.Array, env_params: EnvParams) -> tuple:
         """One step of every env: the env's ``step_batch`` (fresh jobs built only where one ended,
-        ``env/batched_step.py``) when it has one and the batch is on one device, else ``vmap(step)``
-        (a batch split over devices keeps every env's reset on its own device, with no gather of the
-        finished jobs across them)."""
-        if self.mesh is None or self.mesh.size == 1:
-            return step_envs(self.env, keys, env_state, actions, env_params)
-        return jax.vmap(self.env.step, in_axes=(0, 0, 0, None))(keys, env_state, actions, env_params)
+        ``env/batched_step.py``) when it has one, on each device's share of the batch when it is
+        split over the mesh; else ``vmap(step)``."""
+        return step_envs(self.env, keys, env_state, actions, env_params, mesh=self.mesh)
 
     def _split(self, tree: Any, axis: int = 0) -> Any:
         """``tree``'s env-batch axis split over the mesh (a no-op without one)."""

@@ -12,8 +12,9 @@ each env's next job comes from its own key's reset uniforms, so the result is ``
 the same jobs, actions' effects and episode ends (``tests/test_batched_step.py`` checks this, to
 float32 rounding: XLA may round a fused expression differently in the two programs).
 
-The trainer steps its envs with it (``agent/trainer.py``); ``benchmarks/env_throughput.py`` times it
-beside ``vmap(env.step)``.
+The trainer steps its envs with it through :func:`step_envs` (``agent/trainer.py``), on each
+device's share of the batch when the batch is split over devices; ``benchmarks/env_throughput.py``
+times it beside ``vmap(env.step)``.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
+from jax.sharding import Mesh, PartitionSpec
 
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
+from slamorl_jax.sharding import ENV_AXIS
 
 if TYPE_CHECKING:
     from slamorl_jax.env.job_env import JobAllocationEnv
@@ -58,12 +61,29 @@ def step_envs(
     action: jax.Array,
     params: Any,
     reset_slots: int | None = None,
+    mesh: Mesh | None = None,
 ) -> tuple:
     """One step of a batch of ``env``: its ``step_batch`` where its class has one
-    (:func:`has_step_batch`), else ``vmap(env.step)`` (``reset_slots`` is then unused)."""
-    if has_step_batch(env):
+    (:func:`has_step_batch`), else ``vmap(env.step)`` (``reset_slots`` is then unused).
+
+    With a ``mesh`` of more than one device (the env batch split over its one axis,
+    ``slamorl_jax.sharding``), each device runs ``step_batch`` on its own share under
+    ``jax.shard_map``: the finished jobs are found and rebuilt where they live, with nothing
+    gathered across devices, and ``reset_slots`` (default: :func:`default_reset_slots` of the share)
+    counts per device. Every env's result is the one of a single device's step, to float32 rounding.
+    """
+    if not has_step_batch(env):
+        return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+    if mesh is None or mesh.size == 1:
         return env.step_batch(keys, state, action, params, reset_slots)
-    return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+    batch = PartitionSpec(ENV_AXIS)
+    per_device = jax.shard_map(
+        lambda k, s, a, p: env.step_batch(k, s, a, p, reset_slots),
+        mesh=mesh,
+        in_specs=(batch, batch, batch, PartitionSpec()),
+        out_specs=batch,
+    )
+    return per_device(keys, state, action, params)
 
 
 def _select_rows(take: jax.Array, new: Any, old: Any) -> Any:
