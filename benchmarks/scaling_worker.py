@@ -5,7 +5,8 @@
 Measures, over every device this process sees (1-D mesh, env batch split, as training runs):
 
 * ``env``: one jitted call resets ``N`` envs and scans ``S`` random-action steps (the harness of
-  ``env_throughput.py``, with the env batch constrained to the mesh); env steps/s.
+  ``env_throughput.py``, with the env batch constrained to the mesh), stepped as the trainer steps
+  them (``batched_step.step_envs``: ``step_batch`` on each device's share); env steps/s.
 * ``train``: one jitted chunk of ``updates_per_chunk`` PPO updates of the default learner at
   ``num_envs = N`` (``slamorl_jax.learner_jit``); env steps/s of training.
 
@@ -36,6 +37,7 @@ from benchmarks.env_throughput import default_steps
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.env import JobAllocationEnv, scenario_params
+from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.learner_jit import jit_learner, replicate
 from slamorl_jax.sharding import constrain_batch, env_mesh
 
@@ -54,7 +56,7 @@ def sharded_rollout(env: JobAllocationEnv, mesh: jax.sharding.Mesh, num_envs: in
             actions = constrain_batch(jax.random.randint(action_key, (num_envs,), 0, env.num_actions), mesh)
             keys = constrain_batch(jax.random.split(step_key, num_envs), mesh)
             obs, state, reward, _, _, _ = constrain_batch(
-                jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, actions, params), mesh
+                step_envs(env, keys, state, actions, params, mesh=mesh), mesh
             )
             return (obs, state, total + jnp.sum(reward)), None
 
