@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from slamorl_jax.cli_args import fail
+from slamorl_jax.cli_args import bounded, fail
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -224,3 +224,10 @@ def parse_and_report(
     args.out = Path(args.out)
     check_out_path(args.out, parser.prog)
     report(args, run, to_markdown)
+
+
+def add_job_flags(parser: argparse.ArgumentParser, episodes: int, seed: int = 0, most: int = 1 << 20) -> None:
+    """A benchmark's ``--episodes`` (fresh jobs per scenario, default ``episodes``, at most
+    ``most``) and ``--seed`` (the jobs' seed, default ``seed``)."""
+    parser.add_argument("--episodes", type=bounded(int, 1, most), default=episodes, help="jobs per scenario")
+    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=seed, help="job seed")

@@ -56,7 +56,7 @@ import math
 import jax
 import numpy as np
 
-from benchmarks.common import check_out_path, machine_info, markdown_table, report
+from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded
@@ -274,17 +274,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(
         prog="python -m benchmarks.exploration_overhead", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 20), default=1024, help="jobs per scenario")
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="job seed")
+    add_job_flags(parser, episodes=1024)
     parser.add_argument("--epochs", type=bounded(int, 1, 1000), default=EARLY_EPOCHS, help="early epochs N")
     parser.add_argument("--history_jobs", type=bounded(int, 1, 1 << 20), default=2048, help="store size")
     parser.add_argument("--train_updates", type=bounded(int, 0, 10_000), default=30, help="0 skips training")
     parser.add_argument("--train_envs", type=bounded(int, 4, 1 << 16), default=64, help="jobs per update")
     parser.add_argument("--checkpoint", default="checkpoints/default", help="the policy")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
-    args = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 
 
 if __name__ == "__main__":

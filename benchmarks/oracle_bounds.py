@@ -38,9 +38,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import check_out_path, machine_info, markdown_table, report
+from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from benchmarks.target_grid import SCENARIO_FIGURE, against_oracle
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.cli_args import OneLineArgumentParser
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import NUM_MOVES
 from slamorl_jax.env.actions import NO_OP_ACTION
@@ -155,12 +155,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(
         prog="python -m benchmarks.oracle_bounds", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 20), default=2048, help="jobs per scenario")
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="job seed")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
-    args = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    add_job_flags(parser, episodes=2048)
+    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 
 
 if __name__ == "__main__":

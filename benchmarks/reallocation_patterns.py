@@ -28,9 +28,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import machine_info, markdown_table, parse_and_report
+from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.cli_args import OneLineArgumentParser
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
@@ -136,8 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--checkpoint", default="checkpoints/default")
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
-    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=512)
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=1)
+    add_job_flags(parser, episodes=512, seed=1, most=1 << 16)
     parse_and_report(parser, argv, "benchmarks/results/reallocation_patterns.json", run, to_markdown)
 
 

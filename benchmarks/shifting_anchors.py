@@ -27,8 +27,8 @@ import argparse
 import jax
 import numpy as np
 
-from benchmarks.common import machine_info, markdown_table, parse_and_report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from slamorl_jax.cli_args import OneLineArgumentParser
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import scenario_params
@@ -112,8 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(
         prog="python -m benchmarks.shifting_anchors", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=1024)
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
+    add_job_flags(parser, episodes=1024, most=1 << 16)
     parse_and_report(parser, argv, "benchmarks/results/shifting_anchors.json", run, to_markdown)
 
 

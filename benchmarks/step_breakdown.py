@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import check_out_path, format_rate, machine_info, markdown_table, report
+from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report
 from benchmarks.env_throughput import PerEnvStep, measure_jax
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import JobAllocationEnv
@@ -174,10 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--steps", type=bounded(int, 1, 100_000), default=256, help="scan steps per call")
     parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=5, help="timed calls per variant")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
-    args: argparse.Namespace = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 
 
 if __name__ == "__main__":

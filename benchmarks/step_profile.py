@@ -41,7 +41,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import jax
 
-from benchmarks.common import REPO_ROOT, check_out_path, machine_info, markdown_table, report
+from benchmarks.common import REPO_ROOT, machine_info, markdown_table, parse_and_report
 from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded
@@ -154,10 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=64, help="steps profiled")
     parser.add_argument("--step", choices=("batch", "vmap"), default="batch", help="step_batch or vmap(step)")
     parser.add_argument("--top", type=bounded(int, 1, 1000), default=20, help="rows per table")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
-    args: argparse.Namespace = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import check_out_path, machine_info, markdown_table, report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from slamorl_jax.cli_args import OneLineArgumentParser
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import NUM_TARGET_GPUS, target_cpus
 from slamorl_jax.env.scenarios import with_preference, with_scenario
@@ -123,15 +123,11 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(
         prog="python -m benchmarks.target_grid", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 20), default=2048, help="jobs per scenario")
+    add_job_flags(parser, episodes=2048)
     parser.add_argument(
         "--grids", type=parse_grids, default=parse_grids(DEFAULT_GRIDS), help="CPUs-per-GPU grids"
     )
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="job seed")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
-    args = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 
 
 if __name__ == "__main__":

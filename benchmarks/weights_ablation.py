@@ -27,9 +27,9 @@ import argparse
 
 import jax
 
-from benchmarks.common import check_out_path, machine_info, markdown_table, report
+from benchmarks.common import add_job_flags, check_out_path, machine_info, markdown_table, report
 from benchmarks.training_seeds import spread
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
+from slamorl_jax.cli_args import OneLineArgumentParser, fail
 from slamorl_jax.env.scenarios import SCENARIOS
 
 BASELINE = "static"
@@ -151,8 +151,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument("--runs", action="append", required=True, help="form=run[,run...] (repeat)")
     parser.add_argument("--scenarios", default="conflict,shifting", help="comma-separated scenarios")
-    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=1024)
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
+    add_job_flags(parser, episodes=1024, most=1 << 16)
     parser.add_argument("--out", default="benchmarks/results/weights_ablation.json")
     args = parser.parse_args(argv)
     args.out = Path(args.out)
