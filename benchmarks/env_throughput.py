@@ -49,7 +49,8 @@ from benchmarks.scaling import TARGET_VS_PYTHON  # issue 10 on a CPU (1000x is t
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
 from slamorl_jax.env.batched_step import step_envs
-from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, run_random_steps
+from slamorl_jax.env.python_job import PythonJob
+from slamorl_jax.env.python_uniforms import NumpyUniforms, run_random_steps
 
 DEFAULT_NUM_ENVS = (1, 64, 4096, 65536, 262144)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_throughput.json"

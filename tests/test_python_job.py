@@ -54,7 +54,8 @@ from slamorl_jax.env import (
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS, NUM_TARGETS
 from slamorl_jax.env.params import with_values
-from slamorl_jax.env.python_job import NumpyUniforms, PythonJob, action_count, run_random_steps
+from slamorl_jax.env.python_job import PythonJob, action_count
+from slamorl_jax.env.python_uniforms import NumpyUniforms, run_random_steps
 from slamorl_jax.env.shifts import SHIFT_KINDS
 
 RTOL = 1e-4

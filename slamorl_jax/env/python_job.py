@@ -6,7 +6,8 @@ from the model's formulas (DESIGN.md §3) with Python floats, ``math`` and loops
 functions. Given the same uniforms (slot layout in :mod:`slamorl_jax.env.draws`) it replays the episode
 of ``reset_from_draws`` / ``step_from_draws``, so the tests use it as an independent oracle of the JAX
 env, and ``benchmarks/env_throughput.py`` times it, drawing its uniforms with NumPy
-(:class:`NumpyUniforms`), as the single-job loop the vectorised env is measured against.
+(``python_uniforms.py``), as the single-job loop the vectorised env is measured against. Its
+parameters are read into Python numbers by ``python_params.py``.
 
 What it re-writes from the formulas (nothing of it imported): the job model (epoch time, throughput,
 utilisation, memory, price, and the compute and sync shares, each computed directly), each job's
@@ -47,23 +48,27 @@ import numpy as np
 
 from slamorl_jax.env import draws as d
 from slamorl_jax.env import shifts
-from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_TARGET_CPUS_PER_GPU, NUM_TARGETS
+from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_TARGETS
 from slamorl_jax.env.actions import CPU_STEP_DELTAS, GPU_DELTAS
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
-from slamorl_jax.env.derived import DERIVED_FIELDS
 from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.forecast import EPOCHS_LEFT_SCALE, RATIO_CAP
 from slamorl_jax.env.job_truth import MAX_DEVIATION_SD
 from slamorl_jax.env.observation import NUM_PAPER_FEATURES
 from slamorl_jax.env.online_model import MIN_SPREAD, ROUNDING
 from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, WEIGHT_MODES, EnvParams
+from slamorl_jax.env.python_params import (
+    HostParams,
+    JobOnCluster,
+    clip_allocation,
+    cpu_supply,
+    f32,
+    on_cpu_lattice,
+)
 
 Info = dict[str, Any]
 _LOGISTIC_SCALE = float(np.float32(math.sqrt(3.0) / math.pi))
 _DELTAS = tuple(zip(GPU_DELTAS.tolist(), CPU_STEP_DELTAS.tolist(), strict=True))  # (GPUs, CPU steps)
-# The derived tables read (module docstring); the others are left out of ``HostParams.values``.
-READ_DERIVED = ("fastest_epoch_s", "cheapest_epoch_usd", "fastest_shares", "cheapest_shares")
-UNREAD_DERIVED = tuple(name for name in DERIVED_FIELDS if name not in READ_DERIVED)
 INF = float("inf")
 # ``EnvState`` fields that are plain attributes of a ``PythonJob`` (``state_dict``).
 _STATE_FIELDS = (
@@ -81,23 +86,6 @@ def action_count(action_set: str) -> int:
     return NUM_MOVES + (NUM_TARGETS if action_set == "targets" else 0)
 
 
-def _f32(x: float) -> float:
-    """``x`` rounded to float32 (one float64 op then this equals the float32 op, for + - * /)."""
-    return float(np.float32(x))
-
-
-def _host(x: Any) -> Any:
-    """A concrete params leaf as Python scalars or nested lists."""
-    return np.asarray(x).tolist()
-
-
-def _cdf_thresholds(probs: Any) -> tuple[float, ...]:
-    """The float32 cumulative probabilities (all but the last) that an inverse-CDF draw compares with."""
-    p = np.asarray(probs, dtype=np.float32)
-    cdf = np.cumsum(p / np.sum(p, dtype=np.float32), dtype=np.float32)
-    return tuple(float(c) for c in cdf[:-1])
-
-
 def _categorical(u: float, thresholds: tuple[float, ...]) -> int:
     """Inverse-CDF index: how many thresholds are <= ``u``."""
     index = 0
@@ -109,7 +97,7 @@ def _categorical(u: float, thresholds: tuple[float, ...]) -> int:
 
 def _uniform_int(u: float, low: int, high: int) -> int:
     """Integer uniform on ``[low, high]`` (the product rounded to float32, as in the JAX env)."""
-    return min(low + math.floor(_f32(u * (high - low + 1))), high)
+    return min(low + math.floor(f32(u * (high - low + 1))), high)
 
 
 def _logistic(u: float) -> float:
@@ -118,143 +106,9 @@ def _logistic(u: float) -> float:
     return math.log(u / (1.0 - u)) * _LOGISTIC_SCALE
 
 
-def _cpu_supply(cpus_per_gpu: float, c_sat: float, p: float) -> float:
-    """Synergy's fraction of the GPU-bound rate that the data-loading CPUs sustain."""
-    return math.exp(-math.log1p((c_sat / max(cpus_per_gpu, 1e-6)) ** p) / p)
-
-
 def _round_half_even(x: float) -> int:
     """``x`` rounded to the nearest integer, halves to even (as ``jnp.round``)."""
     return round(float(x))
-
-
-def _clip(v: dict[str, Any], gpus: int, cpus: int) -> tuple[int, int]:
-    """Allocation clipped to the cluster of ``v``, CPUs snapped down to the ``cpu_step`` lattice."""
-    step = v["cpu_step"]
-    gpus = min(max(gpus, 1), v["max_gpus"])
-    cap = -(-gpus // v["gpus_per_node"]) * v["cpus_per_node"] // step * step
-    return gpus, min(max(cpus // step * step, step), cap)
-
-
-def _on_cpu_lattice(v: dict[str, Any], gpus: int, cpus_per_gpu: float) -> int:
-    """``round(gpus x cpus_per_gpu / cpu_step) x cpu_step`` with the JAX env's float32 rounding."""
-    step = v["cpu_step"]
-    return round(_f32(_f32(cpus_per_gpu * gpus) / step)) * step
-
-
-@dataclasses.dataclass(frozen=True)
-class JobOnCluster:
-    """Constants of one (workload, GPU type) pair on the cluster: the Python ``JobConstants``."""
-
-    samples_per_epoch: float
-    local_batch: float
-    data_parallel: bool
-    compute_s: float
-    sync_local: tuple[float, float]  # alpha, beta scaled to this cluster's links
-    sync_node: tuple[float, float]
-    sync_two_node_factor: float  # inter-node term x this on exactly two nodes
-    gamma: float
-    c_sat: float
-    cpu_p: float
-    supply_at_calibration: float
-    gpu_price: float
-
-    def deviated(self, compute: float, sync: float) -> JobOnCluster:
-        """These constants with compute time x ``exp(compute)`` and every sync term x ``exp(sync)``."""
-        c, s = math.exp(compute), math.exp(sync)
-        return dataclasses.replace(
-            self,
-            compute_s=self.compute_s * c,
-            sync_local=(self.sync_local[0] * s, self.sync_local[1] * s),
-            sync_node=(self.sync_node[0] * s, self.sync_node[1] * s),
-        )
-
-
-@dataclasses.dataclass(frozen=True)
-class HostParams:
-    """Concrete ``EnvParams`` as Python numbers, with the tables the job generator reads precomputed."""
-
-    values: dict[str, Any]  # every field of EnvParams as Python numbers (derived: READ_DERIVED only)
-    jobs: tuple[tuple[JobOnCluster, ...], ...]  # workload profiles [workload][gpu type]
-    workload_cdf: tuple[float, ...]
-    gpu_type_cdf: tuple[float, ...]
-    scenario_cdf: tuple[float, ...]
-    requested_gpu_cdf: tuple[tuple[float, ...], ...]  # per workload
-    cpus_per_gpu_cdf: tuple[float, ...]
-    init_mix_cdf: tuple[float, ...]
-    kind_preferences: tuple[tuple[float, ...], ...]
-    opposed_preferences: tuple[tuple[float, ...], ...]
-    shift_cdf: tuple[float, ...]
-    fixed_preference: tuple[float, ...]  # normalised in float32
-    contention_stationary: float  # float32, as the JAX reset compares it
-    targets: tuple[tuple[int, int], ...]  # clipped (GPUs, CPUs) of every absolute target, GPU-major
-
-    @classmethod
-    def from_env_params(cls, params: EnvParams) -> HostParams:
-        """Read concrete (unbatched) ``params`` once."""
-        v = {
-            f.name: _host(getattr(params, f.name))
-            for f in dataclasses.fields(params)
-            if f.name != "workloads" and f.name not in UNREAD_DERIVED
-        }
-        w = {f.name: _host(getattr(params.workloads, f.name)) for f in dataclasses.fields(params.workloads)}
-        v["max_gpus"] = min(v["max_gpus_per_job"], v["gpus_per_node"] * v["max_nodes"])
-        v["epochs_min"], v["epochs_max"] = w["epochs_min"], w["epochs_max"]
-        local_scale = [cal / v["intra_node_gbps"] for cal in w["calibration_intra_node_gbps"]]
-        node_scale = [cal / v["inter_node_gbps"] for cal in w["calibration_inter_node_gbps"]]
-        jobs = tuple(
-            tuple(
-                JobOnCluster(
-                    samples_per_epoch=w["samples_per_epoch"][i],
-                    local_batch=w["local_batch"][i],
-                    data_parallel=bool(w["data_parallel"][i]),
-                    compute_s=(w["compute_alpha_s"][i] + w["compute_beta_s"][i] * w["local_batch"][i])
-                    / speed,
-                    sync_local=(
-                        w["sync_local_alpha_s"][i] * local_scale[i],
-                        w["sync_local_beta_s"][i] * local_scale[i],
-                    ),
-                    sync_node=(
-                        w["sync_node_alpha_s"][i] * node_scale[i],
-                        w["sync_node_beta_s"][i] * node_scale[i],
-                    ),
-                    sync_two_node_factor=w["sync_two_node_factor"][i],
-                    gamma=w["gamma"][i],
-                    c_sat=w["cpu_c_sat"][i],
-                    cpu_p=w["cpu_p"][i],
-                    supply_at_calibration=_cpu_supply(
-                        w["calibration_cpus_per_gpu"][i], w["cpu_c_sat"][i], w["cpu_p"][i]
-                    ),
-                    gpu_price=v["gpu_price_per_hour"][t],
-                )
-                for t, speed in enumerate(w["compute_speed"][i])
-            )
-            for i in range(len(w["samples_per_epoch"]))
-        )
-        assert len(v["target_cpus_per_gpu"]) == NUM_TARGET_CPUS_PER_GPU
-        targets = tuple(
-            _clip(v, g, _on_cpu_lattice(v, g, x)) for g in v["target_gpus"] for x in v["target_cpus_per_gpu"]
-        )
-        assert len(targets) == NUM_TARGETS
-        fixed = np.asarray(params.fixed_preference, dtype=np.float32)
-        start = np.float32(v["contention_start_prob"])
-        end = np.float32(v["contention_end_prob"])
-        return cls(
-            values=v,
-            jobs=jobs,
-            workload_cdf=_cdf_thresholds(params.workload_probs),
-            gpu_type_cdf=_cdf_thresholds(params.gpu_type_probs),
-            scenario_cdf=_cdf_thresholds(params.scenario_probs),
-            requested_gpu_cdf=tuple(_cdf_thresholds(row) for row in w["requested_gpu_probs"]),
-            cpus_per_gpu_cdf=_cdf_thresholds(params.requested_cpus_per_gpu_probs),
-            init_mix_cdf=_cdf_thresholds(params.init_mix_probs),
-            kind_preferences=tuple(tuple(row) for row in v["kind_preference"]),
-            opposed_preferences=tuple(tuple(row) for row in v["opposed_preference"]),
-            shift_cdf=_cdf_thresholds(params.shift_probs),
-            fixed_preference=tuple((fixed / np.sum(fixed, dtype=np.float32)).tolist()),
-            contention_stationary=float(start / max(start + end, np.float32(1e-9))),
-            targets=targets,
-        )
 
 
 # (epoch time, throughput, GPU util, CPU util, memory used, memory allocated, $/h, compute share,
@@ -371,7 +225,7 @@ class PythonJob:
         # the step time. Each on its own: they sum to 1, but 1 - compute_share loses a small sync share.
         compute_share = (t_comp / t_step) ** c.gamma
         sync_share = (t_sync / t_step) ** c.gamma
-        cpu_scale = _cpu_supply(cpus / replicas, c.c_sat, c.cpu_p) / c.supply_at_calibration
+        cpu_scale = cpu_supply(cpus / replicas, c.c_sat, c.cpu_p) / c.supply_at_calibration
         samples_per_s = replicas * c.local_batch / t_step * cpu_scale
         busy = t_comp / t_step * (cpu_scale if cpu_scale < 1.0 else 1.0)
         gpu_util = _unit(busy * replicas / gpus)
@@ -392,7 +246,7 @@ class PythonJob:
 
     def _clip_allocation(self, gpus: int, cpus: int) -> tuple[int, int]:
         """Allocation clipped to the cluster, CPUs snapped down to the ``cpu_step`` lattice."""
-        return _clip(self._v, gpus, cpus)
+        return clip_allocation(self._v, gpus, cpus)
 
     def _severities_and_weights(
         self, price: float, memory: float, gpu_util: float, cpu_util: float, throughput: float,
@@ -509,7 +363,7 @@ class PythonJob:
         gpus = v["requested_gpu_bins"][_categorical(u[d.REQUESTED_GPUS], p.requested_gpu_cdf[workload])]
         gpus = gpus if profile.data_parallel else 1
         ratio = v["requested_cpus_per_gpu_values"][_categorical(u[d.REQUESTED_CPUS], p.cpus_per_gpu_cdf)]
-        requested = self._clip_allocation(gpus, _on_cpu_lattice(v, gpus, ratio))
+        requested = self._clip_allocation(gpus, on_cpu_lattice(v, gpus, ratio))
         # The user plans with the profile's forecast of the request.
         epoch_time, throughput, _, _, memory, _, price, _, _ = self._epoch_metrics(profile, *requested, False)
         planned_time = epochs * epoch_time
@@ -959,48 +813,3 @@ class PythonJob:
     def allocation(self) -> tuple[int, int]:
         """Current (GPUs, CPUs)."""
         return self.gpus, self.cpus
-
-
-class NumpyUniforms:
-    """Uniforms and random actions for a :class:`PythonJob` from ``numpy.random.default_rng``.
-
-    Draws blocks of rows (one row = ``STEP_DRAWS`` + ``RESET_DRAWS`` uniforms and an action uniform
-    over ``num_actions``, by default the default action set's) and hands them out one step at a time,
-    so the single-job loop pays NumPy's call overhead once per block.
-    """
-
-    def __init__(self, seed: int, block: int = 1024, num_actions: int | None = None) -> None:
-        self.rng = np.random.default_rng(seed)
-        self.block = block
-        self.num_actions = action_count(DEFAULT_ACTION_SET) if num_actions is None else num_actions
-        self._rows: list[list[float]] = []
-        self._actions: list[int] = []
-
-    def reset_draws(self) -> list[float]:
-        """``RESET_DRAWS`` uniforms for a reset."""
-        return self.rng.random(d.RESET_DRAWS).tolist()
-
-    def next_step(self) -> tuple[list[float], list[float], int]:
-        """(step uniforms, reset uniforms, action) for one step."""
-        if not self._rows:
-            self._rows = self.rng.random((self.block, d.STEP_DRAWS + d.RESET_DRAWS)).tolist()
-            self._actions = self.rng.integers(0, self.num_actions, self.block).tolist()
-        row = self._rows.pop()
-        return row[: d.STEP_DRAWS], row[d.STEP_DRAWS :], self._actions.pop()
-
-
-def run_random_steps(job: PythonJob, source: NumpyUniforms, num_steps: int) -> float:
-    """Step ``job`` (already reset) ``num_steps`` times with random actions; the summed reward.
-
-    The actions are uniform over the job's action set (``source.num_actions`` must match it)."""
-    if source.num_actions != job.num_actions:
-        raise ValueError(
-            f"the source draws actions over {source.num_actions}, the job's {job.action_set!r} set has "
-            f"{job.num_actions}"
-        )
-    total = 0.0
-    for _ in range(num_steps):
-        u_step, u_reset, action = source.next_step()
-        _, reward, _, _, _ = job.step(u_step, u_reset, action)
-        total += reward[0] + reward[1] + reward[2]
-    return total
