@@ -147,13 +147,15 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
 
 # The modules that take longest on a cold cache, longest first (``--durations=0`` on 2026-12-02,
 # seconds of test time each: train_cli 97, evaluation 67, env_api 62, env_properties 53, ...;
-# sharding 19 then, about 60 since its two-process test joined the default suite).
+# sharding 19 then, about 60 since its two-process test joined the default suite; batched_step about
+# 40 since its 4-device subprocess test).
 # pytest-xdist's ``loadscope`` hands whole modules to its workers in collection order, so starting
 # the long ones first keeps one worker from running a long module alone at the end.
 LONGEST_MODULES_FIRST = (
     "test_train_cli",
     "test_evaluation",
     "test_sharding",
+    "test_batched_step",
     "test_env_api",
     "test_env_properties",
     "test_shipped_policy",
