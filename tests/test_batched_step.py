@@ -22,7 +22,8 @@ from gymnax.wrappers.purerl import LogWrapper
 
 from slamorl_jax.agent.trainer import make_train
 from slamorl_jax.env import JobAllocationEnv, ScalarRewardWrapper
-from slamorl_jax.env.batched_step import default_reset_slots, has_step_batch
+from slamorl_jax.env import draws as d
+from slamorl_jax.env.batched_step import default_reset_slots, has_step_batch, reset_draws
 from tests.learner_fixtures import TINY, env_params_for
 from tests.test_env_api import assert_trees_close, with_epochs
 from tests.test_sharding import REPO_ROOT, TIMEOUT_S, worker_env
@@ -163,3 +164,11 @@ def test_a_batch_split_over_devices_steps_each_share_with_step_batch() -> None:
     record = json.loads(result.stdout.strip().splitlines()[-1])
     assert record["devices"] == 4 and record["shard_map"]
     assert record["most_ended_on_one_device"] > 1  # 8 envs a device, one reset slot each
+
+
+def test_reset_draws_are_the_slots_after_the_step_draws() -> None:
+    """``reset_draws`` hashes only the reset slots of each key, and gets exactly the values
+    ``env.step`` draws for its auto-reset (the slots after its ``STEP_DRAWS``)."""
+    keys = jax.random.split(jax.random.key(11), 16)
+    every_slot = jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)))(keys)
+    np.testing.assert_array_equal(np.asarray(reset_draws(keys)), np.asarray(every_slot[:, d.STEP_DRAWS :]))

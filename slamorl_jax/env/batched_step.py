@@ -8,7 +8,8 @@ third of a step (``benchmarks/step_breakdown.py``), while a step finishes a few 
 scatters them in, in a ``lax.while_loop`` that takes the next ``reset_slots`` finished envs until
 none is left: one round on almost every step, none on a step that finished no job, more when many
 jobs end at once (for example just after a synchronised reset of jobs of equal length). Either way
-each env's next job comes from its own key's reset uniforms, so the result is ``vmap(env.step)``'s:
+each env's next job comes from its own key's reset uniforms (hashed for the envs being reset only:
+``draws.uniforms`` computes any range of a key's slots), so the result is ``vmap(env.step)``'s:
 the same jobs, actions' effects and episode ends (``tests/test_batched_step.py`` checks this, to
 float32 rounding: XLA may round a fused expression differently in the two programs).
 
@@ -93,17 +94,23 @@ def _select_rows(take: jax.Array, new: Any, old: Any) -> Any:
     )
 
 
+def reset_draws(keys: jax.Array) -> jax.Array:
+    """The reset uniforms ``[envs, RESET_DRAWS]`` of a step's keys: the slots after the step draws,
+    the same values ``env.step`` draws for its auto-reset."""
+    return jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.RESET_DRAWS, first=d.STEP_DRAWS)))(keys)
+
+
 def reset_finished(
     env: JobAllocationEnv,
-    u_reset: jax.Array,
+    keys: jax.Array,
     done: jax.Array,
     next_state: EnvState,
     params: EnvParams,
     reset_slots: int,
 ) -> EnvState:
-    """``next_state`` with every env flagged ``done`` replaced by ``env.reset_from_draws`` of its row
-    of ``u_reset`` (``[envs, RESET_DRAWS]``), fresh jobs built ``reset_slots`` at a time (module
-    docstring)."""
+    """``next_state`` with every env flagged ``done`` replaced by ``env.reset_from_draws`` of the
+    reset uniforms of its key (:func:`reset_draws`), fresh jobs built ``reset_slots`` at a time
+    (module docstring). The uniforms are drawn for the envs being reset only."""
     num_envs = done.shape[0]
     reset_batch = jax.vmap(env.reset_from_draws, in_axes=(0, None))
 
@@ -112,12 +119,12 @@ def reset_finished(
         # The first reset_slots envs still waiting; past them the index num_envs, out of bounds, so
         # their scatter is dropped.
         (rows,) = jnp.nonzero(waiting, size=reset_slots, fill_value=num_envs)
-        fresh = reset_batch(u_reset[jnp.minimum(rows, num_envs - 1)], params)
+        fresh = reset_batch(reset_draws(keys[jnp.minimum(rows, num_envs - 1)]), params)
         state = jax.tree.map(lambda old, new: old.at[rows].set(new, mode="drop"), state, fresh)
         return state, waiting.at[rows].set(False, mode="drop")
 
     if reset_slots >= num_envs:
-        return _select_rows(done, reset_batch(u_reset, params), next_state)
+        return _select_rows(done, reset_batch(reset_draws(keys), params), next_state)
     return jax.lax.while_loop(lambda carry: jnp.any(carry[1]), some_envs, (next_state, done))[0]
 
 
@@ -135,11 +142,11 @@ def step_batch(
     slots = default_reset_slots(num_envs) if reset_slots is None else reset_slots
     if slots < 1:
         raise ValueError(f"reset_slots must be >= 1, got {slots}")
-    u = jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)))(keys)
+    u_step = jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.STEP_DRAWS)))(keys)
     advance = jax.vmap(env.advance_from_draws, in_axes=(0, 0, 0, None))
-    next_state, reward, terminated, truncated, info = advance(u[:, : d.STEP_DRAWS], state, action, params)
+    next_state, reward, terminated, truncated, info = advance(u_step, state, action, params)
     done = jnp.logical_or(terminated, truncated)
-    state_out = reset_finished(env, u[:, d.STEP_DRAWS :], done, next_state, params, slots)
+    state_out = reset_finished(env, keys, done, next_state, params, slots)
     finish = jax.vmap(env.finish_step, in_axes=(0, 0, 0, 0, 0, None))
     obs, info = finish(state_out, next_state, terminated, truncated, info, params)
     return obs, state_out, reward, terminated, truncated, info

@@ -60,8 +60,10 @@ def key_words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     return data[..., 0], data[..., -1]
 
 
-def uniforms(key: jax.Array, count: int) -> tuple[jax.Array, ...]:
-    """``count`` float32 uniforms in [0, 1) (24-bit grid) hashed from the key's 64 bits.
+def uniforms(key: jax.Array, count: int, first: int = 0) -> tuple[jax.Array, ...]:
+    """``count`` float32 uniforms in [0, 1) (24-bit grid) hashed from the key's 64 bits: the key's
+    slots ``first`` to ``first + count - 1`` (each slot is hashed on its own, so a caller that needs
+    only the later slots, such as the reset draws after the step draws, computes only those).
 
     A key handed to the environment is already the output of ``jax.random.split`` (or a seed), so
     its words are used as the entropy directly: each slot ``k`` hashes
@@ -74,7 +76,7 @@ def uniforms(key: jax.Array, count: int) -> tuple[jax.Array, ...]:
     w0, w1 = key_words(key)
     scale = jnp.float32(1.0 / (1 << UNIFORM_BITS))
     out = []
-    for k in range(count):
+    for k in range(first, first + count):
         mixed = _mix32((w0 ^ (w1 * jnp.uint32(2 * k + 1))) + jnp.uint32((k * GOLDEN) & 0xFFFFFFFF))
         out.append((mixed >> (32 - UNIFORM_BITS)).astype(jnp.float32) * scale)
     return tuple(out)
