@@ -1,7 +1,7 @@
-"""Where a batched env step's time goes, by the Python function that computes it (XLA:CPU trace).
+"""Where an env step's (or a PPO update's) time goes, by the Python function that computes it (XLA:CPU).
 
-    python -m benchmarks.step_profile [--num-envs 4096] [--steps 64] [--step batch|vmap] [--top 20]
-        [--out benchmarks/results/step_profile.json]
+    python -m benchmarks.step_profile [--program env|train] [--num-envs 4096] [--steps 64]
+        [--step batch|vmap] [--top 20] [--out benchmarks/results/step_profile.json]
 
 The rollout of ``env_throughput`` (reset, then ``lax.scan`` of the batched step with random
 actions) is compiled and run twice, then once under ``jax.profiler.trace``. On a CPU the trace
@@ -20,12 +20,15 @@ left the step's speed where it was (``env_throughput``'s harness, three runs in 
 find the large instructions and where they come from; judge a change by timing it.
 
 ``--step batch`` (default) profiles ``env.step_batch``, the trainer's step; ``--step vmap`` the
-per-env ``step`` under ``vmap``. Writes JSON and a Markdown table beside it.
+per-env ``step`` under ``vmap``. ``--program train`` profiles one jitted chunk of the default
+learner's PPO updates at ``--num-envs`` instead (rollout, GAE and the minibatch passes), charged
+per update. Writes JSON and a Markdown table beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import glob
 import gzip
@@ -44,6 +47,8 @@ import jax
 from benchmarks.common import REPO_ROOT, machine_info, markdown_table, parse_and_report
 from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
@@ -95,8 +100,30 @@ def charge(times_us: Counter[str], sources: dict[str, tuple[str, Counter[str]]])
     return by
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Compile, warm up and profile the rollout; a JSON-ready payload of the charged times."""
+def module_name(hlo_text: str) -> str:
+    """The module name of a compiled program's text (its first line, ``HloModule <name>, ...``)."""
+    first = hlo_text.split("\n", 1)[0].split()
+    if len(first) < 2 or first[0] != "HloModule":
+        raise RuntimeError("the compiled program's text does not start with its HloModule line")
+    return first[1].rstrip(",")
+
+
+def profile(compiled: Any, args: tuple) -> dict[str, Counter[str]]:
+    """Run ``compiled(*args)`` warm, then once under the profiler; its charged times (:func:`charge`)."""
+    for _ in range(WARMUP_CALLS):
+        jax.block_until_ready(compiled(*args))
+    text = compiled.as_text()
+    with tempfile.TemporaryDirectory() as trace_dir:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            jax.block_until_ready(compiled(*args))
+        times = thunk_times_us(trace_dir, module_name(text))
+    if not times:
+        raise RuntimeError("the trace timed no instruction of the program (is this a CPU backend?)")
+    return charge(times, instruction_sources(parse_module(text)))
+
+
+def env_rollout(args: argparse.Namespace) -> tuple[Any, tuple, int]:
+    """The compiled env rollout, its arguments and the env steps it runs."""
     env = JobAllocationEnv()
     params = env.default_params
     stepped = env if args.step == "batch" else PerEnvStep(env)
@@ -104,43 +131,57 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stepped.reset, functools.partial(step_envs, stepped), env.num_actions, args.num_envs, args.steps
     )
     key = jax.random.key(0)
-    compiled = jax.jit(rollout).lower(key, params).compile()
-    for _ in range(WARMUP_CALLS):
-        jax.block_until_ready(compiled(key, params))
-    with tempfile.TemporaryDirectory() as trace_dir:
-        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-            jax.block_until_ready(compiled(key, params))
-        times = thunk_times_us(trace_dir, "jit_rollout")
-    if not times:
-        raise RuntimeError("the trace timed no instruction of the rollout (is this a CPU backend?)")
-    charged = charge(times, instruction_sources(parse_module(compiled.as_text())))
+    return jax.jit(rollout).lower(key, params).compile(), (key, params), args.steps
+
+
+def training_chunk(args: argparse.Namespace) -> tuple[Any, tuple, int]:
+    """The default learner's compiled chunk of updates at ``--num-envs``, its arguments and its
+    updates."""
+    config = dataclasses.replace(TrainConfig(), num_envs=args.num_envs)
+    trainer = make_train(config)
+    env_params = env_params_from_config(config)
+    state = jax.jit(trainer.init)(jax.random.key(config.seed), env_params)
+    compiled = jax.jit(trainer.update_chunk).lower(state, env_params).compile()
+    return compiled, (state, env_params), config.updates_per_chunk
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Compile, warm up and profile the program; a JSON-ready payload of the charged times per
+    env step (``--program env``) or per PPO update (``--program train``)."""
+    compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
+    charged = profile(compiled, call_args)
     total = sum(charged["instruction"].values())
-    per_step = {
-        group: [(name, micros / args.steps / 1e3) for name, micros in counter.most_common()]
+    per_unit = {
+        group: [(name, micros / units / 1e3) for name, micros in counter.most_common()]
         for group, counter in charged.items()
     }
     return {
+        "program": args.program,
         "num_envs": args.num_envs,
         "steps": args.steps,
         "step": args.step,
+        "units": units,
+        "unit": "env step" if args.program == "env" else "PPO update",
         "top": args.top,
-        "total_ms_per_step": total / args.steps / 1e3,
-        "ms_per_step": per_step,
+        "total_ms_per_unit": total / units / 1e3,
+        "ms_per_unit": per_unit,
         "machine": machine_info(),
     }
 
 
 def to_markdown(payload: dict[str, Any]) -> str:
     """One table per group (by file, function, line and instruction), the top rows of each."""
-    total = payload["total_ms_per_step"]
-    sections = [
-        f"Thunk time per step, summed: {total:.3f} ms ({payload['num_envs']} envs, "
-        f"`--step {payload['step']}`, {payload['steps']} steps profiled)."
-    ]
+    total, unit = payload["total_ms_per_unit"], payload["unit"]
+    what = (
+        f"`--step {payload['step']}`, {payload['steps']} steps profiled"
+        if payload["program"] == "env"
+        else f"the default learner, {payload['units']} updates profiled"
+    )
+    sections = [f"Thunk time per {unit}, summed: {total:.3f} ms ({payload['num_envs']} envs, {what})."]
     for group in GROUPS:
-        top = payload["ms_per_step"][group][: payload["top"]]
+        top = payload["ms_per_unit"][group][: payload["top"]]
         rows = [[name, f"{ms:.3f}", f"{ms / total:.1%}"] for name, ms in top]
-        sections.append(f"By {group}:\n\n" + markdown_table([group, "ms per step", "share"], rows))
+        sections.append(f"By {group}:\n\n" + markdown_table([group, f"ms per {unit}", "share"], rows))
     sections.append(f"Machine: {payload['machine']}")
     return "\n\n".join(sections) + "\n"
 
@@ -152,6 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 22), default=4096, help="batch size")
     parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=64, help="steps profiled")
+    parser.add_argument("--program", choices=("env", "train"), default="env", help="env steps or PPO updates")
     parser.add_argument("--step", choices=("batch", "vmap"), default="batch", help="step_batch or vmap(step)")
     parser.add_argument("--top", type=bounded(int, 1, 1000), default=20, help="rows per table")
     parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 
 from benchmarks.hlo_sources import UNKNOWN, instruction_sources, parse_module
-from benchmarks.step_profile import charge, main, thunk_times_us
+from benchmarks.step_profile import charge, main, module_name, thunk_times_us
 
 
 def scaled_exponential(x: jax.Array) -> jax.Array:
@@ -71,7 +71,16 @@ def test_trace_events_are_summed_per_instruction_of_the_module(tmp_path: Path) -
         thunk_times_us(str(tmp_path / "empty"), "jit_rollout")
 
 
-@pytest.mark.parametrize("argv", [["--step", "scan"], ["--num-envs", "0"], ["--out", "profile.txt"]])
+def test_the_module_name_is_read_from_the_compiled_text() -> None:
+    text = jax.jit(scaled_exponential).lower(jnp.zeros((4,), jnp.float32)).compile().as_text()
+    assert module_name(text) == "jit_scaled_exponential"
+    with pytest.raises(RuntimeError, match="HloModule"):
+        module_name("ENTRY %main {}")
+
+
+@pytest.mark.parametrize(
+    "argv", [["--step", "scan"], ["--program", "learner"], ["--num-envs", "0"], ["--out", "profile.txt"]]
+)
 def test_bad_flags_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     """Bad flags stop before anything is compiled: exit 2 and a one-line message."""
     with pytest.raises(SystemExit) as info:
