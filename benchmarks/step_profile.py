@@ -49,7 +49,7 @@ from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
 
@@ -149,6 +149,12 @@ def training_chunk(args: argparse.Namespace) -> tuple[Any, tuple, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Compile, warm up and profile the program; a JSON-ready payload of the charged times per
     env step (``--program env``) or per PPO update (``--program train``)."""
+    if jax.default_backend() != "cpu":
+        fail(
+            f"profiles XLA:CPU's thunks, but JAX runs on {jax.default_backend()}; run it with "
+            "JAX_PLATFORMS=cpu",
+            "python -m benchmarks.step_profile",
+        )
     compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
     charged = profile(compiled, call_args)
     total = sum(charged["instruction"].values())

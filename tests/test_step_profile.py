@@ -87,3 +87,16 @@ def test_bad_flags_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureF
         main(argv)
     assert info.value.code == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_another_backend_is_refused_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The profile reads XLA:CPU's thunks: on another backend it stops with exit 2 and one line
+    saying how to run it, before compiling anything."""
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    with pytest.raises(SystemExit) as info:
+        main(["--out", "unused/profile.json"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "JAX_PLATFORMS=cpu" in err[0]
