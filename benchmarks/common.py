@@ -231,3 +231,23 @@ def add_job_flags(parser: argparse.ArgumentParser, episodes: int, seed: int = 0,
     ``most``) and ``--seed`` (the jobs' seed, default ``seed``)."""
     parser.add_argument("--episodes", type=bounded(int, 1, most), default=episodes, help="jobs per scenario")
     parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=seed, help="job seed")
+
+
+def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: float = 1800) -> dict[str, Any]:
+    """``python -m <module> --child <flags>`` in a process with ``devices`` fake CPU devices (the
+    caller's other XLA flags kept): the last JSON line it prints, or ``{"devices", "error"}`` with the
+    last line of its stderr."""
+    from slamorl_jax.xla_flags import fake_cpu_devices_env
+
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--child", *flags],
+        cwd=REPO_ROOT,
+        env=fake_cpu_devices_env(devices),
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        return {"devices": devices, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(lines[-1])

@@ -42,8 +42,17 @@ from slamorl_jax.learner_jit import jit_learner, replicate
 from slamorl_jax.sharding import constrain_batch, env_mesh
 
 
-def sharded_rollout(env: JobAllocationEnv, mesh: jax.sharding.Mesh, num_envs: int, num_steps: int) -> Any:
-    """``rollout(key, params)``: reset ``num_envs`` envs split over ``mesh``, scan random steps."""
+def sharded_rollout(
+    env: JobAllocationEnv, mesh: jax.sharding.Mesh, num_envs: int, num_steps: int, per_env_step: bool = False
+) -> Any:
+    """``rollout(key, params)``: reset ``num_envs`` envs split over ``mesh``, scan random steps, each
+    a step of the batch as the trainer takes it (``step_envs`` with the mesh), or ``vmap(env.step)``
+    over the whole batch with ``per_env_step``."""
+
+    def step(keys: jax.Array, state: Any, actions: jax.Array, params: Any) -> tuple:
+        if per_env_step:
+            return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, actions, params)
+        return step_envs(env, keys, state, actions, params, mesh=mesh)
 
     def rollout(key: jax.Array, params: Any) -> tuple[jax.Array, jax.Array]:
         reset_key, run_key = jax.random.split(key)
@@ -55,9 +64,7 @@ def sharded_rollout(env: JobAllocationEnv, mesh: jax.sharding.Mesh, num_envs: in
             action_key, step_key = jax.random.split(key)
             actions = constrain_batch(jax.random.randint(action_key, (num_envs,), 0, env.num_actions), mesh)
             keys = constrain_batch(jax.random.split(step_key, num_envs), mesh)
-            obs, state, reward, _, _, _ = constrain_batch(
-                step_envs(env, keys, state, actions, params, mesh=mesh), mesh
-            )
+            obs, state, reward, _, _, _ = constrain_batch(step(keys, state, actions, params), mesh)
             return (obs, state, total + jnp.sum(reward)), None
 
         carry = (obs, state, jnp.zeros((), jnp.float32))

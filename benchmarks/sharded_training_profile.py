@@ -20,7 +20,6 @@ import dataclasses
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -30,9 +29,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import REPO_ROOT, check_out_path, format_rate, markdown_table, report
+from benchmarks.common import check_out_path, format_rate, markdown_table, report, run_in_child
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
-from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sharded_training_profile.json"
 COLLECTIVE = re.compile(
@@ -110,17 +108,12 @@ def measure(num_envs: int, repeats: int, shuffle: str) -> dict[str, Any]:
 
 def run_child(devices: int, args: argparse.Namespace) -> dict[str, Any]:
     """:func:`measure` in a process with ``devices`` fake CPU devices."""
-    env = fake_cpu_devices_env(devices)  # keeps the caller's other XLA flags
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.sharded_training_profile", "--child",
-         f"--num-envs={args.num_envs}", f"--repeats={args.repeats}",
-         f"--minibatch-shuffle={args.minibatch_shuffle}"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"devices": devices, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
-    return json.loads(lines[-1])
+    flags = [
+        f"--num-envs={args.num_envs}",
+        f"--repeats={args.repeats}",
+        f"--minibatch-shuffle={args.minibatch_shuffle}",
+    ]
+    return run_in_child("benchmarks.sharded_training_profile", devices, flags)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
