@@ -3,14 +3,16 @@
     python -m benchmarks.step_breakdown [--num-envs 4096] [--steps 256] [--repeats 5]
         [--out benchmarks/results/step_breakdown.json]
 
-Six variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of the batched step with
+Seven variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of the batched step with
 random actions; compile time apart, warm-up, timed in turns): the env's own ``step`` (the paper's 21
 features and the forecast block); the env's ``step_batch`` (the same step with new jobs built only
 where one ended, ``env/batched_step.py``: what the trainer runs); the same transition and auto-reset
 observed with the paper's 21 features only; the same with no observation at all (a zero vector); and
 the full and the empty observation without the auto-reset (a finished job keeps stepping instead of
-drawing the next one, as ``episodes.step_once`` steps evaluation's jobs). The differences are what
-the forecast block, the paper features and the auto-reset (a whole new job drawn for every env at
+drawing the next one, as ``episodes.step_once`` steps evaluation's jobs), and the full one without
+the auto-reset and without the forecast's ranking (every candidate's projections computed, the
+reductions that pick the suggested one left out, its flags 0). The differences are what the forecast
+block, its ranking, the paper features and the auto-reset (a whole new job drawn for every env at
 every step, kept where one finished) cost; gymnax CartPole-v1 in the same harness is the yardstick
 of ``env_throughput``. It also reports the fraction of jobs that end per step (what sizes
 ``batched_step.RESET_SLOT_FRACTION``). Writes JSON and a Markdown table beside it.
@@ -23,6 +25,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -35,8 +38,9 @@ import numpy as np
 from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report
 from benchmarks.env_throughput import PerEnvStep, measure_jax
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
-from slamorl_jax.env import JobAllocationEnv
+from slamorl_jax.env import JobAllocationEnv, forecast
 from slamorl_jax.env import draws as d
+from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.observation import observe, paper_features
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
@@ -79,6 +83,19 @@ class WithoutReset(ObservedWith):
         """``JobAllocationEnv.step_env`` with this observation, the episode's end flagged only."""
         _, next_state, reward, terminated, done, info = self.advance(key, state, action, params)
         return self.observe(next_state, params), next_state, reward, terminated, done, info
+
+
+def no_ranking(state: EnvState, params: EnvParams, *_: object) -> tuple[jax.Array, jax.Array]:
+    """``forecast.suggestion`` with nothing ranked: no candidate flagged."""
+    return jnp.zeros((), jnp.float32), jnp.zeros((NUM_TARGETS,), jnp.float32)
+
+
+def observe_without_ranking(state: EnvState, params: EnvParams) -> jax.Array:
+    """The full observation with the forecast's ranking left out (its flags 0): traced with
+    ``forecast.suggestion`` swapped for :func:`no_ranking`, so the projections are computed as in
+    the env and only the ranking's reductions are missing."""
+    with mock.patch.object(forecast, "suggestion", no_ranking):
+        return observe(state, params)
 
 
 def no_observation(state: EnvState, params: EnvParams) -> jax.Array:
@@ -130,6 +147,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "paper features only": (ObservedWith(env, paper_features), params, env.num_actions),
         "no observation": (ObservedWith(env, no_observation), params, env.num_actions),
         "full observation, no reset": (WithoutReset(env, observe), params, env.num_actions),
+        "no ranking, no reset": (WithoutReset(env, observe_without_ranking), params, env.num_actions),
         "no observation, no reset": (WithoutReset(env, no_observation), params, env.num_actions),
     }
     rows = [measure_jax(variants, n, args.steps, args.repeats) for n in args.num_envs]
