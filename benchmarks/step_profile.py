@@ -10,13 +10,14 @@ its HLO instruction; ``hlo_sources.py`` maps each instruction to the lines of Py
 were traced from. An instruction's time is split evenly over the operations fused into it, so a
 function's figure is an estimate: XLA may fuse one function's work into another's loop, and every
 fused operation does not cost the same. Control-flow instructions (``while``) are not charged; the
-thunks of their bodies are. Times are per step, summed over the thunks (the CPU runtime may run two
+thunks of their bodies are. Times are per unit, summed over the thunks (the CPU runtime may run two
 thunks at once, so the sum can exceed the wall time); the profiler slows a run down, so read the
-shares, and time steps with ``env_throughput`` or ``step_breakdown``. The profiler's cost per
-thunk also inflates the many small thunks (a step runs hundreds) against the few large ones, and
-an operation's share is not what removing it would save: on 0a03a90, computing the targets'
-prices without the per-job list-price lookup moved 5 % of the charged time off ``lookup.py`` and
-left the step's speed where it was (``env_throughput``'s harness, three runs in turn). Use it to
+shares per unit of work (env step or update), and time steps with ``env_throughput`` or
+``step_breakdown``. The profiler's cost per thunk may also weigh the many small thunks (a step runs
+hundreds) against the few large ones, and an operation's share is not what removing it would save:
+on 0a03a90, computing the targets' prices without the per-job list-price lookup moved 5 % of the
+charged time off ``lookup.py`` and left the step's speed where it was (``env_throughput``'s
+harness, five runs in turn). Use it to
 find the large instructions and where they come from; judge a change by timing it.
 
 ``--step batch`` (default) profiles ``env.step_batch``, the trainer's step; ``--step vmap`` the
