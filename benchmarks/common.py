@@ -251,3 +251,25 @@ def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: flo
     if done.returncode != 0 or not lines:
         return {"devices": devices, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
     return json.loads(lines[-1])
+
+
+def child_or_report(
+    parser: argparse.ArgumentParser,
+    argv: list[str] | None,
+    default_out: str,
+    measure: Callable[[argparse.Namespace], dict[str, Any]],
+    run: Callable[[argparse.Namespace], dict[str, Any]],
+    to_markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """The two sides of a benchmark that measures in child processes (:func:`run_in_child`): adds
+    the hidden ``--child`` flag, and ``--out`` as :func:`parse_and_report` does; parses ``argv``.
+    A child prints ``measure(args)`` as one JSON line; the parent checks ``--out`` and reports."""
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=default_out, help="JSON output (Markdown beside it)")
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(measure(args)), flush=True)
+        return
+    args.out = Path(args.out)
+    check_out_path(args.out, parser.prog)
+    report(args, run, to_markdown)

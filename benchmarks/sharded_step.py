@@ -16,7 +16,6 @@ Markdown table beside it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,13 +25,12 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 from benchmarks.common import (
     Timing,
-    check_out_path,
+    child_or_report,
     compile_timed,
     format_rate,
     interleaved_timings,
     machine_info,
     markdown_table,
-    report,
     run_in_child,
 )
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
@@ -106,14 +104,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 22), default=4096, help="envs in all")
     parser.add_argument("--steps", type=bounded(int, 1, 100_000), default=64, help="scan steps per call")
     parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=9, help="timed calls per step")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(measure(args.num_envs, args.steps, args.repeats)), flush=True)
-        return
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    child_or_report(
+        parser, argv, str(DEFAULT_OUT), lambda a: measure(a.num_envs, a.steps, a.repeats), run, to_markdown
+    )
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import os
 import re
 import sys
@@ -29,7 +28,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import check_out_path, format_rate, markdown_table, report, run_in_child
+from benchmarks.common import child_or_report, format_rate, markdown_table, run_in_child
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sharded_training_profile.json"
@@ -180,14 +179,14 @@ def main() -> None:
     parser.add_argument("--num-envs", type=bounded(int, 1, 2**22), default=1024)
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)
     parser.add_argument("--minibatch-shuffle", choices=("global", "per_env"), default="global")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.child:
-        print(json.dumps(measure(args.num_envs, args.repeats, args.minibatch_shuffle)), flush=True)
-        return
-    check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+    child_or_report(
+        parser,
+        None,
+        str(DEFAULT_OUT),
+        lambda a: measure(a.num_envs, a.repeats, a.minibatch_shuffle),
+        run,
+        to_markdown,
+    )
 
 
 if __name__ == "__main__":
