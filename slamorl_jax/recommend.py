@@ -16,7 +16,10 @@ forecast ranks first (``"source": "forecast"``; the start ``evaluate`` reports a
 answers with the allocation of the store's nearest record (``"source": "history"``, the record and
 its distance; a job that has run epochs gets the policy's answer as usual), and ``--probe_plan``
 answers with the probe runs to make first; reported back as the job's ``probes``, they feed the
-online model the policy's forecasts use.
+online model the policy's forecasts use. ``--suggest_slas`` answers a new job whose user left out
+its deadline, budget or minimum throughput (``deadline_s`` and ``budget_usd`` may then be missing)
+with targets for them from the forecast's first choice, with the reference code's margins
+(``slamorl_jax.live_slas``), and that allocation.
 """
 
 from __future__ import annotations
@@ -80,16 +83,28 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="for a new job: the allocation the profile's forecast ranks first",
     )
+    parser.add_argument(
+        "--suggest_slas",
+        action="store_true",
+        help="for a new job: deadline, budget and minimum throughput from the forecast, for those left out",
+    )
     args = parser.parse_args(argv)
-    if (args.history is not None) + args.probe_plan + args.forecast_start > 1:
-        fail("--history, --probe_plan and --forecast_start are answers for a new job: ask for one", PROG)
+    if (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas > 1:
+        fail(
+            "--history, --probe_plan, --forecast_start and --suggest_slas answer a new job: ask for one", PROG
+        )
     data = read_job(args.job)
-    from slamorl_jax.live import LiveJob
+    from slamorl_jax.live import MAX_VALUE, LiveJob
+    from slamorl_jax.live_slas import SUGGESTIBLE
 
+    left_out = [name for name in SUGGESTIBLE if isinstance(data, dict) and name not in data]
+    if args.suggest_slas:  # a placeholder the suggestion replaces, so the job validates as usual
+        data = {**{name: MAX_VALUE for name in left_out}, **data}
     try:
         job = LiveJob.from_dict(data)
     except ValueError as err:
-        fail(str(err), PROG)
+        slas_left_out = {"deadline_s", "budget_usd"} & set(left_out)
+        fail(f"{err}; --suggest_slas suggests them for a new job" if slas_left_out else str(err), PROG)
     records = read_history(args.history) if args.history is not None and job.epochs_done == 0 else None
     if not path_exists(args.checkpoint):
         fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
@@ -101,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     except CheckpointError as err:
         fail(str(err), PROG)
     new_job = job.epochs_done == 0
+    if args.suggest_slas:
+        print(json.dumps(sla_suggestion(policy, job, left_out), indent=2))
+        return 0
     if records is not None or args.probe_plan or (args.forecast_start and new_job):
         print(json.dumps(first_allocation(policy, job, records, args.forecast_start), indent=2))
         return 0
@@ -139,6 +157,18 @@ def first_allocation(policy: object, job: object, records: list | None, forecast
         if records is None:
             return probe_plan(job, params)
         return history_first_allocation(job, records, params).as_dict()
+    except ValueError as err:
+        fail(str(err), PROG)
+    return {}  # unreachable
+
+
+def sla_suggestion(policy: object, job: object, left_out: list[str]) -> dict:
+    """``live_slas.suggested_slas`` for the SLAs ``left_out`` of ``job`` (exit 2 on bad input)."""
+    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.live_slas import suggested_slas
+
+    try:
+        return suggested_slas(job, env_params_from_config(policy.config), left_out)
     except ValueError as err:
         fail(str(err), PROG)
     return {}  # unreachable

@@ -7,14 +7,19 @@ import json
 import re
 from pathlib import Path
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from cli_harness import assert_refused, call
 
 from slamorl_jax import recommend as recommend_cli
+from slamorl_jax.env.job_model import epoch_metrics
+from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.history import HistoryRecord, save_records
 from slamorl_jax.live import LiveJob, live_state
+from slamorl_jax.live_slas import SUGGESTIBLE as SUGGESTIBLE_NAMES
+from slamorl_jax.live_slas import round_outward, suggested_slas
 from slamorl_jax.live_start import forecast_first_allocation, history_first_allocation, probe_plan
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
@@ -92,6 +97,12 @@ def test_recommend_cli_history(workdir: Path, capsys: pytest.CaptureFixture[str]
     outcome = call(_recommend(NEW_JOB, "--forecast_start"), capsys, workdir)
     assert outcome.code == 0, outcome.report()
     assert json.loads(outcome.stdout)["source"] == "forecast"
+    # A new job with no deadline or budget gets them suggested, with the forecast's allocation.
+    no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
+    outcome = call(_recommend(no_slas, "--suggest_slas"), capsys, workdir)
+    assert outcome.code == 0, outcome.report()
+    answer = json.loads(outcome.stdout)
+    assert answer["source"] == "forecast_slas" and answer["deadline_s"] > 0 and answer["budget_usd"] > 0
 
 
 def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
@@ -131,5 +142,77 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     assert_refused(outcome, "ask for one")
     outcome = call(_recommend(NEW_JOB, "--forecast_start", "--probe_plan"), capsys, workdir)
     assert_refused(outcome, "ask for one")
+    outcome = call(_recommend(NEW_JOB, "--suggest_slas", "--forecast_start"), capsys, workdir)
+    assert_refused(outcome, "ask for one")
+    no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
+    assert_refused(call(_recommend(no_slas), capsys, workdir), "--suggest_slas suggests them")
     outcome = call(_recommend(NEW_JOB, "--history=missing.json"), capsys, workdir)
     assert_refused(outcome, "missing.json")
+
+
+def _profile_outcome(job: dict, gpus: int, cpus: int, params: object) -> tuple[float, float, float]:
+    """(completion s, total cost $, samples/s) of ``job`` moved before its first epoch to
+    ``(gpus, cpus)`` and held there, on its workload's profile: the pause, then every epoch."""
+    state = live_state(LiveJob.from_dict(job), params)
+    metrics = epoch_metrics(state.job.profile, jnp.int32(gpus), jnp.int32(cpus), params)
+    pause = float(move_pause_s(state.gpus, state.cpus, jnp.int32(gpus), jnp.int32(cpus), params))
+    time_s = pause + job["epochs_total"] * float(metrics.epoch_time_s)
+    return time_s, time_s * float(metrics.price_per_hour) / 3600.0, float(metrics.throughput)
+
+
+def test_suggested_slas_are_the_forecasts_choice_with_the_reference_margins(params: object) -> None:
+    """With no SLAs given, the answer is an allocation of the grid or the request, and its deadline,
+    budget and minimum throughput are 1.1 x its projected time and cost and 0.9 x its throughput on
+    the profile; no other target is both faster and cheaper; a cost preference gets a later
+    deadline and a smaller budget than a time preference (YOLOv3: more GPUs cost more)."""
+    answers = {}
+    for preference in ("time", "cost"):
+        job = {**NEW_JOB, "workload": "voc-yolov3", "preference": preference}
+        answer = suggested_slas(LiveJob.from_dict(job), params)
+        assert answer["source"] == "forecast_slas" and answer["suggested"] == list(SUGGESTIBLE_NAMES)
+        time_s, cost_usd, throughput = _profile_outcome(job, answer["gpus"], answer["cpus"], params)
+        assert 1.1 * time_s * 0.9999 <= answer["deadline_s"] <= 1.1 * time_s * 1.001
+        assert 1.1 * cost_usd * 0.9999 <= answer["budget_usd"] <= 1.1 * cost_usd * 1.001
+        assert 0.9 * throughput * 0.999 <= answer["min_throughput"] <= 0.9 * throughput * 1.0001
+        for gpus, cpus in np.asarray(params.target_allocation).tolist():
+            other_time, other_cost, _ = _profile_outcome(job, gpus, cpus, params)
+            assert not (other_time < time_s * 0.999 and other_cost < cost_usd * 0.999), (gpus, cpus)
+        answers[preference] = answer
+    assert answers["cost"]["deadline_s"] > answers["time"]["deadline_s"]
+    assert answers["cost"]["budget_usd"] < answers["time"]["budget_usd"]
+
+
+def test_given_slas_stay_and_bind_the_suggestion(params: object) -> None:
+    """A deadline the user gives is kept and the suggestion meets it on the forecast, even where the
+    preference alone would choose a slower allocation; only the SLAs asked for are suggested."""
+    job = {**NEW_JOB, "workload": "voc-yolov3", "preference": "cost"}
+    free = suggested_slas(LiveJob.from_dict(job), params)
+    fastest = suggested_slas(LiveJob.from_dict({**job, "preference": "time"}), params)
+    deadline = round((free["projected"]["time_s"] + fastest["projected"]["time_s"]) / 2)
+    bound = suggested_slas(LiveJob.from_dict({**job, "deadline_s": deadline}), params, ("budget_usd",))
+    assert bound["deadline_s"] == deadline and bound["suggested"] == ["budget_usd"]
+    assert bound["min_throughput"] == 0.0  # not asked for: the job's own (no limit)
+    assert bound["projected"]["time_s"] <= deadline < free["projected"]["time_s"]
+
+
+def test_probes_move_the_suggested_slas(params: object) -> None:
+    """A probe that measured the job twice as slow as its profile at the request pushes the
+    suggested deadline later."""
+    plain = suggested_slas(LiveJob.from_dict(NEW_JOB), params)
+    slow = {**NEW_JOB, "probes": [{"gpus": 4, "cpus": 32, "epoch_time_s": 2 * NEW_JOB["last_epoch_time_s"]}]}
+    probed = suggested_slas(LiveJob.from_dict(slow), params)
+    assert probed["probes_used"] == 1 and probed["deadline_s"] > 1.2 * plain["deadline_s"]
+
+
+def test_bad_sla_suggestions_are_refused(params: object) -> None:
+    with pytest.raises(ValueError, match="no epoch yet"):
+        suggested_slas(LiveJob.from_dict({**NEW_JOB, "epochs_done": 1}), params)
+    with pytest.raises(ValueError, match="can be suggested"):
+        suggested_slas(LiveJob.from_dict(NEW_JOB), params, ("max_memory_gib",))
+
+
+def test_suggested_targets_round_away_from_the_job() -> None:
+    assert round_outward(1234.51, up=True) == 1235.0
+    assert round_outward(0.200011, up=True) == pytest.approx(0.2001)
+    assert round_outward(40.8235, up=False) == pytest.approx(40.82)
+    assert round_outward(27000.0, up=True) == 27000.0
