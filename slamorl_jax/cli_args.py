@@ -1,13 +1,15 @@
 """Command-line helpers shared by the package's commands and the benchmarks.
 
 Bad input gets one line on stderr and exit status 2 (no usage block, no traceback); Ctrl-C or
-SIGTERM ends a command with status 128 + signal and one line; an unexpected error is one line with
-status 1 (``SLAMORL_JAX_TRACEBACK=1`` shows its traceback).
+SIGTERM ends a command with status 128 + signal and one line; output piped to a reader that stops
+early (``| head``) ends it quietly with status 141, as SIGPIPE would; an unexpected error is one line
+with status 1 (``SLAMORL_JAX_TRACEBACK=1`` shows its traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import signal
 import sys
@@ -106,6 +108,16 @@ def first_line(error: BaseException, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def quiet_after_closed_stdout() -> int:
+    """What a command does when the reader of its output went away (``| head``): it has no one left
+    to tell, so it points standard output at the null device (the interpreter's last flush would fail
+    again) and exits like a process killed by SIGPIPE, quietly: status 141."""
+    # Where standard output is not a file descriptor (a test's capture) there is nothing to redirect.
+    with suppress(OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
+
+
 def run_command(main: Callable[[], int | None], prog: str) -> NoReturn:
     """Run a command's ``main`` and exit with its status, never with a traceback.
 
@@ -116,6 +128,8 @@ def run_command(main: Callable[[], int | None], prog: str) -> NoReturn:
     exit_on_interrupt(prog)
     try:
         code = main()
+    except BrokenPipeError:
+        code = quiet_after_closed_stdout()
     except Exception as err:
         if os.environ.get(TRACEBACK_ENV):
             raise

@@ -30,6 +30,11 @@ JSON form (``LiveJob.from_dict``; ``python -m slamorl_jax.recommend --job=job.js
      "deadline_s": 15000, "budget_usd": 60, "min_throughput": 500, "preference": "time",
      "history": [{"gpus": 4, "cpus": 32, "epoch_time_s": 291}, ...]}
 
+A job that has run no epoch yet (``epochs_done`` 0) may leave out ``elapsed_s`` and ``cost_usd`` (0:
+or what its probes spent) and the last epoch's readings (``last_epoch_time_s`` to
+``price_per_hour``, :data:`READINGS`): it has measured none, and each left out is the profile's
+forecast at its allocation, as the env's reset sets them; once it has run an epoch they are required.
+
 Optional: ``min_throughput``, ``max_memory_gib``, ``min_gpu_util`` and ``min_cpu_util`` (no limit when
 left out); ``preference`` (``time``, ``cost``, ``balanced`` or three weights: time, cost, sla;
 default balanced); ``history``, one entry per epoch run so far with its allocation and measured
@@ -70,6 +75,15 @@ NO_LIMIT = 1e30  # an upper limit that is never reached (max_memory_gib left out
 MAX_VALUE = 1e12  # largest reading accepted (seconds, dollars, samples/s, GiB): beyond it, float32 fails
 MAX_COUNT = 1_000_000  # largest GPU, CPU or epoch count accepted
 HISTORY_FIELDS = ("gpus", "cpus", "epoch_time_s")
+READINGS = (
+    "last_epoch_time_s",
+    "throughput",
+    "gpu_util",
+    "cpu_util",
+    "memory_used_gib",
+    "memory_alloc_gib",
+    "price_per_hour",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,17 +96,19 @@ class LiveJob:
     cpus: int
     epochs_done: int
     epochs_total: int
-    elapsed_s: float
-    cost_usd: float
-    last_epoch_time_s: float
-    throughput: float  # samples/s in the last epoch
-    gpu_util: float
-    cpu_util: float
-    memory_used_gib: float
-    memory_alloc_gib: float
-    price_per_hour: float
     deadline_s: float
     budget_usd: float
+    elapsed_s: float = 0.0
+    cost_usd: float = 0.0
+    # The last epoch's readings (READINGS): required once the job has run an epoch; a new job may leave
+    # them out and gets the profile's forecast at its allocation, as the env's reset does.
+    last_epoch_time_s: float | None = None
+    throughput: float | None = None  # samples/s in the last epoch
+    gpu_util: float | None = None
+    cpu_util: float | None = None
+    memory_used_gib: float | None = None
+    memory_alloc_gib: float | None = None
+    price_per_hour: float | None = None
     min_throughput: float = 0.0
     max_memory_gib: float = NO_LIMIT
     min_gpu_util: float = 0.0
@@ -219,18 +235,27 @@ def _check(job: LiveJob) -> None:
             f"need 0 <= epochs_done <= epochs_total and epochs_total >= 1, got {job.epochs_done} "
             f"and {job.epochs_total}"
         )
-    if job.memory_used_gib > job.memory_alloc_gib:
+    missing = [name for name in READINGS if getattr(job, name) is None]
+    if missing and job.epochs_done > 0:
+        raise ValueError(
+            f"missing job field(s): {', '.join(missing)} (a job that has run an epoch reports its last one)"
+        )
+    if (
+        job.memory_used_gib is not None
+        and job.memory_alloc_gib is not None
+        and (job.memory_used_gib > job.memory_alloc_gib)
+    ):
         raise ValueError(
             f"memory_used_gib ({job.memory_used_gib:g}) must not exceed memory_alloc_gib "
             f"({job.memory_alloc_gib:g})"
         )
     positive = ("last_epoch_time_s", "memory_alloc_gib", "deadline_s", "budget_usd")
     for name in positive:
-        if not getattr(job, name) > 0:
+        if getattr(job, name) is not None and not getattr(job, name) > 0:
             raise ValueError(f"{name} must be > 0, got {getattr(job, name)}")
     non_negative = ("elapsed_s", "cost_usd", "throughput", "memory_used_gib", "price_per_hour")
     for name in (*non_negative, "min_throughput", "max_memory_gib"):
-        if not getattr(job, name) >= 0:
+        if getattr(job, name) is not None and not getattr(job, name) >= 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(job, name)}")
     for name in ("gpu_util", "cpu_util", "min_gpu_util", "min_cpu_util", "mean_gpu_util", "mean_cpu_util"):
         value = getattr(job, name)
@@ -305,17 +330,8 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
         shift_epoch=i32(job.epochs_total),
         shift_value=zero,
     )
-    metrics = EpochMetrics(
-        epoch_time_s=f32(job.last_epoch_time_s),
-        throughput=f32(job.throughput),
-        gpu_util=f32(job.gpu_util),
-        cpu_util=f32(job.cpu_util),
-        memory_used_gib=f32(job.memory_used_gib),
-        memory_alloc_gib=f32(job.memory_alloc_gib),
-        price_per_hour=f32(job.price_per_hour),
-        compute_share=zero,  # shares are not read by epoch_readings
-        sync_share=zero,
-    )
+    now = epoch_metrics(profile, i32(job.gpus), i32(job.cpus), params)
+    metrics = reported_metrics(job, now)
     readings = epoch_readings(
         spec,
         metrics,
@@ -335,9 +351,9 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
             stats, f32(epoch_time), forecast.epoch_time_s, forecast.compute_share, forecast.sync_share
         )
     elapsed = f32(job.elapsed_s)
-    mean_gpu = job.gpu_util if job.mean_gpu_util is None else job.mean_gpu_util
-    mean_cpu = job.cpu_util if job.mean_cpu_util is None else job.mean_cpu_util
-    peak = job.memory_used_gib if job.peak_memory_gib is None else job.peak_memory_gib
+    mean_gpu = metrics.gpu_util if job.mean_gpu_util is None else f32(job.mean_gpu_util)
+    mean_cpu = metrics.cpu_util if job.mean_cpu_util is None else f32(job.mean_cpu_util)
+    peak = metrics.memory_used_gib if job.peak_memory_gib is None else f32(job.peak_memory_gib)
     return EnvState(
         job=spec,
         steps=i32(job.epochs_done),
@@ -348,13 +364,27 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
         elapsed_s=elapsed,
         cost_usd=f32(job.cost_usd),
         **readings,
-        gpu_busy_s=f32(mean_gpu) * elapsed,
-        cpu_busy_s=f32(mean_cpu) * elapsed,
-        peak_memory_gib=f32(peak),
+        gpu_busy_s=mean_gpu * elapsed,
+        cpu_busy_s=mean_cpu * elapsed,
+        peak_memory_gib=peak,
         reallocations=i32(0),
         severity_sum=zero,
-        profile_now=epoch_metrics(profile, i32(job.gpus), i32(job.cpus), params),
+        profile_now=now,
         model_stats=stats,
+    )
+
+
+def reported_metrics(job: LiveJob, forecast: EpochMetrics) -> EpochMetrics:
+    """The job's last-epoch readings as ``EpochMetrics``, each reading it left out (a new job) taken
+    from ``forecast``, the profile's at its allocation (the env's reset does the same)."""
+
+    def reading(name: str, default: jax.Array) -> jax.Array:
+        value = getattr(job, name)
+        return default if value is None else jnp.asarray(value, jnp.float32)
+
+    return forecast.replace(
+        epoch_time_s=reading("last_epoch_time_s", forecast.epoch_time_s),
+        **{name: reading(name, getattr(forecast, name)) for name in READINGS if name != "last_epoch_time_s"},
     )
 
 

@@ -115,10 +115,12 @@ def _sla_notes(job: LiveJob, profile: JobConstants, params: EnvParams) -> list[s
 
 
 def _epoch_time_note(job: LiveJob, profile: JobConstants, params: EnvParams) -> str | None:
-    """The first measured epoch further from the profile's forecast than training jobs ever were."""
+    """The first measured epoch (or probe) further from the profile's forecast than training jobs ever
+    were; a new job's readings are not measurements."""
     lo, hi = _epoch_time_range(params)
-    epochs = job.history if job.history else ((job.gpus, job.cpus, job.last_epoch_time_s),)
-    for gpus, cpus, seconds in epochs:
+    from slamorl_jax.live import measured_epochs  # live imports this module
+
+    for gpus, cpus, seconds in (*measured_epochs(job), *(job.probes or ())):
         forecast = float(epoch_metrics(profile, jnp.int32(gpus), jnp.int32(cpus), params).epoch_time_s)
         ratio = seconds / forecast
         if not lo <= ratio <= hi:

@@ -90,6 +90,53 @@ def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> No
     assert checked >= n // 2
 
 
+def test_a_new_job_reported_without_readings_observes_as_the_env_resets(env: JobAllocationEnv) -> None:
+    """Fresh env jobs, reported before their first epoch with no readings (only the job, its
+    allocation, request and SLAs), give the env's reset observation and weights: the left-out
+    readings are the profile's forecast at the allocation, as the env's reset sets them."""
+    params = scenario_params("mixed", env.catalog)
+    n = 24
+    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
+        jax.random.split(jax.random.key(5), n), params
+    )
+    starts = set()
+    for index in range(n):
+        s = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
+        t = s.job.sla_targets
+        job = LiveJob(
+            workload=env.catalog.workload_names[int(s.job.workload)],
+            gpu_type=env.catalog.gpu_types[int(s.job.gpu_type)],
+            gpus=int(s.gpus),
+            cpus=int(s.cpus),
+            epochs_done=0,
+            epochs_total=int(s.job.epochs),
+            deadline_s=float(t.deadline_s),
+            budget_usd=float(t.budget_usd),
+            min_throughput=float(t.min_throughput),
+            max_memory_gib=float(t.max_memory_gib),
+            min_gpu_util=float(t.min_gpu_util),
+            min_cpu_util=float(t.min_cpu_util),
+            preference=tuple(float(w) for w in s.job.preference),
+            requested_gpus=int(s.job.requested_gpus),
+            requested_cpus=int(s.job.requested_cpus),
+        )
+        live = live_state(job, params)
+        np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
+        starts.add((job.gpus, job.cpus) == (job.requested_gpus, job.requested_cpus))
+    assert starts == {True, False}  # jobs at their request and elsewhere (random or cold starts)
+
+
+def test_a_running_job_must_report_its_last_epoch() -> None:
+    data = {k: v for k, v in EXAMPLE.items() if k not in ("throughput", "gpu_util")}
+    with pytest.raises(
+        ValueError, match=r"missing job field\(s\): throughput, gpu_util \(a job that has run"
+    ):
+        LiveJob.from_dict(data)
+    new = LiveJob.from_dict({**data, "epochs_done": 0, "history": []})
+    assert new.throughput is None and new.last_epoch_time_s == EXAMPLE["last_epoch_time_s"]
+
+
 def test_recommend_is_the_greedy_action_applied() -> None:
     """The recommendation is the policy's argmax on the live observation, applied and clipped."""
     policy = load_policy(SHIPPED)

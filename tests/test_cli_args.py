@@ -1,0 +1,49 @@
+"""The shared command runner (``slamorl_jax.cli_args.run_command``): how a command ends."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from slamorl_jax.cli_args import run_command
+
+
+@pytest.fixture(autouse=True)
+def _keep_signal_handlers() -> object:
+    """``run_command`` installs its SIGINT/SIGTERM handlers: give the test process its own back."""
+    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for signum, handler in saved.items():
+        signal.signal(signum, handler)
+
+
+def _ends(main: object, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as ended:
+        run_command(main, "prog")
+    return ended.value.code, capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_ends_the_command_quietly(capsys: pytest.CaptureFixture[str]) -> None:
+    """Output piped to ``head``: status 141, as a SIGPIPE would end it, and nothing on stderr."""
+
+    def main() -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    assert _ends(main, capsys) == (128 + signal.SIGPIPE, "")
+
+
+def test_an_unexpected_error_is_one_line_with_status_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SLAMORL_JAX_TRACEBACK", raising=False)
+
+    def main() -> int:
+        raise KeyError("boom")
+
+    code, err = _ends(main, capsys)
+    assert code == 1 and err.count("\n") == 1 and "unexpected KeyError" in err
+
+
+def test_a_commands_status_is_its_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _ends(lambda: 2, capsys) == (2, "")
