@@ -52,7 +52,8 @@ class Controller(Protocol):
         ...
 
 
-# Figures recorded per episode (all scalars per job, plus the preference vector).
+# Figures recorded per episode (all scalars per job, plus the preference vector and the six job-level
+# SLA checks, ``job_sla_met``, in ``objectives.SLA_NAMES``' order).
 FIGURES = (
     "episode_time_s",
     "episode_cost_usd",
@@ -60,6 +61,7 @@ FIGURES = (
     "cost_ref_usd",
     "deadline_met",
     "budget_met",
+    "job_sla_met",
     "all_slas_met",
     "sla_compliance",
     "mean_severity",

@@ -69,9 +69,9 @@ from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.online_model import empty_stats, record_epoch
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
+from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
 from slamorl_jax.live_checks import check_in_cluster, outside_training
 
-NO_LIMIT = 1e30  # an upper limit that is never reached (max_memory_gib left out)
 MAX_VALUE = 1e12  # largest reading accepted (seconds, dollars, samples/s, GiB): beyond it, float32 fails
 MAX_COUNT = 1_000_000  # largest GPU, CPU or epoch count accepted
 HISTORY_FIELDS = ("gpus", "cpus", "epoch_time_s")

@@ -19,7 +19,8 @@ answers with the probe runs to make first; reported back as the job's ``probes``
 online model the policy's forecasts use. ``--suggest_slas`` answers a new job whose user left out
 its deadline, budget or minimum throughput (``deadline_s`` and ``budget_usd`` may then be missing)
 with targets for them from the forecast's first choice, with the reference code's margins
-(``slamorl_jax.live_slas``), and that allocation.
+(``slamorl_jax.live_slas``), and that allocation; with ``--sla_confidence=0.9`` the margins are
+sized so the job meets them with that probability by the forecast's own uncertainty.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 from pathlib import Path
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
-from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command
 from slamorl_jax.run_dirs import path_exists
 
 PROG = "python -m slamorl_jax.recommend"
@@ -88,7 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="for a new job: deadline, budget and minimum throughput from the forecast, for those left out",
     )
+    parser.add_argument(
+        "--sla_confidence",
+        type=bounded(float, 0.0, 1.0),
+        default=None,
+        help="with --suggest_slas: targets the job meets with this probability (default: x1.1 / x0.9)",
+    )
     args = parser.parse_args(argv)
+    if args.sla_confidence is not None and not (args.suggest_slas and 0.0 < args.sla_confidence < 1.0):
+        fail("--sla_confidence is a probability in (0, 1) for --suggest_slas", PROG)
     if (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas > 1:
         fail(
             "--history, --probe_plan, --forecast_start and --suggest_slas answer a new job: ask for one", PROG
@@ -117,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(str(err), PROG)
     new_job = job.epochs_done == 0
     if args.suggest_slas:
-        print(json.dumps(sla_suggestion(policy, job, left_out), indent=2))
+        print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=2))
         return 0
     if records is not None or args.probe_plan or (args.forecast_start and new_job):
         print(json.dumps(first_allocation(policy, job, records, args.forecast_start), indent=2))
@@ -162,13 +171,13 @@ def first_allocation(policy: object, job: object, records: list | None, forecast
     return {}  # unreachable
 
 
-def sla_suggestion(policy: object, job: object, left_out: list[str]) -> dict:
+def sla_suggestion(policy: object, job: object, left_out: list[str], confidence: float | None) -> dict:
     """``live_slas.suggested_slas`` for the SLAs ``left_out`` of ``job`` (exit 2 on bad input)."""
     from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.live_slas import suggested_slas
 
     try:
-        return suggested_slas(job, env_params_from_config(policy.config), left_out)
+        return suggested_slas(job, env_params_from_config(policy.config), left_out, confidence)
     except ValueError as err:
         fail(str(err), PROG)
     return {}  # unreachable

@@ -144,6 +144,8 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     assert_refused(outcome, "ask for one")
     outcome = call(_recommend(NEW_JOB, "--suggest_slas", "--forecast_start"), capsys, workdir)
     assert_refused(outcome, "ask for one")
+    outcome = call(_recommend(NEW_JOB, "--sla_confidence=0.9"), capsys, workdir)
+    assert_refused(outcome, "for --suggest_slas")
     no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
     assert_refused(call(_recommend(no_slas), capsys, workdir), "--suggest_slas suggests them")
     outcome = call(_recommend(NEW_JOB, "--history=missing.json"), capsys, workdir)
@@ -151,13 +153,16 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
 
 
 def _profile_outcome(job: dict, gpus: int, cpus: int, params: object) -> tuple[float, float, float]:
-    """(completion s, total cost $, samples/s) of ``job`` moved before its first epoch to
-    ``(gpus, cpus)`` and held there, on its workload's profile: the pause, then every epoch."""
+    """(completion s, total cost $, the job's samples / completion s) of ``job`` moved before its
+    first epoch to ``(gpus, cpus)`` and held there, on its workload's profile: the pause, then every
+    epoch."""
     state = live_state(LiveJob.from_dict(job), params)
     metrics = epoch_metrics(state.job.profile, jnp.int32(gpus), jnp.int32(cpus), params)
     pause = float(move_pause_s(state.gpus, state.cpus, jnp.int32(gpus), jnp.int32(cpus), params))
-    time_s = pause + job["epochs_total"] * float(metrics.epoch_time_s)
-    return time_s, time_s * float(metrics.price_per_hour) / 3600.0, float(metrics.throughput)
+    work_s = job["epochs_total"] * float(metrics.epoch_time_s)
+    time_s = pause + work_s
+    samples = work_s * float(metrics.throughput)
+    return time_s, time_s * float(metrics.price_per_hour) / 3600.0, samples / time_s
 
 
 def test_suggested_slas_are_the_forecasts_choice_with_the_reference_margins(params: object) -> None:

@@ -107,6 +107,26 @@ def posterior_deviation(stats: jax.Array, params: EnvParams) -> tuple[jax.Array,
     return mu_compute, mu_sync
 
 
+def posterior_log_time_variance(
+    stats: jax.Array, params: EnvParams, compute_share: jax.Array, sync_share: jax.Array
+) -> jax.Array:
+    """Posterior variance of the log epoch-time correction ``s mu_compute + q mu_sync`` at an
+    allocation with shares ``(s, q)``: ``x^T P^-1 x`` with ``x = (s, q)`` and the precision ``P`` of
+    :func:`posterior_deviation` (before its clipping), by the same determinant. The prior's
+    ``s^2 spread_c^2 + q^2 spread_s^2`` before any epoch; it shrinks as epochs at allocations with
+    those shares are measured."""
+    n = 1.0 / jnp.square(jnp.maximum(params.forecast_noise, MIN_SPREAD))
+    d1 = 1.0 / jnp.square(jnp.maximum(params.compute_spread, MIN_SPREAD))
+    d2 = 1.0 / jnp.square(jnp.maximum(params.sync_spread, MIN_SPREAD))
+    r11, r12, r22 = (stats[..., i] for i in range(3))
+    p11 = d1 + n * r11 * r11
+    p12 = n * r11 * r12
+    p22 = d2 + n * (r12 * r12 + r22 * r22)
+    det = d1 * d2 + n * (d1 * (r12 * r12 + r22 * r22) + d2 * r11 * r11) + n * n * jnp.square(r11 * r22)
+    s, q = compute_share, sync_share
+    return jnp.maximum(s * s * p22 - 2.0 * s * q * p12 + q * q * p11, 0.0) / det
+
+
 def corrected_epoch_time(
     profile_epoch_s: jax.Array,
     compute_share: jax.Array,
