@@ -14,6 +14,7 @@ from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
+from slamorl_jax.env.state import EnvState
 from slamorl_jax.live import LiveJob, live_state, recommend
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
@@ -24,21 +25,15 @@ EXAMPLE = json.loads((SHIPPED.parent.parent / "docs" / "example_job.json").read_
 def _live_job_from_state(state, index: int, history: list, env: JobAllocationEnv) -> LiveJob:
     """What a running job would report, read off one env state and the epochs it ran."""
     s = jax.tree.map(lambda x: np.asarray(x)[index], state)
-    t = s.job.sla_targets
     elapsed = float(s.elapsed_s)
-    return LiveJob(
-        workload=env.catalog.workload_names[int(s.job.workload)],
-        gpu_type=env.catalog.gpu_types[int(s.job.gpu_type)],
+    return _reported(
+        s,
+        env,
         history=tuple(history),
         mean_gpu_util=float(s.gpu_busy_s) / elapsed,
         mean_cpu_util=float(s.cpu_busy_s) / elapsed,
         peak_memory_gib=float(s.peak_memory_gib),
-        requested_gpus=int(s.job.requested_gpus),
-        requested_cpus=int(s.job.requested_cpus),
-        gpus=int(s.gpus),
-        cpus=int(s.cpus),
         epochs_done=int(s.epoch),
-        epochs_total=int(s.job.epochs),
         elapsed_s=float(s.elapsed_s),
         cost_usd=float(s.cost_usd),
         last_epoch_time_s=float(s.epoch_time_s),
@@ -48,6 +43,21 @@ def _live_job_from_state(state, index: int, history: list, env: JobAllocationEnv
         memory_used_gib=float(s.memory_used_gib),
         memory_alloc_gib=float(s.memory_used_gib / s.memory_util),
         price_per_hour=float(s.price_per_hour),
+    )
+
+
+def _reported(s: EnvState, env: JobAllocationEnv, **readings: object) -> LiveJob:
+    """The job of one env state ``s`` as a live job reports it: what it is, its allocation,
+    request, SLAs and preference, plus ``readings``."""
+    t = s.job.sla_targets
+    return LiveJob(
+        workload=env.catalog.workload_names[int(s.job.workload)],
+        gpu_type=env.catalog.gpu_types[int(s.job.gpu_type)],
+        gpus=int(s.gpus),
+        cpus=int(s.cpus),
+        epochs_total=int(s.job.epochs),
+        requested_gpus=int(s.job.requested_gpus),
+        requested_cpus=int(s.job.requested_cpus),
         deadline_s=float(t.deadline_s),
         budget_usd=float(t.budget_usd),
         min_throughput=float(t.min_throughput),
@@ -55,6 +65,7 @@ def _live_job_from_state(state, index: int, history: list, env: JobAllocationEnv
         min_gpu_util=float(t.min_gpu_util),
         min_cpu_util=float(t.min_cpu_util),
         preference=tuple(float(w) for w in s.job.preference),
+        **readings,
     )
 
 
@@ -102,24 +113,7 @@ def test_a_new_job_reported_without_readings_observes_as_the_env_resets(env: Job
     starts = set()
     for index in range(n):
         s = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
-        t = s.job.sla_targets
-        job = LiveJob(
-            workload=env.catalog.workload_names[int(s.job.workload)],
-            gpu_type=env.catalog.gpu_types[int(s.job.gpu_type)],
-            gpus=int(s.gpus),
-            cpus=int(s.cpus),
-            epochs_done=0,
-            epochs_total=int(s.job.epochs),
-            deadline_s=float(t.deadline_s),
-            budget_usd=float(t.budget_usd),
-            min_throughput=float(t.min_throughput),
-            max_memory_gib=float(t.max_memory_gib),
-            min_gpu_util=float(t.min_gpu_util),
-            min_cpu_util=float(t.min_cpu_util),
-            preference=tuple(float(w) for w in s.job.preference),
-            requested_gpus=int(s.job.requested_gpus),
-            requested_cpus=int(s.job.requested_cpus),
-        )
+        job = _reported(s, env, epochs_done=0)
         live = live_state(job, params)
         np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
