@@ -112,8 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = LiveJob.from_dict(data)
     except ValueError as err:
-        slas_left_out = {"deadline_s", "budget_usd"} & set(left_out)
-        fail(f"{err}; --suggest_slas suggests them for a new job" if slas_left_out else str(err), PROG)
+        hint = (
+            not args.suggest_slas
+            and str(err).startswith("missing")
+            and {"deadline_s", "budget_usd"} & set(left_out)
+        )
+        fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
     records = read_history(args.history) if args.history is not None and job.epochs_done == 0 else None
     if not path_exists(args.checkpoint):
         fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
