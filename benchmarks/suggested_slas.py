@@ -46,14 +46,8 @@ from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.env.probes import (
-    PROBE_FRACTION,
-    probe_allocations,
-    probes_worth_running,
-    run_probes,
-    start_at,
-)
-from slamorl_jax.env.probing_env import probe_uniforms
+from slamorl_jax.env.probes import PROBE_FRACTION, start_at
+from slamorl_jax.env.probing_env import default_probes, probe_uniforms
 from slamorl_jax.env.scenario_kinds import SCENARIO_KINDS
 from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.env.state import EnvState
@@ -82,9 +76,7 @@ class SuggestedSlaEnv(JobAllocationEnv):
     def reset_from_draws(self, u: jax.Array, params: EnvParams) -> EnvState:
         """The parent's job, probed if allowed, with suggested SLAs, placed at the forecast's choice."""
         state = super().reset_from_draws(u, params)
-        gpus, cpus = probe_allocations(state, params)
-        enabled = probes_worth_running(state, gpus, cpus, params, PROBE_FRACTION, self.probe_budget)
-        probed = run_probes(probe_uniforms(u), state, gpus, cpus, params, PROBE_FRACTION, enabled)
+        probed, enabled = default_probes(probe_uniforms(u), state, params, PROBE_FRACTION, self.probe_budget)
         targets, choice = suggested_targets(probed, params, SUGGESTIBLE, self.confidence)
         job = state.job.replace(sla_targets=targets)
         placed = self.place(state.replace(job=job), choice["gpus"], choice["cpus"], params)

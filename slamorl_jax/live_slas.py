@@ -53,9 +53,7 @@ def suggested_slas(
     them; the others as ``job`` gives them. ``ValueError`` for a job that has run an epoch, one
     ``live.check_recommendable`` refuses, a name outside :data:`SUGGESTIBLE` or a confidence outside
     (0, 1)."""
-    suggest = check_suggestible(suggest)
-    if confidence is not None and not 0.0 < confidence < 1.0:
-        raise ValueError(f"an SLA confidence is a probability in (0, 1), got {confidence}")
+    suggest = check_suggestible(suggest)  # a tuple: a static argument of the compiled suggestion
     if job.epochs_done > 0:
         raise ValueError(
             f"SLAs are suggested for a job that has run no epoch yet (epochs_done is {job.epochs_done})"

@@ -240,12 +240,30 @@ def candidate_totals(
     return keep, targets, duplicate, now_epoch_s
 
 
+def ranked_candidates(
+    state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array
+) -> tuple[jax.Array, Projection, Projection]:
+    """The candidate the forecast ranks first under the log deviations ``(mu_compute, mu_sync)`` (0
+    for keep, ``1 + k`` for target ``k``) and the projections it was ranked on: ``(first, keep,
+    targets)``."""
+    keep, targets, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync)
+    keep_flag, target_flags = suggestion(state, params, keep, targets, duplicate)
+    first = jnp.where(keep_flag > 0, 0, 1 + jnp.argmax(target_flags)).astype(jnp.int32)
+    return first, keep, targets
+
+
 def first_choice(state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array) -> jax.Array:
     """The candidate the forecast ranks first under the log deviations ``(mu_compute, mu_sync)``:
     0 for keep, ``1 + k`` for target ``k``."""
-    keep, targets, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync)
-    keep_flag, target_flags = suggestion(state, params, keep, targets, duplicate)
-    return jnp.where(keep_flag > 0, 0, 1 + jnp.argmax(target_flags)).astype(jnp.int32)
+    return ranked_candidates(state, params, mu_compute, mu_sync)[0]
+
+
+def candidate_allocation(state: EnvState, params: EnvParams, first: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The ``(gpus, cpus)`` of candidate ``first`` (0: keep, the job's own allocation; ``1 + k``:
+    target ``k``)."""
+    target = params.target_allocation[jnp.maximum(first - 1, 0)]
+    keep = first == 0
+    return jnp.where(keep, state.gpus, target[0]), jnp.where(keep, state.cpus, target[1])
 
 
 def forecast_parts(state: EnvState, params: EnvParams) -> list[jax.Array]:

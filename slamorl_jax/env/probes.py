@@ -45,7 +45,7 @@ import jax.numpy as jnp
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.epoch_readings import epoch_readings
-from slamorl_jax.env.forecast import first_choice, target_profile
+from slamorl_jax.env.forecast import candidate_allocation, first_choice, target_profile
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
@@ -181,10 +181,7 @@ def suggested_allocation(state: EnvState, params: EnvParams) -> tuple[jax.Array,
     """The allocation the forecast ranks first for ``state`` (keep or an absolute target), with the
     job's online model as it stands."""
     mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
-    first = first_choice(state, params, mu_compute, mu_sync)
-    target = params.target_allocation[jnp.maximum(first - 1, 0)]
-    keep = first == 0
-    return jnp.where(keep, state.gpus, target[0]), jnp.where(keep, state.cpus, target[1])
+    return candidate_allocation(state, params, first_choice(state, params, mu_compute, mu_sync))
 
 
 def start_at(

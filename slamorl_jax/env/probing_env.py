@@ -43,11 +43,24 @@ def probe_start(
     running (``probes.probes_worth_running`` with ``budget``), ``NUM_PROBES`` uniforms ``u`` giving
     the probes' noise, and placed (``env.place``) at the forecast's first choice after them (on the
     profile alone when the probes were skipped); ``env.step`` continues from it."""
-    gpus, cpus = probe_allocations(state, params)
-    enabled = probes_worth_running(state, gpus, cpus, params, fraction, budget)
-    probed = run_probes(u, state, gpus, cpus, params, fraction, enabled)
+    probed, enabled = default_probes(u, state, params, fraction, budget)
     first_gpus, first_cpus = suggested_allocation(probed, params)
     return start_at(probed, env.place(state, first_gpus, first_cpus, params), params, enabled)
+
+
+def default_probes(
+    u: jax.Array | tuple[jax.Array, ...],
+    state: EnvState,
+    params: EnvParams,
+    fraction: float | jax.Array = PROBE_FRACTION,
+    budget: float | jax.Array = PROBE_BUDGET,
+) -> tuple[EnvState, jax.Array]:
+    """``(probed, enabled)``: ``state`` (a fresh job) after the default probe set when the probes are
+    worth running under ``budget`` (``enabled``), else ``state`` itself; ``u`` as in
+    :func:`probe_start`. ``probes.start_at`` then places the job."""
+    gpus, cpus = probe_allocations(state, params)
+    enabled = probes_worth_running(state, gpus, cpus, params, fraction, budget)
+    return run_probes(u, state, gpus, cpus, params, fraction, enabled), enabled
 
 
 def probe_uniforms(u_reset: jax.Array | tuple[jax.Array, ...]) -> tuple[jax.Array, ...]:

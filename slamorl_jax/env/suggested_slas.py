@@ -38,7 +38,7 @@ from collections.abc import Iterable
 import jax
 import jax.numpy as jnp
 
-from slamorl_jax.env.forecast import candidate_totals, suggestion, target_profile
+from slamorl_jax.env.forecast import candidate_allocation, ranked_candidates, target_profile
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation, posterior_log_time_variance
 from slamorl_jax.env.params import EnvParams
@@ -76,22 +76,26 @@ def forecast_choice(state: EnvState, params: EnvParams) -> dict[str, jax.Array]:
     (completion), ``cost_usd`` (total), ``throughput`` (the job's samples over ``time_s``, as the
     SLA judges it) and the choice's ``compute_share`` and ``sync_share``."""
     mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
-    keep, targets, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync)
-    keep_flag, target_flags = suggestion(state, params, keep, targets, duplicate)
-    k = jnp.argmax(target_flags)
+    first, keep, targets = ranked_candidates(state, params, mu_compute, mu_sync)
+    gpus, cpus = candidate_allocation(state, params, first)
+    k = jnp.maximum(first - 1, 0)
     profile = target_profile(state, params)
-    keeps = keep_flag > 0
+
+    def chosen(keep_value: jax.Array, target_values: jax.Array) -> jax.Array:
+        return jnp.where(first == 0, keep_value, target_values[k])
+
+    time_s = chosen(keep.time_s, targets.time_s)
     return {
-        "gpus": jnp.where(keeps, state.gpus, params.target_allocation[k, 0]),
-        "cpus": jnp.where(keeps, state.cpus, params.target_allocation[k, 1]),
-        "time_s": jnp.where(keeps, keep.time_s, targets.time_s[k]),
-        "cost_usd": jnp.where(keeps, keep.cost_usd, targets.cost_usd[k]),
+        "gpus": gpus,
+        "cpus": cpus,
+        "time_s": time_s,
+        "cost_usd": chosen(keep.cost_usd, targets.cost_usd),
         # Job-level, as the SLA is judged: all its samples over its whole time.
         "throughput": state.job.epochs.astype(jnp.float32)
         * state.job.profile.samples_per_epoch
-        / jnp.maximum(jnp.where(keeps, keep.time_s, targets.time_s[k]), 1e-9),
-        "compute_share": jnp.where(keeps, state.profile_now.compute_share, profile["compute_share"][k]),
-        "sync_share": jnp.where(keeps, state.profile_now.sync_share, profile["sync_share"][k]),
+        / jnp.maximum(time_s, 1e-9),
+        "compute_share": chosen(state.profile_now.compute_share, profile["compute_share"]),
+        "sync_share": chosen(state.profile_now.sync_share, profile["sync_share"]),
     }
 
 
