@@ -1,7 +1,7 @@
 """Exploration overhead: what jobs lose while a policy finds where they should run, cold vs warm.
 
     python -m benchmarks.exploration_overhead [--episodes 1024] [--seed 0] [--epochs 5]
-        [--history_jobs 2048] [--train_updates 30] [--train_envs 64]
+        [--history_jobs 2048] [--train_updates 30] [--train_envs 64] [--imitation_jobs 1024]
         [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json]
 
 **Per job** (DESIGN §5, issue 8): the exploration overhead of a start is, over a job's first
@@ -34,9 +34,12 @@ shipped policy (greedy):
 The cut of a warm start is ``1 - overhead(warm) / overhead(cold)`` per scenario and over all jobs.
 
 **Over training**: ``--train_updates`` PPO updates of ``--train_envs`` jobs (the checkpoint's config
-otherwise) from scratch and from the checkpoint (``train --init_from``), same seed and jobs. The
-overhead is the number of jobs finished during those updates that missed at least one of their six
-SLAs; the mean episode return and the all-SLAs rate per update are reported beside it.
+otherwise) from scratch, from the checkpoint (``train --init_from``) and from a policy pre-trained on
+logged decisions (``slamorl_jax.imitate``): the oracle's, for the first 8 epochs of
+``--imitation_jobs`` other simulated jobs (seed + 1), imitated with the default settings; same seed
+and jobs for the three. The overhead is the number of jobs finished during those updates that missed
+at least one of their six SLAs; the mean episode return and the all-SLAs rate per update are
+reported beside it.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ import jax
 import numpy as np
 
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from slamorl_jax.agent.imitation import ImitationConfig, fit
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded
@@ -69,6 +73,7 @@ from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import Method, run_method
 from slamorl_jax.history import HistoryStart
 from slamorl_jax.history.build import oracle_records
+from slamorl_jax.history.demonstrations import oracle_demonstrations
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import greedy_policy
 from slamorl_jax.warm_start import warm_start
@@ -176,11 +181,16 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
     env_params = env_params_from_config(config)
     learner = jit_learner(trainer, env_params)
     runs: dict[str, Any] = {}
-    for name in ("scratch", "init_from"):
+    imitation: dict[str, Any] = {}
+    for name in ("scratch", "init_from", "imitation"):
+        if name == "imitation" and args.imitation_jobs == 0:
+            continue
         started = time.perf_counter()
         state = learner.init(jax.random.key(config.seed), env_params)
         if name == "init_from":
             state = warm_start(state, policy)  # the policy the per-job part ran
+        if name == "imitation":
+            state, imitation = imitated(state, trainer, config, args)
         curve = []
         for _ in range(config.num_updates):
             state, metrics = learner.chunk(state, env_params)
@@ -199,8 +209,28 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
             "all_slas_met_per_update": [round(float(m["all_slas_met"]), 4) for m in curve],
             "wall_s": time.perf_counter() - started,
         }
-    cut = 1.0 - runs["init_from"]["jobs_missing_an_sla"] / max(runs["scratch"]["jobs_missing_an_sla"], 1e-9)
-    return {"updates": config.num_updates, "num_envs": config.num_envs, "runs": runs, "cut_vs_scratch": cut}
+    scratch = max(runs["scratch"]["jobs_missing_an_sla"], 1e-9)
+    cuts = {name: 1.0 - r["jobs_missing_an_sla"] / scratch for name, r in runs.items() if name != "scratch"}
+    return {
+        "updates": config.num_updates,
+        "num_envs": config.num_envs,
+        "runs": runs,
+        "cut_vs_scratch": cuts["init_from"],
+        "cuts_vs_scratch": cuts,
+        "imitation": imitation,
+    }
+
+
+def imitated(state: Any, trainer: Any, config: Any, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """``state`` with its actor pre-trained on the oracle's decisions for ``--imitation_jobs`` other
+    simulated jobs (seed + 1; ``slamorl_jax.imitate --oracle_jobs``'s defaults), and its report."""
+    started = time.perf_counter()
+    demos = oracle_demonstrations(config, args.imitation_jobs, 8, jax.random.key(args.seed + 1))
+    params, report = fit(
+        trainer.network, jax.device_get(state.params), demos, ImitationConfig(), jax.random.key(args.seed)
+    )
+    report["wall_s"] = time.perf_counter() - started
+    return state.replace(params=jax.device_put(params)), report
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -217,6 +247,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "epochs": args.epochs,
         "seed": args.seed,
         "history_jobs": args.history_jobs,
+        "imitation_jobs": args.imitation_jobs,
         "per_job": jobs,
         "per_job_wall_s": jobs_s,
         "training": training,
@@ -255,15 +286,18 @@ def to_markdown(payload: dict[str, Any]) -> str:
                 f"{r['jobs_missing_an_sla']:.0f}",
                 f"{r['all_slas_met']:.1%}",
                 f"{r['mean_return']:.3f}",
+                f"{cut:.0%}" if (cut := training.get("cuts_vs_scratch", {}).get(name)) is not None else "",
             ]
             for name, r in training["runs"].items()
         ]
         text += (
             f"\n\nOver training: the first {training['updates']} PPO updates of {training['num_envs']} jobs, "
-            f"from scratch vs --init_from={payload['checkpoint']} (cut in jobs missing an SLA: "
-            f"{training['cut_vs_scratch']:.0%}).\n\n"
+            f"from scratch, from --init_from={payload['checkpoint']} and from a policy pre-trained on "
+            f"the oracle's decisions for {payload.get('imitation_jobs', 0)} other simulated jobs "
+            "(`slamorl_jax.imitate --oracle_jobs`; cut = fewer jobs missing an SLA than from scratch)."
+            "\n\n"
             + markdown_table(
-                ["run", "jobs finished", "jobs missing an SLA", "all SLAs met", "mean return"], rows
+                ["run", "jobs finished", "jobs missing an SLA", "all SLAs met", "mean return", "cut"], rows
             )
         )
     return text + f"\n\nMachine: {payload['machine']}\n"
@@ -279,6 +313,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--history_jobs", type=bounded(int, 1, 1 << 20), default=2048, help="store size")
     parser.add_argument("--train_updates", type=bounded(int, 0, 10_000), default=30, help="0 skips training")
     parser.add_argument("--train_envs", type=bounded(int, 4, 1 << 16), default=64, help="jobs per update")
+    parser.add_argument(
+        "--imitation_jobs", type=bounded(int, 0, 1 << 20), default=1024, help="0 skips the imitation run"
+    )
     parser.add_argument("--checkpoint", default="checkpoints/default", help="the policy")
     parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 

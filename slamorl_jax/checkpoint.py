@@ -69,14 +69,7 @@ def save(
     _remove_incomplete_step(manager, step)
     host_state, policy = _to_host(state), {"params": state.params}
     meta = {
-        "format_version": FORMAT_VERSION,
-        "state_version": STATE_VERSION,
-        "config": dataclasses.asdict(config),
-        "update": step,
-        "env_steps": step * config.batch_size,
-        "observation_dim": NUM_FEATURES,
-        "observation_layout": OBSERVATION_LAYOUT,
-        "num_actions": config.network.num_actions,
+        **_meta(config, step),
         META_KEY: {"state": tree_digests(host_state), "policy": tree_digests(policy)},
         **(extra or {}),
     }
@@ -91,6 +84,20 @@ def save(
     )
     manager.wait_until_finished()
     return step
+
+
+def _meta(config: TrainConfig, step: int) -> dict[str, Any]:
+    """The ``meta`` item of a checkpoint of ``config`` at update ``step`` (digests apart)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "state_version": STATE_VERSION,
+        "config": dataclasses.asdict(config),
+        "update": step,
+        "env_steps": step * config.batch_size,
+        "observation_dim": NUM_FEATURES,
+        "observation_layout": OBSERVATION_LAYOUT,
+        "num_actions": config.network.num_actions,
+    }
 
 
 def _remove_incomplete_step(manager: ocp.CheckpointManager, step: int) -> None:
@@ -295,20 +302,36 @@ def export_policy(source: str | Path, destination: str | Path) -> Path:
     """
     policy = load_policy(source)
     meta, _, _ = read_meta(source)
+    return _save_policy_only(destination, policy.params, meta, policy.step)
+
+
+def save_policy(
+    destination: str | Path, params: Any, config: TrainConfig, extra: dict[str, Any] | None = None
+) -> Path:
+    """Save network parameters made outside a training run (e.g. pre-trained on logged decisions,
+    ``slamorl_jax.imitate``) as a policy-only checkpoint of ``config`` at step 0 in the empty directory
+    ``destination``: what :func:`load_policy` and ``train --init_from`` read. Returns the step
+    directory."""
+    return _save_policy_only(destination, jax.device_get(params), {**_meta(config, 0), **(extra or {})}, 0)
+
+
+def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any], step: int) -> Path:
+    """Write ``params`` and ``meta`` (its digests added) as step ``step`` of the empty directory
+    ``destination``; the step directory."""
     destination = Path(destination)
     if has_checkpoint(destination):
         raise CheckpointError(f"{destination} already holds checkpoints; choose an empty directory")
     manager = make_manager(destination, keep=1)
-    arrays = {"params": policy.params}
+    arrays = {"params": params}
     manager.save(
-        policy.step,
+        step,
         args=ocp.args.Composite(
             policy=ocp.args.StandardSave(arrays),
             meta=ocp.args.JsonSave({**meta, META_KEY: {"policy": tree_digests(arrays)}}),
         ),
     )
     manager.wait_until_finished()
-    return destination.absolute() / str(policy.step)
+    return destination.absolute() / str(step)
 
 
 def has_checkpoint(directory: str | Path) -> bool:

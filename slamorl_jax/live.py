@@ -40,7 +40,9 @@ left out); ``preference`` (``time``, ``cost``, ``balanced`` or three weights: ti
 default balanced); ``history``, one entry per epoch run so far with its allocation and measured
 epoch time (without re-allocation pauses; default: the last epoch alone);
 ``mean_gpu_util``/``mean_cpu_util`` (time-weighted over the job so far, pauses included; default
-the last epoch's) and ``peak_memory_gib`` (default the last epoch's); ``requested_gpus``,
+the last epoch's) and ``peak_memory_gib`` (default the last epoch's; before the first epoch, the
+profile's forecast of what its probes used, 0 without probes, as the env's reset and probes set it);
+``requested_gpus``,
 ``requested_cpus`` and ``reference_throughput`` (see above); ``probes``, short runs made before the
 first epoch (``slamorl_jax.live_start.probe_plan``), each ``{"gpus", "cpus", "epoch_time_s"}`` with
 the probe's time over its fraction of an epoch: they feed the online model as epochs do but are not
@@ -345,15 +347,21 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
         params,
     )
     stats = empty_stats()
+    probe_peak = zero  # a new job's peak memory: what its probes used (the env's reset: 0 without)
     for gpus, cpus, epoch_time in (*measured_epochs(job), *(job.probes or ())):
         forecast = epoch_metrics(profile, i32(gpus), i32(cpus), params)
         stats = record_epoch(
             stats, f32(epoch_time), forecast.epoch_time_s, forecast.compute_share, forecast.sync_share
         )
+        probe_peak = jnp.maximum(probe_peak, forecast.memory_used_gib)
     elapsed = f32(job.elapsed_s)
     mean_gpu = metrics.gpu_util if job.mean_gpu_util is None else f32(job.mean_gpu_util)
     mean_cpu = metrics.cpu_util if job.mean_cpu_util is None else f32(job.mean_cpu_util)
-    peak = metrics.memory_used_gib if job.peak_memory_gib is None else f32(job.peak_memory_gib)
+    peak = (
+        (metrics.memory_used_gib if job.epochs_done > 0 else probe_peak)
+        if job.peak_memory_gib is None
+        else f32(job.peak_memory_gib)
+    )
     return EnvState(
         job=spec,
         steps=i32(job.epochs_done),
@@ -372,6 +380,31 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
         profile_now=now,
         model_stats=stats,
     )
+
+
+def job_description(state: EnvState, catalog: Catalog | None = None) -> dict[str, Any]:
+    """What the job of one env state (unbatched) is, in the fields of a report (:class:`LiveJob`):
+    workload and GPU type by name, allocation, request, epochs, SLA targets and preference; no
+    progress or readings (a simulated job reported to ``recommend`` or logged as a decision adds them)."""
+    catalog = catalog or load_catalog()
+    job = jax.device_get(state.job)
+    targets = job.sla_targets
+    return {
+        "workload": catalog.workload_names[int(job.workload)],
+        "gpu_type": catalog.gpu_types[int(job.gpu_type)],
+        "gpus": int(state.gpus),
+        "cpus": int(state.cpus),
+        "epochs_total": int(job.epochs),
+        "requested_gpus": int(job.requested_gpus),
+        "requested_cpus": int(job.requested_cpus),
+        "deadline_s": float(targets.deadline_s),
+        "budget_usd": float(targets.budget_usd),
+        "min_throughput": float(targets.min_throughput),
+        "max_memory_gib": float(targets.max_memory_gib),
+        "min_gpu_util": float(targets.min_gpu_util),
+        "min_cpu_util": float(targets.min_cpu_util),
+        "preference": [float(w) for w in job.preference],
+    }
 
 
 def reported_metrics(job: LiveJob, forecast: EpochMetrics) -> EpochMetrics:

@@ -15,7 +15,7 @@ from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.state import EnvState
-from slamorl_jax.live import LiveJob, live_state, recommend
+from slamorl_jax.live import LiveJob, job_description, live_state, recommend
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 # The README's example job (``docs/example_job.json``).
@@ -49,24 +49,8 @@ def _live_job_from_state(state, index: int, history: list, env: JobAllocationEnv
 def _reported(s: EnvState, env: JobAllocationEnv, **readings: object) -> LiveJob:
     """The job of one env state ``s`` as a live job reports it: what it is, its allocation,
     request, SLAs and preference, plus ``readings``."""
-    t = s.job.sla_targets
-    return LiveJob(
-        workload=env.catalog.workload_names[int(s.job.workload)],
-        gpu_type=env.catalog.gpu_types[int(s.job.gpu_type)],
-        gpus=int(s.gpus),
-        cpus=int(s.cpus),
-        epochs_total=int(s.job.epochs),
-        requested_gpus=int(s.job.requested_gpus),
-        requested_cpus=int(s.job.requested_cpus),
-        deadline_s=float(t.deadline_s),
-        budget_usd=float(t.budget_usd),
-        min_throughput=float(t.min_throughput),
-        max_memory_gib=float(t.max_memory_gib),
-        min_gpu_util=float(t.min_gpu_util),
-        min_cpu_util=float(t.min_cpu_util),
-        preference=tuple(float(w) for w in s.job.preference),
-        **readings,
-    )
+    described = job_description(s, env.catalog)
+    return LiveJob(**{**described, "preference": tuple(described["preference"]), **readings})
 
 
 def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> None:

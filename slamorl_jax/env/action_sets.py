@@ -35,9 +35,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from slamorl_jax.env.actions import NO_OP_ACTION, clip_allocation
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
 from slamorl_jax.env.actions import apply_action as apply_move
-from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 
 ACTION_SETS = ("paper", "targets")
@@ -115,3 +115,23 @@ def apply(
 def clip_action(action: jax.Array | int, name: str) -> jax.Array:
     """``action`` clipped to the valid indices of the named set."""
     return jnp.clip(jnp.asarray(action, jnp.int32), 0, num_actions(name) - 1)
+
+
+def nearest_action(
+    name: str, gpus: jax.Array, cpus: jax.Array, goal_gpus: jax.Array, goal_cpus: jax.Array, params: EnvParams
+) -> jax.Array:
+    """The action of set ``name`` whose allocation from ``(gpus, cpus)`` lands nearest to
+    ``(goal_gpus, goal_cpus)`` (one job; int32 scalar): the smallest ``|log2(g / goal_g)| +
+    |log2(c / goal_c)|``, the goal clipped to the cluster first. An allocation the set reaches
+    exactly gets its action; staying is always keep, then the lowest index wins a tie (a one-step
+    move before the target that lands in the same place). Learning from logged decisions
+    (``agent/imitation.py``) labels each decision with it."""
+    goal_gpus, goal_cpus = clip_allocation(
+        jnp.asarray(goal_gpus, jnp.int32), jnp.asarray(goal_cpus, jnp.int32), *cluster_bounds(params)
+    )
+    actions = jnp.arange(num_actions(name), dtype=jnp.int32)
+    to_gpus, to_cpus = apply(actions, gpus, cpus, params)
+    log2 = lambda x: jnp.log2(x.astype(jnp.float32))  # noqa: E731
+    distance = jnp.abs(log2(to_gpus) - log2(goal_gpus)) + jnp.abs(log2(to_cpus) - log2(goal_cpus))
+    distance = jnp.where(actions == NO_OP_ACTION, distance - 1e-3, distance)  # keep before a duplicate
+    return jnp.argmin(distance).astype(jnp.int32)

@@ -181,22 +181,26 @@ def records_from_csv(text: str, source: str, catalog: Catalog | None = None) -> 
     return records
 
 
+def read_text(source: str, what: str, suffixes: Sequence[str]) -> str:
+    """The UTF-8 text of file ``source`` (a ``what`` ending in one of ``suffixes``); ``ValueError``
+    with one line when it has another suffix or cannot be read or decoded."""
+    if Path(source).suffix.lower() not in suffixes:
+        raise ValueError(f"{what} {source!r} must be a {' or '.join(suffixes)} file")
+    try:
+        data = Path(source).read_bytes()
+    except (OSError, ValueError) as err:
+        raise ValueError(f"cannot read {what} {source!r}: {getattr(err, 'strerror', None) or err}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{what} {source!r} is not UTF-8 text (byte {err.start})") from None
+
+
 def load_records(path: str | Path, catalog: Catalog | None = None) -> list[HistoryRecord]:
     """The records of a ``.json`` or ``.csv`` history store; ``ValueError`` with one line on bad input."""
     source = str(path)
     suffix = Path(source).suffix.lower()
-    if suffix not in (".json", ".csv"):
-        raise ValueError(f"history store {source!r} must be a .json or .csv file")
-    try:
-        data = Path(source).read_bytes()
-    except (OSError, ValueError) as err:
-        raise ValueError(
-            f"cannot read history store {source!r}: {getattr(err, 'strerror', None) or err}"
-        ) from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"history store {source!r} is not UTF-8 text (byte {err.start})") from None
+    text = read_text(source, "history store", (".json", ".csv"))
     parse = records_from_json if suffix == ".json" else records_from_csv
     records = parse(text, source, catalog)
     if not records:

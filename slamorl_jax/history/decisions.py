@@ -1,0 +1,115 @@
+"""Decision logs: what running jobs reported and where each was moved next, in JSON or JSON Lines.
+
+One decision per job and epoch boundary (:class:`Decision`): the job's report after its latest epoch,
+with exactly the fields ``recommend --job`` reads (:class:`~slamorl_jax.live.LiveJob`; a job that has
+run no epoch yet may leave out its readings), plus the allocation it ran its next epoch on:
+``next_gpus`` and ``next_cpus`` (equal to ``gpus``/``cpus`` when it stayed). ``python -m
+slamorl_jax.imitate --decisions=log.jsonl`` pre-trains a policy to make them.
+
+JSON form: ``{"decisions": [...]}`` (other top-level keys are notes, ignored) or a bare list; JSON
+Lines (``.jsonl``): one decision object a line, blank lines skipped. Each decision::
+
+    {"workload": "cifar10-resnet18", "gpu_type": "T4", "gpus": 1, "cpus": 4,
+     "epochs_done": 0, "epochs_total": 30, "deadline_s": 5400, "budget_usd": 5,
+     "preference": "time", "next_gpus": 4, "next_cpus": 16}
+
+:func:`load_decisions` refuses a file it cannot read or parse, an empty log, and any decision with a
+missing, unknown or bad field (``ValueError`` naming the file, the decision and the field, one line).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slamorl_jax.history.records import read_text
+from slamorl_jax.live import MAX_COUNT, LiveJob
+
+NEXT_FIELDS = ("next_gpus", "next_cpus")
+SUFFIXES = (".json", ".jsonl")
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """A job's report after an epoch and the allocation of its next epoch."""
+
+    job: LiveJob
+    next_gpus: int
+    next_cpus: int
+
+
+def decision_from_mapping(data: Any, where: str) -> Decision:
+    """One decision from a JSON object; ``ValueError`` prefixed by ``where`` on bad input."""
+    if not isinstance(data, Mapping):
+        raise ValueError(
+            f"{where}: a decision must be a JSON object of a job's fields and {', '.join(NEXT_FIELDS)}"
+        )
+    missing = [name for name in NEXT_FIELDS if name not in data]
+    if missing:
+        raise ValueError(f"{where}: missing field(s): {', '.join(missing)}")
+    counts = []
+    for name in NEXT_FIELDS:
+        value = data[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+            raise ValueError(
+                f"{where}: {name} must be a whole number from 1 to {MAX_COUNT}, got {value!r:.40}"
+            )
+        counts.append(value)
+    report = {name: value for name, value in data.items() if name not in NEXT_FIELDS}
+    try:
+        job = LiveJob.from_dict(report)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
+    return Decision(job, *counts)
+
+
+def _parse_json(text: str, source: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{source} is not valid JSON: {err.msg} ({where}line {err.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{source} is nested too deeply to be a decision log") from None
+
+
+def decisions_from_text(text: str, source: str, lines: bool) -> list[Decision]:
+    """The decisions of a JSON (``lines`` False) or JSON Lines document (module docstring)."""
+    if lines:
+        items = [
+            (f"{source} line {number}", _parse_json(line, source, f"log line {number}, "))
+            for number, line in enumerate(text.splitlines(), start=1)
+            if line.strip()
+        ]
+    else:
+        data = _parse_json(text, source, "")
+        if isinstance(data, Mapping):
+            if "decisions" not in data:
+                raise ValueError(f"{source}: a JSON decision log needs a 'decisions' list")
+            data = data["decisions"]
+        if not isinstance(data, list):
+            raise ValueError(f"{source}: the decisions must be a JSON list of objects")
+        items = [(f"{source} decision {i}", item) for i, item in enumerate(data)]
+    return [decision_from_mapping(item, where) for where, item in items]
+
+
+def load_decisions(path: str | Path) -> list[Decision]:
+    """The decisions of a ``.json`` or ``.jsonl`` log; ``ValueError`` with one line on bad input."""
+    source = str(path)
+    text = read_text(source, "decision log", SUFFIXES)
+    decisions = decisions_from_text(text, source, lines=Path(source).suffix.lower() == ".jsonl")
+    if not decisions:
+        raise ValueError(f"decision log {source!r} holds no decisions")
+    return decisions
+
+
+def save_decisions(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
+    """Write decision objects (job fields plus ``next_gpus``/``next_cpus``) as JSON Lines or JSON, by
+    the file's suffix."""
+    path = Path(path)
+    if path.suffix.lower() == ".jsonl":
+        path.write_text("".join(json.dumps(dict(row)) + "\n" for row in rows))
+    else:
+        path.write_text(json.dumps({"decisions": [dict(row) for row in rows]}, indent=1) + "\n")

@@ -1,0 +1,128 @@
+"""Decisions turned into what a policy learns from: observation, weights and action of its set.
+
+From a decision log (``decisions.py``): each job's report becomes the env state the policy would see
+for it (``live.live_state``, the same formulas as ``recommend``), observed on the policy's cluster,
+and its next allocation the action of the policy's set that lands nearest to it
+(``action_sets.nearest_action``: exact when the set reaches it; the coarse target grid may not).
+
+From simulated jobs (:func:`oracle_demonstrations`): fresh jobs of the policy's training scenario,
+each moved at every one of its first ``decisions_per_job`` epochs towards its best static allocation
+in hindsight (``evaluation.baselines.BestStatic``, the allocation a history store records as having
+served the job best): a jump there first, then keep. The jobs start as the config's
+``init_strategy`` says (requests, random allocations and cold starts by default).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.imitation import Demonstrations
+from slamorl_jax.agent.trainer import env_params_from_config
+from slamorl_jax.env import action_sets
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.observation import observe
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.state import EnvState
+from slamorl_jax.episodes import step_once
+from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.history.decisions import Decision
+from slamorl_jax.live import check_recommendable, live_state
+
+
+@functools.lru_cache(maxsize=4)
+def _labeller(action_set: str):
+    """Jitted: one job's observation, weights and the action nearest to a next allocation."""
+
+    @jax.jit
+    def label(state: EnvState, next_gpus: jax.Array, next_cpus: jax.Array, params: EnvParams) -> tuple:
+        action = action_sets.nearest_action(action_set, state.gpus, state.cpus, next_gpus, next_cpus, params)
+        reached = action_sets.apply(action, state.gpus, state.cpus, params)
+        exact = jnp.logical_and(reached[0] == next_gpus, reached[1] == next_cpus)
+        return observe(state, params), state.weights, action, exact
+
+    return label
+
+
+def decision_demonstrations(
+    decisions: Sequence[Decision], config: TrainConfig
+) -> tuple[Demonstrations, dict[str, int]]:
+    """The demonstrations of logged ``decisions`` for a policy of ``config`` (its cluster and action
+    set), and counts: ``decisions``, ``moves`` (next allocation elsewhere) and ``inexact`` (next
+    allocation the set cannot reach in one action; labelled with the nearest). ``ValueError`` naming
+    the decision for a finished job or an allocation outside the cluster."""
+    params = env_params_from_config(config)
+    label = _labeller(config.actions)
+    rows: list[tuple] = []
+    moves = 0
+    for i, decision in enumerate(decisions):
+        job = decision.job
+        try:
+            check_recommendable(job, params)
+        except ValueError as err:
+            raise ValueError(f"decision {i}: {err}") from None
+        state = live_state(job, params)
+        rows.append(label(state, jnp.int32(decision.next_gpus), jnp.int32(decision.next_cpus), params))
+        moves += int((decision.next_gpus, decision.next_cpus) != (job.gpus, job.cpus))
+    obs, weights, actions, exact = (np.stack([np.asarray(row[k]) for row in rows]) for k in range(4))
+    counts = {"decisions": len(rows), "moves": moves, "inexact": int(np.sum(~exact))}
+    return Demonstrations(obs, weights, actions.astype(np.int32)), counts
+
+
+@functools.lru_cache(maxsize=4)
+def _oracle_rollout(env: JobAllocationEnv, oracle: BestStatic, num_jobs: int, steps: int):
+    """Jitted: ``num_jobs`` fresh jobs run ``steps`` epochs towards their oracle allocations,
+    with each step's observation, weights, action and whether the job was still running."""
+    action_set = env.action_set
+
+    @jax.jit
+    def run(params: EnvParams, key: jax.Array) -> tuple:
+        reset_key, step_key = jax.random.split(key)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_jobs), params)
+        goal_gpus, goal_cpus = jax.vmap(oracle, in_axes=(0, None))(state, params)
+        to_goal = functools.partial(action_sets.nearest_action, action_set)
+        nearest = jax.vmap(to_goal, in_axes=(0, 0, 0, 0, None))
+        env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, None))
+
+        def step(carry: tuple, key: jax.Array) -> tuple:
+            obs, state, running = carry
+            actions = nearest(state.gpus, state.cpus, goal_gpus, goal_cpus, params)
+            row = (obs, state.weights, actions, running)
+            obs, state, terminated, truncated, _ = env_step(
+                jax.random.split(key, num_jobs), state, actions, params
+            )
+            running = jnp.logical_and(running, jnp.logical_not(jnp.logical_or(terminated, truncated)))
+            return (obs, state, running), row
+
+        carry = (obs, state, jnp.ones(num_jobs, bool))
+        _, rows = jax.lax.scan(step, carry, jax.random.split(step_key, steps))
+        return rows
+
+    return run
+
+
+def oracle_demonstrations(
+    config: TrainConfig,
+    num_jobs: int,
+    decisions_per_job: int,
+    key: jax.Array,
+    env: JobAllocationEnv | None = None,
+) -> Demonstrations:
+    """Demonstrations of ``num_jobs`` simulated jobs of ``config``'s scenario moved towards their
+    hindsight-best static allocations, the first ``decisions_per_job`` decisions of each (fewer for
+    shorter jobs; module docstring)."""
+    env = env or JobAllocationEnv(action_set=config.actions)
+    params = env_params_from_config(config, env.catalog)
+    run = _oracle_rollout(env, BestStatic.for_params(params), num_jobs, decisions_per_job)
+    obs, weights, actions, running = (np.asarray(x) for x in run(params, key))
+    keep = running.reshape(-1)
+    return Demonstrations(
+        obs.reshape(-1, obs.shape[-1])[keep],
+        weights.reshape(-1, weights.shape[-1])[keep],
+        actions.reshape(-1)[keep].astype(np.int32),
+    )

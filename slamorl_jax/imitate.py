@@ -1,0 +1,146 @@
+"""Pre-train a policy on logged decisions: ``python -m slamorl_jax.imitate --decisions=log.jsonl --out=DIR``.
+
+Behaviour cloning (``agent/imitation.py``; DESIGN §5, historical learning): the actor of a fresh
+actor-critic of the given network (``--actions``, ``--hidden_sizes``; or ``--like=CHECKPOINT``, that
+checkpoint's whole config) learns to make the decisions of a log (``history/decisions.py``: each a
+job's report, as ``recommend --job`` reads it, and the allocation of its next epoch), or of
+``--oracle_jobs`` simulated jobs moved towards their best static allocation in hindsight
+(``history/demonstrations.py``). The result is a policy-only checkpoint in ``--out`` (step 0; the
+report under ``imitation`` in its meta) that ``recommend``, ``evaluate`` and ``load_policy`` read
+and ``train --init_from`` starts a PPO run from. It prints a JSON report: the rows learnt from and
+held out, and the loss and accuracy (greedy action = logged action) before and after. Bad input
+(an unreadable or bad log, a decision outside the cluster, a folder that already holds
+checkpoints) exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.imitation import ImitationConfig
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command
+from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET
+from slamorl_jax.run_dirs import path_exists
+
+PROG = "python -m slamorl_jax.imitate"
+MAX_JOBS = 1 << 20
+DEFAULTS = ImitationConfig()
+
+
+def parser() -> OneLineArgumentParser:
+    """The command line."""
+    p = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--decisions", help="a decision log (.json or .jsonl) to imitate")
+    source.add_argument(
+        "--oracle_jobs",
+        type=bounded(int, 1, MAX_JOBS),
+        help="imitate this many simulated jobs moved towards their hindsight-best static allocation",
+    )
+    p.add_argument("--out", required=True, help="folder for the policy checkpoint (new or empty)")
+    p.add_argument("--like", default=None, help="take the network and env config of this checkpoint")
+    p.add_argument("--actions", choices=ACTION_SETS, default=None, help=f"default {DEFAULT_ACTION_SET}")
+    p.add_argument("--hidden_sizes", type=positive_int_list, default=None, help="e.g. 128,128 (the default)")
+    p.add_argument(
+        "--decisions_per_job", type=bounded(int, 1, 1000), default=8, help="--oracle_jobs: decisions a job"
+    )
+    p.add_argument("--steps", type=bounded(int, 1, 10_000_000), default=DEFAULTS.steps, help="Adam steps")
+    p.add_argument("--batch_size", type=bounded(int, 1, 1 << 20), default=DEFAULTS.batch_size, help="rows")
+    p.add_argument(
+        "--learning_rate", type=bounded(float, 1e-8, 1.0), default=DEFAULTS.learning_rate, help="Adam's"
+    )
+    p.add_argument(
+        "--holdout", type=bounded(float, 0.0, 0.9), default=DEFAULTS.holdout, help="share held out to measure"
+    )
+    p.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="network, split and job seed")
+    return p
+
+
+def policy_config(args: object) -> TrainConfig:
+    """The config of the policy to pre-train (``--like``'s, else the defaults), with ``--actions``
+    and ``--hidden_sizes``; exits 2 on a bad combination."""
+    from slamorl_jax.agent.config import validate_config
+    from slamorl_jax.checkpoint import CheckpointError, load_policy
+
+    config = TrainConfig()
+    if args.like is not None:
+        if not path_exists(args.like):
+            fail(f"--like {args.like!r} does not exist", PROG)
+        try:
+            config = load_policy(args.like).config
+        except CheckpointError as err:
+            fail(str(err), PROG)
+    changes = {}
+    if args.actions is not None:
+        changes["actions"] = args.actions
+    if args.hidden_sizes is not None:
+        changes["hidden_sizes"] = tuple(args.hidden_sizes)
+    try:
+        config = dataclasses.replace(config, **changes, init_from=None)
+        validate_config(config)
+    except ValueError as err:
+        fail(str(err), PROG)
+    return config
+
+
+def check_out(out: Path) -> None:
+    """Exit 2 unless ``out`` can take a new checkpoint (absent or an empty folder, in a folder that
+    exists)."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        fail(f"--out {str(out)!r} must be a new or empty folder", PROG)
+    if not out.parent.is_dir():
+        fail(f"--out {str(out)!r}: its folder does not exist", PROG)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, build the demonstrations, imitate them, save; the exit status."""
+    args = parser().parse_args(argv)
+    out = Path(args.out)
+    check_out(out)
+    config = policy_config(args)
+    imitation = ImitationConfig(
+        steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate, holdout=args.holdout
+    )
+    import jax
+
+    from slamorl_jax.agent.imitation import fit
+    from slamorl_jax.agent.networks import init_params
+    from slamorl_jax.agent.trainer import make_train
+    from slamorl_jax.checkpoint import save_policy
+    from slamorl_jax.history.decisions import load_decisions
+    from slamorl_jax.history.demonstrations import decision_demonstrations, oracle_demonstrations
+
+    key = jax.random.key(args.seed)
+    net_key, data_key, fit_key = jax.random.split(key, 3)
+    if args.decisions is not None:
+        try:
+            demos, counts = decision_demonstrations(load_decisions(args.decisions), config)
+        except ValueError as err:
+            fail(str(err), PROG)
+        source = {"log": str(args.decisions), **counts}
+    else:
+        demos = oracle_demonstrations(config, args.oracle_jobs, args.decisions_per_job, data_key)
+        source = {"oracle_jobs": args.oracle_jobs, "decisions_per_job": args.decisions_per_job}
+    trainer = make_train(config)
+    params = init_params(trainer.network, net_key, trainer.obs_dim)
+    params, report = fit(trainer.network, params, demos, imitation, fit_key)
+    report = {"source": source, "settings": dataclasses.asdict(imitation), "seed": args.seed, **report}
+    try:
+        step_dir = save_policy(out, params, config, extra={"imitation": report})
+    except OSError as err:
+        fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
+    print(json.dumps({"checkpoint": str(step_dir.parent), **report}, indent=2))
+    return 0
+
+
+def run() -> None:
+    """Console entry point."""
+    run_command(main, PROG)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,180 @@
+"""Pre-training on logged decisions: labels on hand-computed cases, the log format and its errors,
+both ways to demonstrations agreeing, imitation that learns, and the checkpoint it writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from cli_harness import assert_refused, call
+
+from slamorl_jax import imitate
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.imitation import Demonstrations, ImitationConfig, fit
+from slamorl_jax.agent.networks import init_params
+from slamorl_jax.agent.trainer import env_params_from_config, make_train
+from slamorl_jax.checkpoint import load_policy, params_equal, read_meta
+from slamorl_jax.env import action_sets
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.scenarios import scenario_params
+from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.history.decisions import decision_from_mapping, load_decisions, save_decisions
+from slamorl_jax.history.demonstrations import decision_demonstrations, oracle_demonstrations
+from slamorl_jax.live import job_description
+from slamorl_jax.warm_start import initial_params
+
+CONFIG = TrainConfig()
+NUM_JOBS = 24
+DEMO_KEY = jax.random.key(3)
+# A new job of the README's kind, moved from 1 GPU to 4 GPUs and 16 CPUs before its first epoch.
+DECISION = {
+    "workload": "cifar10-resnet18",
+    "gpu_type": "T4",
+    "gpus": 1,
+    "cpus": 4,
+    "epochs_done": 0,
+    "epochs_total": 30,
+    "deadline_s": 5400,
+    "budget_usd": 5,
+    "preference": "time",
+    "next_gpus": 4,
+    "next_cpus": 16,
+}
+
+
+# From 4 GPUs and 16 CPUs on the default cluster (4 GPUs and 48 CPUs a node, 16 GPUs a job, CPU
+# step 4); targets are ``9 + 5 x (GPUs - 1) + j`` for CPUs per GPU (fewest, 2, 4, 8, 12)[j].
+@pytest.mark.parametrize(
+    ("action_set", "start", "goal", "expected"),
+    [
+        ("targets", (4, 16), (4, 16), 4),  # stay: keep, not the target 4 x 4 that lands there too
+        ("targets", (4, 16), (16, 64), 9 + 5 * 15 + 2),  # a target reached exactly
+        ("targets", (4, 16), (5, 16), 7),  # a one-step move (no target lands there)
+        ("targets", (1, 4), (6, 22), 9 + 5 * 5 + 2),  # off the grid: 6 x 4 = 24 CPUs is nearest
+        ("targets", (4, 16), (64, 1000), 9 + 5 * 15 + 4),  # beyond the cluster: clipped to 16 x 12
+        ("paper", (4, 16), (16, 64), 8),  # one step of each towards it
+        ("paper", (4, 16), (4, 16), 4),
+        ("paper", (4, 16), (1, 4), 0),
+    ],
+)
+def test_nearest_action_on_hand_computed_cases(
+    action_set: str, start: tuple[int, int], goal: tuple[int, int], expected: int
+) -> None:
+    params = scenario_params("mixed")
+    action = action_sets.nearest_action(action_set, jnp.int32(start[0]), jnp.int32(start[1]), *goal, params)
+    assert int(action) == expected, action_sets.action_names(action_set, params)[int(action)]
+
+
+def test_json_and_jsonl_logs_read_the_same(tmp_path: Path) -> None:
+    rows = [DECISION, {**DECISION, "gpus": 4, "cpus": 16, "next_gpus": 4, "next_cpus": 16}]
+    save_decisions(rows, tmp_path / "log.jsonl")
+    save_decisions(rows, tmp_path / "log.json")
+    lines, document = load_decisions(tmp_path / "log.jsonl"), load_decisions(tmp_path / "log.json")
+    assert lines == document and len(lines) == 2
+    assert (lines[0].next_gpus, lines[0].next_cpus, lines[0].job.gpus) == (4, 16, 1)
+
+
+BAD_LOGS = {
+    "missing.jsonl": None,
+    "log.csv": "workload\n",
+    "empty.jsonl": "\n\n",
+    "not_json.jsonl": json.dumps(DECISION) + "\n{oops\n",
+    "no_list.json": json.dumps({"rows": []}),
+    "no_next.jsonl": json.dumps({k: v for k, v in DECISION.items() if k != "next_cpus"}),
+    "zero_gpus.jsonl": json.dumps({**DECISION, "next_gpus": 0}),
+    "float_gpus.jsonl": json.dumps({**DECISION, "next_gpus": 1.5}),
+    "unknown_field.jsonl": json.dumps({**DECISION, "colour": "red"}),
+    "bad_job.json": json.dumps([{**DECISION, "workload": "no-such-model"}]),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_LOGS))
+def test_bad_logs_are_refused_with_one_line(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if BAD_LOGS[name] is not None:
+        (tmp_path / name).write_text(BAD_LOGS[name])
+    monkeypatch.chdir(tmp_path)
+    before = set(tmp_path.iterdir())
+    outcome = call(lambda: imitate.main([f"--decisions={name}", "--out=policy"]), capsys, tmp_path)
+    assert_refused(outcome, name)
+    assert set(tmp_path.iterdir()) == before
+
+
+def test_a_decision_outside_the_cluster_is_refused_by_index(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    save_decisions([DECISION, {**DECISION, "gpus": 64, "cpus": 256}], tmp_path / "log.jsonl")
+    outcome = call(
+        lambda: imitate.main([f"--decisions={tmp_path / 'log.jsonl'}", f"--out={tmp_path / 'out'}"]),
+        capsys,
+        tmp_path,
+    )
+    assert_refused(outcome, "decision 1")
+
+
+@pytest.fixture(scope="module")
+def oracle_demos() -> Demonstrations:
+    return oracle_demonstrations(CONFIG, NUM_JOBS, 4, DEMO_KEY)
+
+
+def test_logged_decisions_demonstrate_as_the_simulated_jobs_do(oracle_demos: Demonstrations) -> None:
+    """Fresh simulated jobs reported as a log (what they are, no readings; the oracle's allocation
+    next) give the observations, weights and actions of the simulated demonstrations' first step."""
+    env = JobAllocationEnv(action_set=CONFIG.actions)
+    params = env_params_from_config(CONFIG, env.catalog)
+    reset_keys = jax.random.split(jax.random.split(DEMO_KEY)[0], NUM_JOBS)  # oracle_demonstrations' jobs
+    _, states = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(reset_keys, params)
+    gpus, cpus = jax.jit(jax.vmap(BestStatic.for_params(params), in_axes=(0, None)))(states, params)
+    rows = []
+    for i in range(NUM_JOBS):
+        state = jax.tree.map(lambda x, i=i: np.asarray(x)[i], states)
+        rows.append(
+            {**job_description(state), "epochs_done": 0, "next_gpus": int(gpus[i]), "next_cpus": int(cpus[i])}
+        )
+    demos, counts = decision_demonstrations([decision_from_mapping(r, "test") for r in rows], CONFIG)
+    first = oracle_demos.rows(np.arange(NUM_JOBS))  # every job runs at its first decision
+    np.testing.assert_allclose(demos.obs, first.obs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(demos.weights, first.weights, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(demos.actions, first.actions)
+    assert counts["decisions"] == NUM_JOBS
+    assert counts["moves"] == sum((r["gpus"], r["cpus"]) != (r["next_gpus"], r["next_cpus"]) for r in rows)
+    # After the first decision a job that reached its goal keeps it.
+    assert len(oracle_demos) > NUM_JOBS and np.mean(oracle_demos.actions[NUM_JOBS:] == 4) > 0.5
+
+
+def test_imitation_learns_the_demonstrations_and_leaves_the_critic(oracle_demos: Demonstrations) -> None:
+    trainer = make_train(CONFIG)
+    params = init_params(trainer.network, jax.random.key(0), trainer.obs_dim)
+    config = ImitationConfig(steps=400, batch_size=32, learning_rate=3e-3, holdout=0.2)
+    learnt, report = fit(trainer.network, params, oracle_demos, config, jax.random.key(1))
+    assert report["held_out_rows"] == round(0.2 * len(oracle_demos))
+    assert report["rows"] + report["held_out_rows"] == len(oracle_demos)
+    assert report["after"]["train"]["loss"] < 0.5 * report["before"]["train"]["loss"]
+    assert report["after"]["train"]["accuracy"] >= 0.9
+    assert params_equal(learnt["params"]["critic"], params["params"]["critic"])
+    assert not params_equal(learnt["params"]["actor"], params["params"]["actor"])
+
+
+def test_the_cli_writes_a_policy_that_loads_and_warm_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "log.jsonl"
+    save_decisions([DECISION, {**DECISION, "gpus": 4, "cpus": 16}], log)
+    out = tmp_path / "imitated"
+    argv = [f"--decisions={log}", f"--out={out}", "--steps=5", "--holdout=0"]
+    outcome = call(lambda: imitate.main(argv), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    report = json.loads(outcome.stdout)
+    assert report["source"] == {"log": str(log), "decisions": 2, "moves": 1, "inexact": 0}
+    policy = load_policy(out)
+    assert policy.step == 0 and policy.config.actions == CONFIG.actions
+    meta, _, _ = read_meta(out)
+    assert meta["imitation"]["rows"] == 2
+    assert params_equal(initial_params(out, policy.params), policy.params)  # what --init_from reads
+    again = call(lambda: imitate.main(argv), capsys, tmp_path)
+    assert_refused(again, "new or empty folder")
