@@ -2,6 +2,7 @@
 
     python -m benchmarks.exploration_overhead [--episodes 1024] [--seed 0] [--epochs 5]
         [--history_jobs 2048] [--train_updates 30] [--train_envs 64] [--imitation_jobs 1024]
+        [--critic_warmup_updates 10] [--training_only]
         [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json]
 
 **Per job** (DESIGN §5, issue 8): the exploration overhead of a start is, over a job's first
@@ -37,9 +38,11 @@ The cut of a warm start is ``1 - overhead(warm) / overhead(cold)`` per scenario 
 otherwise) from scratch, from the checkpoint (``train --init_from``) and from a policy pre-trained on
 logged decisions (``slamorl_jax.imitate``): the oracle's, for the first 8 epochs of
 ``--imitation_jobs`` other simulated jobs (seed + 1), imitated with the default settings; same seed
-and jobs for the three. The overhead is the number of jobs finished during those updates that missed
-at least one of their six SLAs; the mean episode return and the all-SLAs rate per update are
-reported beside it.
+and jobs for all. A fourth run starts from the same pre-trained policy and holds its actor while
+only the critic learns for the first ``--critic_warmup_updates`` updates (``train
+--critic_warmup_updates``; the pre-trained policy comes without a critic). The overhead is the
+number of jobs finished during those updates that missed at least one of their six SLAs; the mean
+episode return and the all-SLAs rate per update are reported beside it.
 """
 
 from __future__ import annotations
@@ -182,15 +185,22 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
     learner = jit_learner(trainer, env_params)
     runs: dict[str, Any] = {}
     imitation: dict[str, Any] = {}
-    for name in ("scratch", "init_from", "imitation"):
-        if name == "imitation" and args.imitation_jobs == 0:
-            continue
+    arms = ["scratch", "init_from"]
+    if args.imitation_jobs > 0:
+        arms += ["imitation"] + (["imitation_critic_warmup"] if args.critic_warmup_updates > 0 else [])
+    imitated_params = None
+    for name in arms:
         started = time.perf_counter()
+        if name == "imitation_critic_warmup":  # the same start, the actor held while the critic learns
+            config = dataclasses.replace(config, critic_warmup_updates=args.critic_warmup_updates)
+            learner = jit_learner(make_train(config), env_params)
         state = learner.init(jax.random.key(config.seed), env_params)
         if name == "init_from":
             state = warm_start(state, policy)  # the policy the per-job part ran
-        if name == "imitation":
-            state, imitation = imitated(state, trainer, config, args)
+        if name.startswith("imitation"):
+            if imitated_params is None:
+                imitated_params, imitation = imitated(state, trainer, config, args)
+            state = state.replace(params=jax.device_put(imitated_params))
         curve = []
         for _ in range(config.num_updates):
             state, metrics = learner.chunk(state, env_params)
@@ -218,19 +228,21 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
         "cut_vs_scratch": cuts["init_from"],
         "cuts_vs_scratch": cuts,
         "imitation": imitation,
+        "critic_warmup_updates": args.critic_warmup_updates,
     }
 
 
 def imitated(state: Any, trainer: Any, config: Any, args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
-    """``state`` with its actor pre-trained on the oracle's decisions for ``--imitation_jobs`` other
-    simulated jobs (seed + 1; ``slamorl_jax.imitate --oracle_jobs``'s defaults), and its report."""
+    """``state``'s parameters (on the host) with the actor pre-trained on the oracle's decisions for
+    ``--imitation_jobs`` other simulated jobs (seed + 1; ``slamorl_jax.imitate --oracle_jobs``'s
+    defaults), and the imitation's report."""
     started = time.perf_counter()
     demos = oracle_demonstrations(config, args.imitation_jobs, 8, jax.random.key(args.seed + 1))
     params, report = fit(
         trainer.network, jax.device_get(state.params), demos, ImitationConfig(), jax.random.key(args.seed)
     )
     report["wall_s"] = time.perf_counter() - started
-    return state.replace(params=jax.device_put(params)), report
+    return jax.device_get(params), report
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -238,7 +250,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     policy = load_policy(args.checkpoint)
     base = with_preference(env_params_from_config(policy.config), None)
     started = time.perf_counter()
-    jobs = per_job_overheads(args, policy, base)
+    jobs = None if args.training_only else per_job_overheads(args, policy, base)
     jobs_s = time.perf_counter() - started
     training = training_overhead(args, policy) if args.train_updates > 0 else None
     return {
@@ -263,9 +275,11 @@ def to_markdown(payload: dict[str, Any]) -> str:
         f"per scenario, seed {payload['seed']}, policy {payload['checkpoint']}; history store of "
         f"{jobs['history_records']} other jobs). Overhead = regret in preference-weighted time and cost "
         "relative to the request's + SLA severity beyond the oracle's (benchmarks/exploration_overhead.py)."
+        if jobs
+        else f"Exploration overhead over training only (seed {payload['seed']}, {payload['checkpoint']})."
     )
     headers = ["scenario", "start", "overhead", "regret", "severity", "re-allocations", "cut vs cold"]
-    for horizon, result in jobs["horizons"].items():
+    for horizon, result in (jobs or {"horizons": {}})["horizons"].items():
         lines = []
         for scenario, by_start in result["scenarios"].items():
             for start, row in by_start.items():
@@ -294,7 +308,9 @@ def to_markdown(payload: dict[str, Any]) -> str:
             f"\n\nOver training: the first {training['updates']} PPO updates of {training['num_envs']} jobs, "
             f"from scratch, from --init_from={payload['checkpoint']} and from a policy pre-trained on "
             f"the oracle's decisions for {payload.get('imitation_jobs', 0)} other simulated jobs "
-            "(`slamorl_jax.imitate --oracle_jobs`; cut = fewer jobs missing an SLA than from scratch)."
+            "(`slamorl_jax.imitate --oracle_jobs`), the last also with the critic learning alone for "
+            f"its first {training.get('critic_warmup_updates', 0)} updates (`--critic_warmup_updates`); "
+            "cut = fewer jobs missing an SLA than from scratch."
             "\n\n"
             + markdown_table(
                 ["run", "jobs finished", "jobs missing an SLA", "all SLAs met", "mean return", "cut"], rows
@@ -316,6 +332,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--imitation_jobs", type=bounded(int, 0, 1 << 20), default=1024, help="0 skips the imitation run"
     )
+    parser.add_argument(
+        "--critic_warmup_updates", type=bounded(int, 0, 10_000), default=10, help="0 skips that arm"
+    )
+    parser.add_argument("--training_only", action="store_true", help="skip the per-job measurement")
     parser.add_argument("--checkpoint", default="checkpoints/default", help="the policy")
     parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 

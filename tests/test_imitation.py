@@ -178,3 +178,35 @@ def test_the_cli_writes_a_policy_that_loads_and_warm_starts(
     assert params_equal(initial_params(out, policy.params), policy.params)  # what --init_from reads
     again = call(lambda: imitate.main(argv), capsys, tmp_path)
     assert_refused(again, "new or empty folder")
+
+
+def test_the_policy_config_follows_like_and_the_network_flags(tmp_path: Path) -> None:
+    shipped = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
+    args = imitate.parser().parse_args(["--oracle_jobs=4", "--out=x", f"--like={shipped}", "--actions=paper"])
+    config = imitate.policy_config(args)
+    assert config.actions == "paper" and config.init_from is None
+    assert config.hidden_sizes == load_policy(shipped).config.hidden_sizes
+    args = imitate.parser().parse_args(["--oracle_jobs=4", "--out=x", "--hidden_sizes=32,16"])
+    assert imitate.policy_config(args).hidden_sizes == (32, 16)
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["--decisions=log.jsonl", "--oracle_jobs=8", "--out=o"], "not allowed with"),
+        (["--out=o"], "one of the arguments"),
+        (["--oracle_jobs=0", "--out=o"], "--oracle_jobs"),
+        (["--oracle_jobs=8", "--out=o", "--holdout=1"], "--holdout"),
+        (["--oracle_jobs=8", "--out=o", "--like=no/such/run"], "does not exist"),
+        (["--oracle_jobs=8", "--out=missing/o"], "its folder does not exist"),
+    ],
+)
+def test_bad_command_lines_are_refused(
+    argv: list[str],
+    phrase: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert_refused(call(lambda: imitate.main(argv), capsys, tmp_path), phrase)
