@@ -2,7 +2,7 @@
 
     python -m benchmarks.exploration_overhead [--episodes 1024] [--seed 0] [--epochs 5]
         [--history_jobs 2048] [--train_updates 30] [--train_envs 64] [--imitation_jobs 1024]
-        [--critic_warmup_updates 10] [--training_only]
+        [--training_only]
         [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json]
 
 **Per job** (DESIGN §5, issue 8): the exploration overhead of a start is, over a job's first
@@ -38,11 +38,9 @@ The cut of a warm start is ``1 - overhead(warm) / overhead(cold)`` per scenario 
 otherwise) from scratch, from the checkpoint (``train --init_from``) and from a policy pre-trained on
 logged decisions (``slamorl_jax.imitate``): the oracle's, for the first 8 epochs of
 ``--imitation_jobs`` other simulated jobs (seed + 1), imitated with the default settings; same seed
-and jobs for all. A fourth run starts from the same pre-trained policy and holds its actor while
-only the critic learns for the first ``--critic_warmup_updates`` updates (``train
---critic_warmup_updates``; the pre-trained policy comes without a critic). The overhead is the
-number of jobs finished during those updates that missed at least one of their six SLAs; the mean
-episode return and the all-SLAs rate per update are reported beside it.
+and jobs for the three (``--training_only`` measures only these). The overhead is the number of
+jobs finished during those updates that missed at least one of their six SLAs; the mean episode
+return and the all-SLAs rate per update are reported beside it.
 """
 
 from __future__ import annotations
@@ -185,22 +183,14 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
     learner = jit_learner(trainer, env_params)
     runs: dict[str, Any] = {}
     imitation: dict[str, Any] = {}
-    arms = ["scratch", "init_from"]
-    if args.imitation_jobs > 0:
-        arms += ["imitation"] + (["imitation_critic_warmup"] if args.critic_warmup_updates > 0 else [])
-    imitated_params = None
-    for name in arms:
+    for name in ("scratch", "init_from", "imitation")[: 3 if args.imitation_jobs > 0 else 2]:
         started = time.perf_counter()
-        if name == "imitation_critic_warmup":  # the same start, the actor held while the critic learns
-            config = dataclasses.replace(config, critic_warmup_updates=args.critic_warmup_updates)
-            learner = jit_learner(make_train(config), env_params)
         state = learner.init(jax.random.key(config.seed), env_params)
         if name == "init_from":
             state = warm_start(state, policy)  # the policy the per-job part ran
-        if name.startswith("imitation"):
-            if imitated_params is None:
-                imitated_params, imitation = imitated(state, trainer, config, args)
-            state = state.replace(params=jax.device_put(imitated_params))
+        if name == "imitation":
+            params, imitation = imitated(state, trainer, config, args)
+            state = state.replace(params=jax.device_put(params))
         curve = []
         for _ in range(config.num_updates):
             state, metrics = learner.chunk(state, env_params)
@@ -228,7 +218,6 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
         "cut_vs_scratch": cuts["init_from"],
         "cuts_vs_scratch": cuts,
         "imitation": imitation,
-        "critic_warmup_updates": args.critic_warmup_updates,
     }
 
 
@@ -308,9 +297,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
             f"\n\nOver training: the first {training['updates']} PPO updates of {training['num_envs']} jobs, "
             f"from scratch, from --init_from={payload['checkpoint']} and from a policy pre-trained on "
             f"the oracle's decisions for {payload.get('imitation_jobs', 0)} other simulated jobs "
-            "(`slamorl_jax.imitate --oracle_jobs`), the last also with the critic learning alone for "
-            f"its first {training.get('critic_warmup_updates', 0)} updates (`--critic_warmup_updates`); "
-            "cut = fewer jobs missing an SLA than from scratch."
+            "(`slamorl_jax.imitate --oracle_jobs`; cut = fewer jobs missing an SLA than from scratch)."
             "\n\n"
             + markdown_table(
                 ["run", "jobs finished", "jobs missing an SLA", "all SLAs met", "mean return", "cut"], rows
@@ -331,9 +318,6 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train_envs", type=bounded(int, 4, 1 << 16), default=64, help="jobs per update")
     parser.add_argument(
         "--imitation_jobs", type=bounded(int, 0, 1 << 20), default=1024, help="0 skips the imitation run"
-    )
-    parser.add_argument(
-        "--critic_warmup_updates", type=bounded(int, 0, 10_000), default=10, help="0 skips that arm"
     )
     parser.add_argument("--training_only", action="store_true", help="skip the per-job measurement")
     parser.add_argument("--checkpoint", default="checkpoints/default", help="the policy")

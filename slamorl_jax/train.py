@@ -168,12 +168,6 @@ flags.DEFINE_string(
     "Start the actor-critic from this checkpoint's policy (a run's checkpoint directory or a step; "
     "same network layout), with a fresh optimiser; unset: a fresh initialisation.",
 )
-flags.DEFINE_integer(
-    "critic_warmup_updates",
-    DEFAULTS.critic_warmup_updates,
-    "Updates at the start in which only the critic learns (e.g. with --init_from a policy pre-trained "
-    "on logged decisions, which has no critic yet).",
-)
 flags.DEFINE_string("checkpoint_dir", None, "Checkpoint directory (default: <run_dir>/checkpoints).")
 flags.DEFINE_string(
     "run_dir",

@@ -311,26 +311,3 @@ def test_static_weights_when_adaptation_strength_is_zero(small_network: tuple[Ac
     adapted = adapt(preference, severities, 1.5)
     assert float(jnp.max(jnp.abs(adapted - static))) > 1e-2
     assert abs(loss_with(adapted) - static_loss) > 1e-4
-
-
-def test_a_critic_warm_up_leaves_the_actor_without_gradient() -> None:
-    """``actor_scale = 0`` (the first ``critic_warmup_updates``) removes the policy and entropy terms:
-    no gradient reaches the logits, the values' gradient is unchanged, and 1 is the plain loss."""
-    rng = np.random.default_rng(1)
-    logits = rng.normal(size=(4, 9)).astype(np.float32)
-    values = rng.normal(size=(4, 3)).astype(np.float32)
-    batch = make_batch(ADVANTAGES, WEIGHTS, ACTIONS, log_prob_of(logits, ACTIONS) - 0.1, values, values + 1.0)
-    params = {"logits": jnp.asarray(logits), "values": jnp.asarray(values) + 0.5}
-
-    def grads(scale: float) -> tuple[dict, float]:
-        coefs = LossCoefficients(actor_scale=scale)
-        loss, g = jax.value_and_grad(lambda p: ppo_loss(p, direct_apply, batch, coefs)[0])(params)
-        return g, float(loss)
-
-    warm, warm_loss = grads(0.0)
-    plain, plain_loss = grads(1.0)
-    assert not np.any(np.asarray(warm["logits"])) and np.any(np.asarray(plain["logits"]))
-    np.testing.assert_array_equal(np.asarray(warm["values"]), np.asarray(plain["values"]))
-    _, metrics = ppo_loss(params, direct_apply, batch, LossCoefficients())
-    assert warm_loss == pytest.approx(0.5 * float(metrics["value_loss"]), rel=1e-6)
-    assert plain_loss == float(metrics["loss"])

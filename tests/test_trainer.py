@@ -256,16 +256,3 @@ def test_each_action_set_has_its_own_minibatch_shuffle() -> None:
         assert TrainConfig.from_dict(saved) == TrainConfig(actions=actions)
         legacy = {k: v for k, v in saved.items() if k != "minibatch_shuffle"}
         assert TrainConfig.from_dict(legacy).minibatch_shuffle == "global"
-
-
-def test_a_critic_warm_up_keeps_the_actor_until_it_ends() -> None:
-    """With ``critic_warmup_updates=2`` the first chunk (two updates) moves only the critic; the next
-    one moves the actor too."""
-    compiled = compile_trainer(dataclasses.replace(TINY, critic_warmup_updates=TINY.updates_per_chunk))
-    start = jax.device_get(compiled.fresh().params)
-    warmed, _ = compiled.run(compiled.fresh(), 1)
-    warmed_params = jax.device_get(warmed.params)
-    assert trees_equal(warmed_params["params"]["actor"], start["params"]["actor"])
-    assert not trees_equal(warmed_params["params"]["critic"], start["params"]["critic"])
-    trained, _ = compiled.run(warmed, 1)
-    assert not trees_equal(jax.device_get(trained.params)["params"]["actor"], start["params"]["actor"])

@@ -97,11 +97,6 @@ class TrainConfig:
     # Start the actor-critic from this checkpoint's policy (same network layout; warm_start.py)
     # instead of a fresh initialisation; None = fresh. Recorded so a run says where it started.
     init_from: str | None = None
-    # Updates at the start in which only the critic learns (the actor's loss terms weigh 0): a policy
-    # started from elsewhere (init_from, e.g. one pre-trained on logged decisions, which has no
-    # critic) keeps acting as it does while the critic learns its values, instead of being moved by
-    # advantages from a critic that knows nothing yet. 0: both learn from the first update.
-    critic_warmup_updates: int = 0
 
     def __post_init__(self) -> None:
         if self.minibatch_shuffle is None:  # the action set's (an unknown set fails validation)
@@ -241,9 +236,6 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(0 < c.clip_eps < 1, f"--clip_eps must be in (0, 1), got {c.clip_eps}")
     _require(c.value_coef >= 0, f"--value_coef must be >= 0, got {c.value_coef}")
     _require(c.entropy_coef >= 0, f"--entropy_coef must be >= 0, got {c.entropy_coef}")
-    _require(
-        c.critic_warmup_updates >= 0, f"--critic_warmup_updates must be >= 0, got {c.critic_warmup_updates}"
-    )
     _require(c.value_clip_eps >= 0, f"--value_clip_eps must be >= 0, got {c.value_clip_eps}")
     _require(0 <= c.shaping <= 100, f"--shaping must be in [0, 100], got {c.shaping}")
     _require(0 <= c.sla_met_bonus <= 100, f"--sla_met_bonus must be in [0, 100], got {c.sla_met_bonus}")

@@ -36,7 +36,6 @@ class LossCoefficients:
     value_coef: float | jax.Array = 0.5
     entropy_coef: float | jax.Array = 0.01
     value_clip_eps: float | jax.Array = 0.2  # <= 0 disables value clipping
-    actor_scale: float | jax.Array = 1.0  # weight of the policy and entropy terms (0: critic only)
 
 
 def scalarise_advantages(advantages: jax.Array, weights: jax.Array, normalise: bool = True) -> jax.Array:
@@ -73,8 +72,7 @@ def ppo_loss(
     value_error = jnp.where(coefs.value_clip_eps > 0, jnp.maximum(value_error, clipped_error), value_error)
     value_loss = 0.5 * value_error.mean()
 
-    actor = coefs.actor_scale  # exactly 1 outside a critic warm-up: the same loss to the last bit
-    loss = actor * policy_loss + coefs.value_coef * value_loss - (actor * coefs.entropy_coef) * entropy
+    loss = policy_loss + coefs.value_coef * value_loss - coefs.entropy_coef * entropy
     metrics = {
         "loss": loss,
         "policy_loss": policy_loss,

@@ -230,10 +230,7 @@ class Trainer:
         lead = 2 if c.minibatch_shuffle == "per_env" else 1
         if lead == 1:
             batch = jax.tree.map(lambda x: x.reshape((c.batch_size, *x.shape[2:])), batch)
-        warm = state.update >= c.critic_warmup_updates  # else only the critic learns (config.py)
-        coefs = LossCoefficients(
-            c.clip_eps, c.value_coef, c.entropy_coef, c.value_clip_eps, warm.astype(jnp.float32)
-        )
+        coefs = LossCoefficients(c.clip_eps, c.value_coef, c.entropy_coef, c.value_clip_eps)
         grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
 
         def minibatch_step(carry: tuple, minibatch: Batch) -> tuple:

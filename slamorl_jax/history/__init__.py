@@ -1,5 +1,7 @@
 """History of finished jobs: records (JSON/CSV), nearest-match lookup of a new job's first
-allocation, and building a store from simulated jobs (``python -m slamorl_jax.history``)."""
+allocation, and building a store from simulated jobs (``python -m slamorl_jax.history``); logs of
+past allocation decisions (``decisions.py``) and the demonstrations a policy is pre-trained on from
+them (``demonstrations.py``, ``python -m slamorl_jax.imitate``)."""
 
 from slamorl_jax.history.lookup import (
     FEATURE_WEIGHTS,
