@@ -25,11 +25,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slamorl_jax.history.records import read_text
+from slamorl_jax.history.records import json_list, parse_json, read_text
 from slamorl_jax.live import MAX_COUNT, LiveJob
 
 NEXT_FIELDS = ("next_gpus", "next_cpus")
 SUFFIXES = (".json", ".jsonl")
+WHAT = "decision log"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,31 +67,16 @@ def decision_from_mapping(data: Any, where: str) -> Decision:
     return Decision(job, *counts)
 
 
-def _parse_json(text: str, source: str, where: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{source} is not valid JSON: {err.msg} ({where}line {err.lineno})") from None
-    except RecursionError:
-        raise ValueError(f"{source} is nested too deeply to be a decision log") from None
-
-
 def decisions_from_text(text: str, source: str, lines: bool) -> list[Decision]:
     """The decisions of a JSON (``lines`` False) or JSON Lines document (module docstring)."""
     if lines:
         items = [
-            (f"{source} line {number}", _parse_json(line, source, f"log line {number}, "))
+            (f"{source} line {number}", parse_json(line, source, WHAT, f"log line {number}, "))
             for number, line in enumerate(text.splitlines(), start=1)
             if line.strip()
         ]
     else:
-        data = _parse_json(text, source, "")
-        if isinstance(data, Mapping):
-            if "decisions" not in data:
-                raise ValueError(f"{source}: a JSON decision log needs a 'decisions' list")
-            data = data["decisions"]
-        if not isinstance(data, list):
-            raise ValueError(f"{source}: the decisions must be a JSON list of objects")
+        data = json_list(text, source, WHAT, "decisions")
         items = [(f"{source} decision {i}", item) for i, item in enumerate(data)]
     return [decision_from_mapping(item, where) for where, item in items]
 
@@ -98,7 +84,7 @@ def decisions_from_text(text: str, source: str, lines: bool) -> list[Decision]:
 def load_decisions(path: str | Path) -> list[Decision]:
     """The decisions of a ``.json`` or ``.jsonl`` log; ``ValueError`` with one line on bad input."""
     source = str(path)
-    text = read_text(source, "decision log", SUFFIXES)
+    text = read_text(source, WHAT, SUFFIXES)
     decisions = decisions_from_text(text, source, lines=Path(source).suffix.lower() == ".jsonl")
     if not decisions:
         raise ValueError(f"decision log {source!r} holds no decisions")

@@ -143,20 +143,33 @@ def _preference(value: Any) -> tuple[float, float, float]:
     return (float(vector[0]), float(vector[1]), float(vector[2]))
 
 
+def parse_json(text: str, source: str, what: str, where: str = "") -> Any:
+    """The JSON value of ``text`` (from ``source``, a ``what``); ``ValueError`` with one line naming
+    ``where`` in it (e.g. ``"log line 3, "``) and the line of a syntax error."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{source} is not valid JSON: {err.msg} ({where}line {err.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{source} is nested too deeply to be a {what}") from None
+
+
+def json_list(text: str, source: str, what: str, key: str) -> list:
+    """The list of a JSON ``what`` document: ``{key: [...], ...}`` (other keys are notes) or a bare
+    list; ``ValueError`` with one line otherwise."""
+    data = parse_json(text, source, what)
+    if isinstance(data, Mapping):
+        if key not in data:
+            raise ValueError(f"{source}: a JSON {what} needs a '{key}' list")
+        data = data[key]
+    if not isinstance(data, list):
+        raise ValueError(f"{source}: the {key} must be a JSON list of objects")
+    return data
+
+
 def records_from_json(text: str, source: str, catalog: Catalog | None = None) -> list[HistoryRecord]:
     """The records of a JSON document (module docstring)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{source} is not valid JSON: {err.msg} (line {err.lineno})") from None
-    except RecursionError:
-        raise ValueError(f"{source} is nested too deeply to be a history store") from None
-    if isinstance(data, Mapping):
-        if "records" not in data:
-            raise ValueError(f"{source}: a JSON history store needs a 'records' list")
-        data = data["records"]
-    if not isinstance(data, list):
-        raise ValueError(f"{source}: the records must be a JSON list of objects")
+    data = json_list(text, source, "history store", "records")
     return [record_from_mapping(item, f"{source} record {i}", catalog) for i, item in enumerate(data)]
 
 
