@@ -97,21 +97,22 @@ def fit(
     data = Demonstrations(*(jnp.asarray(x) for x in train))
     size = len(train)
 
-    def step(carry: tuple, step_key: jax.Array) -> tuple:
-        params, opt_state = carry
-        index = jax.random.randint(step_key, (config.batch_size,), 0, size)
-        batch = Demonstrations(*(x[index] for x in data))
-        grads, _ = jax.grad(imitation_loss, has_aux=True)(params, network, batch)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), None
-
     @jax.jit
-    def run(params: Any, key: jax.Array) -> Any:
+    def run(params: Any, key: jax.Array, data: Demonstrations) -> Any:
+        # The demonstrations are an argument, not constants folded into the compiled program.
+        def step(carry: tuple, step_key: jax.Array) -> tuple:
+            params, opt_state = carry
+            index = jax.random.randint(step_key, (config.batch_size,), 0, size)
+            batch = Demonstrations(*(x[index] for x in data))
+            grads, _ = jax.grad(imitation_loss, has_aux=True)(params, network, batch)
+            updates, opt_state = optimizer.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), None
+
         carry = (params, optimizer.init(params))
         (params, _), _ = jax.lax.scan(step, carry, jax.random.split(key, config.steps))
         return params
 
-    params = run(params, train_key)
+    params = run(params, train_key, data)
     after = {"train": evaluate(params, network, train), "held_out": evaluate(params, network, held)}
     report = {"rows": size, "held_out_rows": len(held), "before": before, "after": after}
     return params, report
