@@ -56,6 +56,8 @@ def decision_demonstrations(
     set), and counts: ``decisions``, ``moves`` (next allocation elsewhere) and ``inexact`` (next
     allocation the set cannot reach in one action; labelled with the nearest). ``ValueError`` naming
     the decision for a finished job or an allocation outside the cluster."""
+    if not decisions:
+        raise ValueError("no decisions to learn from")
     params = env_params_from_config(config)
     label = _labeller(config.actions)
     rows: list[tuple] = []
