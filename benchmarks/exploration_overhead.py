@@ -183,7 +183,8 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
     learner = jit_learner(trainer, env_params)
     runs: dict[str, Any] = {}
     imitation: dict[str, Any] = {}
-    for name in ("scratch", "init_from", "imitation")[: 3 if args.imitation_jobs > 0 else 2]:
+    arms = ("scratch", "init_from") + (("imitation",) if args.imitation_jobs > 0 else ())
+    for name in arms:
         started = time.perf_counter()
         state = learner.init(jax.random.key(config.seed), env_params)
         if name == "init_from":

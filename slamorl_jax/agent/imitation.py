@@ -61,6 +61,10 @@ def imitation_loss(params: Any, network: ActorCritic, batch: Demonstrations) -> 
     return -jnp.mean(chosen), accuracy
 
 
+# One compiled loss for every evaluation (the network is a static, hashable argument).
+_jitted_loss = jax.jit(imitation_loss, static_argnums=1)
+
+
 def split(demos: Demonstrations, holdout: float, key: jax.Array) -> tuple[Demonstrations, Demonstrations]:
     """``(train, held_out)``: a random ``holdout`` share of the rows held out (none when 0; at least
     one row stays for training)."""
@@ -76,10 +80,9 @@ def evaluate(params: Any, network: ActorCritic, demos: Demonstrations) -> dict[s
     if n == 0:
         return {"loss": float("nan"), "accuracy": float("nan")}
     losses, hits = 0.0, 0.0
-    run = jax.jit(imitation_loss, static_argnums=1)
     for start in range(0, n, EVAL_CHUNK):
         chunk = demos.rows(np.arange(start, min(start + EVAL_CHUNK, n)))
-        loss, accuracy = run(params, network, chunk)
+        loss, accuracy = _jitted_loss(params, network, chunk)
         losses += float(loss) * len(chunk)
         hits += float(accuracy) * len(chunk)
     return {"loss": losses / n, "accuracy": hits / n}
