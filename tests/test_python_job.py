@@ -13,8 +13,9 @@ per-epoch met-flags (as before), the job-level checks with the end-of-job SLA re
 new with the forecast block, each target's ``other_slas`` feature, a count of four threshold checks
 on a projected job (the Python job reports their margins as ``observation_slack``).
 
-One looser tolerance, new with the online model: the two posterior features (``compute_dev``,
-``sync_dev``) get ``POSTERIOR_ATOL = 1e-4``. The JAX env accumulates the model's sums in float32 and
+One looser tolerance, new with the online model: the three posterior features (``compute_dev``,
+``sync_dev``, and ``surprise``, an epoch against the posterior's forecast) get
+``POSTERIOR_ATOL = 1e-4``. The JAX env accumulates the model's sums in float32 and
 solves the 2x2 posterior by Cramer's rule. Its determinant is now expanded so that nothing cancels,
 but its numerators (``p22 b1 - p12 b2``) still do: at one allocation the prior's part of
 ``p22 = d2 + n S22`` is what survives the cancellation, with a relative error of about float32's
@@ -62,7 +63,7 @@ RTOL = 1e-4
 ATOL = 1e-5
 TIE = 1e-5
 POSTERIOR_ATOL = 1e-4
-POSTERIOR = [FEATURE_NAMES.index("compute_dev"), FEATURE_NAMES.index("sync_dev")]
+POSTERIOR = [FEATURE_NAMES.index(name) for name in ("compute_dev", "sync_dev", "surprise")]
 # The forecast's suggestion flags: one ranking per observation, keep's flag stands for it.
 SUGGESTED = [i for i, name in enumerate(FEATURE_NAMES) if name.endswith("_suggested")]
 KEEP_SUGGESTED = FEATURE_NAMES.index("keep_suggested")

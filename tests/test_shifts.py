@@ -104,26 +104,37 @@ def _one_kind(kind: int, **values) -> object:
     return validate_params(params)
 
 
+KEEP, ADD_GPU, ADD_CPU_STEP = 4, 7, 5  # paper moves: keep, +1 GPU, +1 CPU step
+
+
 @jax.jit
-def _two_epochs_batch(keys: jax.Array, params) -> tuple:
-    """States at reset, after epoch 1 and after epoch 2 of each key's job, keeping the allocation."""
+def _three_epochs_batch(keys: jax.Array, params, second_action: jax.Array) -> tuple:
+    """States at reset and after epochs 1, 2 and 3 of each key's job: keep, ``second_action``, keep."""
 
     def run(key):
         _, s0 = ENV.reset(key, params)
-        u = d.uniforms(jax.random.fold_in(key, 1), d.STEP_DRAWS)
-        s1 = ENV.transition(u, s0, 4, params)[0]
-        u = d.uniforms(jax.random.fold_in(key, 2), d.STEP_DRAWS)
-        s2 = ENV.transition(u, s1, 4, params)[0]
-        return s0, s1, s2
+        states = [s0]
+        for epoch, action in enumerate((KEEP, second_action, KEEP), start=1):
+            u = d.uniforms(jax.random.fold_in(key, epoch), d.STEP_DRAWS)
+            states.append(ENV.transition(u, states[-1], action, params)[0])
+        return tuple(states)
 
     return jax.vmap(run)(keys)
 
 
-def _first_two_epochs(params, num_jobs: int = 256):
+def _first_epochs(params, second_action: int = KEEP, num_jobs: int = 256):
+    """States at reset and after epochs 1 (the event), 2 (after ``second_action``) and 3 (keep); and
+    which jobs run epochs 2 and 3 after their event."""
+    keys = jax.random.split(jax.random.key(3), num_jobs)
+    s0, s1, s2, s3 = _three_epochs_batch(keys, params, jnp.int32(second_action))
+    live = np.asarray(s0.job.epochs) > 3  # the event happens (at epoch 1 < epochs) and epochs 2, 3 run
+    return s0, s1, s2, s3, live
+
+
+def _first_two_epochs(params):
     """States at reset, after epoch 1 (the event) and after epoch 2, keeping the allocation; and
     which jobs run both epochs after their event."""
-    s0, s1, s2 = _two_epochs_batch(jax.random.split(jax.random.key(3), num_jobs), params)
-    live = np.asarray(s0.job.epochs) > 2  # the event happens (at epoch 1 < epochs) and epoch 2 runs
+    s0, s1, s2, _, live = _first_epochs(params)
     return s0, s1, s2, live
 
 
@@ -170,23 +181,80 @@ def test_a_preemption_restarts_the_job_on_half_its_gpus_and_bills_the_pause() ->
     assert np.all(np.asarray(s2.reallocations) == 0)  # not the agent's move
 
 
-def test_a_slow_node_and_a_contention_spell_slow_the_later_epochs() -> None:
-    quiet = {"epoch_time_noise": 0.0, "contention_start_prob": 0.0, "contention_end_prob": 1.0}
-    s0, s1, s2, live = _first_two_epochs(_one_kind(shifts.SLOW_NODE, **quiet))
-    np.testing.assert_allclose(
-        np.asarray(s1.job.constants.compute_s),
-        np.asarray(s0.job.constants.compute_s) * np.asarray(s0.job.shift_value),
-        rtol=1e-6,
-    )
-    np.testing.assert_array_equal(np.asarray(s1.job.profile.compute_s), np.asarray(s0.job.profile.compute_s))
-    assert np.all(np.asarray(s2.epoch_time_s)[live] > np.asarray(s1.epoch_time_s)[live])
-    params = _one_kind(shifts.CONTENTION, **quiet)
-    s0, s1, s2, live = _first_two_epochs(params)
-    contended = jax.vmap(lambda s: epoch_metrics(s.job.constants, s.gpus, s.cpus, params, True).epoch_time_s)(
-        s0
-    )
-    np.testing.assert_allclose(np.asarray(s2.epoch_time_s)[live], np.asarray(contended)[live], rtol=1e-5)
+QUIET = {"epoch_time_noise": 0.0, "contention_start_prob": 0.0, "contention_end_prob": 1.0}
+
+
+def _epoch_times(states, params, compute_factor, contended: bool) -> np.ndarray:
+    """Noise-free epoch times of ``states``' allocations on their jobs' true constants with the
+    compute time x ``compute_factor`` (per job), contended or not."""
+
+    def one(s, factor):
+        running = s.job.constants.replace(compute_s=s.job.constants.compute_s * factor)
+        return epoch_metrics(running, s.gpus, s.cpus, params, contended).epoch_time_s
+
+    factor = jnp.broadcast_to(jnp.asarray(compute_factor, jnp.float32), states.gpus.shape)
+    return np.asarray(jax.vmap(one)(states, factor))
+
+
+@pytest.mark.parametrize("kind", [shifts.SLOW_NODE, shifts.CONTENTION])
+def test_a_slow_node_and_a_contention_spell_slow_the_later_epochs(kind: int) -> None:
+    params = _one_kind(kind, **QUIET)
+    s0, s1, s2, s3, live = _first_epochs(params)
+    factor = np.asarray(s0.job.shift_value) if kind == shifts.SLOW_NODE else 1.0
+    spell = kind == shifts.CONTENTION
+    # The job's true constants stay its own (the slowdown is its nodes'), the profile too.
+    for part in ("constants", "profile"):
+        before, after = (np.asarray(getattr(s.job, part).compute_s) for s in (s0, s1))
+        np.testing.assert_array_equal(after, before)
+    np.testing.assert_allclose(np.asarray(s1.epoch_time_s), _epoch_times(s1, params, 1.0, False), rtol=1e-5)
+    for later in (s2, s3):
+        expected = _epoch_times(later, params, factor, spell)
+        np.testing.assert_allclose(np.asarray(later.epoch_time_s)[live], expected[live], rtol=1e-5)
+        assert np.all(np.asarray(later.epoch_time_s)[live] > np.asarray(s1.epoch_time_s)[live])
     assert not np.any(np.asarray(s2.contended))  # the spell is the event's, not the random process's
+    assert not np.any(np.asarray(s3.event_left))
+
+
+@pytest.mark.parametrize("kind", [shifts.SLOW_NODE, shifts.CONTENTION])
+def test_a_gpu_change_leaves_the_nodes_event_for_good_and_a_cpu_change_does_not(kind: int) -> None:
+    params = _one_kind(kind, **QUIET)
+    s0, _, s2, s3, live = _first_epochs(params, ADD_GPU)
+    moved = live & (np.asarray(s2.gpus) != np.asarray(s0.gpus))
+    assert moved.sum() > 100
+    assert np.all(np.asarray(s3.event_left)[moved]) and not np.any(np.asarray(s3.event_left)[live & ~moved])
+    for later in (s2, s3):  # healthy from the move on
+        healthy = _epoch_times(later, params, 1.0, False)
+        np.testing.assert_allclose(np.asarray(later.epoch_time_s)[moved], healthy[moved], rtol=1e-5)
+    s0, _, s2, s3, live = _first_epochs(params, ADD_CPU_STEP)
+    changed = live & (np.asarray(s2.cpus) != np.asarray(s0.cpus))
+    assert changed.sum() > 100 and not np.any(np.asarray(s3.event_left))
+    factor = np.asarray(s0.job.shift_value) if kind == shifts.SLOW_NODE else 1.0
+    for later in (s2, s3):  # still on the same nodes
+        slowed = _epoch_times(later, params, factor, kind == shifts.CONTENTION)
+        np.testing.assert_allclose(np.asarray(later.epoch_time_s)[changed], slowed[changed], rtol=1e-5)
+
+
+def test_a_gpu_change_leaves_random_contention_and_a_cpu_change_does_not() -> None:
+    # Contended from the start and for ever, unless a move lands the job on fresh nodes, which stay
+    # uncontended (a new spell starts with probability 1e-9 an epoch).
+    params = validate_params(
+        with_values(
+            scenario_params("balanced"),
+            epoch_time_noise=0.0,
+            contention_start_prob=1e-9,
+            contention_end_prob=0.0,
+            init_strategy=INIT_STRATEGIES.index("requested"),
+        )
+    )
+    s0, s1, s2, s3, live = _first_epochs(params, ADD_GPU)
+    assert np.all(np.asarray(s0.contended)) and np.all(np.asarray(s1.contended))
+    moved = live & (np.asarray(s2.gpus) != np.asarray(s1.gpus))
+    assert moved.sum() > 100
+    assert not np.any(np.asarray(s3.contended)[moved]) and np.all(np.asarray(s3.contended)[live & ~moved])
+    healthy = _epoch_times(s3, params, 1.0, False)
+    np.testing.assert_allclose(np.asarray(s3.epoch_time_s)[moved], healthy[moved], rtol=1e-5)
+    _, s1, s2, s3, live = _first_epochs(params, ADD_CPU_STEP)
+    assert np.all(np.asarray(s3.contended)[live])
 
 
 def test_the_replanning_oracle_is_the_static_oracle_without_events() -> None:
@@ -236,3 +304,40 @@ def test_the_replanning_oracle_never_plans_worse_than_the_static_oracle() -> Non
     # It does move on some jobs, and strictly gains on some (a preemption above all).
     assert np.mean(choice > 0) > 0.05
     assert np.mean((met > static_met) | (obj < static_obj * (1 - 1e-3))) > 0.05
+
+
+@pytest.mark.parametrize("kind", [shifts.SLOW_NODE, shifts.CONTENTION])
+def test_the_plans_model_matches_a_noise_free_run_that_leaves_the_nodes(kind: int) -> None:
+    # Held at the request through the event (after epoch 1), then one more GPU for the rest: the
+    # plan's time and cost (objective) are the env's, the slowdown gone from the move on.
+    params = _one_kind(kind, **QUIET)
+    s0 = jax.tree.map(lambda x: x[:128], _reset_batch(jax.random.split(jax.random.key(5), 128), params))
+    horizon = int(np.asarray(s0.job.epochs).max())
+
+    def run(state, key):
+        def epoch(s, i):
+            action = jnp.where(s.epoch == s.job.shift_epoch, ADD_GPU, KEEP)
+            u = d.uniforms(jax.random.fold_in(key, i), d.STEP_DRAWS)
+            after = ENV.transition(u, s, action, params)[0]
+            done = s.epoch >= s.job.epochs
+            return jax.tree.map(lambda old, new: jnp.where(done, old, new), s, after), None
+
+        return jax.lax.scan(epoch, state, jnp.arange(horizon))[0]
+
+    ends = jax.jit(jax.vmap(run))(s0, jax.random.split(jax.random.key(6), 128))
+
+    def planned(s, end):  # where the move landed (clipped to the cluster as the env clips it)
+        return plan_outcomes(s.job, s.gpus, s.cpus, end.gpus, end.cpus, True, params)[1]
+
+    job = s0.job
+    w_time, w_cost = np.asarray(job.preference[:, 0]), np.asarray(job.preference[:, 1])
+    ran = (
+        w_time * np.asarray(ends.elapsed_s) / np.asarray(job.time_ref_s)
+        + w_cost * np.asarray(ends.cost_usd) / np.asarray(job.cost_ref_usd)
+    ) / np.maximum(w_time + w_cost, 1e-9)
+    happened = np.asarray(shifts.happens(job))
+    left = np.asarray(ends.event_left)
+    moved = np.asarray(ends.gpus) != np.asarray(s0.gpus)
+    np.testing.assert_array_equal(left, happened & moved)
+    assert left.mean() > 0.5
+    np.testing.assert_allclose(ran, np.asarray(jax.jit(jax.vmap(planned))(s0, ends)), rtol=2e-4)

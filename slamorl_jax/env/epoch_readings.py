@@ -92,6 +92,7 @@ def unstarted_state(
         gpus=gpus,
         cpus=cpus,
         contended=contended,
+        event_left=jnp.zeros((), bool),
         elapsed_s=zero,
         cost_usd=zero,
         **readings,
@@ -102,4 +103,5 @@ def unstarted_state(
         severity_sum=zero,
         profile_now=m,
         model_stats=empty_stats(),
+        surprise=zero,
     )

@@ -32,7 +32,7 @@ always named keep.
 It is a forecast, not an order: the policy learns when to follow it (a short job may not earn back
 the pause; the forecast may still be wrong early in a job).
 
-Then five job features:
+Then six job features:
 
 =================== ======================================================================
 ``pause_share``     GPU re-allocation pause / (pause + corrected epoch time): what a move costs
@@ -40,6 +40,10 @@ Then five job features:
 ``data_parallel``   1 if extra GPUs can speed the job up
 ``compute_dev``     0.5 + 0.5 tanh(2 mu_compute): the online model's compute deviation
 ``sync_dev``        0.5 + 0.5 tanh(2 mu_sync)
+``surprise``        0.5 + 0.5 tanh(2 x), x = log(last epoch's time / the online model's forecast
+                    of it from the epochs before it) (``online_model.epoch_surprise``; 0.5 at
+                    reset): a job suddenly slower than it has measured is being slowed by its
+                    nodes (contention, a slower node), which a GPU change leaves (``shifts.py``)
 =================== ======================================================================
 """
 
@@ -60,7 +64,7 @@ from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.state import EnvState
 
 OUTCOME_FEATURES = ("time", "cost", "other_slas", "suggested")
-JOB_FEATURES = ("pause_share", "epochs_left", "data_parallel", "compute_dev", "sync_dev")
+JOB_FEATURES = ("pause_share", "epochs_left", "data_parallel", "compute_dev", "sync_dev", "surprise")
 FORECAST_FEATURE_NAMES = (
     *(f"target{k}_{name}" for name in OUTCOME_FEATURES for k in range(NUM_TARGETS)),
     *(f"keep_{name}" for name in OUTCOME_FEATURES),
@@ -285,6 +289,7 @@ def forecast_parts(state: EnvState, params: EnvParams) -> list[jax.Array]:
             job.profile.data_parallel.astype(jnp.float32),
             0.5 + 0.5 * jnp.tanh(2.0 * mu_compute),
             0.5 + 0.5 * jnp.tanh(2.0 * mu_sync),
+            0.5 + 0.5 * jnp.tanh(2.0 * state.surprise),
         ]
     )
     return [*outcome_features(state, *targets), target_suggested, tail]

@@ -13,7 +13,11 @@ Episode: one training job of ``job.epochs`` epochs; each ``step`` is one decisio
 the allocation, then one epoch runs. The job runs on its hidden true constants (``job_truth.py``); the
 agent sees its workload's profile and what the job has measured (``online_model.py``). A GPU change
 checkpoints and restarts the job (``reallocation_pause_s``, 30 s as measured by Pollux); a CPU-only
-change restarts the data loaders (``cpu_reallocation_pause_s``); both pauses are billed.
+change restarts the data loaders (``cpu_reallocation_pause_s``); both pauses are billed. Random
+contention (a noisy neighbour or a congested link: compute x (1 + ``contention_compute_slowdown``),
+inter-node sync x (1 + ``contention_network_slowdown``)) starts with ``contention_start_prob`` an
+epoch and ends with ``contention_end_prob``; a GPU change restarts the job on a fresh placement,
+which leaves it (and a mid-run event of its nodes, ``shifts.py``).
 The episode terminates when the last epoch completes; it is truncated (never by default) after
 ``max_steps_in_episode`` decisions. ``step`` auto-resets: when the episode ends it returns the first
 observation of a new job, and the last observation of the old one in ``info["final_observation"]``.
@@ -72,7 +76,7 @@ from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, s
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.observation import observe
-from slamorl_jax.env.online_model import record_epoch
+from slamorl_jax.env.online_model import epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.scenarios import check_scenario, scenario_params
@@ -302,13 +306,18 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         )
         gpus, cpus = action_sets.apply(action, start_gpus, start_cpus, params)
         changed = jnp.logical_or(gpus != start_gpus, cpus != start_cpus)
+        # A GPU change (the agent's or a preemption's) restarts the job on a fresh placement: it
+        # leaves the contention of its old nodes and its event if that was its nodes' (shifts.py).
+        relocated = jnp.logical_or(start_gpus != state.gpus, gpus != start_gpus)
+        left = jnp.logical_or(state.event_left, shifts.leaves(job, state.epoch, relocated))
         contended = jnp.where(
-            state.contended,
+            jnp.logical_and(state.contended, jnp.logical_not(relocated)),
             u[d.CONTENTION_SWITCH] >= params.contention_end_prob,
             u[d.CONTENTION_SWITCH] < params.contention_start_prob,
         )
-        slowed = jnp.logical_or(contended, shifts.spell_active(job, state.epoch))
-        m = epoch_metrics(job.constants, gpus, cpus, params, slowed)
+        spell, node_factor = shifts.node_slowdown(job, state.epoch, left)
+        running = job.constants.replace(compute_s=job.constants.compute_s * node_factor)
+        m = epoch_metrics(running, gpus, cpus, params, jnp.logical_or(contended, spell))
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
         epoch_time = m.epoch_time_s * noise
         pause = move_pause_s(start_gpus, start_cpus, gpus, cpus, params) + restart
@@ -329,6 +338,8 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         # The profile where the job is, after any price change (its epoch time and shares, which
         # the online model records, do not depend on the price).
         profile_now = epoch_metrics(job_after.profile, gpus, cpus, params)
+        # What the online model learns from this epoch (online_model.py).
+        measured = (epoch_time, profile_now.epoch_time_s, profile_now.compute_share, profile_now.sync_share)
         elapsed = state.elapsed_s + interval
         cost = state.cost_usd + interval_cost
         readings = epoch_readings(
@@ -344,6 +355,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             gpus=gpus,
             cpus=cpus,
             contended=contended,
+            event_left=left,
             elapsed_s=elapsed,
             cost_usd=cost,
             **readings,
@@ -353,13 +365,8 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             reallocations=state.reallocations + changed.astype(jnp.int32),
             severity_sum=state.severity_sum + jnp.mean(severities),
             profile_now=profile_now,
-            model_stats=record_epoch(
-                state.model_stats,
-                epoch_time,
-                profile_now.epoch_time_s,
-                profile_now.compute_share,
-                profile_now.sync_share,
-            ),
+            model_stats=record_epoch(state.model_stats, *measured),
+            surprise=epoch_surprise(state.model_stats, *measured, params),
         )
         figures = episode_figures(next_state)
         epochs_f = job.epochs.astype(jnp.float32)

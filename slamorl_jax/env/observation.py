@@ -22,7 +22,7 @@ At reset the "last epoch" readings are the workload profile's forecast for the i
 (nothing of this job has been measured yet). The reference throughput is the profile's forecast
 at the user's request. Then come ``forecast.NUM_FORECAST_FEATURES`` features: the projected time,
 cost and other SLAs of every absolute target and of keeping the allocation, from the profile
-corrected by the job's measured epochs, which of them the forecast ranks first, and five job
+corrected by the job's measured epochs, which of them the forecast ranks first, and six job
 features (``forecast.py``). No feature reads the job's hidden true constants (``job_truth.py``).
 """
 

@@ -136,3 +136,19 @@ def corrected_epoch_time(
 ) -> jax.Array:
     """The online model's epoch time at an allocation whose profile forecast is ``profile_epoch_s``."""
     return profile_epoch_s * jnp.exp(compute_share * mu_compute + sync_share * mu_sync)
+
+
+def epoch_surprise(
+    stats: jax.Array,
+    measured_epoch_s: jax.Array,
+    profile_epoch_s: jax.Array,
+    compute_share: jax.Array,
+    sync_share: jax.Array,
+    params: EnvParams,
+) -> jax.Array:
+    """``log(measured / forecast)`` of an epoch, the forecast being the model's of ``stats`` (the epochs
+    before it) at the epoch's allocation: near 0 while the job runs as measured so far, about
+    ``log(slowdown)`` when its nodes slow it (contention, a slower node)."""
+    mu_compute, mu_sync = posterior_deviation(stats, params)
+    forecast = corrected_epoch_time(profile_epoch_s, compute_share, sync_share, mu_compute, mu_sync)
+    return jnp.log(jnp.maximum(measured_epoch_s, 1e-9)) - jnp.log(jnp.maximum(forecast, 1e-9))

@@ -8,8 +8,9 @@ utilisation), so the anchors of scenarios without events are unchanged.
 
 The model is the simulator's, noise-free and without the random contention, on the job's true
 constants (the oracles' hindsight): ``e`` epochs at ``a`` on the constants before the event, then
-the event (``shifts.shifted_job``: the targets, prices and true compute it changes; a contention
-spell contends every later epoch; a preemption moves the job to ``shifts.preempted_allocation(a)``
+the event (``shifts.shifted_job``: the targets and prices it changes; a slower node and a contention
+spell slow every later epoch unless ``b`` has other GPUs than the job holds, which leaves its nodes,
+``shifts.node_slowdown``; a preemption moves the job to ``shifts.preempted_allocation(a)``
 with the restart pause), then ``E - e`` epochs at ``b`` with the pause of the move from where the
 job is (the env's pauses, billed with the first of those epochs at ``b``'s price, as the env bills
 them). The six job-level checks are ``episode_figures``': total
@@ -19,6 +20,8 @@ time-weighted utilisation (a paused job does no work). The objective is the orac
 """
 
 from __future__ import annotations
+
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -56,8 +59,12 @@ def plan_outcomes(
     end_gpus = jnp.where(move, then_gpus, held_gpus)
     end_cpus = jnp.where(move, then_cpus, held_cpus)
     pause = move_pause_s(held_gpus, held_cpus, end_gpus, end_cpus, params)
-    spell = jnp.logical_and(event, job.shift_kind == shifts.CONTENTION)
-    second = lattice_metrics(after.constants, end_gpus, end_cpus, params, spell)
+    # A contention spell or a slow node holds until a GPU change leaves the job's nodes (shifts.py).
+    spell, node_factor = shifts.node_slowdown(job, job.shift_epoch, jnp.asarray(False))
+    slowed = after.constants.replace(compute_s=after.constants.compute_s * node_factor)
+    stuck = lattice_metrics(slowed, end_gpus, end_cpus, params, spell)
+    left = lattice_metrics(after.constants, end_gpus, end_cpus, params)
+    second = jax.tree.map(functools.partial(jnp.where, end_gpus != held_gpus), left, stuck)
 
     first_time = before_epochs * first.epoch_time_s
     work_after = after_epochs * second.epoch_time_s

@@ -72,10 +72,10 @@ _DELTAS = tuple(zip(GPU_DELTAS.tolist(), CPU_STEP_DELTAS.tolist(), strict=True))
 INF = float("inf")
 # ``EnvState`` fields that are plain attributes of a ``PythonJob`` (``state_dict``).
 _STATE_FIELDS = (
-    "steps", "epoch", "gpus", "cpus", "contended", "elapsed_s", "cost_usd", "epoch_time_s", "throughput",
-    "gpu_util", "cpu_util", "memory_util", "memory_used_gib", "price_per_hour", "severities", "weights",
-    "multipliers", "projected_remaining_time_s", "projected_remaining_cost_usd", "gpu_busy_s",
-    "cpu_busy_s", "peak_memory_gib", "reallocations", "severity_sum",
+    "steps", "epoch", "gpus", "cpus", "contended", "event_left", "elapsed_s", "cost_usd", "epoch_time_s",
+    "throughput", "gpu_util", "cpu_util", "memory_util", "memory_used_gib", "price_per_hour", "severities",
+    "weights", "multipliers", "projected_remaining_time_s", "projected_remaining_cost_usd", "gpu_busy_s",
+    "cpu_busy_s", "peak_memory_gib", "reallocations", "severity_sum", "surprise",
 )  # fmt: skip
 
 
@@ -434,12 +434,10 @@ class PythonJob:
         return kind != shifts.NONE and at < self.job.epochs and epoch_after == at
 
     def _shift_job(self) -> None:
-        """Apply the job's event to its world (``shifts.shifted_job``): targets, prices, compute."""
+        """Apply the job's event to its world (``shifts.shifted_job``): targets and prices."""
         job = self.job
         kind, _, value = job.shift
-        if kind == shifts.SLOW_NODE:
-            job.constants = dataclasses.replace(job.constants, compute_s=job.constants.compute_s * value)
-        elif kind == shifts.PRICE_RISE:
+        if kind == shifts.PRICE_RISE:
             job.constants = dataclasses.replace(job.constants, gpu_price=job.constants.gpu_price * value)
             job.profile = dataclasses.replace(job.profile, gpu_price=job.profile.gpu_price * value)
         elif kind in (shifts.DEADLINE_CUT, shifts.BUDGET_CUT):
@@ -485,12 +483,14 @@ class PythonJob:
             ]
         self.gpus, self.cpus = self._initial_allocation(u)
         self.contended = u[d.CONTENTION_AT_START] < self.params.contention_stationary
+        self.event_left = False
         self.steps = self.epoch = self.reallocations = 0
         self.elapsed_s = self.cost_usd = self.gpu_busy_s = self.cpu_busy_s = 0.0
         self.peak_memory_gib = self.severity_sum = 0.0
         # Nothing measured yet: the readings are the profile's forecast for the first allocation.
         m = self.profile_now = self._epoch_metrics(job.profile, self.gpus, self.cpus, False)
         self.model_stats = [0.0] * 5
+        self.surprise = 0.0
         self.multipliers = (0.0,) * 6
         self._take_readings(m, m[0], m[1], m[2], m[3], 0.0, 0.0, 0)
         return self.observation()
@@ -531,6 +531,7 @@ class PythonJob:
         kind, at, shift_value = job.shift
         # A preemption restarts the job on fewer GPUs before this epoch, ahead of the action.
         restart = 0.0
+        held_gpus = self.gpus
         if kind == shifts.PREEMPTION and at < job.epochs and self.epoch == at:
             forced = self._preempted_allocation(self.gpus, self.cpus, shift_value)
             if forced != (self.gpus, self.cpus):
@@ -539,15 +540,25 @@ class PythonJob:
         gpus, cpus = self._apply(action)
         gpus_changed = gpus != self.gpus
         changed = gpus_changed or cpus != self.cpus
+        # A GPU change restarts the job on fresh nodes: it leaves their contention, and its event
+        # if that is a contention spell or a slow node that has happened (shifts.py).
+        relocated = gpus_changed or self.gpus != held_gpus
+        on_the_nodes = kind in (shifts.CONTENTION, shifts.SLOW_NODE) and at < job.epochs and self.epoch >= at
+        self.event_left = self.event_left or (on_the_nodes and relocated)
         switch = u[d.CONTENTION_SWITCH]
-        if self.contended:
+        if self.contended and not relocated:
             contended = switch >= v["contention_end_prob"]
         else:
             contended = switch < v["contention_start_prob"]
         # The job runs on its true constants; the agent's model keeps the profile's forecast. A
-        # contention spell (shifts.py) slows every epoch after its event.
-        spell = kind == shifts.CONTENTION and at < job.epochs and self.epoch >= at
-        m = self._epoch_metrics(job.constants, gpus, cpus, contended or spell)
+        # contention spell or a slow node (shifts.py) slows every epoch after its event until the
+        # job leaves its nodes.
+        holds = on_the_nodes and not self.event_left
+        spell = holds and kind == shifts.CONTENTION
+        running = job.constants
+        if holds and kind == shifts.SLOW_NODE:
+            running = dataclasses.replace(running, compute_s=running.compute_s * shift_value)
+        m = self._epoch_metrics(running, gpus, cpus, contended or spell)
         base_time, _, gpu_util, cpu_util, memory, _, price, _, _ = m
         profile_now = self._epoch_metrics(job.profile, gpus, cpus, False)
         epoch_time = base_time * math.exp(v["epoch_time_noise"] * _logistic(u[d.EPOCH_NOISE]))
@@ -583,6 +594,10 @@ class PythonJob:
         self.peak_memory_gib = max(self.peak_memory_gib, memory)
         self.reallocations += changed
         self.profile_now = profile_now
+        # The epoch against the model's forecast of it before it ran (online_model.epoch_surprise).
+        mu_compute, mu_sync = self.posterior_deviation()
+        forecast = profile_ran[0] * math.exp(profile_ran[7] * mu_compute + profile_ran[8] * mu_sync)
+        self.surprise = math.log(max(epoch_time, 1e-9)) - math.log(max(forecast, 1e-9))
         self._record_epoch(epoch_time, profile_ran[0], profile_ran[7], profile_ran[8])
         severities = self.severities
         mean_severity = sum(severities) / len(severities)
@@ -672,7 +687,7 @@ class PythonJob:
 
     def _forecast_features(self) -> tuple[list[float], list[float]]:
         """The forecast block (``forecast.py``'s order: every target's time, every target's cost, every
-        target's other SLAs, every target's suggestion flag, keep's four, the five job features), and
+        target's other SLAs, every target's suggestion flag, keep's four, the six job features), and
         its per-feature slack.
 
         For each target and for keeping the allocation: the job moved there now and kept there, its
@@ -729,6 +744,7 @@ class PythonJob:
             1.0 if job.profile.data_parallel else 0.0,
             0.5 + 0.5 * math.tanh(2.0 * mu_compute),
             0.5 + 0.5 * math.tanh(2.0 * mu_sync),
+            0.5 + 0.5 * math.tanh(2.0 * self.surprise),
         ]
         suggested, suggested_slack = self._suggestion([totals[-1][:4], *(
             (t[:4] if not t[4] else None) for t in totals[:-1])])  # fmt: skip

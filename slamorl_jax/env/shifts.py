@@ -11,11 +11,13 @@ kind is ``none``. The size is uniform in ``[shift_size_low, shift_size_high]`` o
 kind            what happens from epoch ``at + 1`` on                          size (default)
 ==============  ============================================================  =============
 ``none``        nothing                                                        -
-``contention``  a long spell: the job is contended until it ends (a noisy      -
-                neighbour that stays; compute and inter-node sync slow down
-                by ``contention_*_slowdown``, as in a contended epoch)
+``contention``  a long spell: the job is contended until it ends or leaves     -
+                its nodes (a noisy neighbour that stays; compute and
+                inter-node sync slow down by ``contention_*_slowdown``, as in
+                a contended epoch)
 ``slow_node``   a failed node is replaced by a slower one: the job's true      1.25 - 2.0
                 compute time per step x size (seen only through its epochs)
+                until it leaves its nodes
 ``price_rise``  spot prices rise: the job's GPU price per hour x size          1.5 - 3.0
 ``deadline_cut`` the user moves the deadline earlier: deadline x size, never    0.6 - 0.9
                 below ``feasibility_margin`` x the true fastest static run's
@@ -29,6 +31,16 @@ kind            what happens from epoch ``at + 1`` on                          s
                 before it applies from there (a target moves the job on, a
                 relative move or keep starts from the new allocation)
 ==============  ============================================================  =============
+
+**Leaving the nodes.** A contention spell and a slow node belong to the nodes the job runs on, not
+to the job: a GPU change checkpoints the job and restarts it on a fresh placement, which the
+scheduler picks away from the node that slowed it, so the first GPU change at or after the event
+(the agent's move, paying ``reallocation_pause_s``) ends either for good (``EnvState.event_left``).
+A CPU-only change restarts the data loaders in place and leaves nothing. (Our assumption, as are the
+rates: it is what makes re-planning worth more than one static choice in hindsight, which holds its
+allocation through the event; ``env/plans.py`` models it for the oracles.) The env's own random
+contention (``job_env.py``) is left the same way: a GPU change lands the job on nodes that start
+uncontended, then contended with ``contention_start_prob`` an epoch as any.
 
 What the agent sees: a cut deadline or budget and a new price at once (the SLA features, the
 forecasts and the readings use them from the next observation); a preemption as its new
@@ -134,15 +146,32 @@ def preemption(
     return after_gpus, after_cpus, jnp.where(moved, params.reallocation_pause_s, 0.0)
 
 
-def spell_active(job: JobSpec, epoch_before: jax.Array) -> jax.Array:
-    """Whether a contention spell holds during the epoch that starts after ``epoch_before`` epochs."""
-    return jnp.logical_and(
-        jnp.logical_and(happens(job), job.shift_kind == CONTENTION), epoch_before >= job.shift_epoch
-    )
+def on_the_nodes(job: JobSpec, epoch_before: jax.Array) -> jax.Array:
+    """Whether the job's event is one of its nodes' (a contention spell or a slow node) and has
+    happened before the epoch that starts after ``epoch_before`` epochs."""
+    node_kind = jnp.logical_or(job.shift_kind == CONTENTION, job.shift_kind == SLOW_NODE)
+    return jnp.logical_and(jnp.logical_and(happens(job), node_kind), epoch_before >= job.shift_epoch)
+
+
+def leaves(job: JobSpec, epoch_before: jax.Array, relocated: jax.Array) -> jax.Array:
+    """Whether a job restarted on a fresh placement (``relocated``: its GPUs changed) before the epoch
+    after ``epoch_before`` leaves its event behind (module docstring)."""
+    return jnp.logical_and(on_the_nodes(job, epoch_before), relocated)
+
+
+def node_slowdown(job: JobSpec, epoch_before: jax.Array, left: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(spell, compute factor)`` of the epoch that starts after ``epoch_before`` epochs: whether a
+    contention spell slows it, and what its true compute time per step is multiplied by (a slow
+    node's size, else 1); neither once the job has ``left`` its nodes."""
+    holds = jnp.logical_and(on_the_nodes(job, epoch_before), jnp.logical_not(left))
+    spell = jnp.logical_and(holds, job.shift_kind == CONTENTION)
+    slow = jnp.logical_and(holds, job.shift_kind == SLOW_NODE)
+    return spell, jnp.where(slow, job.shift_value, 1.0)
 
 
 def shifted_job(job: JobSpec, fire: jax.Array) -> JobSpec:
-    """``job`` after its event where ``fire`` (the targets, prices and true compute it changes)."""
+    """``job`` after its event where ``fire`` (the targets and prices it changes; a slow node and a
+    contention spell act through :func:`node_slowdown` instead, as they end when the job leaves)."""
     kind, value = job.shift_kind, job.shift_value
 
     def scaled(x: jax.Array, which: int) -> jax.Array:
@@ -153,7 +182,6 @@ def shifted_job(job: JobSpec, fire: jax.Array) -> JobSpec:
 
     return job.replace(
         constants=job.constants.replace(
-            compute_s=scaled(job.constants.compute_s, SLOW_NODE),
             gpu_price_per_hour=scaled(job.constants.gpu_price_per_hour, PRICE_RISE),
         ),
         profile=job.profile.replace(gpu_price_per_hour=scaled(job.profile.gpu_price_per_hour, PRICE_RISE)),

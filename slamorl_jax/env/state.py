@@ -70,6 +70,7 @@ class EnvState:
     gpus: jax.Array  # int32 current allocation
     cpus: jax.Array  # int32
     contended: jax.Array  # bool: noisy neighbour / congested network this epoch
+    event_left: jax.Array  # bool: the job left the nodes its event slowed (shifts.py)
     elapsed_s: jax.Array
     cost_usd: jax.Array
     # Last epoch's readings (at reset: the noise-free expectation for the initial allocation).
@@ -89,6 +90,8 @@ class EnvState:
     # and the sufficient statistics of every epoch measured so far.
     profile_now: EpochMetrics
     model_stats: jax.Array  # (5,) see online_model.MODEL_STATS
+    # log(last epoch's measured time / the online model's forecast of it before it ran); 0 at reset.
+    surprise: jax.Array
     # Episode accumulators for the job-level figures.
     gpu_busy_s: jax.Array  # integral of GPU utilisation over time
     cpu_busy_s: jax.Array
