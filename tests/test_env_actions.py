@@ -322,7 +322,7 @@ def test_every_feature_stays_in_unit_interval(
     """Every feature (the paper's 21, then 3 per target and for keep, then 5 of the job) is finite and
     in [0, 1] at reset, after steps and in the final observation, for every new scenario; the
     forecast's discrete features take their documented values."""
-    assert NUM_FORECAST_FEATURES == 4 * (NUM_TARGETS + 1) + 5
+    assert NUM_FORECAST_FEATURES == 4 * (NUM_TARGETS + 1) + 6
     assert len(FEATURE_NAMES) == NUM_PAPER_FEATURES + NUM_FORECAST_FEATURES
     other_slas = [i for i, name in enumerate(FEATURE_NAMES) if name.endswith("other_slas")]
     data_parallel = FEATURE_NAMES.index("data_parallel")

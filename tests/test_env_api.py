@@ -461,7 +461,7 @@ def test_spaces(env: JobAllocationEnv, params: EnvParams, rollout: Callable) -> 
     """Observation, action and reward spaces: shapes, dtypes, bounds, membership."""
     obs_space = env.observation_space(params)
     assert obs_space.shape == (NUM_FEATURES,) == (NUM_PAPER_FEATURES + NUM_FORECAST_FEATURES,)
-    assert NUM_FORECAST_FEATURES == 4 * (NUM_TARGETS + 1) + 5  # 4 per target and for keep, 5 of the job
+    assert NUM_FORECAST_FEATURES == 4 * (NUM_TARGETS + 1) + 6  # 4 per target and for keep, 6 of the job
     assert DEFAULT_NUM_ACTIONS == NUM_ACTIONS + NUM_TARGETS
     assert len(FEATURE_NAMES) == len(set(FEATURE_NAMES)) == NUM_FEATURES
     assert obs_space.dtype == jnp.float32

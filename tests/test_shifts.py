@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slamorl_jax.env import JobAllocationEnv, scenario_params, shifts, validate_params
+from slamorl_jax.env import FEATURE_NAMES, JobAllocationEnv, scenario_params, shifts, validate_params
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.job_model import allocation_price_per_hour, epoch_metrics
 from slamorl_jax.env.objectives import preference_vector
@@ -213,6 +213,21 @@ def test_a_slow_node_and_a_contention_spell_slow_the_later_epochs(kind: int) -> 
         assert np.all(np.asarray(later.epoch_time_s)[live] > np.asarray(s1.epoch_time_s)[live])
     assert not np.any(np.asarray(s2.contended))  # the spell is the event's, not the random process's
     assert not np.any(np.asarray(s3.event_left))
+    # The observation's surprise shows the first slowed epoch against what the job had measured.
+    slowdown = np.log(_epoch_times(s2, params, factor, spell) / _epoch_times(s2, params, 1.0, False))
+    visible = live & (slowdown > 0.1)  # (a job barely slowed is within what one epoch leaves unlearned)
+    assert visible.sum() > 100 and np.all(np.asarray(s2.surprise)[visible] > 0.5 * slowdown[visible])
+    first_job = jax.tree.map(lambda x: x[0], s2)
+    surprise = np.asarray(ENV.get_obs(first_job, params))[FEATURE_NAMES.index("surprise")]
+    np.testing.assert_allclose(surprise, 0.5 + 0.5 * np.tanh(2.0 * float(s2.surprise[0])), rtol=1e-6)
+
+
+def test_an_epoch_like_those_before_it_is_less_and_less_of_a_surprise() -> None:
+    # Noise-free epochs at one allocation: the first shows the job's deviation from its profile,
+    # the next ones only what the model's prior still holds back.
+    _, s1, s2, s3, live = _first_epochs(_one_kind(shifts.NONE, **QUIET))
+    first, second, third = (np.abs(np.asarray(s.surprise))[live] for s in (s1, s2, s3))
+    assert second.mean() < 0.25 * first.mean() and np.all(third <= second + 1e-6)
 
 
 @pytest.mark.parametrize("kind", [shifts.SLOW_NODE, shifts.CONTENTION])

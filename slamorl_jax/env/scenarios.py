@@ -39,8 +39,9 @@ Named scenarios (``scenario_params(name)``):
 * ``shifting``: the three kinds with equal probability and their preset preferences, and every job
   meets one mid-run event (``shifts.py``: a long contention spell, a slower node, a price rise, a
   deadline moved earlier, a budget cut or a preemption, equally likely) at an epoch between 20 %
-  and 70 % of its run. Evaluation anchors it with the re-planning oracle, which knows the event in
-  advance (``evaluation/replanning.py``).
+  and 70 % of its run; a spell or a slower node holds until a GPU change moves the job to fresh
+  nodes. Evaluation anchors it with the re-planning oracle, which knows the event in advance
+  (``evaluation/replanning.py``).
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ kind is ``none``. The size is uniform in ``[shift_size_low, shift_size_high]`` o
 kind            what happens from epoch ``at + 1`` on                          size (default)
 ==============  ============================================================  =============
 ``none``        nothing                                                        -
-``contention``  a long spell: the job is contended until it ends or leaves     -
-                its nodes (a noisy neighbour that stays; compute and
-                inter-node sync slow down by ``contention_*_slowdown``, as in
-                a contended epoch)
+``contention``  a long spell: the job is contended for the rest of its run      -
+                unless it leaves its nodes (a noisy neighbour that stays;
+                compute and inter-node sync slow down by
+                ``contention_*_slowdown``, as in a contended epoch)
 ``slow_node``   a failed node is replaced by a slower one: the job's true      1.25 - 2.0
                 compute time per step x size (seen only through its epochs)
                 until it leaves its nodes

@@ -5,17 +5,20 @@ the whole run at once: an allocation ``a`` from the start, placed before the fir
 free as the best-static oracle's is, and an allocation ``b`` the job moves to right after the
 event (or keeping what it holds), ranked as the best-static oracle ranks allocations (most
 job-level SLAs met, then the lowest preference-weighted time and cost; ``env/plans.py`` gives the
-model). With one change point per job and the world constant on each side of it, re-planning
-every epoch with hindsight comes down to this choice, up to splitting a phase between two
-allocations. ``a`` ranges over the absolute targets of the action grid and the best-static
-oracle's own choice, ``b`` over keep and the targets (the moves the ``targets`` action set
-makes in one step), so the plan "the best static allocation, kept" is always a candidate and the
-anchor is never worse than the best static choice on the model.
+model, in which a move to other GPUs leaves a contention spell or a slower node behind). With one
+change point per job and the world constant on each side of it, re-planning every epoch with
+hindsight comes down to this choice, up to splitting a phase between two allocations. ``a`` ranges
+over the absolute targets of the action grid and the best-static oracle's own choice, ``b`` over
+keep and the targets (the moves the ``targets`` action set makes in one step), so the plan "the best
+static allocation, kept" is always a candidate and the anchor is never worse than the best static
+choice on the model.
 
 It is an ``episodes`` start rule (``__call__``, the first allocation) and ``Controller`` (``plan``
 picks ``b`` for the allocation the job started at; ``act`` moves there once the event has
 happened). As for the other anchors, the run carries the epoch noise and random contention the
-plan does not see. A job without an event runs the best-static oracle's allocation.
+plan does not see; a controller that leaves contended nodes when it meets them (a GPU change,
+``env/job_env.py``) can do better than any of them. A job without an event runs the best-static
+oracle's allocation.
 """
 
 from __future__ import annotations
