@@ -5,7 +5,7 @@ optimiser and loop), so the only difference between the two measurements is the 
 adapter gives CartPole a reward vector, constant weights, and the ``info`` keys the trainer reads
 (episode figures it cannot have are zeros; its shaping potential is zero).
 
-CartPole's network is narrower than ours: 4 observation features and 2 actions against our 350 and
+CartPole's network is narrower than ours: 4 observation features and 2 actions against our 351 and
 89. ``CartPoleForTrainer.as_wide_as(...)`` pads CartPole's observation with zeros to our width, gives
 it as many actions (action ``a`` pushes the cart like ``a % 2``) and as many objectives (the reward
 repeated, equal weights), so the trainer builds exactly our network for it, priors included, and

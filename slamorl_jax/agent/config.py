@@ -37,7 +37,7 @@ class TrainConfig:
     num_envs: int = 1024
     total_timesteps: int = 24_576_000
     rollout_length: int = 16
-    # Two PPO passes over each rollout: with the 350-feature observation the learner, not the env,
+    # Two PPO passes over each rollout: with the 351-feature observation the learner, not the env,
     # dominates an update on CPU (4 passes: 35k steps/s, 2 passes: 56k on the 2-core machine), and
     # three training seeds at 2 score as those at 4 did (README, "The main job").
     update_epochs: int = 2
