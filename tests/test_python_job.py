@@ -105,7 +105,8 @@ def _case_params() -> dict[str, EnvParams]:
     """Every scenario, each with one init strategy in turn (every strategy on at least one scenario;
     the scenarios differ only in parameter values, so the full product added replay time and no
     code path), plus truncation, fixed preferences (one with a zero weight and
-    strong adaptation), another cluster with frequent contention, and the new knobs: no hidden
+    strong adaptation), another cluster with frequent contention that moves do not leave, and the
+    new knobs: no hidden
     deviation, wide deviations with a sharp forecast, an odd target grid (targets beyond the cluster,
     fractional and zero CPUs per GPU) with other SLA bonuses, and a mixed start of other rates."""
     cases = {}
@@ -135,6 +136,7 @@ def _case_params() -> dict[str, EnvParams]:
             contention_start_prob=jnp.float32(0.4),
             contention_end_prob=jnp.float32(0.3),
             reallocation_pause_s=jnp.float32(5.0),
+            moves_leave_contention=jnp.asarray(False),  # the other cases leave it (shifts.py)
         )
     )
     cases["no-hidden-deviation"] = with_values(mixed_start, compute_spread=0.0, sync_spread=0.0)

@@ -308,7 +308,9 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         changed = jnp.logical_or(gpus != start_gpus, cpus != start_cpus)
         # A GPU change (the agent's or a preemption's) restarts the job on a fresh placement: it
         # leaves the contention of its old nodes and its event if that was its nodes' (shifts.py).
-        relocated = jnp.logical_or(start_gpus != state.gpus, gpus != start_gpus)
+        relocated = jnp.logical_and(
+            jnp.logical_or(start_gpus != state.gpus, gpus != start_gpus), params.moves_leave_contention
+        )
         left = jnp.logical_or(state.event_left, shifts.leaves(job, state.epoch, relocated))
         contended = jnp.where(
             jnp.logical_and(state.contended, jnp.logical_not(relocated)),

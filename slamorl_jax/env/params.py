@@ -113,6 +113,8 @@ class EnvParams:
     contention_end_prob: jax.Array  # per epoch, contended -> uncontended
     contention_compute_slowdown: jax.Array  # compute time x (1 + this) under contention
     contention_network_slowdown: jax.Array  # inter-node sync x (1 + this) under contention
+    # bool: a GPU change leaves the contention and node events of the old nodes (shifts.py)
+    moves_leave_contention: jax.Array
     # Mid-run events (shifts.py): one per job at most.
     shift_probs: jax.Array  # (7,) over shifts.SHIFT_KINDS (first: none)
     shift_at_low: jax.Array  # the event's epoch, as a fraction of the job's epochs

@@ -64,7 +64,8 @@ def plan_outcomes(
     slowed = after.constants.replace(compute_s=after.constants.compute_s * node_factor)
     stuck = lattice_metrics(slowed, end_gpus, end_cpus, params, spell)
     left = lattice_metrics(after.constants, end_gpus, end_cpus, params)
-    second = jax.tree.map(functools.partial(jnp.where, end_gpus != held_gpus), left, stuck)
+    leaves = jnp.logical_and(end_gpus != held_gpus, params.moves_leave_contention)
+    second = jax.tree.map(functools.partial(jnp.where, leaves), left, stuck)
 
     first_time = before_epochs * first.epoch_time_s
     work_after = after_epochs * second.epoch_time_s

@@ -542,7 +542,7 @@ class PythonJob:
         changed = gpus_changed or cpus != self.cpus
         # A GPU change restarts the job on fresh nodes: it leaves their contention, and its event
         # if that is a contention spell or a slow node that has happened (shifts.py).
-        relocated = gpus_changed or self.gpus != held_gpus
+        relocated = (gpus_changed or self.gpus != held_gpus) and bool(v["moves_leave_contention"])
         on_the_nodes = kind in (shifts.CONTENTION, shifts.SLOW_NODE) and at < job.epochs and self.epoch >= at
         self.event_left = self.event_left or (on_the_nodes and relocated)
         switch = u[d.CONTENTION_SWITCH]

@@ -35,7 +35,9 @@ kind            what happens from epoch ``at + 1`` on                          s
 **Leaving the nodes.** A contention spell and a slow node belong to the nodes the job runs on, not
 to the job: a GPU change checkpoints the job and restarts it on a fresh placement, which the
 scheduler picks away from the node that slowed it, so the first GPU change at or after the event
-(the agent's move, paying ``reallocation_pause_s``) ends either for good (``EnvState.event_left``).
+(the agent's move, paying ``reallocation_pause_s``) ends either for good (``EnvState.event_left``;
+``EnvParams.moves_leave_contention = False`` keeps both, and random contention, through moves, as
+the environment before 7553e9f did).
 A CPU-only change restarts the data loaders in place and leaves nothing. (Our assumption, as are the
 rates: it is what makes re-planning worth more than one static choice in hindsight, which holds its
 allocation through the event; ``env/plans.py`` models it for the oracles.) The env's own random
