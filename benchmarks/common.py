@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from slamorl_jax.cli_args import bounded, fail
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -231,6 +231,35 @@ def add_job_flags(parser: argparse.ArgumentParser, episodes: int, seed: int = 0,
     ``most``) and ``--seed`` (the jobs' seed, default ``seed``)."""
     parser.add_argument("--episodes", type=bounded(int, 1, most), default=episodes, help="jobs per scenario")
     parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=seed, help="job seed")
+
+
+def policy_benchmark_payload(args: argparse.Namespace, rows: dict[str, Any]) -> dict[str, Any]:
+    """What a :func:`policy_benchmark_main` benchmark reports: its options, ``rows`` and the machine."""
+    return {
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "checkpoint": args.checkpoint,
+        "rows": rows,
+        "machine": machine_info(),
+    }
+
+
+def policy_benchmark_main(
+    module: str,
+    doc: str,
+    argv: list[str] | None,
+    episodes: int,
+    run: Callable[[argparse.Namespace], dict[str, Any]],
+    to_markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """``main`` of a benchmark that runs a trained policy on fresh jobs: ``--episodes`` (default
+    ``episodes``), ``--seed``, ``--checkpoint`` (default the shipped policy) and ``--out`` (default
+    ``benchmarks/results/<name>.json``), then :func:`parse_and_report`."""
+    name = module.rsplit(".", 1)[-1]
+    parser = OneLineArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+    add_job_flags(parser, episodes=episodes, most=1 << 16)
+    parser.add_argument("--checkpoint", default="checkpoints/default", help="the trained policy")
+    parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run, to_markdown)
 
 
 def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: float = 1800) -> dict[str, Any]:

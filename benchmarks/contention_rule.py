@@ -27,10 +27,9 @@ import argparse
 
 import jax
 
-from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, with_preference, with_scenario
@@ -75,13 +74,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 for s, by in summaries.items()
             },
         }
-    return {
-        "episodes": args.episodes,
-        "seed": args.seed,
-        "checkpoint": args.checkpoint,
-        "rows": rows,
-        "machine": machine_info(),
-    }
+    return policy_benchmark_payload(args, rows)
 
 
 def to_markdown(payload: dict[str, Any]) -> str:
@@ -105,12 +98,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, run, print and write the report."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.contention_rule", description=__doc__.splitlines()[0]
-    )
-    add_job_flags(parser, episodes=2048, most=1 << 16)
-    parser.add_argument("--checkpoint", default="checkpoints/default", help="the trained policy")
-    parse_and_report(parser, argv, "benchmarks/results/contention_rule.json", run, to_markdown)
+    policy_benchmark_main("benchmarks.contention_rule", __doc__, argv, 2048, run, to_markdown)
 
 
 if __name__ == "__main__":

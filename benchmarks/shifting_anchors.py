@@ -30,9 +30,8 @@ import argparse
 import jax
 import numpy as np
 
-from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import scenario_params
@@ -76,13 +75,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "all_slas_met": summary["all_slas_met"],
                 "reallocations": summary["reallocations"],
             }
-    return {
-        "episodes": args.episodes,
-        "seed": args.seed,
-        "checkpoint": args.checkpoint,
-        "rows": rows,
-        "machine": machine_info(),
-    }
+    return policy_benchmark_payload(args, rows)
 
 
 def to_markdown(payload: dict[str, Any]) -> str:
@@ -131,12 +124,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, run, print and write the report."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.shifting_anchors", description=__doc__.splitlines()[0]
-    )
-    add_job_flags(parser, episodes=1024, most=1 << 16)
-    parser.add_argument("--checkpoint", default="checkpoints/default", help="the trained policy")
-    parse_and_report(parser, argv, "benchmarks/results/shifting_anchors.json", run, to_markdown)
+    policy_benchmark_main("benchmarks.shifting_anchors", __doc__, argv, 1024, run, to_markdown)
 
 
 if __name__ == "__main__":
