@@ -48,7 +48,8 @@ What the agent sees: a cut deadline or budget and a new price at once (the SLA f
 forecasts and the readings use them from the next observation); a preemption as its new
 allocation one decision later (it happens while the job restarts for its next epoch); a slower
 node and a contention spell only through the epochs it measures (the online
-model, ``online_model.py``). The job-level SLAs are judged against the targets in force at the end.
+model, ``online_model.py``, and the observation's ``surprise``: the last epoch against the model's
+forecast of it, ``forecast.py``). The job-level SLAs are judged against the targets in force at the end.
 Probabilities and sizes are our documented assumptions (no public trace gives per-job rates of
 these events); the ``shifting`` scenario (``scenarios.py``) gives every job one event, kinds
 equally likely, and ``mixed`` gives 30 % of its jobs one.
