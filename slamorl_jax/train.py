@@ -93,6 +93,12 @@ flags.DEFINE_float(
 flags.DEFINE_float(
     "all_slas_bonus", DEFAULTS.all_slas_bonus, "Extra end-of-job SLA reward when all six SLAs are met."
 )
+flags.DEFINE_boolean(
+    "moves_leave_contention",
+    DEFAULTS.moves_leave_contention,
+    "A GPU change restarts the job on fresh nodes, leaving their contention, spells and slower "
+    "nodes (env/shifts.py); --nomoves_leave_contention keeps them, as the env before 7553e9f did.",
+)
 flags.DEFINE_list(
     "hidden_sizes",
     [str(h) for h in DEFAULTS.hidden_sizes],

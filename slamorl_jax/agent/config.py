@@ -68,6 +68,8 @@ class TrainConfig:
     # 0 and 0 is the paper's reward, where SLAs count only through the weighted mean severity.
     sla_met_bonus: float = DEFAULT_SLA_MET_BONUS
     all_slas_bonus: float = DEFAULT_ALL_SLAS_BONUS
+    # Whether a GPU change leaves contended nodes (EnvParams.moves_leave_contention, env/shifts.py).
+    moves_leave_contention: bool = True
     hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
     initializer: str = "orthogonal"

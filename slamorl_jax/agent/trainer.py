@@ -80,6 +80,7 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
         weights_mode=WEIGHT_MODES.index(config.weights),
         sla_met_bonus=config.sla_met_bonus,
         all_slas_bonus=config.all_slas_bonus,
+        moves_leave_contention=config.moves_leave_contention,
     )
 
 
