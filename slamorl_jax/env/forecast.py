@@ -137,6 +137,11 @@ def suggestion(
     """The forecast's first choice (module docstring) as one-hot flags ``(keep, targets [K])``;
     ``duplicate`` marks the targets that are the current allocation again (left to keep).
 
+    The candidates are the targets' leading axis, so the same function ranks one job (targets
+    ``[K]``, as ``vmap`` calls it) or a batch laid out candidate-major (targets ``[K, envs]``, every
+    job field ``[envs]``): ``benchmarks.ranking_layout`` times the two layouts on the env's own
+    states.
+
     Keep's projection stays apart from the targets': under ``vmap`` over thousands of jobs every
     materialised ``[jobs, candidates]`` array is a pass over memory. Dropping the keep-first
     concatenation of every projection, and of every feature computed from them, was one of the two
@@ -158,7 +163,7 @@ def suggestion(
         return on_time + in_budget + p.other_slas
 
     def objective(p: Projection) -> jax.Array:
-        return job.preference[0] * p.time_s + job.preference[1] * p.cost_usd * money_in_hours
+        return job.preference[..., 0] * p.time_s + job.preference[..., 1] * p.cost_usd * money_in_hours
 
     # The best target by plain min and max reductions over the targets (argmin, a variadic reduction
     # and concatenating keep to the targets are all much slower on XLA:CPU), then keep against it.
@@ -167,16 +172,16 @@ def suggestion(
     # and an exact comparison with its own minimum would then leave no candidate flagged.
     near = 1.0 + RANK_TOLERANCE
     target_slas = jnp.where(duplicate, -1.0, sla_count(targets))
-    most = jnp.max(target_slas)
+    most = jnp.max(target_slas, axis=0)
     ranked = jnp.where(target_slas == most, objective(targets), jnp.inf)
-    lowest = jnp.min(ranked)
+    lowest = jnp.min(ranked, axis=0)
     best = ranked <= lowest * near
     # Ties (e.g. a time-only preference and CPU counts past saturation) go to the cheapest, then to
     # keep, then to the first target.
-    cheapest = jnp.min(jnp.where(best, targets.cost_usd, jnp.inf))
+    cheapest = jnp.min(jnp.where(best, targets.cost_usd, jnp.inf), axis=0)
     best = jnp.logical_and(best, targets.cost_usd <= cheapest * near)
-    index = jnp.arange(best.shape[0])
-    first = jnp.min(jnp.where(best, index, best.shape[0]))
+    index = jnp.arange(best.shape[0]).reshape((-1,) + (1,) * (best.ndim - 1))
+    first = jnp.min(jnp.where(best, index, best.shape[0]), axis=0)
     keep_slas = sla_count(keep)
     keep_objective = objective(keep)
     keep_ahead = jnp.logical_or(
