@@ -48,10 +48,12 @@ SCENARIO = "shifting"
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every anchor on every event kind, then on the whole scenario."""
     env = JobAllocationEnv()
-    base = scenario_params(SCENARIO)
+    policy = load_policy(args.checkpoint)
+    # The anchors and the policy run in the world the policy was trained in (with or without the
+    # fresh-nodes rule, env/shifts.py), as evaluate does.
+    base = with_values(scenario_params(SCENARIO), moves_leave_contention=policy.config.moves_leave_contention)
     static = BestStatic.for_params(base)
     replanning = Replanning(static)
-    policy = load_policy(args.checkpoint)
     methods = (
         Method("policy", "the trained policy, from the request", greedy_policy(policy.network), True),
         Method("static_request", "the request, kept"),

@@ -13,14 +13,16 @@ import numpy as np
 import pytest
 
 from slamorl_jax import evaluate
+from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, scenario_params
 from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.params import max_gpus
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, summarise_episodes
 from slamorl_jax.evaluation import baselines, headline, pareto
+from slamorl_jax.evaluation.methods import compared_method
 from slamorl_jax.evaluation.report import to_csv, to_markdown
-from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
+from slamorl_jax.evaluation.suite import SuiteConfig, run_suite, world_difference
 from slamorl_jax.history.records import HistoryRecord, save_records
 from slamorl_jax.quality_bar import greedy_policy
 
@@ -311,3 +313,16 @@ def test_checkpoints_of_one_architecture_share_one_greedy_policy() -> None:
     assert greedy_policy(first.network) is greedy_policy(second.network)
     other = first.network.clone(config=dataclasses.replace(first.network.config, hidden_sizes=(8,)))
     assert greedy_policy(other) is not greedy_policy(first.network)
+
+
+def test_a_compared_policy_trained_in_another_world_is_named_so() -> None:
+    """A compared checkpoint trained without the fresh-nodes rule is judged in the main policy's
+    world, and its method's description says both; one trained in the same world says nothing."""
+    main_config = TrainConfig()
+    other = dataclasses.replace(main_config, moves_leave_contention=False)
+    assert world_difference(main_config, main_config) is None
+    difference = world_difference(other, main_config)
+    assert difference == "moves_leave_contention=False"
+    described = compared_method("old", lambda *a: None, {}, 1.0, "severity", difference).description
+    assert "trained with moves_leave_contention=False, judged in this run's world" in described
+    assert "trained with" not in compared_method("same", lambda *a: None, {}, 1.0).description

@@ -110,14 +110,22 @@ def history_method(greedy: Policy, start: StartRule) -> Method:
 
 
 def compared_method(
-    name: str, greedy: Policy, policy_params: Any, adapt_strength: float, weights: str = "severity"
+    name: str,
+    greedy: Policy,
+    policy_params: Any,
+    adapt_strength: float,
+    weights: str = "severity",
+    other_world: str | None = None,
 ) -> Method:
     """Another trained policy (its own network and parameters), starting at the request and fed
-    weights of the form and eta it was trained with."""
+    weights of the form and eta it was trained with. Every method of a run is judged in one world
+    (the main policy's env params); ``other_world`` names how the world this policy was trained in
+    differs, and the description says so."""
+    trained_elsewhere = f"; trained with {other_world}, judged in this run's world" if other_world else ""
     return Method(
         f"policy[{name}]",
         f"compared checkpoint {name!r} (greedy, {weights} weights, eta = {adapt_strength:g}), "
-        "starting at the request",
+        f"starting at the request{trained_elsewhere}",
         greedy,
         True,
         adapt_strength=adapt_strength,

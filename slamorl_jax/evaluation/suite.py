@@ -14,6 +14,7 @@ from collections.abc import Callable
 import jax
 import numpy as np
 
+from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -60,6 +61,14 @@ class SuiteConfig:
     front_scenario: str = "balanced"
 
 
+def world_difference(trained: TrainConfig, judged: TrainConfig) -> str | None:
+    """How the env a compared policy was trained in differs from the one this run judges every
+    method in (the main policy's), as ``name=value`` of the trained config, or ``None``."""
+    if trained.moves_leave_contention == judged.moves_leave_contention:
+        return None
+    return f"moves_leave_contention={trained.moves_leave_contention}"
+
+
 def run_suite(
     policy: LoadedPolicy,
     config: SuiteConfig,
@@ -86,6 +95,7 @@ def run_suite(
             other.params,
             other.config.adapt_strength,
             other.config.weights,
+            world_difference(other.config, policy.config),
         )
         for name, other in (compare or {}).items()
     )
