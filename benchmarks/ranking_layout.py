@@ -67,28 +67,20 @@ def stepped_states(env: JobAllocationEnv, params: EnvParams, num_envs: int) -> E
     return state
 
 
-def job_major_ranking(
+def target_flags(
     state: EnvState,
     params: EnvParams,
     keep: forecast.Projection,
     targets: forecast.Projection,
     duplicate: jax.Array,
 ) -> jax.Array:
-    """Target flags ``[envs, K]``: ``forecast.suggestion`` per job under ``vmap``."""
-    rank = jax.vmap(lambda s, k, t, d: forecast.suggestion(s, params, k, t, d)[1])
-    return rank(state, keep, targets, duplicate)
-
-
-def candidate_major_ranking(
-    state: EnvState,
-    params: EnvParams,
-    keep: forecast.Projection,
-    targets: forecast.Projection,
-    duplicate: jax.Array,
-) -> jax.Array:
-    """Target flags ``[K, envs]``: ``forecast.suggestion`` once on the whole batch, its targets
-    ``[K, envs]`` (given so: the layout a candidate-major forecast would produce)."""
+    """``forecast.suggestion``'s target flags, in the layout of ``targets`` (candidates first)."""
     return forecast.suggestion(state, params, keep, targets, duplicate)[1]
+
+
+# Per job under vmap: flags [envs, K]. On the whole batch given candidate-major: flags [K, envs].
+job_major_ranking = jax.vmap(target_flags, in_axes=(0, None, 0, 0, 0))
+candidate_major_ranking = target_flags
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
