@@ -323,6 +323,8 @@ def test_a_compared_policy_trained_in_another_world_is_named_so() -> None:
     assert world_difference(main_config, main_config) is None
     difference = world_difference(other, main_config)
     assert difference == "moves_leave_contention=False"
+    priced = dataclasses.replace(other, prices="reference-code")
+    assert world_difference(priced, main_config) == "moves_leave_contention=False, prices=reference-code"
     described = compared_method("old", lambda *a: None, {}, 1.0, "severity", difference).description
     assert "trained with moves_leave_contention=False, judged in this run's world" in described
     assert "trained with" not in compared_method("same", lambda *a: None, {}, 1.0).description

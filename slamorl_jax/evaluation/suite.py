@@ -61,12 +61,21 @@ class SuiteConfig:
     front_scenario: str = "balanced"
 
 
+# The config fields that set the world a policy's jobs run in and that a suite does not set per
+# method or per scenario (``env_params_from_config``; the scenario, preference, weights and eta are).
+WORLD_FIELDS = ("moves_leave_contention", "prices")
+
+
 def world_difference(trained: TrainConfig, judged: TrainConfig) -> str | None:
     """How the env a compared policy was trained in differs from the one this run judges every
-    method in (the main policy's), as ``name=value`` of the trained config, or ``None``."""
-    if trained.moves_leave_contention == judged.moves_leave_contention:
-        return None
-    return f"moves_leave_contention={trained.moves_leave_contention}"
+    method in (the main policy's), as ``name=value`` of the trained config for each differing
+    :data:`WORLD_FIELDS` entry, or ``None``."""
+    differing = [
+        f"{name}={getattr(trained, name)}"
+        for name in WORLD_FIELDS
+        if getattr(trained, name) != getattr(judged, name)
+    ]
+    return ", ".join(differing) or None
 
 
 def run_suite(
