@@ -31,10 +31,11 @@ import jax
 import numpy as np
 
 from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload
+from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
-from slamorl_jax.env.scenarios import scenario_params
+from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, SHIFT_KINDS
 from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation.baselines import BestStatic
@@ -49,9 +50,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every anchor on every event kind, then on the whole scenario."""
     env = JobAllocationEnv()
     policy = load_policy(args.checkpoint)
-    # The anchors and the policy run in the world the policy was trained in (with or without the
-    # fresh-nodes rule, env/shifts.py), as evaluate does.
-    base = with_values(scenario_params(SCENARIO), moves_leave_contention=policy.config.moves_leave_contention)
+    # The anchors and the policy run in the world the policy was trained in (its prices, weights and
+    # fresh-nodes rule, env/shifts.py), built as evaluate builds it.
+    base = with_scenario(with_preference(env_params_from_config(policy.config, env.catalog), None), SCENARIO)
     static = BestStatic.for_params(base)
     replanning = Replanning(static)
     methods = (
