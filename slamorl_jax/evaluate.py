@@ -82,8 +82,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--compare",
         type=named_paths,
         default={},
-        help="other checkpoints to run on the same jobs, as name=path[,name=path] "
-        "(e.g. a run trained with --adapt_strength=0)",
+        help="other checkpoints to run on the same jobs, in the main checkpoint's world, as "
+        "name=path[,name=path] (e.g. a run trained with --adapt_strength=0)",
     )
     parser.add_argument(
         "--history",
