@@ -3,7 +3,7 @@
     python -m benchmarks.step_breakdown [--num-envs 4096] [--steps 256] [--repeats 5]
         [--out benchmarks/results/step_breakdown.json]
 
-Seven variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of the batched step with
+Nine variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of the batched step with
 random actions; compile time apart, warm-up, timed in turns): the env's own ``step`` (the paper's 21
 features and the forecast block); the env's ``step_batch`` (the same step with new jobs built only
 where one ended, ``env/batched_step.py``: what the trainer runs); the same transition and auto-reset
@@ -11,7 +11,10 @@ observed with the paper's 21 features only; the same with no observation at all 
 the full and the empty observation without the auto-reset (a finished job keeps stepping instead of
 drawing the next one, as ``episodes.step_once`` steps evaluation's jobs), and the full one without
 the auto-reset and without the forecast's ranking (every candidate's projections computed, the
-reductions that pick the suggested one left out, its flags 0). The differences are what the forecast
+reductions that pick the suggested one left out, its flags 0); ``step_batch`` without the ranking
+(what the trainer's step would cost were the ranking free); and, without the auto-reset, the
+paper's features repeated to the full observation's width (the observation's memory traffic
+without the forecast's work). The differences are what the forecast
 block, its ranking, the paper features and the auto-reset (a whole new job drawn for every env at
 every step, kept where one finished) cost; gymnax CartPole-v1 in the same harness is the yardstick
 of ``env_throughput``. It also reports the fraction of jobs that end per step (what sizes
@@ -41,7 +44,7 @@ from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_li
 from slamorl_jax.env import JobAllocationEnv, forecast
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.action_sets import NUM_TARGETS
-from slamorl_jax.env.observation import observe, paper_features
+from slamorl_jax.env.observation import NUM_FEATURES, observe, paper_features
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 
@@ -98,6 +101,40 @@ def observe_without_ranking(state: EnvState, params: EnvParams) -> jax.Array:
         return observe(state, params)
 
 
+class WithoutRankingBatch:
+    """The env's ``step_batch`` (the trainer's step, auto-reset included) and reset, traced with the
+    forecast's ranking left out (:func:`no_ranking`): what the trainer's step would cost were the
+    ranking free."""
+
+    def __init__(self, env: JobAllocationEnv) -> None:
+        self.env, self.num_actions = env, env.num_actions
+
+    def reset(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
+        """The env's reset, its observation unranked."""
+        with mock.patch.object(forecast, "suggestion", no_ranking):
+            return self.env.reset(key, params)
+
+    def step_batch(
+        self,
+        keys: jax.Array,
+        state: EnvState,
+        action: jax.Array,
+        params: EnvParams,
+        reset_slots: int | None = None,
+    ) -> tuple:
+        """The env's ``step_batch``, its observations unranked."""
+        with mock.patch.object(forecast, "suggestion", no_ranking):
+            return self.env.step_batch(keys, state, action, params, reset_slots)
+
+
+def paper_features_full_width(state: EnvState, params: EnvParams) -> jax.Array:
+    """The paper's features repeated to the full observation's width: the observation's memory
+    traffic (one ``[envs, observation size]`` array written per step) without the forecast's work."""
+    features = paper_features(state, params)
+    repeats = -(-NUM_FEATURES // features.shape[0])
+    return jnp.tile(features, repeats)[:NUM_FEATURES]
+
+
 def no_observation(state: EnvState, params: EnvParams) -> jax.Array:
     """A one-feature zero observation."""
     return jnp.zeros((1,), jnp.float32)
@@ -148,6 +185,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "no observation": (ObservedWith(env, no_observation), params, env.num_actions),
         "full observation, no reset": (WithoutReset(env, observe), params, env.num_actions),
         "no ranking, no reset": (WithoutReset(env, observe_without_ranking), params, env.num_actions),
+        "no ranking, step_batch": (WithoutRankingBatch(env), params, env.num_actions),
+        "paper features at full width, no reset": (
+            WithoutReset(env, paper_features_full_width),
+            params,
+            env.num_actions,
+        ),
         "no observation, no reset": (WithoutReset(env, no_observation), params, env.num_actions),
     }
     rows = [measure_jax(variants, n, args.steps, args.repeats) for n in args.num_envs]

