@@ -1,6 +1,6 @@
 """Slow nodes in the online model (``online_model.observe_epoch``) and the forecast
 (``forecast.candidate_totals``): an epoch far slower than the model expects is the nodes', and only
-keep and the targets that keep the GPU count carry it."""
+keep and the targets that keep the GPU count carry it, for as long as a spell lasts on average."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from slamorl_jax.env import JobAllocationEnv
-from slamorl_jax.env.forecast import candidate_totals
+from slamorl_jax.env.forecast import candidate_totals, node_slowdown_ahead
 from slamorl_jax.env.online_model import (
     NODE_SIGMAS,
     empty_stats,
@@ -90,17 +90,32 @@ def _work_left(state, params, nodes: float) -> tuple[np.ndarray, np.ndarray, np.
     )
 
 
+@pytest.mark.parametrize("epochs_left", [1, 4, 40])
+def test_the_node_slowdown_lasts_as_long_as_a_spell_on_average(epochs_left: int) -> None:
+    """Nodes 1.5x slow: over 1 or 4 epochs left (a spell's mean length at the default end rate 0.25)
+    every epoch left is slowed; over 40, the first 4 are, so the mean factor is 1 + 0.5 x 4 / 40."""
+    params = ENV.default_params
+    _, state = ENV.reset(jax.random.key(5), params)
+    state = state.replace(epoch=state.job.epochs - epochs_left, node_log_slowdown=jnp.float32(np.log(1.5)))
+    spell = 1.0 / float(params.contention_end_prob)
+    assert spell == 4.0
+    expected = 1.0 + 0.5 * min(epochs_left, spell) / epochs_left
+    np.testing.assert_allclose(float(node_slowdown_ahead(state, params)), expected, rtol=1e-6)
+
+
 @pytest.mark.parametrize("leave", [True, False])
 def test_only_keep_and_the_same_gpu_count_carry_the_node_slowdown(leave: bool) -> None:
     """With a log node slowdown of log 1.5, keep's work left and that of every target at the job's GPU
-    count are 1.5x; the other targets' are unchanged where a GPU change leaves the nodes, 1.5x too
-    where it does not (``moves_leave_contention`` off)."""
+    count grow by the mean factor ahead (:func:`forecast.node_slowdown_ahead`); the other targets'
+    are unchanged where a GPU change leaves the nodes, and grow by it too where it does not
+    (``moves_leave_contention`` off)."""
     params = with_values(ENV.default_params, moves_leave_contention=leave)
     _, state = ENV.reset(jax.random.key(5), params)
     keep0, targets0, same = _work_left(state, params, 0.0)
     keep1, targets1, _ = _work_left(state, params, float(np.log(1.5)))
-    assert same.any() and not same.all()
-    np.testing.assert_allclose(keep1, 1.5 * keep0, rtol=1e-5)
-    np.testing.assert_allclose(targets1[same], 1.5 * targets0[same], rtol=1e-5)
-    expected_other = 1.5 * targets0[~same] if not leave else targets0[~same]
+    factor = float(node_slowdown_ahead(state.replace(node_log_slowdown=jnp.float32(np.log(1.5))), params))
+    assert same.any() and not same.all() and factor > 1.0
+    np.testing.assert_allclose(keep1, factor * keep0, rtol=1e-5)
+    np.testing.assert_allclose(targets1[same], factor * targets0[same], rtol=1e-5)
+    expected_other = factor * targets0[~same] if not leave else targets0[~same]
     np.testing.assert_allclose(targets1[~same], expected_other, rtol=1e-5)

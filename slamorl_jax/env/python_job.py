@@ -735,7 +735,8 @@ class PythonJob:
         price_change = job.profile.gpu_price - v["gpu_price_per_hour"][job.gpu_type]
         epoch_s = 0.0
         # Slow nodes stay with the job while it keeps its GPU count (online_model.observe_epoch).
-        nodes = math.exp(self.node_log_slowdown)
+        spell = 1.0 / max(v["contention_end_prob"], 1e-6)  # forecast.node_slowdown_ahead
+        nodes = 1.0 + (math.exp(self.node_log_slowdown) - 1.0) * min(left, spell) / max(left, 1)
         leaves_nodes = bool(v["moves_leave_contention"])
         for (gpus, cpus), m in entries:
             epoch_time, _, gpu_util, cpu_util, memory, _, price, s, q = m
