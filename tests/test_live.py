@@ -58,12 +58,14 @@ def _reported(s: EnvState, env: JobAllocationEnv, **readings: object) -> LiveJob
 
 
 def _slow_nodes_at_the_first_epoch(env: JobAllocationEnv) -> EnvParams:
-    """``shifting`` with every job's nodes slowing after its first epoch."""
+    """``shifting`` with every job's nodes slowing after its first epoch, set apart by the online
+    model (``separate_slow_nodes``)."""
     return with_values(
         scenario_params("shifting", env.catalog),
         shift_probs=np.eye(len(SHIFT_KINDS))[SHIFT_KINDS.index("slow_node")],
         shift_at_low=0.0,
         shift_at_high=0.0,
+        separate_slow_nodes=True,
     )
 
 

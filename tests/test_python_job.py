@@ -106,7 +106,7 @@ def _case_params() -> dict[str, EnvParams]:
     the scenarios differ only in parameter values, so the full product added replay time and no
     code path), plus truncation, fixed preferences (one with a zero weight and
     strong adaptation), another cluster with frequent contention that moves do not leave, and the
-    new knobs: no hidden
+    new knobs (slow nodes set apart, there and in the mostly random starts): no hidden
     deviation, wide deviations with a sharp forecast, an odd target grid (targets beyond the cluster,
     fractional and zero CPUs per GPU) with other SLA bonuses, and a mixed start of other rates."""
     cases = {}
@@ -137,6 +137,7 @@ def _case_params() -> dict[str, EnvParams]:
             contention_end_prob=jnp.float32(0.3),
             reallocation_pause_s=jnp.float32(5.0),
             moves_leave_contention=jnp.asarray(False),  # the other cases leave it (shifts.py)
+            separate_slow_nodes=jnp.asarray(True),  # the nodes' slowdown on every target
         )
     )
     cases["no-hidden-deviation"] = with_values(mixed_start, compute_spread=0.0, sync_spread=0.0)
@@ -152,7 +153,9 @@ def _case_params() -> dict[str, EnvParams]:
             all_slas_bonus=20.0,
         )
     )
-    cases["mixed-mostly-random"] = with_values(mixed_start, init_mix_probs=[0.05, 0.15, 0.8])
+    cases["mixed-mostly-random-slow-nodes"] = with_values(
+        mixed_start, init_mix_probs=[0.05, 0.15, 0.8], separate_slow_nodes=True
+    )
     cases.update(_event_cases(DEFAULT_SUITE_EVENTS))
     return {name: validate_params(p) for name, p in cases.items()}
 
@@ -344,9 +347,7 @@ def _check_action_set(action_set: str, cases: dict[str, EnvParams]) -> None:
     forecast_checks = len(batch) * (2 * num_steps + 1) * (NUM_TARGETS + 1)  # targets and keep, twice
     assert forecast_ties <= 1e-3 * forecast_checks, f"{forecast_ties} forecast SLA counts sat at a tie"
     observations = len(batch) * (2 * num_steps + 1)
-    # About 2 % of random-action suggestions sit within TIE of a second candidate (1.9 % before the
-    # node slowdown of online_model.observe_epoch, 2.05 % with it): a bound on the skipped share.
-    assert ranking_ties <= 0.025 * observations, f"{ranking_ties} of {observations} suggestions sat at a tie"
+    assert ranking_ties <= 0.02 * observations, f"{ranking_ties} of {observations} suggestions sat at a tie"
 
 
 def test_jax_env_matches_python_job_step_by_step() -> None:

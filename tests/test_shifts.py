@@ -254,7 +254,7 @@ def test_the_slowed_epochs_are_put_down_to_the_nodes_until_a_gpu_change(kind: in
     """Kept on the event's nodes, a job whose epochs slow past the online model's bound sets them
     apart (online_model.observe_epoch): not recorded, their surprise its node slowdown, epoch after
     epoch; one that moves its GPUs at the event runs healthy and sets nothing apart."""
-    params = _one_kind(kind, **QUIET)
+    params = _one_kind(kind, separate_slow_nodes=True, **QUIET)
     _, s1, s2, s3, live = _first_epochs(params)
     flagged = live & (np.asarray(s2.node_log_slowdown) > 0)
     # (A contention spell on one node, compute 1.3x, stays within the bound; across nodes its slower

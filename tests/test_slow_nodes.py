@@ -24,6 +24,7 @@ from slamorl_jax.env.params import with_values
 from slamorl_jax.env.pauses import move_pause_s
 
 ENV = JobAllocationEnv()
+SLOW_NODES = with_values(ENV.default_params, separate_slow_nodes=True)
 SHARES = (0.8, 0.2)  # compute and sync shares of the allocation every epoch here runs on
 PROFILE_S = 100.0
 
@@ -40,7 +41,7 @@ def test_observe_epoch_records_within_the_bound_and_sets_apart_beyond_it() -> No
     """The bound is NODE_SIGMAS predictive deviations, by hand: just inside, the epoch is recorded
     and leaves no node slowdown; just outside, the model is untouched and the surprise is the
     slowdown."""
-    params = ENV.default_params
+    params = SLOW_NODES
     stats = _measured_three_epochs()
     s, q = (jnp.float32(x) for x in SHARES)
     spread = float(
@@ -64,9 +65,24 @@ def test_observe_epoch_records_within_the_bound_and_sets_apart_beyond_it() -> No
             assert float(nodes) == 0.0
 
 
+def test_without_the_rule_every_epoch_is_recorded() -> None:
+    """The default (``separate_slow_nodes`` off): an epoch twice the forecast is recorded and leaves
+    no node slowdown."""
+    params = ENV.default_params
+    assert not bool(params.separate_slow_nodes)
+    stats = _measured_three_epochs()
+    s, q = (jnp.float32(x) for x in SHARES)
+    measured, profile = jnp.float32(220.0), jnp.float32(PROFILE_S)
+    new_stats, surprise, nodes = observe_epoch(stats, measured, profile, s, q, params)
+    assert float(surprise) > 0.5 and float(nodes) == 0.0
+    np.testing.assert_array_equal(
+        np.asarray(new_stats), np.asarray(record_epoch(stats, measured, profile, s, q))
+    )
+
+
 def test_a_faster_epoch_is_always_the_jobs() -> None:
     """Only slowness is put down to the nodes: an epoch far faster than the model is recorded."""
-    params = ENV.default_params
+    params = SLOW_NODES
     stats = _measured_three_epochs()
     s, q = (jnp.float32(x) for x in SHARES)
     new_stats, surprise, nodes = observe_epoch(stats, jnp.float32(50.0), jnp.float32(PROFILE_S), s, q, params)
@@ -94,7 +110,7 @@ def _work_left(state, params, nodes: float) -> tuple[np.ndarray, np.ndarray, np.
 def test_the_node_slowdown_lasts_as_long_as_a_spell_on_average(epochs_left: int) -> None:
     """Nodes 1.5x slow: over 1 or 4 epochs left (a spell's mean length at the default end rate 0.25)
     every epoch left is slowed; over 40, the first 4 are, so the mean factor is 1 + 0.5 x 4 / 40."""
-    params = ENV.default_params
+    params = SLOW_NODES
     _, state = ENV.reset(jax.random.key(5), params)
     state = state.replace(epoch=state.job.epochs - epochs_left, node_log_slowdown=jnp.float32(np.log(1.5)))
     spell = 1.0 / float(params.contention_end_prob)
@@ -109,7 +125,7 @@ def test_only_keep_and_the_same_gpu_count_carry_the_node_slowdown(leave: bool) -
     count grow by the mean factor ahead (:func:`forecast.node_slowdown_ahead`); the other targets'
     are unchanged where a GPU change leaves the nodes, and grow by it too where it does not
     (``moves_leave_contention`` off)."""
-    params = with_values(ENV.default_params, moves_leave_contention=leave)
+    params = with_values(SLOW_NODES, moves_leave_contention=leave)
     _, state = ENV.reset(jax.random.key(5), params)
     keep0, targets0, same = _work_left(state, params, 0.0)
     keep1, targets1, _ = _work_left(state, params, float(np.log(1.5)))

@@ -23,7 +23,9 @@ the forecast is the profile's.
 
 The corrected forecast of an allocation is ``t_profile(a) x exp(s(a) mu_compute + q(a) mu_sync)``.
 
-**Slow nodes.** A job's nodes can slow it (a noisy neighbour, a slower replacement node,
+**Slow nodes** (``EnvParams.separate_slow_nodes``, ``train --separate_slow_nodes``; off by
+default: trained with it, three seeds gain on time and cost and lose about a point of jobs meeting
+every SLA, README "Slow nodes"). A job's nodes can slow it (a noisy neighbour, a slower replacement node,
 ``shifts.py`` and the env's random contention) by a factor the job keeps only while it stays on
 them: a GPU change restarts it on a fresh placement. Such an epoch is not evidence about the job's
 own constants, so :func:`observe_epoch` sets it apart: an epoch slower than the model's forecast of
@@ -176,15 +178,16 @@ def observe_epoch(
     params: EnvParams,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """One measured epoch of a running job through its online model (module docstring, "Slow
-    nodes"): ``(stats, surprise, node_log_slowdown)`` after it. An epoch within ``NODE_SIGMAS``
-    predictive deviations of the model's forecast is recorded (:func:`record_epoch`) and leaves no
-    node slowdown; a slower one is not recorded and its surprise is the node slowdown."""
+    nodes"): ``(stats, surprise, node_log_slowdown)`` after it. With ``params.separate_slow_nodes``,
+    an epoch within ``NODE_SIGMAS`` predictive deviations of the model's forecast is recorded
+    (:func:`record_epoch`) and leaves no node slowdown, and a slower one is not recorded and its
+    surprise is the node slowdown; without it (the default) every epoch is recorded."""
     surprise = epoch_surprise(stats, measured_epoch_s, profile_epoch_s, compute_share, sync_share, params)
     spread = jnp.sqrt(
         jnp.square(jnp.maximum(params.forecast_noise, MIN_SPREAD))
         + posterior_log_time_variance(stats, params, compute_share, sync_share)
     )
-    slow_nodes = surprise > NODE_SIGMAS * spread
+    slow_nodes = jnp.logical_and(surprise > NODE_SIGMAS * spread, params.separate_slow_nodes)
     recorded = record_epoch(stats, measured_epoch_s, profile_epoch_s, compute_share, sync_share)
     new_stats = jnp.where(slow_nodes[..., None], stats, recorded)
     return new_stats, surprise, jnp.where(slow_nodes, surprise, 0.0).astype(jnp.float32)

@@ -614,7 +614,7 @@ class PythonJob:
         forecast = profile_ran[0] * math.exp(s * mu_compute + q * mu_sync)
         self.surprise = math.log(max(epoch_time, 1e-9)) - math.log(max(forecast, 1e-9))
         spread = math.sqrt(max(v["forecast_noise"], MIN_SPREAD) ** 2 + self.posterior_log_time_variance(s, q))
-        slow_nodes = self.surprise > NODE_SIGMAS * spread
+        slow_nodes = bool(v["separate_slow_nodes"]) and self.surprise > NODE_SIGMAS * spread
         self.node_log_slowdown = self.surprise if slow_nodes else 0.0
         if not slow_nodes:
             self._record_epoch(epoch_time, profile_ran[0], s, q)
