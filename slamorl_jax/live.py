@@ -40,9 +40,7 @@ left out); ``preference`` (``time``, ``cost``, ``balanced`` or three weights: ti
 default balanced); ``history``, one entry per epoch run so far with its allocation and measured
 epoch time (without re-allocation pauses; default: the last epoch alone; the observation's
 ``surprise`` is the last entry against the online model of those before it, so without a history
-it is the last epoch against the profile; entries far slower than the model are put down to slow
-nodes as the env does, ``online_model.observe_epoch``, so a history lets the forecast tell a job
-slowed by its nodes from a slow job);
+it is the last epoch against the profile);
 ``mean_gpu_util``/``mean_cpu_util`` (time-weighted over the job so far, pauses included; default
 the last epoch's) and ``peak_memory_gib`` (default the last epoch's; before the first epoch, the
 profile's forecast of what its probes used, 0 without probes, as the env's reset and probes set it);
@@ -72,7 +70,7 @@ from slamorl_jax.env.job_env import epoch_readings
 from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
-from slamorl_jax.env.online_model import empty_stats, observe_epoch, record_epoch
+from slamorl_jax.env.online_model import empty_stats, epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
@@ -350,21 +348,18 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
         i32(job.epochs_done),
         params,
     )
-    stats, surprise, node_log_slowdown = empty_stats(), zero, zero
+    stats, surprise = empty_stats(), zero
     probe_peak = zero  # a new job's peak memory: what its probes used (the env's reset: 0 without)
-    # Probes first, recorded as the env's probes.py records them; then the epochs, each through the
-    # online model as the env's step takes it (online_model.observe_epoch: its surprise against the
-    # model of everything measured before it, and slow nodes set apart).
-    for gpus, cpus, epoch_time in job.probes or ():
-        forecast = epoch_metrics(profile, i32(gpus), i32(cpus), params)
-        stats = record_epoch(
-            stats, f32(epoch_time), forecast.epoch_time_s, forecast.compute_share, forecast.sync_share
-        )
-        probe_peak = jnp.maximum(probe_peak, forecast.memory_used_gib)
-    for gpus, cpus, epoch_time in measured_epochs(job):
+    # Probes first, then the epochs, as the env measures them; the surprise is the last epoch's
+    # against the model of everything measured before it (online_model.epoch_surprise).
+    for gpus, cpus, epoch_time in (*(job.probes or ()), *measured_epochs(job)):
         forecast = epoch_metrics(profile, i32(gpus), i32(cpus), params)
         measured = (f32(epoch_time), forecast.epoch_time_s, forecast.compute_share, forecast.sync_share)
-        stats, surprise, node_log_slowdown = observe_epoch(stats, *measured, params)
+        surprise = epoch_surprise(stats, *measured, params)
+        stats = record_epoch(stats, *measured)
+        probe_peak = jnp.maximum(probe_peak, forecast.memory_used_gib)
+    if job.epochs_done == 0:
+        surprise = zero
     elapsed = f32(job.elapsed_s)
     mean_gpu = metrics.gpu_util if job.mean_gpu_util is None else f32(job.mean_gpu_util)
     mean_cpu = metrics.cpu_util if job.mean_cpu_util is None else f32(job.mean_cpu_util)
@@ -392,7 +387,6 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
         profile_now=now,
         model_stats=stats,
         surprise=surprise,
-        node_log_slowdown=node_log_slowdown,
     )
 
 

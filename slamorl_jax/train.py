@@ -99,13 +99,6 @@ flags.DEFINE_boolean(
     "A GPU change restarts the job on fresh nodes, leaving their contention, spells and slower "
     "nodes (env/shifts.py); --nomoves_leave_contention keeps them, as the env before 7553e9f did.",
 )
-flags.DEFINE_boolean(
-    "separate_slow_nodes",
-    DEFAULTS.separate_slow_nodes,
-    "The online model puts an epoch 3 predictive deviations slower than its forecast down to the "
-    "job's nodes: not recorded, and carried by the forecast on keep and the same GPU count for a "
-    "spell's mean length (env/online_model.py; README, 'Slow nodes').",
-)
 flags.DEFINE_list(
     "hidden_sizes",
     [str(h) for h in DEFAULTS.hidden_sizes],

@@ -106,7 +106,7 @@ def _case_params() -> dict[str, EnvParams]:
     the scenarios differ only in parameter values, so the full product added replay time and no
     code path), plus truncation, fixed preferences (one with a zero weight and
     strong adaptation), another cluster with frequent contention that moves do not leave, and the
-    new knobs (slow nodes set apart, there and in the mostly random starts): no hidden
+    new knobs: no hidden
     deviation, wide deviations with a sharp forecast, an odd target grid (targets beyond the cluster,
     fractional and zero CPUs per GPU) with other SLA bonuses, and a mixed start of other rates."""
     cases = {}
@@ -137,7 +137,6 @@ def _case_params() -> dict[str, EnvParams]:
             contention_end_prob=jnp.float32(0.3),
             reallocation_pause_s=jnp.float32(5.0),
             moves_leave_contention=jnp.asarray(False),  # the other cases leave it (shifts.py)
-            separate_slow_nodes=jnp.asarray(True),  # the nodes' slowdown on every target
         )
     )
     cases["no-hidden-deviation"] = with_values(mixed_start, compute_spread=0.0, sync_spread=0.0)
@@ -153,9 +152,7 @@ def _case_params() -> dict[str, EnvParams]:
             all_slas_bonus=20.0,
         )
     )
-    cases["mixed-mostly-random-slow-nodes"] = with_values(
-        mixed_start, init_mix_probs=[0.05, 0.15, 0.8], separate_slow_nodes=True
-    )
+    cases["mixed-mostly-random"] = with_values(mixed_start, init_mix_probs=[0.05, 0.15, 0.8])
     cases.update(_event_cases(DEFAULT_SUITE_EVENTS))
     return {name: validate_params(p) for name, p in cases.items()}
 

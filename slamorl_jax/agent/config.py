@@ -70,9 +70,6 @@ class TrainConfig:
     all_slas_bonus: float = DEFAULT_ALL_SLAS_BONUS
     # Whether a GPU change leaves contended nodes (EnvParams.moves_leave_contention, env/shifts.py).
     moves_leave_contention: bool = True
-    # Whether the online model sets slow-node epochs apart (EnvParams.separate_slow_nodes,
-    # env/online_model.py); off by default (README, "Slow nodes").
-    separate_slow_nodes: bool = False
     hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
     initializer: str = "orthogonal"

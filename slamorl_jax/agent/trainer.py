@@ -81,7 +81,6 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
         sla_met_bonus=config.sla_met_bonus,
         all_slas_bonus=config.all_slas_bonus,
         moves_leave_contention=config.moves_leave_contention,
-        separate_slow_nodes=config.separate_slow_nodes,
     )
 
 

@@ -154,7 +154,6 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         contention_compute_slowdown=_f32(0.3),
         contention_network_slowdown=_f32(2.0),
         moves_leave_contention=jnp.asarray(True),
-        separate_slow_nodes=jnp.asarray(False),
         shift_probs=_f32(event_probs(DEFAULT_MIXED_SHIFT_PROB)),
         shift_at_low=_f32(DEFAULT_SHIFT_AT[0]),
         shift_at_high=_f32(DEFAULT_SHIFT_AT[1]),

@@ -104,5 +104,4 @@ def unstarted_state(
         profile_now=m,
         model_stats=empty_stats(),
         surprise=zero,
-        node_log_slowdown=zero,
     )

@@ -15,12 +15,7 @@ Per target ``k`` (and ``keep``), four features in [0, 1]:
 ``suggested``  1 for the one candidate (keep or a target) the forecast ranks first, else 0
 =============  ===========================================================================
 
-Projected completion = elapsed + pause + epochs left x corrected epoch time; the corrected epoch
-time of keep and of the targets that keep the GPU count carries the job's node slowdown
-(``online_model.observe_epoch``: an epoch far slower than the model's forecast is put down to the
-nodes, which a GPU change leaves, ``shifts.py``) over as many epochs as a contention spell lasts on
-average (:func:`node_slowdown_ahead`), the other targets' does not (unless
-``moves_leave_contention`` is off: then every target's does); cost adds that
+Projected completion = elapsed + pause + epochs left x corrected epoch time; cost adds that
 interval at the allocation's price; the other SLAs are the job-level checks of ``episode_figures``
 on the projected whole job (past epochs included: samples / total time, peak memory, time-weighted
 utilisation).
@@ -213,19 +208,6 @@ def target_profile(state: EnvState, params: EnvParams) -> dict[str, jax.Array]:
     return {name: table[:, field][index] for field, name in enumerate(TARGET_PROFILE_ROWS)}
 
 
-def node_slowdown_ahead(state: EnvState, params: EnvParams) -> jax.Array:
-    """The mean factor by which the job's nodes slow its epochs left if it stays on them: its node
-    slowdown (``online_model.observe_epoch``) for as long as a contention spell lasts on average
-    (``1 / contention_end_prob`` epochs, 4 by default), then none. A node slowdown may be a spell
-    that ends by itself or a node that stays slow; the job cannot tell them apart, and assuming the
-    slowdown stays to the end would have it leave every spell of a long job for a gain a short
-    spell does not repay."""
-    left = (state.job.epochs - state.epoch).astype(jnp.float32)
-    spell = 1.0 / jnp.maximum(params.contention_end_prob, 1e-6)
-    slowed_share = jnp.minimum(left, spell) / jnp.maximum(left, 1.0)
-    return 1.0 + (jnp.exp(state.node_log_slowdown) - 1.0) * slowed_share
-
-
 def candidate_totals(
     state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array
 ) -> tuple[Projection, Projection, jax.Array, jax.Array]:
@@ -240,11 +222,7 @@ def candidate_totals(
     duplicate = jnp.logical_and(target_gpus == state.gpus, target_cpus == state.cpus)
     pause = move_pause_s(state.gpus, state.cpus, target_gpus, target_cpus, params)
     now: EpochMetrics = state.profile_now
-    # Slow nodes (online_model.py) stay with the job while it keeps its GPU count, or for good in a
-    # world whose moves keep the nodes (EnvParams.moves_leave_contention off).
-    nodes = node_slowdown_ahead(state, params)
-    stays_on_nodes = jnp.logical_not(params.moves_leave_contention)
-    now_epoch_s = nodes * corrected_epoch_time(
+    now_epoch_s = corrected_epoch_time(
         now.epoch_time_s, now.compute_share, now.sync_share, mu_compute, mu_sync
     )
     # The table prices the GPU type's list price; a job whose GPU price moved (a price rise,
@@ -253,8 +231,7 @@ def candidate_totals(
     targets = Projection(
         *projected_totals(
             state,
-            jnp.where(jnp.logical_or(target_gpus == state.gpus, stays_on_nodes), nodes, 1.0)
-            * corrected_epoch_time(
+            corrected_epoch_time(
                 profile["epoch_time_s"], profile["compute_share"], profile["sync_share"], mu_compute, mu_sync
             ),
             profile["price_per_hour"] + price_change * target_gpus.astype(jnp.float32),

@@ -76,7 +76,7 @@ from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, s
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.observation import observe
-from slamorl_jax.env.online_model import observe_epoch
+from slamorl_jax.env.online_model import epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.scenarios import check_scenario, scenario_params
@@ -342,7 +342,6 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         profile_now = epoch_metrics(job_after.profile, gpus, cpus, params)
         # What the online model learns from this epoch (online_model.py).
         measured = (epoch_time, profile_now.epoch_time_s, profile_now.compute_share, profile_now.sync_share)
-        model_stats, surprise, node_log_slowdown = observe_epoch(state.model_stats, *measured, params)
         elapsed = state.elapsed_s + interval
         cost = state.cost_usd + interval_cost
         readings = epoch_readings(
@@ -368,9 +367,8 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             reallocations=state.reallocations + changed.astype(jnp.int32),
             severity_sum=state.severity_sum + jnp.mean(severities),
             profile_now=profile_now,
-            model_stats=model_stats,
-            surprise=surprise,
-            node_log_slowdown=node_log_slowdown,
+            model_stats=record_epoch(state.model_stats, *measured),
+            surprise=epoch_surprise(state.model_stats, *measured, params),
         )
         figures = episode_figures(next_state)
         epochs_f = job.epochs.astype(jnp.float32)

@@ -22,20 +22,6 @@ allocations with different compute shares separate them. Before any epoch the po
 the forecast is the profile's.
 
 The corrected forecast of an allocation is ``t_profile(a) x exp(s(a) mu_compute + q(a) mu_sync)``.
-
-**Slow nodes** (``EnvParams.separate_slow_nodes``, ``train --separate_slow_nodes``; off by
-default: trained with it, three seeds gain on time and cost and lose about a point of jobs meeting
-every SLA, README "Slow nodes"). A job's nodes can slow it (a noisy neighbour, a slower replacement node,
-``shifts.py`` and the env's random contention) by a factor the job keeps only while it stays on
-them: a GPU change restarts it on a fresh placement. Such an epoch is not evidence about the job's
-own constants, so :func:`observe_epoch` sets it apart: an epoch slower than the model's forecast of
-it by more than ``NODE_SIGMAS`` (3) predictive standard deviations (the model's noise and its
-posterior uncertainty at that allocation, :func:`posterior_log_time_variance`) is taken as slow
-nodes. It is not recorded, and its log excess is the job's ``node_log_slowdown`` (0 after an epoch
-within the bound), which the forecast applies to keep and to the targets that keep the GPU count
-(``forecast.py``). Three deviations, so that what the job's own spread explains early on is not
-taken for its nodes (the bound is ``3 x forecast_noise`` = 0.3 in log at least, about a 35 %
-slowdown, and wider at allocations the job has not measured).
 ``slamorl_jax.live`` folds a real job's reported epochs through :func:`record_epoch` the same way.
 """
 
@@ -51,7 +37,6 @@ MODEL_STATS = ("r11", "r12", "r22", "z1", "z2")  # R (upper triangular) and z, s
 NUM_MODEL_STATS = len(MODEL_STATS)
 MIN_SPREAD = 1e-3  # a zero spread means "no deviation": a very tight prior
 ROUNDING = 8 * 2.0**-23  # a rotated remainder within 8 float32 ulps of its terms is rounding
-NODE_SIGMAS = 3.0  # predictive standard deviations past which an epoch is put down to its nodes
 
 
 def empty_stats() -> jax.Array:
@@ -167,27 +152,3 @@ def epoch_surprise(
     mu_compute, mu_sync = posterior_deviation(stats, params)
     forecast = corrected_epoch_time(profile_epoch_s, compute_share, sync_share, mu_compute, mu_sync)
     return jnp.log(jnp.maximum(measured_epoch_s, 1e-9)) - jnp.log(jnp.maximum(forecast, 1e-9))
-
-
-def observe_epoch(
-    stats: jax.Array,
-    measured_epoch_s: jax.Array,
-    profile_epoch_s: jax.Array,
-    compute_share: jax.Array,
-    sync_share: jax.Array,
-    params: EnvParams,
-) -> tuple[jax.Array, jax.Array, jax.Array]:
-    """One measured epoch of a running job through its online model (module docstring, "Slow
-    nodes"): ``(stats, surprise, node_log_slowdown)`` after it. With ``params.separate_slow_nodes``,
-    an epoch within ``NODE_SIGMAS`` predictive deviations of the model's forecast is recorded
-    (:func:`record_epoch`) and leaves no node slowdown, and a slower one is not recorded and its
-    surprise is the node slowdown; without it (the default) every epoch is recorded."""
-    surprise = epoch_surprise(stats, measured_epoch_s, profile_epoch_s, compute_share, sync_share, params)
-    spread = jnp.sqrt(
-        jnp.square(jnp.maximum(params.forecast_noise, MIN_SPREAD))
-        + posterior_log_time_variance(stats, params, compute_share, sync_share)
-    )
-    slow_nodes = jnp.logical_and(surprise > NODE_SIGMAS * spread, params.separate_slow_nodes)
-    recorded = record_epoch(stats, measured_epoch_s, profile_epoch_s, compute_share, sync_share)
-    new_stats = jnp.where(slow_nodes[..., None], stats, recorded)
-    return new_stats, surprise, jnp.where(slow_nodes, surprise, 0.0).astype(jnp.float32)

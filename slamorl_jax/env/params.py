@@ -115,9 +115,6 @@ class EnvParams:
     contention_network_slowdown: jax.Array  # inter-node sync x (1 + this) under contention
     # bool: a GPU change leaves the contention and node events of the old nodes (shifts.py)
     moves_leave_contention: jax.Array
-    # bool: the online model sets slow-node epochs apart and the forecast carries them on keep only
-    # (online_model.observe_epoch; off by default)
-    separate_slow_nodes: jax.Array
     # Mid-run events (shifts.py): one per job at most.
     shift_probs: jax.Array  # (7,) over shifts.SHIFT_KINDS (first: none)
     shift_at_low: jax.Array  # the event's epoch, as a fraction of the job's epochs

@@ -55,7 +55,7 @@ from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.forecast import EPOCHS_LEFT_SCALE, RATIO_CAP
 from slamorl_jax.env.job_truth import MAX_DEVIATION_SD
 from slamorl_jax.env.observation import NUM_PAPER_FEATURES
-from slamorl_jax.env.online_model import MIN_SPREAD, NODE_SIGMAS, ROUNDING
+from slamorl_jax.env.online_model import MIN_SPREAD, ROUNDING
 from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, WEIGHT_MODES, EnvParams
 from slamorl_jax.env.python_params import (
     HostParams,
@@ -75,7 +75,7 @@ _STATE_FIELDS = (
     "steps", "epoch", "gpus", "cpus", "contended", "event_left", "elapsed_s", "cost_usd", "epoch_time_s",
     "throughput", "gpu_util", "cpu_util", "memory_util", "memory_used_gib", "price_per_hour", "severities",
     "weights", "multipliers", "projected_remaining_time_s", "projected_remaining_cost_usd", "gpu_busy_s",
-    "cpu_busy_s", "peak_memory_gib", "reallocations", "severity_sum", "surprise", "node_log_slowdown",
+    "cpu_busy_s", "peak_memory_gib", "reallocations", "severity_sum", "surprise",
 )  # fmt: skip
 
 
@@ -349,18 +349,6 @@ class PythonJob:
         mu_sync = min(max(sync / det, -limit_s), limit_s)
         return mu_compute, mu_sync
 
-    def posterior_log_time_variance(self, s: float, q: float) -> float:
-        """Posterior variance of the log epoch-time correction at an allocation with compute and sync
-        shares ``(s, q)`` (``online_model.posterior_log_time_variance``)."""
-        v = self._v
-        n = 1.0 / max(v["forecast_noise"], MIN_SPREAD) ** 2
-        d1 = 1.0 / max(v["compute_spread"], MIN_SPREAD) ** 2
-        d2 = 1.0 / max(v["sync_spread"], MIN_SPREAD) ** 2
-        r11, r12, r22 = self.model_stats[:3]
-        p11, p12, p22 = d1 + n * r11 * r11, n * r11 * r12, d2 + n * (r12 * r12 + r22 * r22)
-        det = d1 * d2 + n * (d1 * (r12 * r12 + r22 * r22) + d2 * r11 * r11) + (n * r11 * r22) ** 2
-        return max(s * s * p22 - 2.0 * s * q * p12 + q * q * p11, 0.0) / det
-
     # Reset ----------------------------------------------------------------------------------
     def _sample_job(self, u: list[float]) -> Job:
         """Draw the job, its truth, request, preference and SLA targets (``job_generator.sample_job``)."""
@@ -502,7 +490,7 @@ class PythonJob:
         # Nothing measured yet: the readings are the profile's forecast for the first allocation.
         m = self.profile_now = self._epoch_metrics(job.profile, self.gpus, self.cpus, False)
         self.model_stats = [0.0] * 5
-        self.surprise = self.node_log_slowdown = 0.0
+        self.surprise = 0.0
         self.multipliers = (0.0,) * 6
         self._take_readings(m, m[0], m[1], m[2], m[3], 0.0, 0.0, 0)
         return self.observation()
@@ -606,18 +594,11 @@ class PythonJob:
         self.peak_memory_gib = max(self.peak_memory_gib, memory)
         self.reallocations += changed
         self.profile_now = profile_now
-        # The epoch against the model's forecast of it before it ran (online_model.epoch_surprise);
-        # one past NODE_SIGMAS predictive deviations is put down to slow nodes and not recorded
-        # (online_model.observe_epoch).
+        # The epoch against the model's forecast of it before it ran (online_model.epoch_surprise).
         mu_compute, mu_sync = self.posterior_deviation()
-        s, q = profile_ran[7], profile_ran[8]
-        forecast = profile_ran[0] * math.exp(s * mu_compute + q * mu_sync)
+        forecast = profile_ran[0] * math.exp(profile_ran[7] * mu_compute + profile_ran[8] * mu_sync)
         self.surprise = math.log(max(epoch_time, 1e-9)) - math.log(max(forecast, 1e-9))
-        spread = math.sqrt(max(v["forecast_noise"], MIN_SPREAD) ** 2 + self.posterior_log_time_variance(s, q))
-        slow_nodes = bool(v["separate_slow_nodes"]) and self.surprise > NODE_SIGMAS * spread
-        self.node_log_slowdown = self.surprise if slow_nodes else 0.0
-        if not slow_nodes:
-            self._record_epoch(epoch_time, profile_ran[0], s, q)
+        self._record_epoch(epoch_time, profile_ran[0], profile_ran[7], profile_ran[8])
         severities = self.severities
         mean_severity = sum(severities) / len(severities)
         self.severity_sum += mean_severity
@@ -734,18 +715,12 @@ class PythonJob:
         # The target table prices the GPU type's list price; a price rise adds the difference per GPU.
         price_change = job.profile.gpu_price - v["gpu_price_per_hour"][job.gpu_type]
         epoch_s = 0.0
-        # Slow nodes stay with the job while it keeps its GPU count (online_model.observe_epoch).
-        spell = 1.0 / max(v["contention_end_prob"], 1e-6)  # forecast.node_slowdown_ahead
-        nodes = 1.0 + (math.exp(self.node_log_slowdown) - 1.0) * min(left, spell) / max(left, 1)
-        leaves_nodes = bool(v["moves_leave_contention"])
         for (gpus, cpus), m in entries:
             epoch_time, _, gpu_util, cpu_util, memory, _, price, s, q = m
             if price_change and len(totals) < NUM_TARGETS:
                 price = float(np.float32(price) + np.float32(price_change) * np.float32(gpus))
             pause = pause_gpu if gpus != gpus_now else (pause_cpu if cpus != cpus_now else 0.0)
             epoch_s = epoch_time * math.exp(s * mu_compute + q * mu_sync)  # the online model's
-            if gpus == gpus_now or not leaves_nodes:
-                epoch_s *= nodes
             work = left * epoch_s
             total_time = elapsed + pause + work
             total_cost = cost + (pause + work) * price / 3600.0

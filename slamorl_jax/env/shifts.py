@@ -49,9 +49,7 @@ forecasts and the readings use them from the next observation); a preemption as 
 allocation one decision later (it happens while the job restarts for its next epoch); a slower
 node and a contention spell only through the epochs it measures (the online
 model, ``online_model.py``, and the observation's ``surprise``: the last epoch against the model's
-forecast of it, ``forecast.py``); an epoch slowed past the model's bound is put down to the nodes
-(``online_model.observe_epoch``), so the forecast carries the slowdown on keep and not on a GPU
-change. The job-level SLAs are judged against the targets in force at the end.
+forecast of it, ``forecast.py``). The job-level SLAs are judged against the targets in force at the end.
 Probabilities and sizes are our documented assumptions (no public trace gives per-job rates of
 these events); the ``shifting`` scenario (``scenarios.py``) gives every job one event, kinds
 equally likely, and ``mixed`` gives 30 % of its jobs one.

@@ -92,8 +92,6 @@ class EnvState:
     model_stats: jax.Array  # (5,) see online_model.MODEL_STATS
     # log(last epoch's measured time / the online model's forecast of it before it ran); 0 at reset.
     surprise: jax.Array
-    # log of how much the job's nodes slow it, as its model sees it (online_model.observe_epoch).
-    node_log_slowdown: jax.Array
     # Episode accumulators for the job-level figures.
     gpu_busy_s: jax.Array  # integral of GPU utilisation over time
     cpu_busy_s: jax.Array
