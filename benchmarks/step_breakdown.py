@@ -128,11 +128,12 @@ class WithoutRankingBatch:
 
 
 def paper_features_full_width(state: EnvState, params: EnvParams) -> jax.Array:
-    """The paper's features repeated to the full observation's width: the observation's memory
-    traffic (one ``[envs, observation size]`` array written per step) without the forecast's work."""
+    """The paper's features, then their mean repeated to the full observation's width: the
+    observation's memory traffic (one ``[envs, observation size]`` array written per step) without
+    the forecast's work."""
     features = paper_features(state, params)
-    repeats = -(-NUM_FEATURES // features.shape[0])
-    return jnp.tile(features, repeats)[:NUM_FEATURES]
+    filler = jnp.broadcast_to(jnp.mean(features), (NUM_FEATURES - features.shape[0],))
+    return jnp.concatenate([features, filler])
 
 
 def no_observation(state: EnvState, params: EnvParams) -> jax.Array:

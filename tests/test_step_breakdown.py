@@ -38,12 +38,13 @@ def test_unranked_step_batch_differs_from_the_env_only_in_the_suggested_flags() 
         np.testing.assert_allclose(np.asarray(mine), np.asarray(env_leaf), rtol=1e-6)
 
 
-def test_paper_features_at_full_width_repeat_the_paper_features() -> None:
-    """The full-width probe has the observation's size and repeats the paper's features."""
+def test_paper_features_at_full_width_pad_the_paper_features() -> None:
+    """The full-width probe has the observation's size: the paper's features, then their mean."""
     env = JobAllocationEnv()
     params = env.default_params
     _, state = env.reset(jax.random.key(0), params)
     paper = np.asarray(paper_features(state, params))
     wide = np.asarray(paper_features_full_width(state, params))
     assert wide.shape == (NUM_FEATURES,)
-    np.testing.assert_array_equal(wide, np.resize(paper, NUM_FEATURES))
+    np.testing.assert_array_equal(wide[: paper.size], paper)
+    np.testing.assert_allclose(wide[paper.size :], paper.mean(), rtol=1e-6)
