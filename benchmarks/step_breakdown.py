@@ -13,8 +13,8 @@ drawing the next one, as ``episodes.step_once`` steps evaluation's jobs), and th
 the auto-reset and without the forecast's ranking (every candidate's projections computed, the
 reductions that pick the suggested one left out, its flags 0); ``step_batch`` without the ranking
 (what the trainer's step would cost were the ranking free); and, without the auto-reset, the
-paper's features repeated to the full observation's width (the observation's memory traffic
-without the forecast's work). The differences are what the forecast
+paper's features padded with their mean to the full observation's width (the observation's memory
+traffic without the forecast's work). The differences are what the forecast
 block, its ranking, the paper features and the auto-reset (a whole new job drawn for every env at
 every step, kept where one finished) cost; gymnax CartPole-v1 in the same harness is the yardstick
 of ``env_throughput``. It also reports the fraction of jobs that end per step (what sizes
