@@ -119,6 +119,16 @@ flags.DEFINE_enum(
     "--adapt_strength=0), severity (the paper's: tilted by eta x the current SLA severities) or dual "
     "(per-SLA multipliers that grow while an SLA is at risk and decay when it holds; env/dual_weights.py).",
 )
+flags.DEFINE_float(
+    "dual_step",
+    DEFAULTS.dual_step,
+    "--weights=dual: each SLA's multiplier grows by this times its severity at every reading it is at risk.",
+)
+flags.DEFINE_float(
+    "dual_decay",
+    DEFAULTS.dual_decay,
+    "--weights=dual: fraction of an SLA's multiplier lost at every reading it holds (0 to 1).",
+)
 flags.DEFINE_string("scenario", DEFAULTS.scenario, f"Training scenario: {', '.join(SCENARIOS)}.")
 flags.DEFINE_string(
     "preference",

@@ -134,6 +134,19 @@ def test_weights_flag_reaches_the_env_and_old_configs_default_to_severity() -> N
         validate_config(TrainConfig(weights="lagrange"))
 
 
+def test_dual_flags_reach_the_env_and_old_configs_keep_the_defaults() -> None:
+    """``--dual_step`` and ``--dual_decay`` set the env's; a config saved before them reads as the
+    defaults they were trained with."""
+    config = validate_config(TrainConfig(weights="dual", dual_step=3.0, dual_decay=0.05))
+    params = env_params_from_config(config)
+    assert float(params.dual_step) == 3.0 and float(params.dual_decay) == np.float32(0.05)
+    defaults = env_params_from_config(TrainConfig())
+    legacy = {k: v for k, v in TrainConfig().__dict__.items() if k not in ("dual_step", "dual_decay")}
+    restored = env_params_from_config(TrainConfig.from_dict(legacy))
+    assert float(restored.dual_step) == float(defaults.dual_step) == 1.0
+    assert float(restored.dual_decay) == float(defaults.dual_decay) == np.float32(0.2)
+
+
 def test_env_carries_dual_multipliers_through_a_rollout(batched_rollout: Callable) -> None:
     """Under ``weights_mode = dual`` each epoch updates the job's multipliers by the rule, from 0
     at reset, and the weights it gives are ``dual_weights`` of them; ``info`` and state agree."""

@@ -147,6 +147,8 @@ BAD_FLAGS = {
     "learning rate out of range": (["--learning_rate=2"], ["--learning_rate"]),
     "bad preference": (["--preference=fast"], ["--preference"]),
     "negative SLA bonus": (["--sla_met_bonus=-1"], ["--sla_met_bonus"]),
+    "dual decay above 1": (["--weights=dual", "--dual_decay=1.5"], ["--dual_decay"]),
+    "negative dual step": (["--weights=dual", "--dual_step=-1"], ["--dual_step"]),
     "resume without checkpoint dir": (["--resume"], ["--resume", "--checkpoint_dir"]),
     "missing flagfile": (["--flagfile=/nonexistent/tiny.flags"], ["flagfile"]),
 }

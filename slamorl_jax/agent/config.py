@@ -12,7 +12,12 @@ import numpy as np
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_MOVES, num_actions
 from slamorl_jax.env.actions import NO_OP_ACTION
-from slamorl_jax.env.defaults import DEFAULT_ALL_SLAS_BONUS, DEFAULT_SLA_MET_BONUS
+from slamorl_jax.env.defaults import (
+    DEFAULT_ALL_SLAS_BONUS,
+    DEFAULT_DUAL_DECAY,
+    DEFAULT_DUAL_STEP,
+    DEFAULT_SLA_MET_BONUS,
+)
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, TARGET_BLOCK
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
@@ -77,6 +82,9 @@ class TrainConfig:
     # Form of the objective weights (env/dual_weights.py): static (the preference), severity (the
     # paper's memoryless tilt by eta x severities) or dual (per-SLA multipliers with memory).
     weights: str = "severity"
+    # The dual form's multiplier gain per unit of severity and its decay per reading the SLA holds.
+    dual_step: float = DEFAULT_DUAL_STEP
+    dual_decay: float = DEFAULT_DUAL_DECAY
     scenario: str = "mixed"
     preference: str | None = None  # a preset name, "w_time,w_cost,w_sla", or None = the scenario's
     init_strategy: str = "mixed"  # request, random allocations and cold starts (env/params.py)
@@ -250,6 +258,8 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(c.initializer in INITIALIZERS, f"--initializer must be one of {', '.join(INITIALIZERS)}")
     _require(0 <= c.adapt_strength <= 100, f"--adapt_strength must be in [0, 100], got {c.adapt_strength}")
     _require(c.weights in WEIGHT_MODES, f"--weights must be one of {', '.join(WEIGHT_MODES)}")
+    _require(0 <= c.dual_step <= 100, f"--dual_step must be in [0, 100], got {c.dual_step}")
+    _require(0 <= c.dual_decay <= 1, f"--dual_decay must be in [0, 1], got {c.dual_decay}")
     _require(c.scenario in SCENARIOS, f"--scenario must be one of {', '.join(SCENARIOS)}")
     _require(
         c.init_strategy in INIT_STRATEGIES, f"--init_strategy must be one of {', '.join(INIT_STRATEGIES)}"

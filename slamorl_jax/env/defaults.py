@@ -65,6 +65,9 @@ DEFAULT_FORECAST_NOISE = 0.1
 # End-of-job SLA reward (job_env.py explains the sizes): per job-level SLA met, and for all six.
 DEFAULT_SLA_MET_BONUS = 2.0
 DEFAULT_ALL_SLAS_BONUS = 4.0
+# The dual weights' multiplier gain per unit of severity and decay per reading (dual_weights.py).
+DEFAULT_DUAL_STEP = 1.0
+DEFAULT_DUAL_DECAY = 0.2
 # Under ``init_strategy="mixed"``: cold, requested, random starts.
 DEFAULT_INIT_MIX_PROBS = (0.2, 0.5, 0.3)
 
@@ -161,8 +164,8 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         shift_size_high=_f32(DEFAULT_SHIFT_SIZE_HIGH),
         adapt_strength=_f32(1.5),
         weights_mode=_i32(WEIGHT_MODES.index("severity")),
-        dual_step=_f32(1.0),  # dual_weights.py explains both
-        dual_decay=_f32(0.2),
+        dual_step=_f32(DEFAULT_DUAL_STEP),
+        dual_decay=_f32(DEFAULT_DUAL_DECAY),
         reward_clip=_f32(10.0),
         sla_met_bonus=_f32(DEFAULT_SLA_MET_BONUS),
         all_slas_bonus=_f32(DEFAULT_ALL_SLAS_BONUS),
