@@ -17,7 +17,7 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, scenario_params
 from slamorl_jax.env.actions import cpu_cap
-from slamorl_jax.env.params import max_gpus
+from slamorl_jax.env.params import WEIGHT_MODES, max_gpus
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, summarise_episodes
 from slamorl_jax.evaluation import baselines, headline, pareto
 from slamorl_jax.evaluation.methods import compared_method
@@ -328,3 +328,13 @@ def test_a_compared_policy_trained_in_another_world_is_named_so() -> None:
     described = compared_method("old", lambda *a: None, {}, 1.0, "severity", difference).description
     assert "trained with moves_leave_contention=False, judged in this run's world" in described
     assert "trained with" not in compared_method("same", lambda *a: None, {}, 1.0).description
+
+
+def test_a_compared_dual_policy_runs_with_its_own_dual_settings(env: JobAllocationEnv) -> None:
+    """A compared checkpoint trained with other dual-weight settings is fed the weights it was
+    trained with (step and decay), not the main policy's, and its description names them."""
+    method = compared_method("tuned", lambda *a: None, {}, 3.0, "dual", dual=(2.5, 0.05))
+    ran = method.env_params(scenario_params("conflict", env.catalog))
+    assert float(ran.dual_step) == 2.5 and float(ran.dual_decay) == np.float32(0.05)
+    assert float(ran.adapt_strength) == 3.0 and WEIGHT_MODES[int(ran.weights_mode)] == "dual"
+    assert "dual weights, eta = 3, dual step 2.5, decay 0.05" in method.description

@@ -18,6 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from slamorl_jax.env.defaults import DEFAULT_DUAL_DECAY, DEFAULT_DUAL_STEP
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import WEIGHT_MODES, EnvParams, with_values
 from slamorl_jax.env.probes import suggested_allocation
@@ -46,6 +47,8 @@ class Method:
     init_strategy: str = "requested"
     adapt_strength: float | None = None
     weights: str | None = None  # form of the objective weights (params.WEIGHT_MODES); None = as trained
+    dual_step: float | None = None  # the dual weights' settings (dual_weights.py); None = as trained
+    dual_decay: float | None = None
     own_policy_params: Any = None  # parameters of another trained policy (``--compare``)
     controller: Controller | None = None
 
@@ -56,6 +59,10 @@ class Method:
             params = with_values(params, adapt_strength=self.adapt_strength)
         if self.weights is not None:
             params = with_values(params, weights_mode=WEIGHT_MODES.index(self.weights))
+        if self.dual_step is not None:
+            params = with_values(params, dual_step=self.dual_step)
+        if self.dual_decay is not None:
+            params = with_values(params, dual_decay=self.dual_decay)
         return params
 
 
@@ -116,20 +123,24 @@ def compared_method(
     adapt_strength: float,
     weights: str = "severity",
     other_world: str | None = None,
+    dual: tuple[float, float] = (DEFAULT_DUAL_STEP, DEFAULT_DUAL_DECAY),
 ) -> Method:
     """Another trained policy (its own network and parameters), starting at the request and fed
-    weights of the form and eta it was trained with. Every method of a run is judged in one world
-    (the main policy's env params); ``other_world`` names how the world this policy was trained in
-    differs, and the description says so."""
+    weights of the form, eta and ``dual`` (step, decay) it was trained with. Every method of a run is
+    judged in one world (the main policy's env params); ``other_world`` names how the world this
+    policy was trained in differs, and the description says so."""
     trained_elsewhere = f"; trained with {other_world}, judged in this run's world" if other_world else ""
+    dual_settings = f", dual step {dual[0]:g}, decay {dual[1]:g}" if weights == "dual" else ""
     return Method(
         f"policy[{name}]",
-        f"compared checkpoint {name!r} (greedy, {weights} weights, eta = {adapt_strength:g}), "
-        f"starting at the request{trained_elsewhere}",
+        f"compared checkpoint {name!r} (greedy, {weights} weights, eta = {adapt_strength:g}"
+        f"{dual_settings}), starting at the request{trained_elsewhere}",
         greedy,
         True,
         adapt_strength=adapt_strength,
         weights=weights,
+        dual_step=dual[0],
+        dual_decay=dual[1],
         own_policy_params=policy_params,
     )
 

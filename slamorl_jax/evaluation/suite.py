@@ -105,6 +105,7 @@ def run_suite(
             other.config.adapt_strength,
             other.config.weights,
             world_difference(other.config, policy.config),
+            (other.config.dual_step, other.config.dual_decay),
         )
         for name, other in (compare or {}).items()
     )
