@@ -32,7 +32,7 @@ exactly as the severity form does: ``lambda = s`` from 0), ``dual_decay = 0.2`` 
 forget); ``train --dual_step --dual_decay`` set them. Measured since (README, "Adaptation"): with
 the paper's reward, ``dual_step = 3, dual_decay = 0.05`` (a multiplier remembered for about 20
 epochs) beats static weights by 5.9 points of all six SLAs met on ``conflict`` (fresh seeds and
-jobs), the defaults by 3.9; with our reward the forms differ by less than the seeds' spread, so the
+jobs; the defaults gain 3.9); with our reward the forms differ by less than the seeds' spread, so the
 defaults were kept. Properties (tested): the weights lie on the
 simplex; a larger severity never lowers the new multiplier, so never lowers its objective's weight;
 ``eta = 0`` gives the preference.
