@@ -130,6 +130,13 @@ flags.DEFINE_float(
     "--weights=dual: fraction of an SLA's multiplier lost at every reading it holds (0 to 1).",
 )
 flags.DEFINE_string("scenario", DEFAULTS.scenario, f"Training scenario: {', '.join(SCENARIOS)}.")
+flags.DEFINE_float(
+    "event_share",
+    None,
+    "Share of training jobs that meet one mid-run event (a contention spell, a slower node, a price "
+    "rise, a deadline or budget cut, a preemption; env/shifts.py), every kind equally likely. "
+    "Unset: the scenario's own (mixed 0.3, shifting 1, the others 0).",
+)
 flags.DEFINE_string(
     "preference",
     None,

@@ -86,6 +86,9 @@ class TrainConfig:
     dual_step: float = DEFAULT_DUAL_STEP
     dual_decay: float = DEFAULT_DUAL_DECAY
     scenario: str = "mixed"
+    # Share of training jobs that meet one mid-run event (env/shifts.py, every kind equally likely);
+    # None = the scenario's own (mixed 0.3, shifting 1, the others 0).
+    event_share: float | None = None
     preference: str | None = None  # a preset name, "w_time,w_cost,w_sla", or None = the scenario's
     init_strategy: str = "mixed"  # request, random allocations and cold starts (env/params.py)
     actions: str = DEFAULT_ACTION_SET  # "paper" (9 moves) or "targets" (moves + absolute targets)
@@ -261,6 +264,10 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(0 <= c.dual_step <= 100, f"--dual_step must be in [0, 100], got {c.dual_step}")
     _require(0 <= c.dual_decay <= 1, f"--dual_decay must be in [0, 1], got {c.dual_decay}")
     _require(c.scenario in SCENARIOS, f"--scenario must be one of {', '.join(SCENARIOS)}")
+    _require(
+        c.event_share is None or 0 <= c.event_share <= 1,
+        f"--event_share must be in [0, 1], got {c.event_share}",
+    )
     _require(
         c.init_strategy in INIT_STRATEGIES, f"--init_strategy must be one of {', '.join(INIT_STRATEGIES)}"
     )

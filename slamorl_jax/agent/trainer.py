@@ -38,6 +38,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES, EnvParams, with_values
 from slamorl_jax.env.prices import with_prices
 from slamorl_jax.env.scenarios import scenario_params, with_preference
+from slamorl_jax.env.shifts import event_probs
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.sharding import check_divisible, constrain_batch
 
@@ -73,6 +74,8 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
     preference = None if config.preference is None else parse_preference(config.preference)
     params = with_preference(params, preference)
     params = with_prices(params, config.prices, catalog)
+    if config.event_share is not None:
+        params = with_values(params, shift_probs=event_probs(config.event_share))
     return with_values(
         params,
         init_strategy=INIT_STRATEGIES.index(config.init_strategy),
