@@ -51,7 +51,7 @@ SMALL = (
 )
 NON_FINITE = ("inf", "-inf", "nan", "1e999")
 HUGE = str(10**30)
-FLOAT_FLAGS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.type == "float")
+FLOAT_FLAGS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.type in ("float", "float | None"))
 COUNT_FLAGS = (
     "num_envs",
     "total_timesteps",

@@ -10,6 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env import FEATURE_NAMES, JobAllocationEnv, scenario_params, shifts, validate_params
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.job_model import allocation_price_per_hour, epoch_metrics
@@ -73,6 +75,24 @@ def test_events_happen_at_the_documented_rates(scenario: str, share: float) -> N
         cut = value[mine]
         assert np.all(cut <= before * (1 + 1e-6)) and np.all(cut >= 0.6 * before * (1 - 1e-6))
         assert np.mean(cut < 0.99 * before) > 0.3  # the floors leave most cuts in place
+
+
+def test_event_share_sets_the_share_of_training_jobs_that_meet_an_event() -> None:
+    """``train --event_share`` overrides the scenario's share of jobs with an event (here on
+    deadline-critical jobs, which have none of their own), every kind equally likely; unset keeps
+    the scenario's, and a config saved before the flag reads as unset."""
+    config = validate_config(TrainConfig(scenario="deadline-critical", event_share=0.5))
+    jobs = _reset_batch(jax.random.split(jax.random.key(3), NUM_JOBS), env_params_from_config(config)).job
+    counts = np.bincount(np.asarray(jobs.shift_kind), minlength=shifts.NUM_SHIFT_KINDS)
+    assert _within(counts[0], NUM_JOBS, 0.5)
+    for k in range(1, shifts.NUM_SHIFT_KINDS):
+        assert _within(counts[k], NUM_JOBS, 0.5 / (shifts.NUM_SHIFT_KINDS - 1)), (k, counts)
+    unset = env_params_from_config(TrainConfig())
+    np.testing.assert_array_equal(unset.shift_probs, scenario_params("mixed").shift_probs)
+    legacy = {k: v for k, v in TrainConfig().__dict__.items() if k != "event_share"}
+    assert TrainConfig.from_dict(legacy).event_share is None
+    with pytest.raises(ValueError, match=r"--event_share must be in \[0, 1\]"):
+        validate_config(TrainConfig(event_share=1.5))
 
 
 def test_conflict_pairs_each_tight_sla_with_the_opposed_preference() -> None:

@@ -149,6 +149,7 @@ BAD_FLAGS = {
     "negative SLA bonus": (["--sla_met_bonus=-1"], ["--sla_met_bonus"]),
     "dual decay above 1": (["--weights=dual", "--dual_decay=1.5"], ["--dual_decay"]),
     "negative dual step": (["--weights=dual", "--dual_step=-1"], ["--dual_step"]),
+    "event share above 1": (["--event_share=1.5"], ["--event_share"]),
     "resume without checkpoint dir": (["--resume"], ["--resume", "--checkpoint_dir"]),
     "missing flagfile": (["--flagfile=/nonexistent/tiny.flags"], ["flagfile"]),
 }
