@@ -87,9 +87,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     name,
                     greedy_policy(policy.network),
                     policy.params,
-                    policy.config.adapt_strength,
-                    policy.config.weights,
-                    dual=(policy.config.dual_step, policy.config.dual_decay),
+                    policy.config,
                 )
                 mine = summarise_episodes(run_method(env, params, method, keys, args.episodes))
                 met.append(mine["all_slas_met"])

@@ -325,15 +325,16 @@ def test_a_compared_policy_trained_in_another_world_is_named_so() -> None:
     assert difference == "moves_leave_contention=False"
     priced = dataclasses.replace(other, prices="reference-code")
     assert world_difference(priced, main_config) == "moves_leave_contention=False, prices=reference-code"
-    described = compared_method("old", lambda *a: None, {}, 1.0, "severity", difference).description
+    described = compared_method("old", lambda *a: None, {}, other, difference).description
     assert "trained with moves_leave_contention=False, judged in this run's world" in described
-    assert "trained with" not in compared_method("same", lambda *a: None, {}, 1.0).description
+    assert "trained with" not in compared_method("same", lambda *a: None, {}, main_config).description
 
 
 def test_a_compared_dual_policy_runs_with_its_own_dual_settings(env: JobAllocationEnv) -> None:
     """A compared checkpoint trained with other dual-weight settings is fed the weights it was
     trained with (step and decay), not the main policy's, and its description names them."""
-    method = compared_method("tuned", lambda *a: None, {}, 3.0, "dual", dual=(2.5, 0.05))
+    trained = TrainConfig(adapt_strength=3.0, weights="dual", dual_step=2.5, dual_decay=0.05)
+    method = compared_method("tuned", lambda *a: None, {}, trained)
     ran = method.env_params(scenario_params("conflict", env.catalog))
     assert float(ran.dual_step) == 2.5 and float(ran.dual_decay) == np.float32(0.05)
     assert float(ran.adapt_strength) == 3.0 and WEIGHT_MODES[int(ran.weights_mode)] == "dual"

@@ -18,7 +18,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from slamorl_jax.env.defaults import DEFAULT_DUAL_DECAY, DEFAULT_DUAL_STEP
+from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import WEIGHT_MODES, EnvParams, with_values
 from slamorl_jax.env.probes import suggested_allocation
@@ -120,27 +120,27 @@ def compared_method(
     name: str,
     greedy: Policy,
     policy_params: Any,
-    adapt_strength: float,
-    weights: str = "severity",
+    trained: TrainConfig,
     other_world: str | None = None,
-    dual: tuple[float, float] = (DEFAULT_DUAL_STEP, DEFAULT_DUAL_DECAY),
 ) -> Method:
     """Another trained policy (its own network and parameters), starting at the request and fed
-    weights of the form, eta and ``dual`` (step, decay) it was trained with. Every method of a run is
-    judged in one world (the main policy's env params); ``other_world`` names how the world this
-    policy was trained in differs, and the description says so."""
+    weights of the form, eta and dual step and decay of ``trained``, the config it was trained with
+    (read here, all of them, so a compared policy never runs with the main policy's). Every method of
+    a run is judged in one world (the main policy's env params); ``other_world`` names how the world
+    this policy was trained in differs, and the description says so."""
     trained_elsewhere = f"; trained with {other_world}, judged in this run's world" if other_world else ""
-    dual_settings = f", dual step {dual[0]:g}, decay {dual[1]:g}" if weights == "dual" else ""
+    dual = trained.weights == "dual"
+    dual_settings = f", dual step {trained.dual_step:g}, decay {trained.dual_decay:g}" if dual else ""
     return Method(
         f"policy[{name}]",
-        f"compared checkpoint {name!r} (greedy, {weights} weights, eta = {adapt_strength:g}"
-        f"{dual_settings}), starting at the request{trained_elsewhere}",
+        f"compared checkpoint {name!r} (greedy, {trained.weights} weights, eta = "
+        f"{trained.adapt_strength:g}{dual_settings}), starting at the request{trained_elsewhere}",
         greedy,
         True,
-        adapt_strength=adapt_strength,
-        weights=weights,
-        dual_step=dual[0],
-        dual_decay=dual[1],
+        adapt_strength=trained.adapt_strength,
+        weights=trained.weights,
+        dual_step=trained.dual_step,
+        dual_decay=trained.dual_decay,
         own_policy_params=policy_params,
     )
 

@@ -102,10 +102,8 @@ def run_suite(
             name,
             greedy_policy(other.network),
             other.params,
-            other.config.adapt_strength,
-            other.config.weights,
+            other.config,
             world_difference(other.config, policy.config),
-            (other.config.dual_step, other.config.dual_decay),
         )
         for name, other in (compare or {}).items()
     )
