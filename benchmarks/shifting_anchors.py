@@ -13,7 +13,9 @@ SLAs met, and re-allocations. The gap between the two anchors is what knowing th
 gains over the best static choice; a controller that reacts to what it measures can also leave
 the random contention of its nodes (a GPU change, ``env/job_env.py``), which neither anchor's plan
 does. The trained policy (``--checkpoint``, greedy, from the request) runs beside them on the same
-jobs: what reacting gains without hindsight.
+jobs: what reacting gains without hindsight. ``--checkpoint`` may name several policies trained in
+the same world, comma-separated (e.g. one per training seed): each runs fed the weights it was
+trained with, and the policy's figures are their mean ± sample standard deviation.
 """
 
 from __future__ import annotations
@@ -33,30 +35,42 @@ import numpy as np
 from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.cli_args import fail
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, SHIFT_KINDS
 from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation.baselines import BestStatic
-from slamorl_jax.evaluation.methods import Method, run_method
+from slamorl_jax.evaluation.methods import Method, compared_method, run_method
 from slamorl_jax.evaluation.replanning import Replanning
+from slamorl_jax.evaluation.suite import world_difference
 from slamorl_jax.quality_bar import greedy_policy, objective
 
 SCENARIO = "shifting"
+FIGURES = ("objective", "all_slas_met", "reallocations")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every anchor on every event kind, then on the whole scenario."""
     env = JobAllocationEnv()
-    policy = load_policy(args.checkpoint)
-    # The anchors and the policy run in the world the policy was trained in (its prices, weights and
+    paths = [path for path in args.checkpoint.split(",") if path]
+    policies = [load_policy(path) for path in paths]
+    for path, policy in zip(paths, policies, strict=True):
+        if difference := world_difference(policy.config, policies[0].config):
+            fail(f"{path} was trained in another world than {paths[0]} ({difference})")
+    # The anchors and the policies run in the world the policies were trained in (their prices and
     # fresh-nodes rule, env/shifts.py), built as evaluate builds it.
-    base = with_scenario(with_preference(env_params_from_config(policy.config, env.catalog), None), SCENARIO)
+    base = with_scenario(
+        with_preference(env_params_from_config(policies[0].config, env.catalog), None), SCENARIO
+    )
     static = BestStatic.for_params(base)
     replanning = Replanning(static)
     methods = (
-        Method("policy", "the trained policy, from the request", greedy_policy(policy.network), True),
+        *(
+            compared_method(str(i), greedy_policy(policy.network), policy.params, policy.config)
+            for i, policy in enumerate(policies)
+        ),
         Method("static_request", "the request, kept"),
         Method("best_static_oracle", "best static allocation in hindsight", start=static),
         Method("replanning_oracle", "re-planning oracle", start=replanning, controller=replanning),
@@ -67,23 +81,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cases.pop("none")
     cases[SCENARIO] = base
     keys = [jax.random.key(args.seed)]
-    rows: dict[str, dict[str, dict[str, float]]] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for case, params in cases.items():
         rows[case] = {}
         for method in methods:
-            figures = run_method(env, params, method, keys, args.episodes, policy.params)
-            summary = summarise_episodes(figures)
+            summary = summarise_episodes(run_method(env, params, method, keys, args.episodes))
             rows[case][method.name] = {
                 "objective": objective(SCENARIO, summary),
                 "all_slas_met": summary["all_slas_met"],
                 "reallocations": summary["reallocations"],
             }
+        each = [rows[case].pop(method.name) for method in methods[: len(policies)]]
+        rows[case]["policy"] = {figure: float(np.mean([e[figure] for e in each])) for figure in FIGURES}
+        rows[case]["policy_std"] = {
+            figure: float(np.std([e[figure] for e in each], ddof=1)) if len(each) > 1 else 0.0
+            for figure in FIGURES
+        }
+        rows[case]["policy_each"] = each
     return policy_benchmark_payload(args, rows)
 
 
 def to_markdown(payload: dict[str, Any]) -> str:
     """One row per event kind: objective and all SLAs met of each anchor, and re-planning's gain."""
     table = []
+    several = len(payload["checkpoint"].split(",")) > 1
+
+    def mine(r: dict[str, Any], figure: str, fmt: str) -> str:
+        """The policy's figure, with its spread over several policies."""
+        mean = format(r["policy"][figure], fmt)
+        return f"{mean} ± {format(r['policy_std'][figure], fmt)}" if several else mean
+
     for case, r in payload["rows"].items():
         static, replan, policy = r["best_static_oracle"], r["replanning_oracle"], r["policy"]
         table.append(
@@ -92,15 +119,15 @@ def to_markdown(payload: dict[str, Any]) -> str:
                 f"{r['static_request']['objective']:.3f}",
                 f"{static['objective']:.3f}",
                 f"{replan['objective']:.3f}",
-                f"{policy['objective']:.3f}",
+                mine(r, "objective", ".3f"),
                 f"{1.0 - replan['objective'] / static['objective']:+.1%}",
                 f"{1.0 - policy['objective'] / static['objective']:+.1%}",
                 f"{r['static_request']['all_slas_met']:.1%}",
                 f"{static['all_slas_met']:.1%}",
                 f"{replan['all_slas_met']:.1%}",
-                f"{policy['all_slas_met']:.1%}",
+                mine(r, "all_slas_met", ".1%"),
                 f"{replan['reallocations']:.2f}",
-                f"{policy['reallocations']:.2f}",
+                mine(r, "reallocations", ".2f"),
             ]
         )
     headers = [
@@ -121,7 +148,10 @@ def to_markdown(payload: dict[str, Any]) -> str:
     return (
         f"{payload['episodes']} jobs per row (seed {payload['seed']}); objective = mean of time and cost "
         "relative to the request (lower is better); gains against the best static allocation; policy: "
-        f"`{payload['checkpoint']}` from the request.\n\n" + markdown_table(headers, table)
+        f"`{payload['checkpoint']}` from the request"
+        + (" (mean ± sample standard deviation over the policies)" if several else "")
+        + ".\n\n"
+        + markdown_table(headers, table)
     )
 
 

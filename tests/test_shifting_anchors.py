@@ -1,0 +1,35 @@
+"""``benchmarks/shifting_anchors.py`` with several policies: their figures' mean and spread."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.shifting_anchors import main
+
+SHIPPED = str(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
+
+
+@pytest.mark.slow
+def test_two_copies_of_one_policy_give_its_figures_with_no_spread(tmp_path: Path) -> None:
+    """The shipped policy named twice runs twice on the same jobs: every event's mean is each
+    copy's figure, the spread is 0, and the report shows both."""
+    out = tmp_path / "anchors.json"
+    main(["--checkpoint", f"{SHIPPED},{SHIPPED}", "--episodes", "8", "--out", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert set(rows) >= {"contention", "slow_node", "shifting"}
+    for row in rows.values():
+        first, second = row["policy_each"]
+        assert first == second == row["policy"]
+        assert all(spread == 0.0 for spread in row["policy_std"].values())
+        assert set(row) == {
+            "policy",
+            "policy_std",
+            "policy_each",
+            "static_request",
+            "best_static_oracle",
+            "replanning_oracle",
+        }
+    assert "± 0.0%" in out.with_suffix(".md").read_text()
