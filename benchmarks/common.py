@@ -302,3 +302,29 @@ def child_or_report(
     args.out = Path(args.out)
     check_out_path(args.out, parser.prog)
     report(args, run, to_markdown)
+
+
+def random_action_rollout(
+    env: Any, params: Any, num_envs: int, steps: int, key: jax.Array
+) -> tuple[Any, jax.Array]:
+    """``num_envs`` fresh jobs stepped ``steps`` times with uniformly random actions by the env's
+    ``step_batch`` (the trainer's step, auto-reset included), in one compiled scan: ``(the final
+    states, the fraction of jobs that ended at each step [steps])``."""
+    import jax.numpy as jnp
+
+    @jax.jit
+    def rollout(key: jax.Array) -> tuple[Any, jax.Array]:
+        reset_key, steps_key = jax.random.split(key)
+        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_envs), params)
+
+        def body(state: Any, key: jax.Array) -> tuple[Any, jax.Array]:
+            action_key, step_key = jax.random.split(key)
+            actions = jax.random.randint(action_key, (num_envs,), 0, env.num_actions)
+            _, state, _, terminated, truncated, _ = env.step_batch(
+                jax.random.split(step_key, num_envs), state, actions, params
+            )
+            return state, jnp.mean(jnp.logical_or(terminated, truncated))
+
+        return jax.lax.scan(body, state, jax.random.split(steps_key, steps))
+
+    return rollout(key)

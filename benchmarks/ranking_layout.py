@@ -40,6 +40,7 @@ from benchmarks.common import (
     machine_info,
     markdown_table,
     parse_and_report,
+    random_action_rollout,
 )
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded
 from slamorl_jax.env import JobAllocationEnv, forecast
@@ -53,17 +54,7 @@ WARM_STEPS = 20  # random steps before the ranking is timed: jobs at varied epoc
 
 def stepped_states(env: JobAllocationEnv, params: EnvParams, num_envs: int) -> EnvState:
     """``num_envs`` fresh jobs after ``WARM_STEPS`` steps of random actions (some finished and reset)."""
-    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.key(0), num_envs), params)
-
-    @jax.jit
-    def advance(state: EnvState, key: jax.Array) -> EnvState:
-        action_key, step_key = jax.random.split(key)
-        actions = jax.random.randint(action_key, (num_envs,), 0, env.num_actions)
-        return env.step_batch(jax.random.split(step_key, num_envs), state, actions, params)[1]
-
-    for step in range(WARM_STEPS):
-        state = advance(state, jax.random.key(step + 1))
-    return state
+    return random_action_rollout(env, params, num_envs, WARM_STEPS, jax.random.key(0))[0]
 
 
 def target_flags(

@@ -38,7 +38,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report
+from benchmarks.common import (
+    format_rate,
+    machine_info,
+    markdown_table,
+    parse_and_report,
+    random_action_rollout,
+)
 from benchmarks.env_throughput import PerEnvStep, measure_jax
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
 from slamorl_jax.env import JobAllocationEnv, forecast
@@ -149,22 +155,7 @@ def jobs_ended_per_step(env: JobAllocationEnv, params: EnvParams, num_envs: int)
     """The fraction of ``num_envs`` jobs that end per step under random actions (what sizes
     ``batched_step.RESET_SLOT_FRACTION``): its largest value over the first ``SYNCHRONISED_STEPS``
     steps, then its mean and largest value over the rest of ``ENDED_STEPS``."""
-
-    @jax.jit
-    def fractions(key: jax.Array) -> jax.Array:
-        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, num_envs), params)
-
-        def body(state: EnvState, key: jax.Array) -> tuple[EnvState, jax.Array]:
-            action_key, step_key = jax.random.split(key)
-            actions = jax.random.randint(action_key, (num_envs,), 0, env.num_actions)
-            _, state, _, terminated, truncated, _ = env.step_batch(
-                jax.random.split(step_key, num_envs), state, actions, params
-            )
-            return state, jnp.mean(jnp.logical_or(terminated, truncated))
-
-        return jax.lax.scan(body, state, jax.random.split(key, ENDED_STEPS))[1]
-
-    ended = np.asarray(fractions(jax.random.key(0)))
+    ended = np.asarray(random_action_rollout(env, params, num_envs, ENDED_STEPS, jax.random.key(0))[1])
     later = ended[SYNCHRONISED_STEPS:]
     return {
         "first_steps_max": float(ended[:SYNCHRONISED_STEPS].max()),
