@@ -254,12 +254,23 @@ def policy_benchmark_main(
 ) -> None:
     """``main`` of a benchmark that runs a trained policy on fresh jobs: ``--episodes`` (default
     ``episodes``), ``--seed``, ``--checkpoint`` (default the shipped policy) and ``--out`` (default
-    ``benchmarks/results/<name>.json``), then :func:`parse_and_report`."""
+    ``benchmarks/results/<name>.json``), then :func:`parse_and_report`; a checkpoint that cannot be
+    loaded exits with code 2 and one line."""
+    from slamorl_jax.checkpoint import CheckpointError
+
     name = module.rsplit(".", 1)[-1]
     parser = OneLineArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     add_job_flags(parser, episodes=episodes, most=1 << 16)
     parser.add_argument("--checkpoint", default="checkpoints/default", help="the trained policy")
-    parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run, to_markdown)
+
+    def run_checked(args: argparse.Namespace) -> dict[str, Any]:
+        """``run``, a checkpoint that cannot be loaded reported in one line (exit 2)."""
+        try:
+            return run(args)
+        except CheckpointError as error:
+            fail(str(error), parser.prog)
+
+    parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run_checked, to_markdown)
 
 
 def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: float = 1800) -> dict[str, Any]:

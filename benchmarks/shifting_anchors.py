@@ -55,6 +55,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every anchor on every event kind, then on the whole scenario."""
     env = JobAllocationEnv()
     paths = [path for path in args.checkpoint.split(",") if path]
+    if not paths:
+        fail("--checkpoint names no policy")
     policies = [load_policy(path) for path in paths]
     for path, policy in zip(paths, policies, strict=True):
         if difference := world_difference(policy.config, policies[0].config):

@@ -1,4 +1,5 @@
-"""``benchmarks/shifting_anchors.py`` with several policies: their figures' mean and spread."""
+"""``benchmarks/shifting_anchors.py`` with several policies: their figures' mean and spread, and a
+bad list refused in one line."""
 
 from __future__ import annotations
 
@@ -33,3 +34,20 @@ def test_two_copies_of_one_policy_give_its_figures_with_no_spread(tmp_path: Path
             "replanning_oracle",
         }
     assert "± 0.0%" in out.with_suffix(".md").read_text()
+
+
+@pytest.mark.parametrize(
+    "checkpoints, message",
+    [(",", "--checkpoint names no policy"), (f"{SHIPPED},/nonexistent", "/nonexistent does not exist")],
+)
+def test_a_bad_checkpoint_list_is_one_line_and_exit_2(
+    checkpoints: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No policy named, or one that does not exist: one line naming it, exit code 2, nothing written."""
+    out = tmp_path / "anchors.json"
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--checkpoint", checkpoints, "--episodes", "4", "--out", str(out)])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and "\n" not in error
+    assert not out.exists()
