@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
@@ -321,7 +322,6 @@ def random_action_rollout(
     """``num_envs`` fresh jobs stepped ``steps`` times with uniformly random actions by the env's
     ``step_batch`` (the trainer's step, auto-reset included), in one compiled scan: ``(the final
     states, the fraction of jobs that ended at each step [steps])``."""
-    import jax.numpy as jnp
 
     @jax.jit
     def rollout(key: jax.Array) -> tuple[Any, jax.Array]:

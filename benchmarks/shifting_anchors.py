@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def to_markdown(payload: dict[str, Any]) -> str:
     """One row per event kind: objective and all SLAs met of each anchor, and re-planning's gain."""
     table = []
-    several = len(payload["checkpoint"].split(",")) > 1
+    several = len(next(iter(payload["rows"].values()))["policy_each"]) > 1
 
     def mine(r: dict[str, Any], figure: str, fmt: str) -> str:
         """The policy's figure, with its spread over several policies."""
