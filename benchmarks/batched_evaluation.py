@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
     from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.env.scenarios import with_preference, with_scenario
     from slamorl_jax.evaluation.baselines import BestStatic, ProfileBestStatic
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from slamorl_jax.quality_bar import greedy_policy
 
     policy = load_policy(args.checkpoint)
-    env = JobAllocationEnv(action_set="targets")
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     oracle = BestStatic.for_params(base)
     methods = policy_methods(greedy_policy(policy.network), oracle) + baseline_methods(

@@ -30,6 +30,7 @@ import jax
 from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, with_preference, with_scenario
@@ -45,7 +46,7 @@ RULES = {"with the rule": True, "without": False}
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Both methods on every evaluation scenario, under each rule."""
-    env = JobAllocationEnv(action_set="targets")
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     policy = load_policy(args.checkpoint)
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     methods = (

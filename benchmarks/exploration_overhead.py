@@ -65,6 +65,7 @@ from slamorl_jax.agent.imitation import ImitationConfig, fit
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams, with_values
 from slamorl_jax.env.probes import PROBE_BUDGET
@@ -113,10 +114,10 @@ def overhead_per_job(
 def start_methods(policy: LoadedPolicy, history: HistoryStart) -> dict[str, tuple[Method, JobAllocationEnv]]:
     """Each start as an evaluation method (the shipped policy run greedily after it) and its env."""
     greedy = greedy_policy(policy.network)
-    env = JobAllocationEnv(action_set="targets")
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
 
     def probing(budget: float) -> JobAllocationEnv:
-        return ProbingEnv(action_set="targets", budget=budget)
+        return ProbingEnv(action_set=WIDEST_ACTION_SET, budget=budget)
 
     return {
         "cold": (Method("cold", "1 GPU", greedy, True, init_strategy="cold"), env),
@@ -138,7 +139,7 @@ def per_job_overheads(args: argparse.Namespace, policy: LoadedPolicy, base: EnvP
         key = jax.random.fold_in(store_key, index)
         records += oracle_records(with_scenario(base, name), key, args.history_jobs // len(scenarios))
     methods = start_methods(policy, HistoryStart.from_records(records))
-    env = JobAllocationEnv(action_set="targets")
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     keys = [jax.random.key(args.seed)]
     out: dict[str, Any] = {"history_records": len(records), "horizons": {}}
     for horizon, epochs in ((str(args.epochs), args.epochs), ("job", WHOLE_JOB)):

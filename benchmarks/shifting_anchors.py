@@ -36,6 +36,7 @@ from benchmarks.common import markdown_table, policy_benchmark_main, policy_benc
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import fail
+from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import with_preference, with_scenario
@@ -53,7 +54,7 @@ FIGURES = ("objective", "all_slas_met", "reallocations")
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every anchor on every event kind, then on the whole scenario."""
-    env = JobAllocationEnv()
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     paths = [path for path in args.checkpoint.split(",") if path]
     if not paths:
         fail("--checkpoint names no policy")

@@ -44,6 +44,7 @@ from benchmarks.common import add_job_flags, machine_info, markdown_table, parse
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser
+from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.probes import PROBE_FRACTION, start_at
@@ -69,7 +70,7 @@ class SuggestedSlaEnv(JobAllocationEnv):
     (``probes.probes_worth_running``; 0: never)."""
 
     def __init__(self, probe_budget: float, confidence: float | None = None) -> None:
-        super().__init__(action_set="targets")
+        super().__init__(action_set=WIDEST_ACTION_SET)
         self.probe_budget = probe_budget
         self.confidence = confidence
 

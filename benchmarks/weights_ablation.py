@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Evaluate every run on every scenario; the oracle once per scenario."""
     from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
     from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.env.scenarios import with_preference, with_scenario
     from slamorl_jax.episodes import summarise_episodes
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from slamorl_jax.evaluation.methods import Method, compared_method, run_method
     from slamorl_jax.quality_bar import greedy_policy, objective
 
-    env = JobAllocationEnv(action_set="targets")
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     policies = {name: [load_policy(r / "checkpoints") for r in runs] for name, runs in args.runs.items()}
     first = next(iter(policies.values()))[0]
     base = with_preference(env_params_from_config(first.config, env.catalog), None)

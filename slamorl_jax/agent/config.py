@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
-from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_MOVES, num_actions
+from slamorl_jax.env.action_sets import (
+    ACTION_SETS,
+    DEFAULT_ACTION_SET,
+    NUM_MOVES,
+    NUM_TARGETS,
+    has_targets,
+    num_actions,
+)
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.defaults import (
     DEFAULT_ALL_SLAS_BONUS,
@@ -32,7 +39,7 @@ MINIBATCH_SHUFFLES = ("global", "per_env")
 # Each action set's shuffle when none is asked for (``TrainConfig.minibatch_shuffle = None``): per
 # env for ``targets`` (7 % faster on one device, scores the same); global for ``paper``, where three
 # seeds with per-env minibatches missed issue 7's bar (README, "The main job").
-DEFAULT_MINIBATCH_SHUFFLE = {"targets": "per_env", "paper": "global"}
+DEFAULT_MINIBATCH_SHUFFLE = {"targets": "per_env", "targets_relocate": "per_env", "paper": "global"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,7 +98,8 @@ class TrainConfig:
     event_share: float | None = None
     preference: str | None = None  # a preset name, "w_time,w_cost,w_sla", or None = the scenario's
     init_strategy: str = "mixed"  # request, random allocations and cold starts (env/params.py)
-    actions: str = DEFAULT_ACTION_SET  # "paper" (9 moves) or "targets" (moves + absolute targets)
+    # "paper" (9 moves), "targets" (moves + absolute targets) or "targets_relocate" (and relocate)
+    actions: str = DEFAULT_ACTION_SET
     target_head: bool = False  # targets: score each target with a shared head (networks.TargetScorer)
     # targets: a learned gain on the action the env's forecast ranks first (networks.SuggestionActor;
     # not with the shared target head, which reads the suggestion flags with the other forecasts)
@@ -140,7 +148,7 @@ class TrainConfig:
     @property
     def network(self) -> NetworkConfig:
         """The actor-critic shape (its outputs sized to the action set)."""
-        targets = self.actions == "targets"
+        targets = has_targets(self.actions)
         block = TARGET_BLOCK if targets and self.target_head else ()
         with_prior = targets and self.suggestion_prior and not self.target_head
         prior = suggestion_features(self.actions) if with_prior else ()
@@ -185,11 +193,12 @@ class TrainConfig:
 
 def suggestion_features(actions: str) -> tuple[int, ...]:
     """Per action of the set, the observation feature that flags it as the forecast's first choice
-    (keep's flag for the no-op, each target's own flag), -1 for the one-step moves."""
+    (keep's flag for the no-op, each target's own flag), -1 for the one-step moves and relocate
+    (the forecast never names it)."""
     index = {name: i for i, name in enumerate(FEATURE_NAMES)}
     out = [-1] * num_actions(actions)
     out[NO_OP_ACTION] = index["keep_suggested"]
-    for k in range(num_actions(actions) - NUM_MOVES):
+    for k in range(NUM_TARGETS if has_targets(actions) else 0):
         out[NUM_MOVES + k] = index[f"target{k}_suggested"]
     return tuple(out)
 

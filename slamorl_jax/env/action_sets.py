@@ -8,7 +8,16 @@ set        actions  meaning
 ``targets`` 89      the same 9 moves at indices 0-8, then 80 absolute targets at 9-88: every
                     GPU count of ``EnvParams.target_gpus`` x every CPUs-per-GPU value of
                     ``EnvParams.target_cpus_per_gpu`` (GPU-major: index ``9 + 5 * i + j``)
+``targets_  90      ``targets``, then **relocate** at 89: the same allocation on fresh nodes (the
+relocate``          job checkpoints and restarts elsewhere, paying the GPU re-allocation pause)
 =========  =======  ============================================================================
+
+Relocating is what a platform does for a job its nodes slow down (a noisy neighbour, a degraded
+node): the same GPUs and CPUs, placed elsewhere. In the env it leaves what a GPU change leaves (the
+nodes' random contention, and a contention spell or a slower node of ``shifts.py``) at the price of
+one checkpoint-restart pause (``reallocation_pause_s``, billed and counted as a re-allocation),
+without changing the allocation; under ``EnvParams.moves_leave_contention = False`` it leaves
+nothing and still pays the pause. The other sets can leave the nodes only by changing the GPU count.
 
 A target ``(g, x)`` asks for ``g`` GPUs and ``round(g * x / cpu_step) * cpu_step`` CPUs; like every
 action it is then clipped to the cluster (``actions.clip_allocation``), so a target above the
@@ -40,11 +49,16 @@ from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
 from slamorl_jax.env.actions import apply_action as apply_move
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 
-ACTION_SETS = ("paper", "targets")
+ACTION_SETS = ("paper", "targets", "targets_relocate")
 DEFAULT_ACTION_SET = "targets"
+# The set every other set's actions keep their meaning in (each is a prefix of it): evaluation and
+# the benchmarks run policies of any set, and every baseline, on one env of this set.
+WIDEST_ACTION_SET = "targets_relocate"
 NUM_TARGET_GPUS = 16
 NUM_TARGET_CPUS_PER_GPU = 5
 NUM_TARGETS = NUM_TARGET_GPUS * NUM_TARGET_CPUS_PER_GPU
+RELOCATE_ACTION = NUM_MOVES + NUM_TARGETS  # in ``targets_relocate``: the same allocation, fresh nodes
+RELOCATE_NAME = "relocate (same allocation, fresh nodes)"
 
 
 def check_action_set(name: str) -> str:
@@ -54,9 +68,24 @@ def check_action_set(name: str) -> str:
     return name
 
 
+def has_targets(name: str) -> bool:
+    """Whether the named set has the absolute targets (at indices ``NUM_MOVES`` on)."""
+    return check_action_set(name) != "paper"
+
+
+def can_relocate(name: str) -> bool:
+    """Whether the named set has the relocate action (``RELOCATE_ACTION``)."""
+    return check_action_set(name) == "targets_relocate"
+
+
 def num_actions(name: str) -> int:
     """Number of actions of the named set."""
-    return NUM_MOVES + (NUM_TARGETS if check_action_set(name) == "targets" else 0)
+    return NUM_MOVES + (NUM_TARGETS if has_targets(name) else 0) + (1 if can_relocate(name) else 0)
+
+
+def relocates(action: jax.Array | int, name: str) -> jax.Array:
+    """Whether ``action`` (already clipped to the set) is the named set's relocate action (bool)."""
+    return jnp.logical_and(can_relocate(name), jnp.asarray(action, jnp.int32) == RELOCATE_ACTION)
 
 
 def action_names(name: str, params: EnvParams | None = None) -> tuple[str, ...]:
@@ -73,7 +102,7 @@ def action_names(name: str, params: EnvParams | None = None) -> tuple[str, ...]:
         gpus = [int(g) for g in jax.device_get(params.target_gpus)]
         ratios = [float(x) for x in jax.device_get(params.target_cpus_per_gpu)]
     targets = tuple(f"target {int(g)} GPUs x {_cpus_per_gpu_name(float(x))}" for g in gpus for x in ratios)
-    return ACTION_NAMES + targets
+    return ACTION_NAMES + targets + ((RELOCATE_NAME,) if can_relocate(name) else ())
 
 
 def _cpus_per_gpu_name(ratio: float) -> str:
@@ -98,7 +127,8 @@ def target_cpus(gpus: jax.Array, cpus_per_gpu: jax.Array, params: EnvParams) -> 
 def apply(
     action: jax.Array | int, gpus: jax.Array, cpus: jax.Array, params: EnvParams
 ) -> tuple[jax.Array, jax.Array]:
-    """Allocation after ``action`` of either set (indices 0-8 move, 9-72 go to a target), clipped.
+    """Allocation after ``action`` of any set (indices 0-8 move, 9-88 go to a target, relocate keeps
+    the allocation), clipped.
 
     Targets come from ``params.target_allocation`` (a derived table of :func:`target_allocations`)."""
     action = jnp.asarray(action, jnp.int32)
@@ -108,7 +138,9 @@ def apply(
     # the allocation (XLA recomputes cheap producers per consumer), many times a step.
     goal = jnp.take(params.target_allocation, k, axis=0)
     goal_gpus, goal_cpus = goal[..., 0], goal[..., 1]
-    is_target = action >= NUM_MOVES
+    is_target = jnp.logical_and(action >= NUM_MOVES, action < RELOCATE_ACTION)
+    move_gpus = jnp.where(action == RELOCATE_ACTION, gpus, move_gpus)  # relocate: the same allocation
+    move_cpus = jnp.where(action == RELOCATE_ACTION, cpus, move_cpus)
     return jnp.where(is_target, goal_gpus, move_gpus), jnp.where(is_target, goal_cpus, move_cpus)
 
 

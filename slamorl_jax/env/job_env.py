@@ -25,8 +25,9 @@ observation of a new job, and the last observation of the old one in ``info["fin
 Observation: float32 features in [0, 1]: the paper's 21, then the forecast block
 (``observation.FEATURE_NAMES``, ``forecast.py``).
 Actions: the env's action set (``action_sets.py``): ``paper`` = the 9 moves GPU {-1, 0, +1} x
-CPU {-step, 0, +step}; ``targets`` (default) = those 9 and 80 absolute targets. An action index
-outside the set is clipped to it.
+CPU {-step, 0, +step}; ``targets`` (default) = those 9 and 80 absolute targets;
+``targets_relocate`` = those and relocate (the same allocation on fresh nodes, one GPU pause). An
+action index outside the set is clipped to it.
 Reward: a float32 vector over ``objectives.OBJECTIVES``:
 
 * ``time`` = -(epoch time + pause) / T_ref, clipped at ``-reward_clip``;
@@ -305,12 +306,14 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
             state.gpus, state.cpus, job.shift_value, shifts.preempts(job, state.epoch), params
         )
         gpus, cpus = action_sets.apply(action, start_gpus, start_cpus, params)
-        changed = jnp.logical_or(gpus != start_gpus, cpus != start_cpus)
-        # A GPU change (the agent's or a preemption's) restarts the job on a fresh placement: it
-        # leaves the contention of its old nodes and its event if that was its nodes' (shifts.py).
-        relocated = jnp.logical_and(
-            jnp.logical_or(start_gpus != state.gpus, gpus != start_gpus), params.moves_leave_contention
-        )
+        # Relocating (targets_relocate) restarts the job on fresh nodes at the same allocation.
+        relocate = action_sets.relocates(action, self.action_set)
+        changed = jnp.logical_or(jnp.logical_or(gpus != start_gpus, cpus != start_cpus), relocate)
+        # A GPU change (the agent's or a preemption's) or a relocation restarts the job on a fresh
+        # placement: it leaves the contention of its old nodes and its event if that was its
+        # nodes' (shifts.py).
+        restarted = jnp.logical_or(jnp.logical_or(start_gpus != state.gpus, gpus != start_gpus), relocate)
+        relocated = jnp.logical_and(restarted, params.moves_leave_contention)
         left = jnp.logical_or(state.event_left, shifts.leaves(job, state.epoch, relocated))
         contended = jnp.where(
             jnp.logical_and(state.contended, jnp.logical_not(relocated)),
@@ -322,7 +325,8 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         m = epoch_metrics(running, gpus, cpus, params, jnp.logical_or(contended, spell))
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
         epoch_time = m.epoch_time_s * noise
-        pause = move_pause_s(start_gpus, start_cpus, gpus, cpus, params) + restart
+        move_pause = move_pause_s(start_gpus, start_cpus, gpus, cpus, params)
+        pause = jnp.where(relocate, params.reallocation_pause_s, move_pause) + restart
         interval = epoch_time + pause
         interval_cost = interval * m.price_per_hour / 3600.0
         working = epoch_time / interval

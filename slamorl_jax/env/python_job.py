@@ -48,7 +48,7 @@ import numpy as np
 
 from slamorl_jax.env import draws as d
 from slamorl_jax.env import shifts
-from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_TARGETS
+from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_TARGETS, RELOCATE_ACTION
 from slamorl_jax.env.actions import CPU_STEP_DELTAS, GPU_DELTAS
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
 from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
@@ -80,10 +80,12 @@ _STATE_FIELDS = (
 
 
 def action_count(action_set: str) -> int:
-    """Actions of the named set: the 9 moves, plus the absolute targets for ``targets``."""
+    """Actions of the named set: the 9 moves, plus the absolute targets for ``targets``, plus
+    relocate for ``targets_relocate``."""
     if action_set not in ACTION_SETS:
         raise ValueError(f"unknown action set {action_set!r}; choose one of: {', '.join(ACTION_SETS)}")
-    return NUM_MOVES + (NUM_TARGETS if action_set == "targets" else 0)
+    targets = NUM_TARGETS if action_set != "paper" else 0
+    return NUM_MOVES + targets + (1 if action_set == "targets_relocate" else 0)
 
 
 def _categorical(u: float, thresholds: tuple[float, ...]) -> int:
@@ -172,21 +174,21 @@ def _margin(value: float, limit: float) -> float:
 class PythonJob:
     """One training job stepped epoch by epoch in plain Python: a test oracle and a benchmark peer.
 
-    ``PythonJob(params, action_set)`` takes the env's action set (``"targets"`` by default, or
-    ``"paper"``; indices as in ``action_sets.py``, out-of-range ones clipped to the set as the env
-    clips them). ``reset(u_reset, params)`` draws a new job from ``draws.RESET_DRAWS`` uniforms and
-    returns its first observation; ``step(u_step, u_reset, action)`` applies the action, runs one
-    epoch from ``draws.STEP_DRAWS`` uniforms and auto-resets from ``u_reset`` when the job ends,
-    returning ``(observation, reward, terminated, truncated, info)`` exactly as
-    ``JobAllocationEnv.step_from_draws`` does: every observation feature (the paper's 21 and the
-    forecast block), the (time, cost, sla) reward, and ``info`` with the same keys (``weights``,
-    ``final_weights``, ``step_weights``, severities, flags and episode figures; ``final_state`` is the
-    pre-reset state as :meth:`state_dict`) plus three for tie-aware tests: ``job_sla_slack``, each
-    job-level check's relative margin (>= 0 when met), and ``observation_slack`` /
-    ``final_observation_slack``, per feature of the returned and the final observation the smallest
-    relative margin of the forecast SLA checks it counts (``inf`` for the features that count none);
-    ``observation_slack`` of the current state is also an attribute. Parameters are read into Python
-    numbers once (:class:`HostParams`); nothing here calls JAX.
+    ``PythonJob(params, action_set)`` takes the env's action set (``"targets"`` by default,
+    ``"paper"`` or ``"targets_relocate"``; indices as in ``action_sets.py``, out-of-range ones
+    clipped to the set as the env clips them). ``reset(u_reset, params)`` draws a new job from
+    ``draws.RESET_DRAWS`` uniforms and returns its first observation; ``step(u_step, u_reset,
+    action)`` applies the action, runs one epoch from ``draws.STEP_DRAWS`` uniforms and auto-resets
+    from ``u_reset`` when the job ends, returning ``(observation, reward, terminated, truncated,
+    info)`` exactly as ``JobAllocationEnv.step_from_draws`` does: every observation feature (the
+    paper's 21 and the forecast block), the (time, cost, sla) reward, and ``info`` with the same
+    keys (``weights``, ``final_weights``, ``step_weights``, severities, flags and episode figures;
+    ``final_state`` is the pre-reset state as :meth:`state_dict`) plus three for tie-aware tests:
+    ``job_sla_slack``, each job-level check's relative margin (>= 0 when met), and
+    ``observation_slack`` / ``final_observation_slack``, per feature of the returned and the final
+    observation the smallest relative margin of the forecast SLA checks it counts (``inf`` for the
+    features that count none); ``observation_slack`` of the current state is also an attribute.
+    Parameters are read into Python numbers once (:class:`HostParams`); nothing here calls JAX.
     """
 
     def __init__(self, params: EnvParams | HostParams, action_set: str = DEFAULT_ACTION_SET) -> None:
@@ -518,8 +520,11 @@ class PythonJob:
         return obs, reward, terminated, truncated, info
 
     def _apply(self, action: int) -> tuple[int, int]:
-        """Allocation after ``action`` (clipped to the set): a move 0-8, or an absolute target."""
+        """Allocation after ``action`` (clipped to the set): a move 0-8, an absolute target, or
+        relocate (the same allocation)."""
         action = min(max(action, 0), self.num_actions - 1)
+        if action == RELOCATE_ACTION:
+            return self.gpus, self.cpus
         if action >= NUM_MOVES:
             return self.params.targets[action - NUM_MOVES]
         gpu_delta, cpu_steps = _DELTAS[action]
@@ -538,11 +543,12 @@ class PythonJob:
                 restart = v["reallocation_pause_s"]
             self.gpus, self.cpus = forced
         gpus, cpus = self._apply(action)
+        relocate = min(max(action, 0), self.num_actions - 1) == RELOCATE_ACTION  # only in targets_relocate
         gpus_changed = gpus != self.gpus
-        changed = gpus_changed or cpus != self.cpus
-        # A GPU change restarts the job on fresh nodes: it leaves their contention, and its event
-        # if that is a contention spell or a slow node that has happened (shifts.py).
-        relocated = (gpus_changed or self.gpus != held_gpus) and bool(v["moves_leave_contention"])
+        changed = gpus_changed or cpus != self.cpus or relocate
+        # A GPU change or a relocation restarts the job on fresh nodes: it leaves their contention,
+        # and its event if that is a contention spell or a slow node that has happened (shifts.py).
+        relocated = (gpus_changed or self.gpus != held_gpus or relocate) and bool(v["moves_leave_contention"])
         on_the_nodes = kind in (shifts.CONTENTION, shifts.SLOW_NODE) and at < job.epochs and self.epoch >= at
         self.event_left = self.event_left or (on_the_nodes and relocated)
         switch = u[d.CONTENTION_SWITCH]
@@ -562,8 +568,9 @@ class PythonJob:
         base_time, _, gpu_util, cpu_util, memory, _, price, _, _ = m
         profile_now = self._epoch_metrics(job.profile, gpus, cpus, False)
         epoch_time = base_time * math.exp(v["epoch_time_noise"] * _logistic(u[d.EPOCH_NOISE]))
-        # A GPU change checkpoints and restarts the job; a CPU-only change restarts the data loaders.
-        if gpus_changed:
+        # A GPU change or a relocation checkpoints and restarts the job; a CPU-only change restarts
+        # the data loaders.
+        if gpus_changed or relocate:
             pause = v["reallocation_pause_s"]
         else:
             pause = v["cpu_reallocation_pause_s"] if changed else 0.0

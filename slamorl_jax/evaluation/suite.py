@@ -17,6 +17,7 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import LoadedPolicy
+from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
@@ -93,7 +94,7 @@ def run_suite(
     ``(payload, per-job figures)``."""
     # The ``targets`` set is a superset with the paper's moves at the same indices, so policies of
     # either action set (and every baseline) run unchanged on one env, on the same jobs.
-    env = env or JobAllocationEnv(action_set="targets")
+    env = env or JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     started = time.perf_counter()
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     greedy = greedy_policy(policy.network)
