@@ -445,6 +445,9 @@ class Recommendation:
     observation: dict[str, float]
     # Readings outside what the policy was trained on (live_checks.outside_training); empty = none.
     outside_training: tuple[str, ...] = ()
+    # Restart the job on other nodes at the same allocation (a targets_relocate policy's relocate
+    # action: its nodes look slow, action_sets.py); False for every other action.
+    relocate: bool = False
 
     @property
     def in_training_range(self) -> bool:
@@ -494,6 +497,7 @@ def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = Non
         severities=dict(zip(SLA_NAMES, _floats(state.severities), strict=True)),
         observation=dict(zip(FEATURE_NAMES, _floats(obs), strict=True)),
         outside_training=outside_training(job, params),
+        relocate=bool(action_sets.relocates(action, policy.config.actions)),
     )
 
 

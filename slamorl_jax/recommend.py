@@ -3,7 +3,8 @@
 Reads the job's state after its latest epoch as JSON (a file, or ``-`` for standard input; fields
 in :mod:`slamorl_jax.live`), runs the policy of ``--checkpoint`` (default: the shipped
 ``checkpoints/default``) and prints a JSON object: the recommended ``gpus`` and ``cpus``, the
-change, the action and its probability, the adaptive weights, the SLA severities, the
+change, the action and its probability, ``relocate`` (true when a ``targets_relocate`` policy asks
+to restart the job on other nodes at the same allocation), the adaptive weights, the SLA severities, the
 observation it was based on, and ``in_training_range`` with ``outside_training``: the readings that
 lie outside what the policy was trained on (also one ``warning:`` line on stderr), if any. Bad input
 (unreadable or non-UTF-8 files, bad JSON, bad or huge values, an allocation outside the policy's

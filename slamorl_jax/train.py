@@ -178,7 +178,8 @@ flags.DEFINE_enum(
     "actions",
     DEFAULTS.actions,
     ACTION_SETS,
-    "Action set: paper = the paper's 9 one-step moves; targets = those plus 80 absolute targets.",
+    "Action set: paper = the paper's 9 one-step moves; targets = those plus 80 absolute targets; "
+    "targets_relocate = targets plus relocate (the same allocation on fresh nodes, one GPU pause).",
 )
 flags.DEFINE_enum("prices", DEFAULTS.prices, PRICE_PRESETS, "Price preset.")
 flags.DEFINE_integer(

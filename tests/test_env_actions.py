@@ -20,7 +20,14 @@ from slamorl_jax.env import (
     validate_params,
     with_derived_tables,
 )
-from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS, NUM_TARGETS
+from slamorl_jax.env.action_sets import (
+    NUM_TARGET_CPUS_PER_GPU,
+    NUM_TARGET_GPUS,
+    NUM_TARGETS,
+    RELOCATE_ACTION,
+    RELOCATE_NAME,
+    apply,
+)
 from slamorl_jax.env.forecast import NUM_FORECAST_FEATURES
 from slamorl_jax.env.objectives import NUM_SLAS
 from slamorl_jax.env.observation import NUM_PAPER_FEATURES
@@ -140,6 +147,12 @@ def test_action_set_sizes_and_names(params: EnvParams) -> None:
     odd = with_values(params, target_gpus=ODD_TARGET_GPUS, target_cpus_per_gpu=ODD_TARGET_CPUS_PER_GPU)
     odd_names = action_names("targets", odd)  # another grid: named from the params
     assert odd_names[-1] == f"target {ODD_TARGET_GPUS[-1]} GPUs x {ODD_TARGET_CPUS_PER_GPU[-1]:g} CPUs/GPU"
+    # targets_relocate: the targets set, then relocate (the same allocation on fresh nodes).
+    assert num_actions("targets_relocate") == NUM_TARGET_ACTIONS + 1 == RELOCATE_ACTION + 1
+    assert action_names("targets_relocate", params) == (*targets, RELOCATE_NAME)
+    gpus, cpus = apply(jnp.arange(num_actions("targets_relocate")), jnp.int32(4), jnp.int32(16), params)
+    assert (int(gpus[RELOCATE_ACTION]), int(cpus[RELOCATE_ACTION])) == (4, 16)
+    np.testing.assert_array_equal(np.asarray(gpus[9:RELOCATE_ACTION]), expected_targets(params)[:, 0])
 
 
 @pytest.mark.parametrize("grid", ["default", "odd"])

@@ -7,11 +7,14 @@ import json
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from slamorl_jax import recommend as recommend_cli
-from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.networks import ActorCritic, init_params
+from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.state import EnvState
@@ -131,6 +134,24 @@ def test_recommend_is_the_greedy_action_applied() -> None:
     assert result.severities["time"] > 0  # 15,500 s + 50 x 1,550 s overshoots the 90,000 s deadline
     assert list(result.observation) == list(FEATURE_NAMES)
     json.dumps(result.as_dict())
+
+
+def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
+    """A ``targets_relocate`` policy that picks relocate is told to restart the job elsewhere at the
+    same allocation (``relocate``, the action's name); the shipped policy never says so."""
+    config = TrainConfig(actions="targets_relocate")
+    network = ActorCritic(config.network)
+    params = init_params(network, jax.random.key(0), len(FEATURE_NAMES))
+    bias = params["params"]["actor"]["Dense_0"]["bias"]
+    params["params"]["actor"]["Dense_0"]["bias"] = bias.at[action_sets.RELOCATE_ACTION].set(1e3)
+    act = jax.jit(lambda p, obs, w: jnp.argmax(network.apply(p, obs, w)[0], axis=-1))
+    policy = LoadedPolicy(config=config, params=params, network=network, step=0, _act=act)
+    job = LiveJob.from_dict(EXAMPLE)
+    result = recommend(policy, job, scenario_params("mixed"))
+    assert result.action == action_sets.RELOCATE_ACTION and result.relocate
+    assert (result.gpus, result.cpus, result.gpu_delta, result.cpu_delta) == (job.gpus, job.cpus, 0, 0)
+    assert result.action_name == action_sets.RELOCATE_NAME and result.as_dict()["relocate"] is True
+    assert not recommend(load_policy(SHIPPED), job, scenario_params("mixed")).relocate
 
 
 @pytest.mark.parametrize(

@@ -53,7 +53,13 @@ from slamorl_jax.env import (
     with_preference,
 )
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS, NUM_TARGETS
+from slamorl_jax.env.action_sets import (
+    ACTION_SETS,
+    NUM_TARGET_CPUS_PER_GPU,
+    NUM_TARGET_GPUS,
+    NUM_TARGETS,
+    WIDEST_ACTION_SET,
+)
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.python_job import PythonJob, action_count
 from slamorl_jax.env.python_uniforms import NumpyUniforms, run_random_steps
@@ -348,8 +354,8 @@ def _check_action_set(action_set: str, cases: dict[str, EnvParams]) -> None:
 
 
 def test_jax_env_matches_python_job_step_by_step() -> None:
-    """The default ``targets`` set: every case."""
-    _check_action_set("targets", _case_params())
+    """The widest set (``targets_relocate``: the default ``targets`` and relocate): every case."""
+    _check_action_set(WIDEST_ACTION_SET, _case_params())
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)
@@ -377,7 +383,7 @@ def test_jax_env_matches_python_job_with_the_paper_actions() -> None:
 def test_python_job_takes_jax_arrays_and_clips_actions_like_the_env() -> None:
     """JAX arrays are accepted as uniforms; out-of-range actions clip to the set; unknown sets fail."""
     params = scenario_params("balanced")
-    for action_set in ("targets", "paper"):
+    for action_set in ACTION_SETS:
         top = num_actions(action_set) - 1  # the env's count
         u = jnp.stack(d.uniforms(jax.random.key(8), d.STEP_DRAWS + d.RESET_DRAWS))
         outs = []

@@ -14,6 +14,7 @@ from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env import FEATURE_NAMES, JobAllocationEnv, scenario_params, shifts, validate_params
 from slamorl_jax.env import draws as d
+from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET
 from slamorl_jax.env.job_model import allocation_price_per_hour, epoch_metrics
 from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
@@ -22,7 +23,7 @@ from slamorl_jax.env.scenario_kinds import SCENARIO_KINDS
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.replanning import Replanning
 
-ENV = JobAllocationEnv()
+ENV = JobAllocationEnv(action_set=WIDEST_ACTION_SET)  # every set's actions, relocate included
 NUM_JOBS = 20_000
 
 
@@ -270,6 +271,33 @@ def test_a_gpu_change_leaves_the_nodes_event_for_good_and_a_cpu_change_does_not(
 
 
 @pytest.mark.parametrize("kind", [shifts.SLOW_NODE, shifts.CONTENTION])
+@pytest.mark.parametrize("leave", [True, False])
+def test_relocating_keeps_the_allocation_pays_one_gpu_pause_and_leaves_the_nodes_event(
+    kind: int, leave: bool
+) -> None:
+    """``targets_relocate``'s relocate: the same GPUs and CPUs, the GPU re-allocation pause billed
+    at the allocation's price and counted as a re-allocation; from then on healthy epochs (the
+    event left for good), unless the fresh-nodes rule is off, when it leaves nothing."""
+    params = _one_kind(kind, moves_leave_contention=leave, **QUIET)
+    s0, s1, s2, s3, live = _first_epochs(params, RELOCATE_ACTION)
+    assert live.sum() > 100
+    for field in ("gpus", "cpus"):
+        np.testing.assert_array_equal(np.asarray(getattr(s2, field)), np.asarray(getattr(s0, field)))
+    interval = np.asarray(s2.elapsed_s) - np.asarray(s1.elapsed_s)
+    pause = interval - np.asarray(s2.epoch_time_s)
+    np.testing.assert_allclose(pause[live], params.reallocation_pause_s, rtol=1e-4, atol=1e-2)
+    cost = np.asarray(s2.cost_usd) - np.asarray(s1.cost_usd)
+    billed = interval * np.asarray(s2.price_per_hour) / 3600.0
+    np.testing.assert_allclose(cost[live], billed[live], rtol=1e-4)
+    assert np.all(np.asarray(s2.reallocations)[live] == 1) and np.all(np.asarray(s3.reallocations)[live] == 1)
+    assert np.all(np.asarray(s3.event_left)[live] == leave)
+    factor = np.asarray(s0.job.shift_value) if kind == shifts.SLOW_NODE and not leave else 1.0
+    for later in (s2, s3):
+        expected = _epoch_times(later, params, factor, kind == shifts.CONTENTION and not leave)
+        np.testing.assert_allclose(np.asarray(later.epoch_time_s)[live], expected[live], rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", [shifts.SLOW_NODE, shifts.CONTENTION])
 def test_without_the_fresh_nodes_rule_a_gpu_change_leaves_nothing(kind: int) -> None:
     params = _one_kind(kind, moves_leave_contention=False, **QUIET)
     s0, _, s2, s3, live = _first_epochs(params, ADD_GPU)
@@ -281,7 +309,7 @@ def test_without_the_fresh_nodes_rule_a_gpu_change_leaves_nothing(kind: int) -> 
         np.testing.assert_allclose(np.asarray(later.epoch_time_s)[moved], slowed[moved], rtol=1e-5)
 
 
-def test_a_gpu_change_leaves_random_contention_and_a_cpu_change_does_not() -> None:
+def test_a_gpu_change_or_a_relocation_leaves_random_contention_and_a_cpu_change_does_not() -> None:
     # Contended from the start and for ever, unless a move lands the job on fresh nodes, which stay
     # uncontended (a new spell starts with probability 1e-9 an epoch).
     params = validate_params(
@@ -302,6 +330,11 @@ def test_a_gpu_change_leaves_random_contention_and_a_cpu_change_does_not() -> No
     np.testing.assert_allclose(np.asarray(s3.epoch_time_s)[moved], healthy[moved], rtol=1e-5)
     _, s1, s2, s3, live = _first_epochs(params, ADD_CPU_STEP)
     assert np.all(np.asarray(s3.contended)[live])
+    _, s1, s2, s3, live = _first_epochs(params, RELOCATE_ACTION)  # the same allocation, fresh nodes
+    assert live.sum() > 100 and not np.any(np.asarray(s3.contended)[live])
+    np.testing.assert_allclose(
+        np.asarray(s3.epoch_time_s)[live], _epoch_times(s3, params, 1.0, False)[live], rtol=1e-5
+    )
 
 
 def test_the_replanning_oracle_is_the_static_oracle_without_events() -> None:
