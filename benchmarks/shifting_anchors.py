@@ -36,7 +36,7 @@ from benchmarks.common import markdown_table, policy_benchmark_main, policy_benc
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import fail
-from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
+from slamorl_jax.env.action_sets import WIDEST_ACTION_SET, can_relocate
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import with_preference, with_scenario
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         with_preference(env_params_from_config(policies[0].config, env.catalog), None), SCENARIO
     )
     static = BestStatic.for_params(base)
-    replanning = Replanning(static)
+    replanning = Replanning(static, can_relocate(policies[0].config.actions))  # as evaluate picks it
     methods = (
         *(
             compared_method(str(i), greedy_policy(policy.network), policy.params, policy.config)

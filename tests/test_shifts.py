@@ -361,6 +361,38 @@ def test_the_replanning_oracle_is_the_static_oracle_without_events() -> None:
     assert np.all(np.asarray(plan) == 0)
 
 
+def test_a_relocating_replanning_oracle_plans_no_worse_and_relocates_once_right_after_the_event() -> None:
+    """With relocation among its choices (the anchor of ``targets_relocate`` policies) the oracle's
+    plan is never worse on the model than without it; it relocates on some jobs a slower node hits,
+    and its controller asks for it once, right after the event."""
+    params = _one_kind(shifts.SLOW_NODE)
+    oracle = BestStatic.for_params(params)
+    plain, relocating = Replanning(oracle), Replanning(oracle, relocate=True)
+    first = jax.tree.map(lambda x: x[:512], _reset_batch(jax.random.split(jax.random.key(9), 512), params))
+    then = params.target_allocation
+
+    def outcome(replan, s):
+        g, c = replan(s, params)
+        placed = ENV.place(s, g, c, params)
+        choice = replan.plan(placed, params)
+        k = jnp.clip(choice - 1, 0, then.shape[0] - 1)
+        relocate = choice == 1 + then.shape[0]
+        met, obj = plan_outcomes(s.job, g, c, then[k, 0], then[k, 1], choice > 0, params, relocate)
+        acts = [replan.act(choice, placed.replace(epoch=s.job.shift_epoch + i), params) for i in (-1, 0, 1)]
+        return jnp.sum(met), obj, relocate, jnp.stack(acts)
+
+    run = jax.jit(jax.vmap(outcome, in_axes=(None, 0)), static_argnums=0)
+    met0, obj0, _, _ = (np.asarray(x) for x in run(plain, first))
+    met1, obj1, relocates, acts = (np.asarray(x) for x in run(relocating, first))
+    assert np.all(met1 >= met0)
+    same = met1 == met0
+    assert np.all(obj1[same] <= obj0[same] * (1 + 1e-5))
+    assert relocates.mean() > 0.05
+    np.testing.assert_array_equal(
+        acts[relocates], np.tile([KEEP, RELOCATE_ACTION, KEEP], (relocates.sum(), 1))
+    )
+
+
 def test_the_replanning_oracle_never_plans_worse_than_the_static_oracle() -> None:
     params = scenario_params("shifting")
     oracle = BestStatic.for_params(params)
@@ -386,19 +418,13 @@ def test_the_replanning_oracle_never_plans_worse_than_the_static_oracle() -> Non
     assert np.mean((met > static_met) | (obj < static_obj * (1 - 1e-3))) > 0.05
 
 
-@pytest.mark.parametrize("kind", [shifts.SLOW_NODE, shifts.CONTENTION])
-@pytest.mark.parametrize("leave", [True, False])
-def test_the_plans_model_matches_a_noise_free_run_that_leaves_the_nodes(kind: int, leave: bool) -> None:
-    # Held at the request through the event (after epoch 1), then one more GPU for the rest: the
-    # plan's time and cost (objective) are the env's, the slowdown gone from the move on (kept
-    # through it without the fresh-nodes rule).
-    params = _one_kind(kind, moves_leave_contention=leave, **QUIET)
-    s0 = jax.tree.map(lambda x: x[:128], _reset_batch(jax.random.split(jax.random.key(5), 128), params))
-    horizon = int(np.asarray(s0.job.epochs).max())
+@functools.partial(jax.jit, static_argnums=(3,))
+def _run_with_one_move(s0, keys, params, horizon: int, move: jax.Array):
+    """Each job of ``s0`` run noise-free to its end, keeping, except ``move`` right after its event."""
 
     def run(state, key):
         def epoch(s, i):
-            action = jnp.where(s.epoch == s.job.shift_epoch, ADD_GPU, KEEP)
+            action = jnp.where(s.epoch == s.job.shift_epoch, move, KEEP)
             u = d.uniforms(jax.random.fold_in(key, i), d.STEP_DRAWS)
             after = ENV.transition(u, s, action, params)[0]
             done = s.epoch >= s.job.epochs
@@ -406,10 +432,27 @@ def test_the_plans_model_matches_a_noise_free_run_that_leaves_the_nodes(kind: in
 
         return jax.lax.scan(epoch, state, jnp.arange(horizon))[0]
 
-    ends = jax.jit(jax.vmap(run))(s0, jax.random.split(jax.random.key(6), 128))
+    return jax.vmap(run)(s0, keys)
+
+
+@pytest.mark.parametrize("kind", [shifts.SLOW_NODE, shifts.CONTENTION])
+@pytest.mark.parametrize("leave", [True, False])
+@pytest.mark.parametrize("move", [ADD_GPU, RELOCATE_ACTION])
+def test_the_plans_model_matches_a_noise_free_run_that_leaves_the_nodes(
+    kind: int, leave: bool, move: int
+) -> None:
+    # Held at the request through the event (after epoch 1), then one more GPU for the rest, or
+    # relocated right after it: the plan's time and cost (objective) are the env's, the slowdown
+    # gone from the move on (kept through it without the fresh-nodes rule).
+    params = _one_kind(kind, moves_leave_contention=leave, **QUIET)
+    s0 = jax.tree.map(lambda x: x[:128], _reset_batch(jax.random.split(jax.random.key(5), 128), params))
+    horizon = int(np.asarray(s0.job.epochs).max())
+    keys = jax.random.split(jax.random.key(6), 128)
+    ends = _run_with_one_move(s0, keys, params, horizon, jnp.int32(move))
+    relocate = move == RELOCATE_ACTION
 
     def planned(s, end):  # where the move landed (clipped to the cluster as the env clips it)
-        return plan_outcomes(s.job, s.gpus, s.cpus, end.gpus, end.cpus, True, params)[1]
+        return plan_outcomes(s.job, s.gpus, s.cpus, end.gpus, end.cpus, True, params, relocate)[1]
 
     job = s0.job
     w_time, w_cost = np.asarray(job.preference[:, 0]), np.asarray(job.preference[:, 1])
@@ -419,7 +462,7 @@ def test_the_plans_model_matches_a_noise_free_run_that_leaves_the_nodes(kind: in
     ) / np.maximum(w_time + w_cost, 1e-9)
     happened = np.asarray(shifts.happens(job))
     left = np.asarray(ends.event_left)
-    moved = np.asarray(ends.gpus) != np.asarray(s0.gpus)
+    moved = (np.asarray(ends.gpus) != np.asarray(s0.gpus)) | relocate
     np.testing.assert_array_equal(left, happened & moved & leave)
     assert left.mean() > 0.5 or not leave
     np.testing.assert_allclose(ran, np.asarray(jax.jit(jax.vmap(planned))(s0, ends)), rtol=2e-4)

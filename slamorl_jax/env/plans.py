@@ -9,14 +9,14 @@ utilisation), so the anchors of scenarios without events are unchanged.
 The model is the simulator's, noise-free and without the random contention, on the job's true
 constants (the oracles' hindsight): ``e`` epochs at ``a`` on the constants before the event, then
 the event (``shifts.shifted_job``: the targets and prices it changes; a slower node and a contention
-spell slow every later epoch unless ``b`` has other GPUs than the job holds, which leaves its nodes,
-``shifts.node_slowdown``; a preemption moves the job to ``shifts.preempted_allocation(a)``
-with the restart pause), then ``E - e`` epochs at ``b`` with the pause of the move from where the
-job is (the env's pauses, billed with the first of those epochs at ``b``'s price, as the env bills
-them). The six job-level checks are ``episode_figures``': total
-time and cost against the targets in force at the end, samples / total time, peak memory, and
-time-weighted utilisation (a paused job does no work). The objective is the oracle's:
-``(w_time T / T_ref + w_cost C / C_ref) / (w_time + w_cost)``.
+spell slow every later epoch unless ``b`` has other GPUs than the job holds, or the job relocates,
+which leaves its nodes, ``shifts.node_slowdown``; a preemption moves the job to
+``shifts.preempted_allocation(a)`` with the restart pause), then ``E - e`` epochs at ``b`` with the
+pause of the move from where the job is (the env's pauses, billed with the first of those epochs at
+``b``'s price, as the env bills them). The six job-level checks are ``episode_figures``': total time
+and cost against the targets in force at the end, samples / total time, peak memory, and
+time-weighted utilisation (a paused job does no work). The objective is the oracle's: ``(w_time T /
+T_ref + w_cost C / C_ref) / (w_time + w_cost)``.
 """
 
 from __future__ import annotations
@@ -41,10 +41,13 @@ def plan_outcomes(
     then_cpus: jax.Array,
     move: jax.Array | bool,
     params: EnvParams,
+    relocate: jax.Array | bool = False,
 ) -> tuple[jax.Array, jax.Array]:
     """The six job-level SLA checks (``[6, ...]``) and the objective (``[...]``) of holding
     ``(gpus, cpus)`` until the job's event and then ``(then_gpus, then_cpus)`` where ``move`` (else
-    keeping what the job holds), for one job and allocations that broadcast together."""
+    keeping what the job holds), for one job and allocations that broadcast together. Where
+    ``relocate`` (and ``move``), the job instead relocates right after its event (``targets_relocate``,
+    ``action_sets.py``): it keeps what it holds, on fresh nodes, paying the GPU pause."""
     event = shifts.happens(job)
     after = shifts.shifted_job(job, event)
     targets = after.sla_targets
@@ -56,15 +59,19 @@ def plan_outcomes(
     preempted = jnp.logical_and(event, job.shift_kind == shifts.PREEMPTION)
     held_gpus, held_cpus, restart = shifts.preemption(gpus, cpus, job.shift_value, preempted, params)
     move = jnp.logical_and(move, event)  # without an event there is nothing to move after
-    end_gpus = jnp.where(move, then_gpus, held_gpus)
-    end_cpus = jnp.where(move, then_cpus, held_cpus)
-    pause = move_pause_s(held_gpus, held_cpus, end_gpus, end_cpus, params)
+    relocate = jnp.logical_and(relocate, move)
+    goes = jnp.logical_and(move, jnp.logical_not(relocate))
+    end_gpus = jnp.where(goes, then_gpus, held_gpus)
+    end_cpus = jnp.where(goes, then_cpus, held_cpus)
+    move_pause = move_pause_s(held_gpus, held_cpus, end_gpus, end_cpus, params)
+    pause = jnp.where(relocate, params.reallocation_pause_s, move_pause)
     # A contention spell or a slow node holds until a GPU change leaves the job's nodes (shifts.py).
     spell, node_factor = shifts.node_slowdown(job, job.shift_epoch, jnp.asarray(False))
     slowed = after.constants.replace(compute_s=after.constants.compute_s * node_factor)
     stuck = lattice_metrics(slowed, end_gpus, end_cpus, params, spell)
     left = lattice_metrics(after.constants, end_gpus, end_cpus, params)
-    leaves = jnp.logical_and(end_gpus != held_gpus, params.moves_leave_contention)
+    restarts = jnp.logical_or(end_gpus != held_gpus, relocate)
+    leaves = jnp.logical_and(restarts, params.moves_leave_contention)
     second = jax.tree.map(functools.partial(jnp.where, leaves), left, stuck)
 
     first_time = before_epochs * first.epoch_time_s

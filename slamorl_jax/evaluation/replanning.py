@@ -9,9 +9,10 @@ model, in which a move to other GPUs leaves a contention spell or a slower node 
 change point per job and the world constant on each side of it, re-planning every epoch with
 hindsight comes down to this choice, up to splitting a phase between two allocations. ``a`` ranges
 over the absolute targets of the action grid and the best-static oracle's own choice, ``b`` over
-keep and the targets (the moves the ``targets`` action set makes in one step), so the plan "the best
-static allocation, kept" is always a candidate and the anchor is never worse than the best static
-choice on the model.
+keep and the targets (the moves the ``targets`` action set makes in one step), and with
+``relocate`` (the anchor of ``targets_relocate`` policies) also relocating right after the event
+(the same allocation on fresh nodes, one GPU pause), so the plan "the best static allocation, kept"
+is always a candidate and the anchor is never worse than the best static choice on the model.
 
 It is an ``episodes`` start rule (``__call__``, the first allocation) and ``Controller`` (``plan``
 picks ``b`` for the allocation the job started at; ``act`` moves there once the event has
@@ -29,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from slamorl_jax.env import shifts
+from slamorl_jax.env.action_sets import NUM_TARGETS, RELOCATE_ACTION
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
 from slamorl_jax.env.params import EnvParams
@@ -42,25 +44,31 @@ class Replanning:
     """The re-planning oracle (module docstring); hashable, so its runner compiles once."""
 
     static: BestStatic
+    relocate: bool = False  # may relocate after the event (targets_relocate's action)
 
     @classmethod
-    def for_params(cls, params: EnvParams) -> Replanning:
+    def for_params(cls, params: EnvParams, relocate: bool = False) -> Replanning:
         """The oracle over the targets of ``params`` and the static oracle's lattice."""
-        return cls(BestStatic.for_params(params))
+        return cls(BestStatic.for_params(params), relocate)
 
     def _outcomes(
         self, state: EnvState, gpus: jax.Array, cpus: jax.Array, params: EnvParams
     ) -> tuple[jax.Array, jax.Array]:
-        """Checks ``[6, A, 1 + K]`` and objectives ``[A, 1 + K]`` of every plan from the first
-        allocations ``(gpus, cpus)`` (``[A]``): column 0 keeps, column ``1 + k`` moves to target ``k``."""
+        """Checks ``[6, A, C]`` and objectives ``[A, C]`` of every plan from the first allocations
+        ``(gpus, cpus)`` (``[A]``): column 0 keeps, column ``1 + k`` moves to target ``k``, and with
+        ``relocate`` a last column ``1 + K`` relocates."""
         then_gpus = params.target_allocation[:, 0]
         then_cpus = params.target_allocation[:, 1]
         first_gpus, first_cpus = gpus[:, None], cpus[:, None]
-        kept = plan_outcomes(state.job, gpus, cpus, gpus, cpus, False, params)
         job = state.job
+        kept = plan_outcomes(job, gpus, cpus, gpus, cpus, False, params)
         moved = plan_outcomes(job, first_gpus, first_cpus, then_gpus[None], then_cpus[None], True, params)
-        met = jnp.concatenate([kept[0][:, :, None], moved[0]], axis=2)
-        objective = jnp.concatenate([kept[1][:, None], moved[1]], axis=1)
+        plans = [(kept[0][:, :, None], kept[1][:, None]), moved]
+        if self.relocate:
+            met, objective = plan_outcomes(job, gpus, cpus, gpus, cpus, True, params, relocate=True)
+            plans.append((met[:, :, None], objective[:, None]))
+        met = jnp.concatenate([m for m, _ in plans], axis=2)
+        objective = jnp.concatenate([o for _, o in plans], axis=1)
         return met, objective
 
     def __call__(self, state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
@@ -73,14 +81,19 @@ class Replanning:
         return gpus[first], cpus[first]
 
     def plan(self, state: EnvState, params: EnvParams) -> jax.Array:
-        """Where the job goes after its event from where it starts: 0 = keep, ``1 + k`` = target ``k``."""
+        """Where the job goes after its event from where it starts: 0 = keep, ``1 + k`` = target ``k``,
+        ``1 + K`` = relocate."""
         met, objective = self._outcomes(state, state.gpus[None], state.cpus[None], params)
         # Without an event every move ties with keep (nothing moves): name it keep.
         return jnp.where(shifts.happens(state.job), best_index(met, objective), 0).astype(jnp.int32)
 
     def act(self, plan: jax.Array, state: EnvState, params: EnvParams) -> jax.Array:
-        """Keep until the event has happened, then take the planned target (kept once reached)."""
+        """Keep until the event has happened, then take the planned target (kept once reached), or
+        relocate once, right after the event."""
         after = jnp.logical_and(shifts.happens(state.job), state.epoch >= state.job.shift_epoch)
-        return jnp.where(jnp.logical_and(after, plan > 0), NUM_MOVES - 1 + plan, NO_OP_ACTION).astype(
+        relocating = plan == 1 + NUM_TARGETS
+        at_once = jnp.logical_and(after, state.epoch == state.job.shift_epoch)
+        target = jnp.where(jnp.logical_and(after, plan > 0), NUM_MOVES - 1 + plan, NO_OP_ACTION)
+        return jnp.where(relocating, jnp.where(at_once, RELOCATE_ACTION, NO_OP_ACTION), target).astype(
             jnp.int32
         )

@@ -17,7 +17,7 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import LoadedPolicy
-from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
+from slamorl_jax.env.action_sets import WIDEST_ACTION_SET, can_relocate
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
@@ -115,9 +115,11 @@ def run_suite(
     methods = (
         policy_methods(greedy, oracle) + warm + compared + baseline_methods(oracle, reachable, profile_oracle)
     )
-    replanning = Method(
-        REPLANNING, REPLANNING_DESCRIPTION, start=Replanning(oracle), controller=Replanning(oracle)
-    )
+    # A policy that can relocate is judged against an anchor that may relocate too.
+    anchor = Replanning(oracle, can_relocate(policy.config.actions))
+    relocating = " (to a target, or relocating)" if anchor.relocate else ""
+    description = REPLANNING_DESCRIPTION.replace("moves once after it", f"moves once after it{relocating}")
+    replanning = Method(REPLANNING, description, start=anchor, controller=anchor)
     keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
     results: Results = {}
