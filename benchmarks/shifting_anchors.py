@@ -9,7 +9,9 @@ the request kept, the best static allocation in hindsight (it knows the event an
 allocation through it) and the re-planning oracle (it knows the event and may move once, right
 after it; ``evaluation/replanning.py``), then ``shifting`` itself (all kinds). Figures: the
 scenario's objective (time and cost relative to the request, averaged; lower is better), all six
-SLAs met, and re-allocations. The gap between the two anchors is what knowing the event in advance
+SLAs met, re-allocations, and on the events of the job's nodes (a contention spell, a slower
+node) the share of jobs that left those nodes (a GPU change, or a relocation with
+``--actions=targets_relocate``). The gap between the two anchors is what knowing the event in advance
 gains over the best static choice; a controller that reacts to what it measures can also leave
 the random contention of its nodes (a GPU change, ``env/job_env.py``), which neither anchor's plan
 does. The trained policy (``--checkpoint``, greedy, from the request) runs beside them on the same
@@ -41,7 +43,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, SHIFT_KINDS
-from slamorl_jax.episodes import summarise_episodes
+from slamorl_jax.episodes import LEFT_EVENT_NODES, summarise_episodes
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import Method, compared_method, run_method
 from slamorl_jax.evaluation.replanning import Replanning
@@ -49,7 +51,8 @@ from slamorl_jax.evaluation.suite import world_difference
 from slamorl_jax.quality_bar import greedy_policy, objective
 
 SCENARIO = "shifting"
-FIGURES = ("objective", "all_slas_met", "reallocations")
+FIGURES = ("objective", "all_slas_met", "reallocations", "left_nodes")
+NODE_EVENTS = ("contention", "slow_node")  # the events a GPU change or a relocation leaves
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -62,6 +65,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for path, policy in zip(paths, policies, strict=True):
         if difference := world_difference(policy.config, policies[0].config):
             fail(f"{path} was trained in another world than {paths[0]} ({difference})")
+        if can_relocate(policy.config.actions) != can_relocate(policies[0].config.actions):
+            fail(f"{path} and {paths[0]} differ in relocating, so in their re-planning anchor")
     # The anchors and the policies run in the world the policies were trained in (their prices and
     # fresh-nodes rule, env/shifts.py), built as evaluate builds it.
     base = with_scenario(
@@ -88,11 +93,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for case, params in cases.items():
         rows[case] = {}
         for method in methods:
-            summary = summarise_episodes(run_method(env, params, method, keys, args.episodes))
+            figures = run_method(env, params, method, keys, args.episodes)
+            summary = summarise_episodes(figures)
+            finished = figures["finished"].astype(bool)
             rows[case][method.name] = {
                 "objective": objective(SCENARIO, summary),
                 "all_slas_met": summary["all_slas_met"],
                 "reallocations": summary["reallocations"],
+                "left_nodes": float(np.mean(figures[LEFT_EVENT_NODES][finished])),
             }
         each = [rows[case].pop(method.name) for method in methods[: len(policies)]]
         rows[case]["policy"] = {figure: float(np.mean([e[figure] for e in each])) for figure in FIGURES}
@@ -131,6 +139,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
                 mine(r, "all_slas_met", ".1%"),
                 f"{replan['reallocations']:.2f}",
                 mine(r, "reallocations", ".2f"),
+                f"{replan['left_nodes']:.1%}" if case in (*NODE_EVENTS, SCENARIO) else "-",
+                mine(r, "left_nodes", ".1%") if case in (*NODE_EVENTS, SCENARIO) else "-",
             ]
         )
     headers = [
@@ -146,6 +156,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
         "re-planning",
         "policy",
         "moves: re-planning",
+        "policy",
+        "left the slowed nodes: re-planning",
         "policy",
     ]
     return (

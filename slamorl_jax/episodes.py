@@ -75,6 +75,10 @@ FIGURES = (
     "preference",
 )
 
+# And whether the job had left the nodes its mid-run event slowed by its end (``EnvState.event_left``,
+# ``env/shifts.py``: a contention spell or a slower node left by a GPU change or a relocation).
+LEFT_EVENT_NODES = "left_event_nodes"
+
 
 def keep_allocation(policy_params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
     """The static policy: never change the allocation."""
@@ -224,8 +228,8 @@ def _run_jobs(
     batch = runs * num_episodes
     if controller is not None:
         plans = jax.vmap(controller.plan, in_axes=(0, params_axes))(state, params)
-    initial = jax.vmap(episode_figures)(state)
-    figures = {name: jnp.zeros_like(initial[name]) for name in FIGURES}
+    initial = {**jax.vmap(episode_figures)(state), LEFT_EVENT_NODES: state.event_left}
+    figures = {name: jnp.zeros_like(initial[name]) for name in (*FIGURES, LEFT_EVENT_NODES)}
     env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, params_axes))
 
     def step(carry: tuple, step_key: jax.Array) -> tuple:
@@ -238,8 +242,9 @@ def _run_jobs(
         step_keys = jnp.concatenate([jax.random.split(env_key, num_episodes)] * runs)
         obs, state, terminated, truncated, info = env_step(step_keys, state, actions, params)
         ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(finished))
+        ended = {**info, LEFT_EVENT_NODES: state.event_left}
         figures = {
-            name: jnp.where(_expand(ends_now, value), info[name], value) for name, value in figures.items()
+            name: jnp.where(_expand(ends_now, value), ended[name], value) for name, value in figures.items()
         }
         return (obs, state.weights, state, finished | ends_now, figures), None
 
