@@ -174,6 +174,12 @@ flags.DEFINE_float(
     "The suggestion prior's starting gain, 0-20 (0: no head start; 4: the suggested action starts "
     "with about 40 % of the policy's probability).",
 )
+flags.DEFINE_float(
+    "relocate_gain_init",
+    DEFAULTS.relocate_gain_init,
+    "With --actions=targets_relocate and the suggestion prior, the starting gain, 0-20, on relocating "
+    "after an epoch slower than the job's model forecast (0: no relocate prior).",
+)
 flags.DEFINE_enum(
     "actions",
     DEFAULTS.actions,

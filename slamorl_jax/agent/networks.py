@@ -70,6 +70,11 @@ class NetworkConfig:
     move_prior_flags: tuple[int, ...] = ()
     move_prior_targets: tuple[tuple[int, int], ...] = ()
     move_prior_scale: tuple[float, float] = (1.0, 1.0)
+    # targets_relocate: (the relocate action, the observation's ``surprise`` feature): the residual
+    # actor adds a second learned gain times how much slower the last epoch was than the job's model
+    # forecast (``relocate_flag``) to relocate's logit. Empty: no such prior.
+    relocate_prior: tuple[int, ...] = ()
+    relocate_gain_init: float = 0.0
 
 
 class MLP(nn.Module):
@@ -164,6 +169,13 @@ def move_toward_suggestion(obs: jax.Array, config: NetworkConfig) -> jax.Array:
     return jnp.einsum("...k,...ka->...a", suggested, one_hot)
 
 
+def relocate_flag(surprise_feature: jax.Array) -> jax.Array:
+    """How much slower than forecast the last epoch was, from the observation's ``surprise`` feature
+    ``0.5 + 0.5 tanh(2x)`` (``forecast.py``): ``max(tanh(2x), 0)``, 0 for an epoch as fast as
+    forecast or faster, about 0.35 at 20 % slower, 0.6 at 40 %."""
+    return jnp.maximum(2.0 * surprise_feature - 1.0, 0.0)
+
+
 class SuggestionActor(nn.Module):
     """An MLP actor plus a learned gain on the forecast's suggested action (a residual policy).
 
@@ -174,6 +186,11 @@ class SuggestionActor(nn.Module):
     follows the forecast where that pays and overrides it where it does not (a short job that cannot
     earn back the pause, a forecast still wrong early in a job). Following an argmax of 81 forecasts
     is one weight here, where a plain MLP has to learn the lookup target by target.
+
+    With ``NetworkConfig.relocate_prior`` (``targets_relocate``) relocate's logit gets a second
+    learned gain, starting at ``relocate_gain_init``, times :func:`relocate_flag`: the forecast
+    never names relocating (it cannot tell slow nodes from a slow job), so without a head start a
+    policy rarely tries it where it pays, after an epoch much slower than its model expected.
     """
 
     config: NetworkConfig
@@ -195,7 +212,18 @@ class SuggestionActor(nn.Module):
         else:
             index = np.asarray(c.suggestion_features)
             flags = jnp.where(index >= 0, obs[..., np.maximum(index, 0)], 0.0)
-        return logits + gain * flags
+        logits = logits + gain * flags
+        if c.relocate_prior:
+            action, feature = c.relocate_prior
+            relocate_gain = nn.Dense(
+                1,
+                kernel_init=nn.initializers.zeros,
+                bias_init=nn.initializers.constant(c.relocate_gain_init),
+                name="relocate_gain",
+            )(trunk)
+            bonus = relocate_gain[..., 0] * relocate_flag(obs[..., feature])
+            logits = logits.at[..., action].add(bonus)
+        return logits
 
 
 class ActorCritic(nn.Module):
