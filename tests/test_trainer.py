@@ -181,6 +181,38 @@ def test_the_suggestion_prior_starts_at_its_gain(gain: float) -> None:
     assert legacy.suggestion_gain_init == 0.0
 
 
+@pytest.mark.parametrize("slower", [1.0, 1.2, 1.5])
+def test_the_relocate_prior_starts_at_its_gain_times_how_much_slower_the_epoch_was(slower: float) -> None:
+    """With ``targets_relocate`` a fresh residual actor adds ``relocate_gain_init x tanh(2 log s)`` to
+    relocate's logit after an epoch ``s`` times slower than forecast (nothing after one as fast or
+    faster), and nothing to any other action; ``relocate_gain_init=0``, the other sets and configs
+    written before the prior have none."""
+    from slamorl_jax.agent.networks import ActorCritic, init_params
+    from slamorl_jax.env.action_sets import RELOCATE_ACTION
+    from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES
+
+    config = dataclasses.replace(TINY, actions="targets_relocate", relocate_gain_init=6.0)
+    network = ActorCritic(config.network)
+    params = init_params(network, jax.random.key(3), NUM_FEATURES)
+    surprise = FEATURE_NAMES.index("surprise")
+    base = jax.random.uniform(jax.random.key(4), (32, NUM_FEATURES)) * 0.1
+    obs = jnp.stack([base, base])  # the same observations but for the surprise feature
+    faster = 0.5 + 0.5 * np.tanh(2.0 * np.log(1.0 / (slower + 0.1)))  # an epoch faster: no bonus
+    obs = obs.at[1, :, surprise].set(0.5 + 0.5 * np.tanh(2.0 * np.log(slower))).at[0, :, surprise].set(faster)
+    logits, _ = network.apply(params, obs, jnp.full((2, 32, 3), 1.0 / 3.0))
+    change = np.asarray(logits[1] - logits[0])
+    expected = np.zeros(config.network.num_actions)
+    expected[RELOCATE_ACTION] = 6.0 * np.tanh(2.0 * np.log(slower))
+    # (the fresh head's small weights read the surprise feature too: a few thousandths)
+    np.testing.assert_allclose(change, np.broadcast_to(expected, change.shape), atol=5e-3)
+    assert not dataclasses.replace(config, relocate_gain_init=0.0).network.relocate_prior
+    assert not dataclasses.replace(config, actions="targets").network.relocate_prior
+    legacy = TrainConfig.from_dict(
+        {k: v for k, v in dataclasses.asdict(config).items() if k != "relocate_gain_init"}
+    )
+    assert legacy.relocate_gain_init == 0.0 and not legacy.network.relocate_prior
+
+
 def test_the_paper_move_prior_flags_the_move_toward_the_forecasts_choice(
     batched_rollout: Callable[..., dict[str, np.ndarray]],
 ) -> None:
