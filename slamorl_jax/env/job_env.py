@@ -325,8 +325,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         m = epoch_metrics(running, gpus, cpus, params, jnp.logical_or(contended, spell))
         noise = jnp.exp(params.epoch_time_noise * d.standard_normal_approx(u[d.EPOCH_NOISE]))
         epoch_time = m.epoch_time_s * noise
-        move_pause = move_pause_s(start_gpus, start_cpus, gpus, cpus, params)
-        pause = jnp.where(relocate, params.reallocation_pause_s, move_pause) + restart
+        pause = move_pause_s(start_gpus, start_cpus, gpus, cpus, params, relocate) + restart
         interval = epoch_time + pause
         interval_cost = interval * m.price_per_hour / 3600.0
         working = epoch_time / interval

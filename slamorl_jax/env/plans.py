@@ -63,8 +63,7 @@ def plan_outcomes(
     goes = jnp.logical_and(move, jnp.logical_not(relocate))
     end_gpus = jnp.where(goes, then_gpus, held_gpus)
     end_cpus = jnp.where(goes, then_cpus, held_cpus)
-    move_pause = move_pause_s(held_gpus, held_cpus, end_gpus, end_cpus, params)
-    pause = jnp.where(relocate, params.reallocation_pause_s, move_pause)
+    pause = move_pause_s(held_gpus, held_cpus, end_gpus, end_cpus, params, relocate)
     # A contention spell or a slow node holds until a GPU change leaves the job's nodes (shifts.py).
     spell, node_factor = shifts.node_slowdown(job, job.shift_epoch, jnp.asarray(False))
     slowed = after.constants.replace(compute_s=after.constants.compute_s * node_factor)
