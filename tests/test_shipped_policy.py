@@ -24,6 +24,8 @@ from slamorl_jax.quality_bar import greedy_policy, objective
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / "checkpoints" / "default"
+# The default command with --actions=targets_relocate, seed 0 (README, "Relocation").
+RELOCATING = REPO / "checkpoints" / "relocate"
 LEGACY = Path(__file__).resolve().parent / "data" / "legacy-policy-v1"
 # The README's example job (imagenet-resnet50 on 4 T4s; its 10 epochs ran at the current allocation),
 # the file `python -m slamorl_jax.recommend --job=docs/example_job.json` reads.
@@ -132,8 +134,9 @@ def _projected_cost(result: Recommendation) -> float | None:
     return None
 
 
+@pytest.mark.parametrize("shipped", [SHIPPED, RELOCATING], ids=["default", "relocate"])
 @pytest.mark.parametrize("preference", ["time", "balanced", "cost"])
-def test_shipped_policy_answers_the_readme_job_sensibly(preference: str) -> None:
+def test_shipped_policy_answers_the_readme_job_sensibly(shipped: Path, preference: str) -> None:
     """Sweep the README's job: a deadline the current allocation cannot meet gets more GPUs; a budget
     it cannot meet gets advice that lowers the projected cost (and meets the budget where some
     candidate's forecast does); a job far below the profile's throughput is not told to keep
@@ -141,8 +144,10 @@ def test_shipped_policy_answers_the_readme_job_sensibly(preference: str) -> None
 
     Lowering the cost need not mean fewer GPUs: ImageNet ResNet-50 scales almost linearly, so 16
     GPUs at 4 CPUs each are forecast to cost less than the current 4 GPUs at 8 CPUs each, and to
-    finish four times sooner; a one-step move (no forecast of its own) must shed resources."""
-    policy = ckpt.load_policy(SHIPPED)
+    finish four times sooner; a one-step move (no forecast of its own) must shed resources. The
+    relocating policy may answer the slow job by restarting it on other nodes (it is not keeping
+    everything)."""
+    policy = ckpt.load_policy(shipped)
     gpus, cpus = README_JOB["gpus"], README_JOB["cpus"]
     # 15,500 s + 50 epochs x 1,550 s = 93,000 s at the current allocation.
     for deadline in (90_000, 70_000, 50_000, 40_000):
@@ -170,10 +175,26 @@ def test_shipped_policy_answers_the_readme_job_sensibly(preference: str) -> None
     # A tenth of the README job's throughput over all its epochs (its deadline, budget and
     # throughput SLAs all at risk).
     slow_epochs = [{**epoch, "epoch_time_s": 15_500} for epoch in README_JOB["history"]]
-    slow = _advice(
+    slow = _recommendation(
         policy, throughput=83, last_epoch_time_s=15_500, history=slow_epochs, preference=preference
     )
-    assert slow != (gpus, cpus), preference
+    assert slow.relocate or (slow.gpus, slow.cpus) != (gpus, cpus), preference
+
+
+def test_the_shipped_relocating_policy_relocates_a_job_whose_last_epoch_was_much_slower() -> None:
+    """``checkpoints/relocate`` (the default command with ``--actions=targets_relocate``, seed 0):
+    the README job, its last epoch 48 % slower than the nine before at the same allocation (a slow
+    node, or a noisy neighbour), is told to relocate, at the same allocation; with that epoch as
+    fast as the others it is not. Its config is the default command's but for the action set."""
+    from slamorl_jax.agent.config import TrainConfig
+
+    policy = ckpt.load_policy(RELOCATING)
+    assert policy.config == TrainConfig(seed=0, actions="targets_relocate")
+    loose = {"deadline_s": 200_000, "budget_usd": 400, "elapsed_s": 16_250}
+    history = [*README_JOB["history"][:-1], {**README_JOB["history"][-1], "epoch_time_s": 2_300}]
+    slowed = _recommendation(policy, **loose, last_epoch_time_s=2_300, throughput=560, history=history)
+    assert slowed.relocate and (slowed.gpus, slowed.cpus) == (README_JOB["gpus"], README_JOB["cpus"])
+    assert not _recommendation(policy, **loose).relocate
 
 
 def test_readme_live_snippet_runs_on_the_example_job(

@@ -191,7 +191,10 @@ class TrainConfig:
         values.setdefault("target_head", False)  # nor the shared target head
         values.setdefault("suggestion_prior", False)  # nor the forecast's suggestion
         values.setdefault("suggestion_gain_init", 0.0)  # nor its head start
-        values.setdefault("relocate_gain_init", 0.0)  # nor the relocate prior (targets_relocate)
+        # nor the relocate prior: a targets_relocate run then trained without it; for the other sets
+        # it changes nothing, so they read the default (and a default run stays equal to its config)
+        if values.get("actions") == "targets_relocate":
+            values.setdefault("relocate_gain_init", 0.0)
         # nor the paper moves' prior (a paper run saved then had none; with targets it is ignored)
         values.setdefault("paper_suggestion_prior", values["actions"] != "paper")
         values.setdefault("weights", "severity")  # the paper's form was the only one
