@@ -206,6 +206,14 @@ def test_the_relocate_prior_starts_at_its_gain_times_how_much_slower_the_epoch_w
     # (the fresh head's small weights read the surprise feature too: a few thousandths)
     np.testing.assert_allclose(change, np.broadcast_to(expected, change.shape), atol=5e-3)
     assert not dataclasses.replace(config, relocate_gain_init=0.0).network.relocate_prior
+    # With the shared target head, relocate's logit comes after the targets' (from the moves' head).
+    shared = ActorCritic(dataclasses.replace(config, target_head=True).network)
+    shared_params = init_params(shared, jax.random.key(5), NUM_FEATURES)
+    head = shared_params["params"]["actor_moves"]
+    head["bias"] = head["bias"].at[-1].set(1e3)
+    assert np.all(
+        np.argmax(np.asarray(shared.apply(shared_params, base, base[:, :3])[0]), -1) == RELOCATE_ACTION
+    )
     assert not dataclasses.replace(config, actions="targets").network.relocate_prior
     legacy = TrainConfig.from_dict(
         {k: v for k, v in dataclasses.asdict(config).items() if k != "relocate_gain_init"}

@@ -241,13 +241,16 @@ class ActorCritic(nn.Module):
             logits = SuggestionActor(c, name="actor")(obs, x)
         elif c.target_block:
             trunk = Trunk(c.hidden_sizes, c.activation, c.initializer, name="actor_trunk")(x)
-            moves = nn.Dense(
+            from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
+
+            # The moves' logits and any action after the targets (relocate) from one dense head.
+            others = nn.Dense(
                 c.num_actions - c.target_block[1],
                 kernel_init=kernel_init(c.initializer, 0.01),
                 name="actor_moves",
             )(trunk)
             targets = TargetScorer(c, name="actor_targets")(obs, trunk)
-            logits = jnp.concatenate([moves, targets], axis=-1)
+            logits = jnp.concatenate([others[..., :NUM_MOVES], targets, others[..., NUM_MOVES:]], axis=-1)
         else:
             logits = MLP(c.hidden_sizes, c.num_actions, c.activation, c.initializer, 0.01, name="actor")(x)
         values = MLP(c.hidden_sizes, c.num_objectives, c.activation, c.initializer, 1.0, name="critic")(x)
