@@ -82,7 +82,7 @@ flags.DEFINE_enum(
     "How each PPO pass deals transitions into minibatches: global (all shuffled together) or per_env "
     "(each env's steps shuffled, every minibatch an equal share of every env's: on a device mesh no "
     "transition leaves its device; needs --num_minibatches to divide --rollout_length). Default: "
-    "per_env with --actions=targets, global with --actions=paper.",
+    "per_env with --actions=targets or targets_relocate, global with --actions=paper.",
 )
 flags.DEFINE_float(
     "sla_met_bonus",
