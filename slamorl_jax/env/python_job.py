@@ -520,9 +520,8 @@ class PythonJob:
         return obs, reward, terminated, truncated, info
 
     def _apply(self, action: int) -> tuple[int, int]:
-        """Allocation after ``action`` (clipped to the set): a move 0-8, an absolute target, or
-        relocate (the same allocation)."""
-        action = min(max(action, 0), self.num_actions - 1)
+        """Allocation after ``action`` (already clipped to the set): a move 0-8, an absolute target,
+        or relocate (the same allocation)."""
         if action == RELOCATE_ACTION:
             return self.gpus, self.cpus
         if action >= NUM_MOVES:
@@ -542,8 +541,9 @@ class PythonJob:
             if forced != (self.gpus, self.cpus):
                 restart = v["reallocation_pause_s"]
             self.gpus, self.cpus = forced
+        action = min(max(action, 0), self.num_actions - 1)  # clipped to the set, as the env clips it
         gpus, cpus = self._apply(action)
-        relocate = min(max(action, 0), self.num_actions - 1) == RELOCATE_ACTION  # only in targets_relocate
+        relocate = action == RELOCATE_ACTION  # only in targets_relocate
         gpus_changed = gpus != self.gpus
         changed = gpus_changed or cpus != self.cpus or relocate
         # A GPU change or a relocation restarts the job on fresh nodes: it leaves their contention,

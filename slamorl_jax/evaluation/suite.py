@@ -45,9 +45,15 @@ PROFILE_ORACLE = "best_static_profile"
 FRONT_STATIC = ("static_request", "static_min", "static_max")
 PER_WORKLOAD_METHODS = ("policy", "static_request", ORACLE, REACHABLE)
 REPLANNING = "replanning_oracle"
-REPLANNING_DESCRIPTION = (
-    "re-planning oracle: knows the job's mid-run event and moves once after it (scenarios with events)"
-)
+
+
+def replanning_description(relocate: bool) -> str:
+    """The re-planning oracle's description (``relocate``: it may relocate after the event too)."""
+    how = " (to a target, or relocating)" if relocate else ""
+    return (
+        f"re-planning oracle: knows the job's mid-run event and moves once after it{how} "
+        "(scenarios with events)"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,9 +123,7 @@ def run_suite(
     )
     # A policy that can relocate is judged against an anchor that may relocate too.
     anchor = Replanning(oracle, can_relocate(policy.config.actions))
-    relocating = " (to a target, or relocating)" if anchor.relocate else ""
-    description = REPLANNING_DESCRIPTION.replace("moves once after it", f"moves once after it{relocating}")
-    replanning = Method(REPLANNING, description, start=anchor, controller=anchor)
+    replanning = Method(REPLANNING, replanning_description(anchor.relocate), start=anchor, controller=anchor)
     keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
     results: Results = {}
