@@ -37,14 +37,14 @@ from slamorl_jax.env import (
     with_scenario,
 )
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.action_sets import NUM_TARGETS
+from slamorl_jax.env.action_sets import NUM_TARGETS, RELOCATE_ACTION
 from slamorl_jax.env.forecast import NUM_FORECAST_FEATURES
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import KIND_PREFERENCES, SCENARIO_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ROLLOUT_STEPS = 24
-DEFAULT_NUM_ACTIONS = num_actions(DEFAULT_ACTION_SET)  # ``targets``: the 9 moves, then the targets
+DEFAULT_NUM_ACTIONS = num_actions(DEFAULT_ACTION_SET)  # ``targets_relocate``: moves, targets, relocate
 PROGRESS = FEATURE_NAMES.index("progress")
 # On a step without a reset the returned and the final observation observe the same state, but ``step``
 # computes them in two separate ``observe`` calls: XLA may fuse, and so round, the two differently,
@@ -462,13 +462,13 @@ def test_spaces(env: JobAllocationEnv, params: EnvParams, rollout: Callable) -> 
     obs_space = env.observation_space(params)
     assert obs_space.shape == (NUM_FEATURES,) == (NUM_PAPER_FEATURES + NUM_FORECAST_FEATURES,)
     assert NUM_FORECAST_FEATURES == 4 * (NUM_TARGETS + 1) + 6  # 4 per target and for keep, 6 of the job
-    assert DEFAULT_NUM_ACTIONS == NUM_ACTIONS + NUM_TARGETS
+    assert DEFAULT_NUM_ACTIONS == NUM_ACTIONS + NUM_TARGETS + 1 == RELOCATE_ACTION + 1
     assert len(FEATURE_NAMES) == len(set(FEATURE_NAMES)) == NUM_FEATURES
     assert obs_space.dtype == jnp.float32
     np.testing.assert_array_equal(obs_space.low, np.zeros(NUM_FEATURES))
     np.testing.assert_array_equal(obs_space.high, np.ones(NUM_FEATURES))
     action_space = env.action_space(params)
-    assert env.action_set == DEFAULT_ACTION_SET == "targets"
+    assert env.action_set == DEFAULT_ACTION_SET == "targets_relocate"
     assert action_space.n == env.num_actions == DEFAULT_NUM_ACTIONS
     assert action_space.shape == () and action_space.dtype == jnp.int32
     assert JobAllocationEnv(env.catalog, "paper").action_space(params).n == NUM_ACTIONS == 9
@@ -536,9 +536,10 @@ def test_make_default_is_mixed_and_unknown_scenario_fails() -> None:
 
 
 def test_make_takes_the_action_set() -> None:
-    """make() builds the default ``targets`` set or the named one; an unknown set fails listing both."""
+    """make() builds the default ``targets_relocate`` set or the named one; an unknown set fails,
+    listing them."""
     env, _ = make()
-    assert (env.action_set, env.num_actions) == ("targets", DEFAULT_NUM_ACTIONS)
+    assert (env.action_set, env.num_actions) == ("targets_relocate", DEFAULT_NUM_ACTIONS)
     paper, _ = make("balanced", action_set="paper")
     assert (paper.action_set, paper.num_actions) == ("paper", NUM_ACTIONS)
     assert "paper" in repr(paper)

@@ -4,7 +4,7 @@ Hypothesis draws cluster shapes, links, prices, noise, contention, pauses, adapt
 initialisation (``mixed`` and its rates included), scenario, the generator's probability vectors, the
 hidden-truth spreads, the online model's noise, the absolute-target grid and the end-of-job SLA
 bonuses; every drawn params passes ``validate_params``. One jitted rollout (a batch of envs under
-``vmap``, steps under ``lax.scan``, actions of the default ``targets`` set) serves every example:
+``vmap``, steps under ``lax.scan``, actions of the default ``targets_relocate`` set) serves every example:
 params are traced leaves, so only their values change.
 """
 
@@ -40,7 +40,7 @@ from slamorl_jax.env.params import with_values
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS
 
 NUM_ENVS, NUM_STEPS = ROLLOUT_ENVS, ROLLOUT_STEPS  # the shared rollout's
-NUM_ACTIONS = num_actions(DEFAULT_ACTION_SET)  # the env fixture's (default) ``targets`` set
+NUM_ACTIONS = num_actions(DEFAULT_ACTION_SET)  # the env fixture's (default) ``targets_relocate`` set
 
 
 # --- strategies ---------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from slamorl_jax.env import (
     validate_params,
     with_derived_tables,
 )
+from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.job_truth import MAX_DEVIATION_SD, true_constants, true_time_ratio
@@ -531,7 +532,7 @@ def test_forecast_stays_finite_when_the_model_is_badly_wrong(
     state = state.replace(
         job=state.job.replace(constants=true_constants(state.job.profile, deviation), deviation=deviation)
     )
-    last_target = jnp.full((NUM_JOBS,), num_actions(DEFAULT_ACTION_SET) - 1, jnp.int32)  # 16 GPUs -> 3
+    last_target = jnp.full((NUM_JOBS,), NUM_MOVES + NUM_TARGETS - 1, jnp.int32)  # 16 GPUs -> 3
     _, _, _, terminated, _, info = batch_step(keys(21), state, last_target, p)
     assert np.all(np.asarray(terminated)) and np.all(np.asarray(info["final_state"].gpus) == 3)
     final = np.asarray(info["final_observation"])

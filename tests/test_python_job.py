@@ -55,6 +55,7 @@ from slamorl_jax.env import (
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.action_sets import (
     ACTION_SETS,
+    DEFAULT_ACTION_SET,
     NUM_TARGET_CPUS_PER_GPU,
     NUM_TARGET_GPUS,
     NUM_TARGETS,
@@ -354,7 +355,7 @@ def _check_action_set(action_set: str, cases: dict[str, EnvParams]) -> None:
 
 
 def test_jax_env_matches_python_job_step_by_step() -> None:
-    """The widest set (``targets_relocate``: the default ``targets`` and relocate): every case."""
+    """The widest set (``targets_relocate``, the default: ``targets`` and relocate): every case."""
     _check_action_set(WIDEST_ACTION_SET, _case_params())
 
 
@@ -415,6 +416,7 @@ def test_python_job_numpy_rollout_stays_in_bounds() -> None:
             assert abs(sum(info["weights"]) - 1.0) < 1e-9
             assert job.gpus >= 1 and job.cpus >= 1
     # The default source draws over the default set; a mismatched set is refused.
-    assert NumpyUniforms(seed=0).num_actions == PythonJob(params).num_actions == num_actions("targets")
+    default_count = num_actions(DEFAULT_ACTION_SET)
+    assert NumpyUniforms(seed=0).num_actions == PythonJob(params).num_actions == default_count
     with pytest.raises(ValueError, match="draws actions over"):
         run_random_steps(PythonJob(params, "paper"), NumpyUniforms(seed=0), 1)

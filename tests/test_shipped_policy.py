@@ -24,8 +24,8 @@ from slamorl_jax.quality_bar import greedy_policy, objective
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = REPO / "checkpoints" / "default"
-# The default command with --actions=targets_relocate, seed 0 (README, "Relocation").
-RELOCATING = REPO / "checkpoints" / "relocate"
+# The default command with --actions=targets (no relocate), seed 0: the default before 2026-12-03.
+TARGETS = REPO / "checkpoints" / "targets"
 LEGACY = Path(__file__).resolve().parent / "data" / "legacy-policy-v1"
 # The README's example job (imagenet-resnet50 on 4 T4s; its 10 epochs ran at the current allocation),
 # the file `python -m slamorl_jax.recommend --job=docs/example_job.json` reads.
@@ -134,7 +134,7 @@ def _projected_cost(result: Recommendation) -> float | None:
     return None
 
 
-@pytest.mark.parametrize("shipped", [SHIPPED, RELOCATING], ids=["default", "relocate"])
+@pytest.mark.parametrize("shipped", [SHIPPED, TARGETS], ids=["default", "targets"])
 @pytest.mark.parametrize("preference", ["time", "balanced", "cost"])
 def test_shipped_policy_answers_the_readme_job_sensibly(shipped: Path, preference: str) -> None:
     """Sweep the README's job: a deadline the current allocation cannot meet gets more GPUs; a budget
@@ -145,8 +145,8 @@ def test_shipped_policy_answers_the_readme_job_sensibly(shipped: Path, preferenc
     Lowering the cost need not mean fewer GPUs: ImageNet ResNet-50 scales almost linearly, so 16
     GPUs at 4 CPUs each are forecast to cost less than the current 4 GPUs at 8 CPUs each, and to
     finish four times sooner; a one-step move (no forecast of its own) must shed resources. The
-    relocating policy may answer the slow job by restarting it on other nodes (it is not keeping
-    everything)."""
+    default (relocating) policy may answer the slow job by restarting it on other nodes (it is not
+    keeping everything). ``checkpoints/targets``, the default before relocation, passes too."""
     policy = ckpt.load_policy(shipped)
     gpus, cpus = README_JOB["gpus"], README_JOB["cpus"]
     # 15,500 s + 50 epochs x 1,550 s = 93,000 s at the current allocation.
@@ -181,15 +181,11 @@ def test_shipped_policy_answers_the_readme_job_sensibly(shipped: Path, preferenc
     assert slow.relocate or (slow.gpus, slow.cpus) != (gpus, cpus), preference
 
 
-def test_the_shipped_relocating_policy_relocates_a_job_whose_last_epoch_was_much_slower() -> None:
-    """``checkpoints/relocate`` (the default command with ``--actions=targets_relocate``, seed 0):
-    the README job, its last epoch 48 % slower than the nine before at the same allocation (a slow
-    node, or a noisy neighbour), is told to relocate, at the same allocation; with that epoch as
-    fast as the others it is not. Its config is the default command's but for the action set."""
-    from slamorl_jax.agent.config import TrainConfig
-
-    policy = ckpt.load_policy(RELOCATING)
-    assert policy.config == TrainConfig(seed=0, actions="targets_relocate")
+def test_the_shipped_policy_relocates_a_job_whose_last_epoch_was_much_slower() -> None:
+    """``checkpoints/default`` (``targets_relocate``): the README job, its last epoch 48 % slower
+    than the nine before at the same allocation (a slow node, or a noisy neighbour), is told to
+    relocate, at the same allocation; with that epoch as fast as the others it is not."""
+    policy = ckpt.load_policy(SHIPPED)
     loose = {"deadline_s": 200_000, "budget_usd": 400, "elapsed_s": 16_250}
     history = [*README_JOB["history"][:-1], {**README_JOB["history"][-1], "epoch_time_s": 2_300}]
     slowed = _recommendation(policy, **loose, last_epoch_time_s=2_300, throughput=560, history=history)
@@ -223,3 +219,5 @@ def test_the_shipped_default_is_what_the_default_command_trains() -> None:
     assert meta["observation_dim"] == NUM_FEATURES
     policy = ckpt.load_policy(SHIPPED)  # refuses another observation layout or action count
     assert policy.config == TrainConfig(seed=0)
+    # checkpoints/targets: the same command but for the action set (the default before relocation)
+    assert ckpt.load_policy(TARGETS).config == TrainConfig(seed=0, actions="targets")

@@ -1,4 +1,4 @@
-"""Action sets: the paper's 9 one-step moves, and the default that adds absolute targets.
+"""Action sets: the paper's 9 one-step moves, absolute targets, and the default that adds relocate.
 
 =========  =======  ============================================================================
 set        actions  meaning
@@ -9,7 +9,8 @@ set        actions  meaning
                     GPU count of ``EnvParams.target_gpus`` x every CPUs-per-GPU value of
                     ``EnvParams.target_cpus_per_gpu`` (GPU-major: index ``9 + 5 * i + j``)
 ``targets_  90      ``targets``, then **relocate** at 89: the same allocation on fresh nodes (the
-relocate``          job checkpoints and restarts elsewhere, paying the GPU re-allocation pause)
+relocate``          job checkpoints and restarts elsewhere, paying the GPU re-allocation pause);
+(default)           the default since 2026-12-03 (README, "Relocation")
 =========  =======  ============================================================================
 
 Relocating is what a platform does for a job its nodes slow down (a noisy neighbour, a degraded
@@ -50,7 +51,7 @@ from slamorl_jax.env.actions import apply_action as apply_move
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 
 ACTION_SETS = ("paper", "targets", "targets_relocate")
-DEFAULT_ACTION_SET = "targets"
+DEFAULT_ACTION_SET = "targets_relocate"
 # The set every other set's actions keep their meaning in (each is a prefix of it): evaluation and
 # the benchmarks run policies of any set, and every baseline, on one env of this set.
 WIDEST_ACTION_SET = "targets_relocate"

@@ -174,8 +174,8 @@ def _margin(value: float, limit: float) -> float:
 class PythonJob:
     """One training job stepped epoch by epoch in plain Python: a test oracle and a benchmark peer.
 
-    ``PythonJob(params, action_set)`` takes the env's action set (``"targets"`` by default,
-    ``"paper"`` or ``"targets_relocate"``; indices as in ``action_sets.py``, out-of-range ones
+    ``PythonJob(params, action_set)`` takes the env's action set (``"targets_relocate"`` by
+    default, ``"targets"`` or ``"paper"``; indices as in ``action_sets.py``, out-of-range ones
     clipped to the set as the env clips them). ``reset(u_reset, params)`` draws a new job from
     ``draws.RESET_DRAWS`` uniforms and returns its first observation; ``step(u_step, u_reset,
     action)`` applies the action, runs one epoch from ``draws.STEP_DRAWS`` uniforms and auto-resets
