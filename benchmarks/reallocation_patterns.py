@@ -1,4 +1,4 @@
-"""How a trained policy re-allocates, per workload: moves, GPU moves and back-and-forth flips.
+"""How a trained policy re-allocates, per workload: moves, GPU moves, flips and relocations.
 
     python -m benchmarks.reallocation_patterns [--checkpoint checkpoints/default]
         [--scenario deadline-critical] [--episodes 512] [--seed 1]
@@ -11,6 +11,9 @@ equals the one two epochs before while the epoch between ran elsewhere (A -> B -
 paid two pauses to end where it was. Means per job, per workload and over all jobs. A policy that
 flips every epoch ranks two allocations almost equally and its greedy action alternates between
 them; where the pause is small against the epoch this costs little, where it is not it costs time.
+Relocations (``targets_relocate``: the same allocation on fresh nodes, one pause) keep the
+allocation, so they are not among the re-allocations above: they are counted apart, from the
+actions, likewise only between epochs.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ import numpy as np
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser
+from slamorl_jax.env.action_sets import clip_action, relocates
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
@@ -40,10 +44,11 @@ from slamorl_jax.quality_bar import greedy_policy
 
 def allocation_paths(
     checkpoint: str, scenario: str, episodes: int, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per epoch and job (leading axes), the allocation each epoch ran on and whether the job was
-        still running; and each job's workload index. Jobs start at their request; a move before the first
-    epoch (away from the request) is not among the counts, which compare epochs."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per epoch and job (leading axes), the allocation each epoch ran on, whether the job was still
+    running and whether it relocated before the epoch; and each job's workload index. Jobs start at
+    their request; a move before the first epoch (away from the request) is not among the counts,
+    which compare epochs."""
     policy = load_policy(checkpoint)
     env = JobAllocationEnv(action_set=policy.config.actions)
     params = with_values(scenario_params(scenario), init_strategy=INIT_STRATEGIES.index("requested"))
@@ -64,18 +69,21 @@ def allocation_paths(
             )
             ran = info["final_state"]  # the job as its epoch ended, before any auto-reset
             ends = jnp.logical_or(terminated, truncated)
-            return (obs, info["weights"], after, done | ends), (ran.gpus, ran.cpus, ~done)
+            relocated = relocates(clip_action(actions, env.action_set), env.action_set)
+            return (obs, info["weights"], after, done | ends), (ran.gpus, ran.cpus, ~done, relocated)
 
         carry = (obs, state.weights, state, jnp.zeros(episodes, bool))
-        _, (gpus, cpus, running) = jax.lax.scan(step, carry, jax.random.split(run_key, steps))
-        return gpus, cpus, running, state.job.workload
+        _, paths = jax.lax.scan(step, carry, jax.random.split(run_key, steps))
+        return *paths, state.job.workload
 
-    gpus, cpus, running, workload = run(policy.params, jax.random.key(seed))
-    return np.asarray(gpus), np.asarray(cpus), np.asarray(running), np.asarray(workload)
+    return tuple(np.asarray(x) for x in run(policy.params, jax.random.key(seed)))
 
 
-def pattern_counts(gpus: np.ndarray, cpus: np.ndarray, running: np.ndarray) -> dict[str, np.ndarray]:
-    """Per job: epochs, re-allocations, GPU re-allocations and A -> B -> A flips (module docstring)."""
+def pattern_counts(
+    gpus: np.ndarray, cpus: np.ndarray, running: np.ndarray, relocated: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Per job: epochs, re-allocations, GPU re-allocations, A -> B -> A flips and relocations
+    (module docstring)."""
     moved = ((gpus[1:] != gpus[:-1]) | (cpus[1:] != cpus[:-1])) & running[1:]
     gpu_moved = (gpus[1:] != gpus[:-1]) & running[1:]
     same_as_two_before = (gpus[2:] == gpus[:-2]) & (cpus[2:] == cpus[:-2])
@@ -85,13 +93,14 @@ def pattern_counts(gpus: np.ndarray, cpus: np.ndarray, running: np.ndarray) -> d
         "reallocations": moved.sum(0),
         "gpu_reallocations": gpu_moved.sum(0),
         "flips": flips.sum(0),
+        "relocations": (relocated[1:] & running[1:]).sum(0),
     }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The counts per workload and over all jobs."""
-    gpus, cpus, running, workload = allocation_paths(args.checkpoint, args.scenario, args.episodes, args.seed)
-    counts = pattern_counts(gpus, cpus, running)
+    *paths, workload = allocation_paths(args.checkpoint, args.scenario, args.episodes, args.seed)
+    counts = pattern_counts(*paths)
     names = JobAllocationEnv().catalog.workload_names
     rows = {}
     for index, name in enumerate(names):
@@ -119,10 +128,12 @@ def to_markdown(payload: dict[str, Any]) -> str:
             f"{r['reallocations']:.2f}",
             f"{r['gpu_reallocations']:.2f}",
             f"{r['flips']:.2f}",
+            f"{r.get('relocations', 0.0):.2f}",
         ]
         for name, r in payload["rows"].items()
     ]
     headers = ["workload", "jobs", "epochs", "re-allocations", "GPU re-allocations", "A->B->A flips"]
+    headers.append("relocations")
     return (
         f"`{payload['checkpoint']}` on {payload['episodes']} `{payload['scenario']}` jobs (seed "
         f"{payload['seed']}), greedy from the request; means per job.\n\n" + markdown_table(headers, table)

@@ -59,6 +59,7 @@ def figures_of(payload: dict) -> dict[str, float]:
         out[f"{scenario}/all_slas_met_oracle"] = rows[ORACLE]["all_slas_met"]
         out[f"{scenario}/all_slas_met_anchor"] = rows[ANCHOR]["all_slas_met"]
         out[f"{scenario}/reallocations"] = rows["policy"]["reallocations"]
+        out[f"{scenario}/relocations"] = rows["policy"]["relocations"]
     for scenario, row in payload.get("replanning", {}).items():
         out[f"{scenario}/over_replanning"] = row["policy_over_replanning"]
         out[f"{scenario}/all_slas_met_replanning"] = row["replanning_oracle_all_slas_met"]

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.env.action_sets import clip_action, relocates
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated_after
 from slamorl_jax.env.observation import observe
@@ -78,6 +79,9 @@ FIGURES = (
 # And whether the job had left the nodes its mid-run event slowed by its end (``EnvState.event_left``,
 # ``env/shifts.py``: a contention spell or a slower node left by a GPU change or a relocation).
 LEFT_EVENT_NODES = "left_event_nodes"
+# And how many of its re-allocations were relocations (``action_sets``: the same allocation on fresh
+# nodes; each is also one of ``reallocations``), counted from the actions the job took.
+RELOCATIONS = "relocations"
 
 
 def keep_allocation(policy_params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
@@ -230,10 +234,11 @@ def _run_jobs(
         plans = jax.vmap(controller.plan, in_axes=(0, params_axes))(state, params)
     initial = {**jax.vmap(episode_figures)(state), LEFT_EVENT_NODES: state.event_left}
     figures = {name: jnp.zeros_like(initial[name]) for name in (*FIGURES, LEFT_EVENT_NODES)}
+    figures[RELOCATIONS] = jnp.zeros(batch, jnp.int32)
     env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, params_axes))
 
     def step(carry: tuple, step_key: jax.Array) -> tuple:
-        obs, weights, state, finished, figures = carry
+        obs, weights, state, finished, relocations, figures = carry
         act_key, env_key = jax.random.split(step_key)
         if controller is None:
             actions = policy(policy_params, obs, weights, act_key)
@@ -241,15 +246,17 @@ def _run_jobs(
             actions = jax.vmap(controller.act, in_axes=(0, 0, params_axes))(plans, state, params)
         step_keys = jnp.concatenate([jax.random.split(env_key, num_episodes)] * runs)
         obs, state, terminated, truncated, info = env_step(step_keys, state, actions, params)
+        relocated = relocates(clip_action(actions, env.action_set), env.action_set)
+        relocations = relocations + relocated.astype(jnp.int32)
         ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(finished))
-        ended = {**info, LEFT_EVENT_NODES: state.event_left}
+        ended = {**info, LEFT_EVENT_NODES: state.event_left, RELOCATIONS: relocations}
         figures = {
             name: jnp.where(_expand(ends_now, value), ended[name], value) for name, value in figures.items()
         }
-        return (obs, state.weights, state, finished | ends_now, figures), None
+        return (obs, state.weights, state, finished | ends_now, relocations, figures), None
 
-    carry = (obs, state.weights, state, jnp.zeros(batch, bool), figures)
-    (_, _, _, finished, figures), _ = jax.lax.scan(step, carry, jax.random.split(key, max_steps))
+    carry = (obs, state.weights, state, jnp.zeros(batch, bool), jnp.zeros(batch, jnp.int32), figures)
+    (_, _, _, finished, _, figures), _ = jax.lax.scan(step, carry, jax.random.split(key, max_steps))
     return {**figures, "finished": finished}
 
 
@@ -277,7 +284,7 @@ def with_init_strategy(params: EnvParams, strategy: str) -> EnvParams:
 
 def summarise_episodes(figures: dict[str, np.ndarray]) -> dict[str, float]:
     """Means over finished jobs: time and cost relative to the request, SLA rates, utilisation,
-    re-allocations."""
+    re-allocations and the relocations among them."""
     done = figures["finished"].astype(bool)
     if not done.any():
         raise ValueError("no episode finished; raise max_steps_in_episode or the number of steps")
@@ -296,4 +303,5 @@ def summarise_episodes(figures: dict[str, np.ndarray]) -> dict[str, float]:
         "mean_gpu_util": mean(figures["mean_gpu_util"]),
         "mean_cpu_util": mean(figures["mean_cpu_util"]),
         "reallocations": mean(figures["reallocations"]),
+        "relocations": mean(figures[RELOCATIONS]),
     }

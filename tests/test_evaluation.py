@@ -16,7 +16,8 @@ from slamorl_jax import evaluate
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, scenario_params
-from slamorl_jax.env.actions import cpu_cap
+from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET
+from slamorl_jax.env.actions import NO_OP_ACTION, cpu_cap
 from slamorl_jax.env.params import WEIGHT_MODES, max_gpus
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, summarise_episodes
 from slamorl_jax.evaluation import baselines, headline, pareto
@@ -110,6 +111,27 @@ def test_oracle_beats_the_request_on_real_runs(env: JobAllocationEnv) -> None:
     oracle, request = (summarise_episodes(one) for one in figures)
     assert oracle["all_slas_met"] > request["all_slas_met"] + 0.2
     assert oracle["time_vs_request"] < request["time_vs_request"]
+
+
+def _relocate_even_jobs(policy_params: None, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
+    """Relocate at every decision on even-numbered jobs, keep on the others."""
+    even = jnp.arange(obs.shape[0]) % 2 == 0
+    return jnp.where(even, RELOCATE_ACTION, NO_OP_ACTION).astype(jnp.int32)
+
+
+def test_episode_figures_count_relocations_among_the_reallocations(env: JobAllocationEnv) -> None:
+    """Each relocation is one re-allocation and is counted apart: a job that relocates before every
+    epoch relocated once per epoch; a job that keeps, never."""
+    assert env.action_set == WIDEST_ACTION_SET
+    params = scenario_params("balanced", env.catalog)
+    (figures,) = run_episode_batches(env, (params,), _relocate_even_jobs, jax.random.key(3), 16)
+    assert figures["finished"].all()
+    even = np.arange(16) % 2 == 0
+    np.testing.assert_array_equal(figures["relocations"][even], figures["epochs"][even])
+    np.testing.assert_array_equal(figures["relocations"], figures["reallocations"])
+    assert np.all(figures["relocations"][~even] == 0)
+    expected = np.mean(figures["epochs"][even]) / 2
+    assert summarise_episodes(figures)["relocations"] == pytest.approx(expected)
 
 
 def test_batched_runs_need_runs_and_one_start_rule_per_params(env: JobAllocationEnv) -> None:

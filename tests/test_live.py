@@ -138,7 +138,8 @@ def test_recommend_is_the_greedy_action_applied() -> None:
 
 def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
     """A ``targets_relocate`` policy that picks relocate is told to restart the job elsewhere at the
-    same allocation (``relocate``, the action's name); the shipped policy never says so."""
+    same allocation (``relocate``, the action's name); the shipped policy (which relocates) does
+    not say so for the README job, whose epochs ran at the profile's pace."""
     config = TrainConfig(actions="targets_relocate")
     network = ActorCritic(config.network)
     params = init_params(network, jax.random.key(0), len(FEATURE_NAMES))

@@ -22,6 +22,7 @@ SUMMARY_COLUMNS = (
     ("all_slas_met", "all SLAs met", "{:.1%}"),
     ("sla_compliance", "SLA compliance", "{:.1%}"),
     ("reallocations", "re-allocations", "{:.1f}"),
+    ("relocations", "of them relocations", "{:.1f}"),
     ("mean_gpu_util", "GPU util", "{:.1%}"),
     ("mean_cpu_util", "CPU util", "{:.1%}"),
 )
