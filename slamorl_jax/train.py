@@ -99,6 +99,13 @@ flags.DEFINE_boolean(
     "A GPU change restarts the job on fresh nodes, leaving their contention, spells and slower "
     "nodes (env/shifts.py); --nomoves_leave_contention keeps them, as the env before 7553e9f did.",
 )
+flags.DEFINE_float(
+    "reallocation_pause_s",
+    None,
+    "Seconds a GPU change or a relocation pauses the job to checkpoint and restart it (billed). "
+    "Unset: the environment's 30 s (Pollux's measurement); a platform whose restarts cost more "
+    "(queueing, a cold cache) sets its own, and the policy then relocates less.",
+)
 flags.DEFINE_list(
     "hidden_sizes",
     [str(h) for h in DEFAULTS.hidden_sizes],

@@ -347,6 +347,8 @@ def test_a_compared_policy_trained_in_another_world_is_named_so() -> None:
     assert difference == "moves_leave_contention=False"
     priced = dataclasses.replace(other, prices="reference-code")
     assert world_difference(priced, main_config) == "moves_leave_contention=False, prices=reference-code"
+    slow_restarts = dataclasses.replace(main_config, reallocation_pause_s=120.0)
+    assert world_difference(slow_restarts, main_config) == "reallocation_pause_s=120.0"
     described = compared_method("old", lambda *a: None, {}, other, difference).description
     assert "trained with moves_leave_contention=False, judged in this run's world" in described
     assert "trained with" not in compared_method("same", lambda *a: None, {}, main_config).description

@@ -96,6 +96,23 @@ def test_event_share_sets_the_share_of_training_jobs_that_meet_an_event() -> Non
         validate_config(TrainConfig(event_share=1.5))
 
 
+def test_reallocation_pause_sets_the_restart_pause_of_training_jobs() -> None:
+    """``train --reallocation_pause_s`` sets the pause of a GPU change or a relocation in the
+    training env (and so in ``evaluate`` and ``recommend``, which build the env from the config);
+    unset keeps the environment's, a config saved before the flag reads as unset, and a pause
+    outside [0, 3600] s is refused."""
+    pause = env_params_from_config(validate_config(TrainConfig(reallocation_pause_s=120.0)))
+    assert float(pause.reallocation_pause_s) == 120.0
+    unset = env_params_from_config(TrainConfig())
+    assert float(unset.reallocation_pause_s) == float(scenario_params("mixed").reallocation_pause_s)
+    assert float(pause.cpu_reallocation_pause_s) == float(unset.cpu_reallocation_pause_s)
+    legacy = {k: v for k, v in TrainConfig().__dict__.items() if k != "reallocation_pause_s"}
+    assert TrainConfig.from_dict(legacy).reallocation_pause_s is None
+    for bad in (-1.0, 4000.0, float("nan")):
+        with pytest.raises(ValueError, match=r"--reallocation_pause_s must be in \[0, 3600\]"):
+            validate_config(TrainConfig(reallocation_pause_s=bad))
+
+
 def test_conflict_pairs_each_tight_sla_with_the_opposed_preference() -> None:
     jobs = _jobs("conflict").job
     scenario = np.asarray(jobs.scenario)

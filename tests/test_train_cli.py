@@ -150,6 +150,7 @@ BAD_FLAGS = {
     "dual decay above 1": (["--weights=dual", "--dual_decay=1.5"], ["--dual_decay"]),
     "negative dual step": (["--weights=dual", "--dual_step=-1"], ["--dual_step"]),
     "event share above 1": (["--event_share=1.5"], ["--event_share"]),
+    "negative restart pause": (["--reallocation_pause_s=-5"], ["--reallocation_pause_s"]),
     "resume without checkpoint dir": (["--resume"], ["--resume", "--checkpoint_dir"]),
     "missing flagfile": (["--flagfile=/nonexistent/tiny.flags"], ["flagfile"]),
 }

@@ -84,6 +84,10 @@ class TrainConfig:
     all_slas_bonus: float = DEFAULT_ALL_SLAS_BONUS
     # Whether a GPU change leaves contended nodes (EnvParams.moves_leave_contention, env/shifts.py).
     moves_leave_contention: bool = True
+    # The checkpoint-restart pause of a GPU change or a relocation, in seconds (billed;
+    # EnvParams.reallocation_pause_s); None = the environment's (30 s, as Pollux measured). A
+    # platform whose restarts cost more (a scheduler queue, a cold cache) trains with its own.
+    reallocation_pause_s: float | None = None
     hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
     initializer: str = "orthogonal"
@@ -294,6 +298,10 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(
         c.event_share is None or 0 <= c.event_share <= 1,
         f"--event_share must be in [0, 1], got {c.event_share}",
+    )
+    _require(
+        c.reallocation_pause_s is None or 0 <= c.reallocation_pause_s <= 3600,
+        f"--reallocation_pause_s must be in [0, 3600] seconds, got {c.reallocation_pause_s}",
     )
     _require(
         c.init_strategy in INIT_STRATEGIES, f"--init_strategy must be one of {', '.join(INIT_STRATEGIES)}"

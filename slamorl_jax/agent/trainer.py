@@ -76,6 +76,8 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
     params = with_prices(params, config.prices, catalog)
     if config.event_share is not None:
         params = with_values(params, shift_probs=event_probs(config.event_share))
+    if config.reallocation_pause_s is not None:
+        params = with_values(params, reallocation_pause_s=config.reallocation_pause_s)
     return with_values(
         params,
         init_strategy=INIT_STRATEGIES.index(config.init_strategy),

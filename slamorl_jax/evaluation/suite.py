@@ -70,7 +70,7 @@ class SuiteConfig:
 
 # The config fields that set the world a policy's jobs run in and that a suite does not set per
 # method or per scenario (``env_params_from_config``; the scenario, preference, weights and eta are).
-WORLD_FIELDS = ("moves_leave_contention", "prices")
+WORLD_FIELDS = ("moves_leave_contention", "prices", "reallocation_pause_s")
 
 
 def world_difference(trained: TrainConfig, judged: TrainConfig) -> str | None:
