@@ -128,12 +128,13 @@ def to_markdown(payload: dict[str, Any]) -> str:
             f"{r['reallocations']:.2f}",
             f"{r['gpu_reallocations']:.2f}",
             f"{r['flips']:.2f}",
-            f"{r.get('relocations', 0.0):.2f}",
+            f"{r['relocations']:.2f}",
         ]
         for name, r in payload["rows"].items()
     ]
-    headers = ["workload", "jobs", "epochs", "re-allocations", "GPU re-allocations", "A->B->A flips"]
-    headers.append("relocations")
+    headers = [
+        "workload", "jobs", "epochs", "re-allocations", "GPU re-allocations", "A->B->A flips", "relocations",
+    ]  # fmt: skip
     return (
         f"`{payload['checkpoint']}` on {payload['episodes']} `{payload['scenario']}` jobs (seed "
         f"{payload['seed']}), greedy from the request; means per job.\n\n" + markdown_table(headers, table)

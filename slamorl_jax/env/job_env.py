@@ -25,9 +25,9 @@ observation of a new job, and the last observation of the old one in ``info["fin
 Observation: float32 features in [0, 1]: the paper's 21, then the forecast block
 (``observation.FEATURE_NAMES``, ``forecast.py``).
 Actions: the env's action set (``action_sets.py``): ``paper`` = the 9 moves GPU {-1, 0, +1} x
-CPU {-step, 0, +step}; ``targets`` = those 9 and 80 absolute targets;
-``targets_relocate`` (default) = those and relocate (the same allocation on fresh nodes, one GPU pause). An
-action index outside the set is clipped to it.
+CPU {-step, 0, +step}; ``targets`` = those 9 and 80 absolute targets; ``targets_relocate``
+(default) = those and relocate (the same allocation on fresh nodes, one GPU pause). An action index
+outside the set is clipped to it.
 Reward: a float32 vector over ``objectives.OBJECTIVES``:
 
 * ``time`` = -(epoch time + pause) / T_ref, clipped at ``-reward_clip``;
