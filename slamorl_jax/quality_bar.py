@@ -80,6 +80,19 @@ def greedy_policy(network: nn.Module) -> Policy:
     return greedy
 
 
+@functools.lru_cache(maxsize=8)
+def greedy_policy_without(network: nn.Module, action: int) -> Policy:
+    """:func:`greedy_policy` with ``action`` never taken: the argmax over the other actions (an
+    ablation: what the policy does where it would have taken ``action``). One function per
+    (network, action), as :func:`greedy_policy`."""
+
+    def greedy(params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
+        logits = network.apply(params, obs, weights)[0]
+        return jnp.argmax(logits.at[..., action].set(-jnp.inf), axis=-1)
+
+    return greedy
+
+
 def objective(scenario: str, figures: dict[str, float]) -> float:
     """The scenario kind's objective, lower is better: time, cost, or their mean (balanced)."""
     time, cost = figures["time_vs_request"], figures["cost_vs_request"]

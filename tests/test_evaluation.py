@@ -15,17 +15,24 @@ import pytest
 from slamorl_jax import evaluate
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, scenario_params
+from slamorl_jax.env import (
+    FEATURE_NAMES,
+    NUM_FEATURES,
+    EnvParams,
+    EnvState,
+    JobAllocationEnv,
+    scenario_params,
+)
 from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET
 from slamorl_jax.env.actions import NO_OP_ACTION, cpu_cap
 from slamorl_jax.env.params import WEIGHT_MODES, max_gpus
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, summarise_episodes
 from slamorl_jax.evaluation import baselines, headline, pareto
-from slamorl_jax.evaluation.methods import compared_method
+from slamorl_jax.evaluation.methods import NO_RELOCATE, compared_method, policy_methods
 from slamorl_jax.evaluation.report import to_csv, to_markdown
 from slamorl_jax.evaluation.suite import SuiteConfig, run_suite, world_difference
 from slamorl_jax.history.records import HistoryRecord, save_records
-from slamorl_jax.quality_bar import greedy_policy
+from slamorl_jax.quality_bar import greedy_policy, greedy_policy_without
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 
@@ -276,12 +283,14 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
         "policy_from_oracle",
         "policy_from_forecast",
         "policy_from_history",
+        "policy_without_relocate",  # the shipped policy relocates
     } <= methods
     assert payload["config"]["history"] == str(store)
     # The same checkpoint compared to itself: run alone, it gives what it gives batched with the
     # other start rules and ablations (``run_methods``), up to float rounding.
     for scenario, rows in payload["summaries"].items():
         assert rows["policy[again]"] == pytest.approx(rows["policy"], rel=1e-6), scenario
+        assert rows["policy_without_relocate"]["relocations"] == 0.0, scenario
     for scenario in ("deadline-critical", "budget-constrained"):
         assert set(payload["summaries"][scenario]) == methods
         assert len(payload["per_seed_objective"][scenario]["policy"]) == 2
@@ -326,6 +335,27 @@ def test_suite_payload_renders_without_the_cli() -> None:
     assert "- balanced, all six SLAs met: policy" in markdown
     assert set(results["balanced"]) == set(payload["methods"])
     assert to_csv(payload).count("\n") == 1 + len(payload["methods"])
+
+
+def test_the_policy_without_relocate_takes_its_best_other_action() -> None:
+    """The ablation's policy never relocates and acts as the greedy policy wherever that does not
+    relocate; only a policy that can relocate gets the ablation among its methods."""
+    policy = load_policy(SHIPPED)
+    greedy = greedy_policy(policy.network)
+    masked = greedy_policy_without(policy.network, RELOCATE_ACTION)
+    assert masked is greedy_policy_without(load_policy(SHIPPED).network, RELOCATE_ACTION)
+    obs = jax.random.uniform(jax.random.key(4), (256, NUM_FEATURES))
+    weights = jax.random.dirichlet(jax.random.key(5), jnp.ones(3), (256,))
+    # Push the relocate logit up on half the rows so the greedy policy relocates there.
+    surprise = obs.at[::2, FEATURE_NAMES.index("surprise")].set(1.0)
+    key = jax.random.key(0)
+    first, second = (np.asarray(f(policy.params, surprise, weights, key)) for f in (greedy, masked))
+    assert np.any(first == RELOCATE_ACTION) and not np.any(second == RELOCATE_ACTION)
+    keeps = first != RELOCATE_ACTION
+    np.testing.assert_array_equal(first[keeps], second[keeps])
+    with_ablation = [m.name for m in policy_methods(greedy, baselines.requested, masked)]
+    without = [m.name for m in policy_methods(greedy, baselines.requested)]
+    assert NO_RELOCATE in with_ablation and NO_RELOCATE not in without
 
 
 def test_checkpoints_of_one_architecture_share_one_greedy_policy() -> None:

@@ -2,8 +2,9 @@
 
 Every method runs the same fresh jobs (one key per seed for all methods: common random numbers),
 so their figures compare job by job. The policy starts at each job's request, as a user's job
-would; the ablations change one thing each: the cold start (1 GPU, one CPU step) or static
-weights at evaluation (eta = 0: the policy sees the preference instead of the adapted weights).
+would; the ablations change one thing each: the cold start (1 GPU, one CPU step), static
+weights at evaluation (eta = 0: the policy sees the preference instead of the adapted weights) or,
+for a policy that can relocate, relocate masked.
 Next to the static baselines run two anchors that know each job's noise-free model: the best
 static allocation (``baselines.BestStatic``, placed before the first epoch for free) and the best
 walk-then-hold controller with the paper's 9 moves from the request (``reachable.BestReachable``).
@@ -66,10 +67,22 @@ class Method:
         return params
 
 
-def policy_methods(greedy: Policy, oracle: StartRule) -> tuple[Method, ...]:
+def policy_methods(
+    greedy: Policy, oracle: StartRule, without_relocate: Policy | None = None
+) -> tuple[Method, ...]:
     """The trained policy, its two ablations, the policy started where the profile's forecast ranks
     first (the intelligent initialisation that needs no hindsight and no records), and the policy
-    started at the oracle's allocation (does it hold a good allocation, or wander off?)."""
+    started at the oracle's allocation (does it hold a good allocation, or wander off?). For a
+    policy that can relocate, ``without_relocate`` (the same policy with relocate masked) adds a
+    third ablation: what its relocations buy."""
+    masked = (
+        Method(
+            NO_RELOCATE,
+            "ablation: the policy with relocate masked (its best other action where it would relocate)",
+            without_relocate,
+            True,
+        ),
+    )
     return (
         Method("policy", "trained policy (greedy), starting at the request", greedy, True),
         Method(
@@ -94,6 +107,7 @@ def policy_methods(greedy: Policy, oracle: StartRule) -> tuple[Method, ...]:
             True,
             adapt_strength=0.0,
         ),
+        *(masked if without_relocate is not None else ()),
         Method(
             "policy_from_oracle",
             "diagnostic: the policy starting at the oracle's allocation instead of the request",
@@ -147,6 +161,7 @@ def compared_method(
 
 FORECAST_START = "policy_from_forecast"
 HISTORY = "policy_from_history"
+NO_RELOCATE = "policy_without_relocate"
 REACHABLE = "best_reachable_paper"
 REACHABLE_DESCRIPTION = (
     "best walk-then-hold controller with the paper's 9 moves in hindsight (noise-free model)"

@@ -17,7 +17,7 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import LoadedPolicy
-from slamorl_jax.env.action_sets import WIDEST_ACTION_SET, can_relocate
+from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET, can_relocate
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
@@ -37,7 +37,7 @@ from slamorl_jax.evaluation.methods import (
 )
 from slamorl_jax.evaluation.reachable import BestReachable
 from slamorl_jax.evaluation.replanning import Replanning
-from slamorl_jax.quality_bar import greedy_policy, objective
+from slamorl_jax.quality_bar import greedy_policy, greedy_policy_without, objective
 
 HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
 ORACLE = "best_static_oracle"
@@ -118,11 +118,16 @@ def run_suite(
     reachable = BestReachable.for_params(base)
     profile_oracle = ProfileBestStatic(oracle)
     warm = (history_method(greedy, history),) if history is not None else ()
+    relocating = can_relocate(policy.config.actions)
+    without_relocate = greedy_policy_without(policy.network, RELOCATE_ACTION) if relocating else None
     methods = (
-        policy_methods(greedy, oracle) + warm + compared + baseline_methods(oracle, reachable, profile_oracle)
+        policy_methods(greedy, oracle, without_relocate)
+        + warm
+        + compared
+        + baseline_methods(oracle, reachable, profile_oracle)
     )
     # A policy that can relocate is judged against an anchor that may relocate too.
-    anchor = Replanning(oracle, can_relocate(policy.config.actions))
+    anchor = Replanning(oracle, relocating)
     replanning = Method(REPLANNING, replanning_description(anchor.relocate), start=anchor, controller=anchor)
     keys = [jax.random.fold_in(jax.random.key(config.seed), index) for index in range(config.seeds)]
 
