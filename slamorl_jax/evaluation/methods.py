@@ -70,19 +70,17 @@ class Method:
 def policy_methods(
     greedy: Policy, oracle: StartRule, without_relocate: Policy | None = None
 ) -> tuple[Method, ...]:
-    """The trained policy, its two ablations, the policy started where the profile's forecast ranks
-    first (the intelligent initialisation that needs no hindsight and no records), and the policy
-    started at the oracle's allocation (does it hold a good allocation, or wander off?). For a
-    policy that can relocate, ``without_relocate`` (the same policy with relocate masked) adds a
-    third ablation: what its relocations buy."""
-    masked = (
-        Method(
-            NO_RELOCATE,
-            "ablation: the policy with relocate masked (its best other action where it would relocate)",
-            without_relocate,
-            True,
-        ),
-    )
+    """The trained policy, its ablations (cold start, static weights), the policy started where
+    the profile's forecast ranks first (the intelligent initialisation that needs no hindsight and
+    no records), and the policy started at the oracle's allocation (does it hold a good allocation,
+    or wander off?). For a policy that can relocate, ``without_relocate`` (the same policy with
+    relocate masked) adds a third ablation: what its relocations buy."""
+    masked: tuple[Method, ...] = ()
+    if without_relocate is not None:
+        description = (
+            "ablation: the policy with relocate masked (its best other action where it would relocate)"
+        )
+        masked = (Method(NO_RELOCATE, description, without_relocate, True),)
     return (
         Method("policy", "trained policy (greedy), starting at the request", greedy, True),
         Method(
@@ -107,7 +105,7 @@ def policy_methods(
             True,
             adapt_strength=0.0,
         ),
-        *(masked if without_relocate is not None else ()),
+        *masked,
         Method(
             "policy_from_oracle",
             "diagnostic: the policy starting at the oracle's allocation instead of the request",
