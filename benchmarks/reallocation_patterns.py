@@ -34,7 +34,7 @@ import numpy as np
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser
-from slamorl_jax.env.action_sets import clip_action, relocates
+from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
@@ -69,7 +69,7 @@ def allocation_paths(
             )
             ran = info["final_state"]  # the job as its epoch ended, before any auto-reset
             ends = jnp.logical_or(terminated, truncated)
-            relocated = relocates(clip_action(actions, env.action_set), env.action_set)
+            relocated = emitted_relocation(actions, env.action_set)
             return (obs, info["weights"], after, done | ends), (ran.gpus, ran.cpus, ~done, relocated)
 
         carry = (obs, state.weights, state, jnp.zeros(episodes, bool))

@@ -50,6 +50,8 @@ from slamorl_jax.evaluation.replanning import Replanning
 from slamorl_jax.evaluation.suite import world_difference
 from slamorl_jax.quality_bar import greedy_policy, objective
 
+MODULE = "benchmarks.shifting_anchors"
+PROG = f"python -m {MODULE}"  # how its one-line errors name it, as the parser does
 SCENARIO = "shifting"
 FIGURES = ("objective", "all_slas_met", "reallocations", "left_nodes")
 NODE_EVENTS = ("contention", "slow_node")  # the events a GPU change or a relocation leaves
@@ -60,13 +62,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     paths = [path for path in args.checkpoint.split(",") if path]
     if not paths:
-        fail("--checkpoint names no policy")
+        fail("--checkpoint names no policy", PROG)
     policies = [load_policy(path) for path in paths]
     for path, policy in zip(paths, policies, strict=True):
         if difference := world_difference(policy.config, policies[0].config):
-            fail(f"{path} was trained in another world than {paths[0]} ({difference})")
+            fail(f"{path} was trained in another world than {paths[0]} ({difference})", PROG)
         if can_relocate(policy.config.actions) != can_relocate(policies[0].config.actions):
-            fail(f"{path} and {paths[0]} differ in relocating, so in their re-planning anchor")
+            fail(f"{path} and {paths[0]} differ in relocating, so in their re-planning anchor", PROG)
     # The anchors and the policies run in the world the policies were trained in (their prices and
     # fresh-nodes rule, env/shifts.py), built as evaluate builds it.
     base = with_scenario(
@@ -172,7 +174,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, run, print and write the report."""
-    policy_benchmark_main("benchmarks.shifting_anchors", __doc__, argv, 1024, run, to_markdown)
+    policy_benchmark_main(MODULE, __doc__, argv, 1024, run, to_markdown)
 
 
 if __name__ == "__main__":

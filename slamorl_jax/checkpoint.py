@@ -33,6 +33,7 @@ from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.array_checksum import META_KEY, first_mismatch, tree_digests
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, OBSERVATION_LAYOUT
 from slamorl_jax.restore_noise import silence_abandoned_restores
+from slamorl_jax.run_dirs import new_folder_problem
 
 FORMAT_VERSION = 1
 # Version of the training state's structure (``TrainState``, whose env batch is an ``EnvState``):
@@ -295,7 +296,8 @@ def load_policy(path: str | Path) -> LoadedPolicy:
 
 
 def export_policy(source: str | Path, destination: str | Path) -> Path:
-    """Copy the policy and config of a checkpoint (latest step of a run, or a step) to ``destination``.
+    """Copy the policy and config of a checkpoint (latest step of a run, or a step) to ``destination``,
+    a new or empty folder (:class:`CheckpointError` otherwise).
 
     The copy holds only the ``policy`` and ``meta`` items (kilobytes instead of the whole training
     state): enough for :func:`load_policy`, not for ``--resume``. Returns the new step directory.
@@ -321,6 +323,8 @@ def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any]
     destination = Path(destination)
     if has_checkpoint(destination):
         raise CheckpointError(f"{destination} already holds checkpoints; choose an empty directory")
+    if problem := new_folder_problem(destination):
+        raise CheckpointError(f"{destination}: {problem}")
     manager = make_manager(destination, keep=1)
     arrays = {"params": params}
     manager.save(

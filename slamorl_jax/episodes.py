@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.env.action_sets import clip_action, relocates
+from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated_after
 from slamorl_jax.env.observation import observe
@@ -246,7 +246,7 @@ def _run_jobs(
             actions = jax.vmap(controller.act, in_axes=(0, 0, params_axes))(plans, state, params)
         step_keys = jnp.concatenate([jax.random.split(env_key, num_episodes)] * runs)
         obs, state, terminated, truncated, info = env_step(step_keys, state, actions, params)
-        relocated = relocates(clip_action(actions, env.action_set), env.action_set)
+        relocated = emitted_relocation(actions, env.action_set)
         relocations = relocations + relocated.astype(jnp.int32)
         ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(finished))
         ended = {**info, LEFT_EVENT_NODES: state.event_left, RELOCATIONS: relocations}

@@ -7,13 +7,16 @@ which is all ``slamorl_jax.load_policy`` needs.
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from slamorl_jax.cli_args import OneLineArgumentParser, fail
+
+PROG = "python -m slamorl_jax.export_policy"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, export, print the new step directory; exit code 2 on bad input."""
-    parser = argparse.ArgumentParser(prog="python -m slamorl_jax.export_policy", description=__doc__)
+    parser = OneLineArgumentParser(prog=PROG, description=__doc__)
     parser.add_argument("source", help="checkpoint directory of a run, or one of its step directories")
     parser.add_argument("destination", help="new or empty directory for the exported policy")
     args = parser.parse_args(argv)
@@ -22,8 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = export_policy(args.source, args.destination)
     except CheckpointError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        fail(str(err), PROG)
+    except OSError as err:
+        fail(f"cannot write {args.destination!r}: {err.strerror or err}", PROG)
     print(path)
     return 0
 

@@ -24,7 +24,7 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.imitation import ImitationConfig
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET
-from slamorl_jax.run_dirs import path_exists
+from slamorl_jax.run_dirs import new_folder_problem, path_exists
 
 PROG = "python -m slamorl_jax.imitate"
 MAX_JOBS = 1 << 20
@@ -90,10 +90,8 @@ def policy_config(args: object) -> TrainConfig:
 def check_out(out: Path) -> None:
     """Exit 2 unless ``out`` can take a new checkpoint (absent or an empty folder, in a folder that
     exists)."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        fail(f"--out {str(out)!r} must be a new or empty folder", PROG)
-    if not out.parent.is_dir():
-        fail(f"--out {str(out)!r}: its folder does not exist", PROG)
+    if problem := new_folder_problem(out):
+        fail(f"--out {str(out)!r}: {problem}", PROG)
 
 
 def main(argv: list[str] | None = None) -> int:

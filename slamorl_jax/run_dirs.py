@@ -83,6 +83,19 @@ def path_exists(path: str | Path) -> bool:
         return False
 
 
+def new_folder_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot take a checkpoint of its own (an exported or pre-trained policy), or
+    ``None`` when it can: it must be absent or an empty folder, in a folder that exists."""
+    path = Path(path)
+    if "\0" in str(path):
+        return "not a path (it holds a NUL byte)"
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        return "must be a new or empty folder"
+    if not path.parent.is_dir():
+        return "its folder does not exist"
+    return None
+
+
 def checkpoint_marks(checkpoint_dir: Path) -> set[tuple[str, int]]:
     """(step, modification time) of every checkpoint step in ``checkpoint_dir``: it changes when a
     run saves one."""

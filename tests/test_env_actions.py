@@ -27,6 +27,7 @@ from slamorl_jax.env.action_sets import (
     RELOCATE_ACTION,
     RELOCATE_NAME,
     apply,
+    emitted_relocation,
 )
 from slamorl_jax.env.forecast import NUM_FORECAST_FEATURES
 from slamorl_jax.env.objectives import NUM_SLAS
@@ -153,6 +154,18 @@ def test_action_set_sizes_and_names(params: EnvParams) -> None:
     gpus, cpus = apply(jnp.arange(num_actions("targets_relocate")), jnp.int32(4), jnp.int32(16), params)
     assert (int(gpus[RELOCATE_ACTION]), int(cpus[RELOCATE_ACTION])) == (4, 16)
     np.testing.assert_array_equal(np.asarray(gpus[9:RELOCATE_ACTION]), expected_targets(params)[:, 0])
+
+
+def test_an_emitted_action_relocates_only_where_the_set_clips_it_to_relocate() -> None:
+    """A policy's raw action counts as a relocation as the env step reads it: clipped to the set
+    first (so any index past the end relocates in ``targets_relocate``), and never in a set without
+    relocate."""
+    emitted = jnp.array([0, RELOCATE_ACTION - 1, RELOCATE_ACTION, RELOCATE_ACTION + 5, -1])
+    np.testing.assert_array_equal(
+        np.asarray(emitted_relocation(emitted, "targets_relocate")), [False, False, True, True, False]
+    )
+    for name in ("paper", "targets"):
+        assert not np.asarray(emitted_relocation(emitted, name)).any()
 
 
 @pytest.mark.parametrize("grid", ["default", "odd"])

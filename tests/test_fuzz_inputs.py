@@ -1,11 +1,13 @@
-"""Bad input of every kind to ``train``, ``evaluate``, ``recommend``, ``load_policy`` and the env.
+"""Bad input of every kind to ``train``, ``evaluate``, ``recommend``, ``export_policy``,
+``load_policy`` and the env.
 
 The bar of issue 11: every generated bad input exits with status 2 (or the documented status: 128 +
 signal for Ctrl-C and SIGTERM), at most three lines on stderr, no traceback, and no file left behind
 that was not there before. The commands run in process (``cli_harness.py``, milliseconds a case); a
 few real processes check what only they can (the interpreter's own reporting, signals). The rows of
 the issue's table are named in the case ids: 1-4 and 13 train, 5 the signals, 6-8 checkpoints
-(``load_policy``, ``recommend``, ``evaluate``), 9-11 recommend, 12 the env's params and actions.
+(``load_policy``, ``recommend``, ``evaluate``, ``export_policy``), 9-11 recommend, 12 the env's
+params and actions.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from hypothesis import strategies as st
 from learner_fixtures import REPO_ROOT, TINY, shared_trainer
 
 from slamorl_jax import checkpoint as ckpt
-from slamorl_jax import evaluate, recommend, train
+from slamorl_jax import evaluate, export_policy, recommend, train
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.env import default_params, validate_params
 from slamorl_jax.env.params import with_values
@@ -109,10 +111,12 @@ TRAIN_CASES = train_cases()
 @pytest.fixture
 def sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A working directory with the files the cases point at (a file, a Latin-1 flagfile, an empty
-    directory, a checkpoint directory with an unreadable step)."""
+    directory, a folder holding a text file, a checkpoint directory with an unreadable step)."""
     (tmp_path / "a_file").write_text("not a directory\n")
     (tmp_path / "latin1.flags").write_bytes("--scenario=caf\xe9\n".encode("latin-1"))
     (tmp_path / "empty").mkdir()
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("a folder that is not empty\n")
     (tmp_path / "garbage" / "3" / "meta").mkdir(parents=True)
     (tmp_path / "garbage" / "3" / "meta" / "metadata").write_bytes(b"\x00\xff not json")
     monkeypatch.chdir(tmp_path)
@@ -217,6 +221,39 @@ def test_load_policy_refuses_bad_checkpoints(case: str, sandbox: Path, checkpoin
 def test_load_policy_refuses_a_path_of_the_wrong_type() -> None:
     with pytest.raises(ckpt.CheckpointError):
         ckpt.load_policy(5)  # type: ignore[arg-type]
+
+
+EXPORT_CASES = {
+    "destination a file": (["{good}", "a_file"], "new or empty folder"),
+    "destination holds checkpoints": (["{good}", "garbage"], "already holds checkpoints"),
+    "destination holds other files": (["{good}", "notes"], "new or empty folder"),
+    "destination in a missing folder": (["{good}", "missing/out"], "its folder does not exist"),
+    "source missing": (["{root}/missing", "out"], "does not exist"),
+    "source damaged": (["{flipped}", "out"], "flipped"),
+    "an extra argument": (["{good}", "out", "extra"], "unrecognized arguments"),
+    "no destination": (["{good}"], "destination"),
+}
+
+
+@pytest.mark.parametrize("case", list(EXPORT_CASES))
+def test_export_policy_refuses_bad_input(
+    case: str, sandbox: Path, checkpoints: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``export_policy``: a destination that is not a new or empty folder, a bad source or bad
+    arguments get one line and exit 2, and nothing is written."""
+    argv, phrase = EXPORT_CASES[case]
+    argv = [checkpoint_path(arg, sandbox, checkpoints) for arg in argv]
+    assert_refused(call(lambda: export_policy.main(argv), capsys, sandbox), phrase)
+
+
+def test_export_policy_writes_into_an_empty_folder(
+    sandbox: Path, checkpoints: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same command with an empty destination exports the policy, which loads as the source."""
+    outcome = call(lambda: export_policy.main([str(checkpoints["good"]), "empty"]), capsys, sandbox)
+    assert outcome.code == 0 and outcome.new_paths, outcome.report()
+    exported = ckpt.load_policy(sandbox / "empty")
+    assert ckpt.params_equal(exported.params, ckpt.load_policy(checkpoints["good"]).params)
 
 
 # --- recommend ----------------------------------------------------------------------------------------

@@ -89,6 +89,12 @@ def relocates(action: jax.Array | int, name: str) -> jax.Array:
     return jnp.logical_and(can_relocate(name), jnp.asarray(action, jnp.int32) == RELOCATE_ACTION)
 
 
+def emitted_relocation(action: jax.Array | int, name: str) -> jax.Array:
+    """Whether ``action`` as a policy emits it (any integer; the env step clips it to the set first)
+    relocates the job (bool): what episode summaries and benchmarks count as a relocation."""
+    return relocates(clip_action(action, name), name)
+
+
 def action_names(name: str, params: EnvParams | None = None) -> tuple[str, ...]:
     """Human-readable name of every action of the set (targets name their grid point)."""
     from slamorl_jax.env.actions import ACTION_NAMES

@@ -58,7 +58,9 @@ FEATURE_NAMES = (*PAPER_FEATURE_NAMES, *FORECAST_FEATURE_NAMES)
 NUM_FEATURES = len(FEATURE_NAMES)
 # A fingerprint of the feature order and of the default target grid the features describe, stored
 # with checkpoints: a policy only runs on the layout it was trained on (the paper's first 21
-# features never move).
+# features never move). The grid is named by the ``targets`` set's actions on purpose: relocate is
+# an action with no features of its own, so every action set shares this layout and the
+# checkpoints saved before relocate existed still match it.
 OBSERVATION_LAYOUT = hashlib.sha256(
     ",".join((*FEATURE_NAMES, *action_names("targets"))).encode()
 ).hexdigest()[:16]
