@@ -17,6 +17,8 @@ from tqdm import tqdm
 
 from slamorl_jax.agent.config import TrainConfig
 
+METRICS_FILE = "metrics.jsonl"  # one JSON line per logged update, in the run's log_dir
+
 
 class MetricsLogger:
     """Writes ``metrics.jsonl`` and TensorBoard events in ``log_dir`` and drives the progress bar."""
@@ -33,7 +35,7 @@ class MetricsLogger:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
         (self.log_dir / "config.json").write_text(config.to_json())
-        self._jsonl = (self.log_dir / "metrics.jsonl").open("a")
+        self._jsonl = (self.log_dir / METRICS_FILE).open("a")
         self._writer = SummaryWriter(str(self.log_dir))
         self._bar = tqdm(
             total=total_steps,

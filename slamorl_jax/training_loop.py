@@ -28,7 +28,7 @@ from slamorl_jax.checkpoint_resume import newest_readable_meta, restore_newest_i
 from slamorl_jax.distributed import any_process, is_primary
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
-from slamorl_jax.run_logging import MetricsLogger
+from slamorl_jax.run_logging import METRICS_FILE, MetricsLogger
 from slamorl_jax.sharding import env_mesh
 from slamorl_jax.train_checks import budget_note
 from slamorl_jax.warm_start import warm_start
@@ -80,6 +80,11 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
             raise ckpt.CheckpointError(
                 f"{options.checkpoint_dir} already holds checkpoints; pass --resume to continue that run "
                 "or choose another --checkpoint_dir"
+            )
+        if (Path(options.log_dir) / METRICS_FILE).exists():
+            raise ckpt.CheckpointError(
+                f"{options.log_dir} already holds a run's logs; pass --resume to continue that run "
+                "or choose another --log_dir"
             )
         return config
     meta = newest_readable_meta(options.checkpoint_dir)

@@ -158,3 +158,15 @@ def test_check_summarises_a_good_store(tmp_path: Path, capsys: pytest.CaptureFix
     assert summary["records"] == len(TINY_STORE)
     assert set(summary["workloads"]) == {WORKLOAD, OTHER_WORKLOAD}
     assert load_catalog().workload_names  # the names in a summary are catalogue names
+
+
+def test_build_keeps_an_existing_store_unless_told_to_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``build --out`` onto an existing file exits 2 with one line and leaves the file as it was
+    (refused before any job is simulated); ``--overwrite`` is how to replace it."""
+    store = tmp_path / "store.json"
+    store.write_text("keep me\n")
+    outcome = call(lambda: history_cli.main(["build", f"--out={store}", "--jobs=2"]), capsys, tmp_path)
+    assert_refused(outcome, "already exists", "--overwrite")
+    assert store.read_text() == "keep me\n"

@@ -197,6 +197,18 @@ def test_existing_checkpoints_without_resume_exit_2(
     assert_one_error_line(train_in_process(args, capsys, tmp_path), str(finished.checkpoint_dir), "--resume")
 
 
+def test_another_runs_logs_without_resume_exit_2_and_stay_as_they_were(
+    finished: FinishedRun, flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A new run pointed at a finished run's logs (``--log_dir``) would append to its metrics and
+    replace its summary: refused in one line, the logs untouched."""
+    logs = finished.run_dir / "logs"
+    before = {path.name: path.read_bytes() for path in logs.iterdir() if path.is_file()}
+    args = [f"--flagfile={flagfile}", f"--log_dir={logs}", f"--run_dir={tmp_path / 'new'}"]
+    assert_one_error_line(train_in_process(args, capsys, tmp_path), str(logs), "--resume")
+    assert {path.name: path.read_bytes() for path in logs.iterdir() if path.is_file()} == before
+
+
 def test_resume_with_a_conflicting_flag_exits_2(
     finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

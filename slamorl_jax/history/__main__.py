@@ -32,6 +32,7 @@ def parser() -> OneLineArgumentParser:
     build.add_argument("--jobs", type=bounded(int, 1, MAX_JOBS), default=4096, help="jobs to record")
     build.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=1, help="jobs' seed")
     build.add_argument("--scenario", default=None, help="scenario of the jobs (default: the checkpoint's)")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     check = commands.add_parser("check", help="validate a store and summarise it")
     check.add_argument("--store", required=True, help="a .json or .csv history store")
     return top
@@ -44,6 +45,8 @@ def build(args: object) -> int:
         fail(f"--out {args.out!r} must end in .json or .csv", PROG)
     if out.exists() and out.is_dir():
         fail(f"--out {args.out!r} is a directory", PROG)
+    if out.exists() and not args.overwrite:
+        fail(f"--out {args.out!r} already exists; pass --overwrite to replace it", PROG)
     if not out.parent.is_dir():
         fail(f"--out {args.out!r}: its folder does not exist", PROG)
     if not path_exists(args.checkpoint):
