@@ -81,6 +81,13 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
                 f"{options.checkpoint_dir} already holds checkpoints; pass --resume to continue that run "
                 "or choose another --checkpoint_dir"
             )
+        checkpoint_dir = Path(options.checkpoint_dir)
+        if checkpoint_dir.is_dir() and any(checkpoint_dir.iterdir()):
+            # orbax would take numbered folders in it for its steps and delete them past --keep
+            raise ckpt.CheckpointError(
+                f"{options.checkpoint_dir} holds files that are not checkpoints; choose an empty or new "
+                "--checkpoint_dir"
+            )
         if (Path(options.log_dir) / METRICS_FILE).exists():
             raise ckpt.CheckpointError(
                 f"{options.log_dir} already holds a run's logs; pass --resume to continue that run "

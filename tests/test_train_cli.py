@@ -209,6 +209,19 @@ def test_another_runs_logs_without_resume_exit_2_and_stay_as_they_were(
     assert {path.name: path.read_bytes() for path in logs.iterdir() if path.is_file()} == before
 
 
+def test_a_checkpoint_dir_holding_other_files_exits_2_and_keeps_them(
+    flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Numbered folders of the user's in ``--checkpoint_dir`` would be taken for steps and deleted
+    past ``--keep``: such a folder is refused in one line and left as it was."""
+    mine = tmp_path / "mine"
+    (mine / "1").mkdir(parents=True)
+    (mine / "1" / "important.txt").write_text("keep me\n")
+    args = [f"--flagfile={flagfile}", f"--checkpoint_dir={mine}", "--keep=1", f"--run_dir={tmp_path / 'new'}"]
+    assert_one_error_line(train_in_process(args, capsys, tmp_path), str(mine), "not checkpoints")
+    assert (mine / "1" / "important.txt").read_text() == "keep me\n"
+
+
 def test_resume_with_a_conflicting_flag_exits_2(
     finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
