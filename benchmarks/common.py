@@ -219,12 +219,22 @@ def parse_and_report(
     to_markdown: Callable[[dict[str, Any]], str],
 ) -> None:
     """Add ``--out`` (default ``default_out``) to a benchmark's ``parser``, parse ``argv``, check the
-    output path (exit 2 with one line) and :func:`report`."""
+    output path (exit 2 with one line) and :func:`report`; a checkpoint that cannot be loaded exits
+    with code 2 and one line."""
+    from slamorl_jax.checkpoint import CheckpointError
+
     parser.add_argument("--out", default=default_out, help="JSON output (Markdown beside it)")
     args = parser.parse_args(argv)
     args.out = Path(args.out)
     check_out_path(args.out, parser.prog)
-    report(args, run, to_markdown)
+
+    def run_checked(args: argparse.Namespace) -> dict[str, Any]:
+        try:
+            return run(args)
+        except CheckpointError as error:
+            fail(str(error), parser.prog)
+
+    report(args, run_checked, to_markdown)
 
 
 def add_job_flags(parser: argparse.ArgumentParser, episodes: int, seed: int = 0, most: int = 1 << 20) -> None:
@@ -257,21 +267,11 @@ def policy_benchmark_main(
     ``episodes``), ``--seed``, ``--checkpoint`` (default the shipped policy) and ``--out`` (default
     ``benchmarks/results/<name>.json``), then :func:`parse_and_report`; a checkpoint that cannot be
     loaded exits with code 2 and one line."""
-    from slamorl_jax.checkpoint import CheckpointError
-
     name = module.rsplit(".", 1)[-1]
     parser = OneLineArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     add_job_flags(parser, episodes=episodes, most=1 << 16)
     parser.add_argument("--checkpoint", default="checkpoints/default", help="the trained policy")
-
-    def run_checked(args: argparse.Namespace) -> dict[str, Any]:
-        """``run``, a checkpoint that cannot be loaded reported in one line (exit 2)."""
-        try:
-            return run(args)
-        except CheckpointError as error:
-            fail(str(error), parser.prog)
-
-    parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run_checked, to_markdown)
+    parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run, to_markdown)
 
 
 def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: float = 1800) -> dict[str, Any]:
