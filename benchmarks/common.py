@@ -221,8 +221,6 @@ def parse_and_report(
     """Add ``--out`` (default ``default_out``) to a benchmark's ``parser``, parse ``argv``, check the
     output path (exit 2 with one line) and :func:`report`; a checkpoint that cannot be loaded exits
     with code 2 and one line."""
-    from slamorl_jax.checkpoint import CheckpointError
-
     parser.add_argument("--out", default=default_out, help="JSON output (Markdown beside it)")
     args = parser.parse_args(argv)
     args.out = Path(args.out)
@@ -231,8 +229,14 @@ def parse_and_report(
     def run_checked(args: argparse.Namespace) -> dict[str, Any]:
         try:
             return run(args)
-        except CheckpointError as error:
-            fail(str(error), parser.prog)
+        except ValueError as error:
+            # Imported only here: a benchmark that loads no policy does not pay for orbax at start-up
+            # (a CheckpointError means the module is loaded already).
+            from slamorl_jax.checkpoint import CheckpointError
+
+            if isinstance(error, CheckpointError):
+                fail(str(error), parser.prog)
+            raise
 
     report(args, run_checked, to_markdown)
 
