@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, first_line
+from slamorl_jax.run_dirs import RunDirError, check_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -182,20 +183,40 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 
 
 def write_report(out: Path, payload: Mapping[str, Any], markdown: str) -> tuple[Path, Path]:
-    """Write ``payload`` as JSON to ``out`` and ``markdown`` beside it (same name, ``.md``)."""
+    """Write ``payload`` as JSON to ``out`` and ``markdown`` beside it (same name, ``.md``).
+
+    Both files are written to temporary names first and renamed into place only when both are
+    written, so a failed write (a full disk) leaves the previous report whole, not half replaced."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(payload, indent=2) + "\n")
     md = out.with_suffix(".md")
-    md.write_text(markdown + "\n")
+    texts = {out: json.dumps(payload, indent=2) + "\n", md: markdown + "\n"}
+    temporary = {path: path.with_name(f".{path.name}.tmp") for path in texts}
+    try:
+        for path, text in texts.items():
+            temporary[path].write_text(text)
+        for path, temp in temporary.items():
+            temp.replace(path)
+    finally:
+        for temp in temporary.values():
+            temp.unlink(missing_ok=True)
     return out, md
 
 
 def check_out_path(out: Path, prog: str) -> None:
-    """Exit 2 unless ``out`` is a ``.json`` path that is not a directory."""
+    """Exit 2 with one line unless the report can be written: ``out`` ends in ``.json``, neither it
+    nor its Markdown twin is a folder, and its folder exists writable or can be created (checked
+    before a benchmark runs, so a long run is not lost to a bad ``--out``)."""
     if out.suffix != ".json":
         fail(f"--out must end in .json, got {str(out)!r}", prog)
-    if out.exists() and out.is_dir():
-        fail(f"--out {str(out)!r} is a directory", prog)
+    try:
+        check_dir("--out", out.parent)
+        folder = next((path for path in (out, out.with_suffix(".md")) if path.is_dir()), None)
+    except RunDirError as error:
+        fail(str(error), prog)
+    except OSError as error:  # a name too long to look up
+        fail(f"--out {str(out)!r}: {first_line(error)}", prog)
+    if folder is not None:
+        fail(f"--out {str(out)!r}: {str(folder)!r} is a directory", prog)
 
 
 def report(
