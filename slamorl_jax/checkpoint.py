@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.array_checksum import META_KEY, first_mismatch, tree_digests
@@ -166,10 +166,29 @@ def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
             f"this slamorl_jax reads {FORMAT_VERSION}"
         )
     try:
-        TrainConfig.from_dict(meta["config"])
+        validate_config(TrainConfig.from_dict(meta["config"]))
     except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"checkpoint {root / str(step)} has an incompatible config: {err}") from None
+    problem = _meta_field_problem(meta)
+    if problem is not None:
+        raise CheckpointError(f"checkpoint {root / str(step)} is damaged: its meta's {problem}")
     return meta, root, step
+
+
+def _meta_field_problem(meta: dict[str, Any]) -> str | None:
+    """What is malformed in the fields of ``meta`` that loading reads besides the config (counts
+    that must be integers, the digests that must map each item's array paths to hex strings), or
+    ``None``. A checkpoint whose digests are malformed must not load unchecked."""
+    for name in ("observation_dim", "num_actions"):
+        value = meta.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return f"{name} is not an integer: {value!r}"
+    digests = meta.get(META_KEY, {})
+    well_formed = isinstance(digests, dict) and all(
+        isinstance(item, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in item.items())
+        for item in digests.values()
+    )
+    return None if well_formed else f"{META_KEY} is not a map of array paths to digests per item"
 
 
 def check_resumable(meta: dict[str, Any], where: str | Path) -> None:

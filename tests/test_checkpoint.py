@@ -148,6 +148,13 @@ BROKEN = {
     "another observation layout": (edit_meta(observation_layout="0" * 16), "another observation"),
     "another observation size": (edit_meta(observation_dim=221), "another observation \\(221 features"),
     "another action count": (edit_meta(num_actions=73), "73 actions"),
+    # Malformed fields: refused in one CheckpointError, never an AttributeError or an unchecked load.
+    "unknown action set": (edit_meta(config_extra={"actions": "bogus"}), "config: --actions must be"),
+    "config value of another type": (edit_meta(config_extra={"learning_rate": "x"}), "incompatible config"),
+    "action count not an integer": (edit_meta(num_actions="9"), "num_actions is not an integer"),
+    "observation size missing a value": (edit_meta(observation_dim=None), "observation_dim is not an"),
+    "digests a string": (edit_meta(array_sha256="abc"), "damaged: its meta's array_sha256 is not a map"),
+    "digests of an item a list": (edit_meta(array_sha256={"policy": ["a"]}), "array_sha256 is not a map"),
 }
 
 
