@@ -89,8 +89,18 @@ def check(options: DistributedOptions) -> None:
     ):
         if not 1 <= value <= MAX_TIMEOUT_S:
             raise ValueError(f"{name} must be in [1, {MAX_TIMEOUT_S:,}] seconds, got {value}")
-    if options.coordinator_address is not None and ":" not in options.coordinator_address:
-        raise ValueError(f"--coordinator_address must be host:port, got {options.coordinator_address!r}")
+    if options.coordinator_address is not None and not _is_host_port(options.coordinator_address):
+        raise ValueError(
+            f"--coordinator_address must be host:port with a port in [1, 65535], "
+            f"got {options.coordinator_address!r}"
+        )
+
+
+def _is_host_port(address: str) -> bool:
+    """``address`` is ``host:port`` (an IPv6 host in brackets) with a port JAX's coordinator can
+    bind: XLA aborts the whole process on any other port instead of raising."""
+    host, colon, port = address.rpartition(":")
+    return bool(host and colon) and port.isdigit() and 1 <= int(port) <= 65535
 
 
 def initialize(options: DistributedOptions) -> bool:

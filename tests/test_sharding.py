@@ -165,9 +165,18 @@ def test_distributed_settings_from_flags_and_environment(monkeypatch: pytest.Mon
     monkeypatch.setenv("JAX_PROCESS_ID", "1")
     options = resolve(DistributedOptions())
     assert (options.enabled, options.num_processes, options.process_id) == (True, 2, 1)
+    assert resolve(DistributedOptions(coordinator_address="[::1]:65535")).coordinator_address == "[::1]:65535"
     for bad, phrase in (
         (DistributedOptions(num_processes=2, process_id=2), "--process_id=2 must be less than"),
         (DistributedOptions(coordinator_address="nohost"), "host:port"),
+        # XLA aborts the process (exit 134, no message) on a port out of range: refused first.
+        (
+            DistributedOptions(coordinator_address="localhost:99999", num_processes=2),
+            "port in \\[1, 65535\\]",
+        ),
+        (DistributedOptions(coordinator_address="localhost:0"), "host:port"),
+        (DistributedOptions(coordinator_address=":1234"), "host:port"),
+        (DistributedOptions(coordinator_address="localhost:http"), "host:port"),
         (DistributedOptions(heartbeat_timeout_s=0), "--distributed_heartbeat_s"),
         (DistributedOptions(enabled=True, num_processes=10**30), "--num_processes must be in"),
     ):
