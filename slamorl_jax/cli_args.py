@@ -56,7 +56,8 @@ def bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[
             noun = "an integer" if kind is int else "a number"
             raise argparse.ArgumentTypeError(f"expected {noun}, got {text!r}") from None
         if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"must be in [{low:g}, {high:g}], got {text}")
+            shown = (f"{low:,}", f"{high:,}") if kind is int else (f"{low:g}", f"{high:g}")
+            raise argparse.ArgumentTypeError(f"must be in [{shown[0]}, {shown[1]}], got {text}")
         return value
 
     return parse

@@ -47,3 +47,22 @@ def test_an_unexpected_error_is_one_line_with_status_1(
 
 def test_a_commands_status_is_its_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
     assert _ends(lambda: 2, capsys) == (2, "")
+
+
+@pytest.mark.parametrize(
+    ("flag", "phrase"),
+    [
+        ("--num-jobs=100000000000", "--num-jobs: must be in [1, 10,000,000]"),
+        ("--seed=-1", "[0, 2,147,483,647]"),
+    ],
+)
+def test_the_feasibility_table_refuses_counts_it_cannot_draw(
+    flag: str, phrase: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bounded integer flag names its range in digits, in one line, before any job is drawn."""
+    from slamorl_jax.env.feasibility import main
+
+    with pytest.raises(SystemExit) as ended:
+        main([flag])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and phrase in err and len(err.strip().splitlines()) == 1, err

@@ -10,12 +10,11 @@ for ``shifting`` this is the share a static choice made in hindsight can serve.
 
 from __future__ import annotations
 
-import argparse
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.job_generator import sample_job
 from slamorl_jax.env.params import EnvParams
@@ -23,6 +22,8 @@ from slamorl_jax.env.plans import plan_outcomes
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
 from slamorl_jax.env.state import JobSpec
 from slamorl_jax.env.static_allocations import full_lattice
+
+MAX_JOBS = 10**7  # the jobs' keys are split at once: 10 M keys take 80 MB
 
 
 def static_run_meets_slas(job: JobSpec, gpus: jax.Array, cpus: jax.Array, params: EnvParams) -> jax.Array:
@@ -58,12 +59,12 @@ def feasibility_report(params: EnvParams, num_jobs: int = 20_000, seed: int = 0)
 
 def main(argv: list[str] | None = None) -> None:
     """Print the feasibility table of every named scenario (Markdown)."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--num-jobs", type=int, default=20_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser = OneLineArgumentParser(prog="python -m slamorl_jax.env.feasibility", description=__doc__)
+    parser.add_argument(
+        "--num-jobs", type=bounded(int, 1, MAX_JOBS), default=20_000, help="jobs per scenario"
+    )
+    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="the jobs' seed")
     args = parser.parse_args(argv)
-    if args.num_jobs < 1:
-        parser.error("--num-jobs must be >= 1")
     print("| scenario | jobs | feasible (some static allocation meets all 6 SLAs) | request meets all 6 |")
     print("|---|---|---|---|")
     for name in SCENARIOS:
@@ -75,4 +76,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m slamorl_jax.env.feasibility")
