@@ -16,6 +16,7 @@ paper's moves, and all six SLAs met, each as mean, sample standard deviation, mi
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -25,21 +26,33 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import REPO_ROOT, check_out_path, machine_info, write_report
-from slamorl_jax.cli_args import OneLineArgumentParser, fail
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
 from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
 
+PROG = "python -m benchmarks.training_seeds"
 ORACLE = "best_static_oracle"
 ANCHOR = "best_reachable_paper"
 REQUEST = "static_request"
 
 
 def train(seed: int, run_dir: Path, flags: list[str]) -> float:
-    """Run the training CLI for one seed into ``run_dir``; its wall time in seconds."""
+    """Run the training CLI for one seed into ``run_dir``; its wall time in seconds.
+
+    The child runs in this command's folder (relative paths in ``flags`` mean what the user meant)
+    with the repository on its import path; a failed run ends this command with the child's status
+    (2 for a bad flag, whose one-line error the child printed) and one line naming the seed."""
     command = [sys.executable, "-m", "slamorl_jax.train", f"--seed={seed}", f"--run_dir={run_dir}"]
     command += ["--progress=false", "--eval_episodes=0", *flags]
+    path = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))
     started = time.perf_counter()
-    subprocess.run(command, check=True, cwd=REPO_ROOT)
+    done = subprocess.run(command, env={**os.environ, "PYTHONPATH": path})
+    if done.returncode != 0:
+        print(
+            f"{PROG}: error: training seed {seed} into {run_dir} failed (exit {done.returncode})",
+            file=sys.stderr,
+        )
+        raise SystemExit(2 if done.returncode == 2 else 1)
     return time.perf_counter() - started
 
 
@@ -109,19 +122,38 @@ def to_markdown(payload: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seed_list(text: str) -> list[int]:
+    """``argparse`` type: comma-separated distinct training seeds in [0, 2**31)."""
+    try:
+        seeds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not all(0 <= seed < 2**31 for seed in seeds) or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct seeds in [0, 2**31), got {text!r}")
+    return seeds
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.training_seeds", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--seeds", default="0,1,2", help="training seeds to train, or those of --runs (default: %(default)s)"
+        "--seeds",
+        type=seed_list,
+        default="0,1,2",
+        help="training seeds to train, or those of --runs (default: %(default)s)",
     )
     parser.add_argument("--runs", default=None, help="existing run directories (one per seed) instead")
     parser.add_argument("--run-root", default="runs/seeds", help="parent of the trained runs' directories")
     parser.add_argument("--train-flags", default="", help="extra flags for slamorl_jax.train")
-    parser.add_argument("--episodes", type=int, default=2048, help="jobs per scenario and evaluation seed")
-    parser.add_argument("--eval-seeds", type=int, default=1, help="evaluation seeds per scenario")
+    parser.add_argument(
+        "--episodes",
+        type=bounded(int, 1, 1 << 20),
+        default=2048,
+        help="jobs per scenario and evaluation seed",
+    )
+    parser.add_argument(
+        "--eval-seeds", type=bounded(int, 1, 1000), default=1, help="evaluation seeds per scenario"
+    )
     parser.add_argument(
         "--scenarios",
         default=",".join(EVALUATION_SCENARIOS),
@@ -129,8 +161,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--out", required=True, help="JSON output (Markdown written beside it)")
     args = parser.parse_args(argv)
-    if args.episodes < 1 or args.eval_seeds < 1:
-        fail("--episodes and --eval-seeds must be >= 1", parser.prog)
+    try:
+        args.train_flags = shlex.split(args.train_flags)
+    except ValueError as error:  # an unclosed quote
+        fail(f"--train-flags: {error}", PROG)
     args.scenarios = tuple(name.strip() for name in args.scenarios.split(","))
     unknown = [name for name in args.scenarios if name not in ALL_SCENARIOS]
     if unknown:
@@ -145,23 +179,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Train or take the runs, evaluate each, write the spread."""
     args = parse_args(argv)
-    from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.checkpoint import CheckpointError, load_policy, run_root
     from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
 
-    seeds = [int(s) for s in args.seeds.split(",")]
+    seeds = args.seeds
     wall: list[float] = []
     if args.runs:
         runs = [Path(r) for r in args.runs.split(",")]
         if len(runs) != len(seeds):
-            fail(
-                f"--runs names {len(runs)} runs but --seeds {len(seeds)} seeds",
-                "python -m benchmarks.training_seeds",
-            )
+            fail(f"--runs names {len(runs)} runs but --seeds {len(seeds)} seeds", PROG)
+        for run in runs:  # every run checked before the first is evaluated
+            try:
+                run_root(run / "checkpoints")
+            except CheckpointError as error:
+                fail(f"--runs: {error}", PROG)
     else:
         runs = [Path(args.run_root) / f"seed{seed}" for seed in seeds]
         for seed, run in zip(seeds, runs, strict=True):
             print(f"training seed {seed} into {run}", flush=True)
-            wall.append(train(seed, run, shlex.split(args.train_flags)))
+            wall.append(train(seed, run, args.train_flags))
     config = SuiteConfig(
         scenarios=args.scenarios, episodes=args.episodes, seeds=args.eval_seeds, front_points=0
     )
@@ -174,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     payload = {
         "seeds": seeds,  # with --runs: the seeds those runs were trained with, as given
         "runs": [str(r) for r in runs],
-        "train_flags": args.train_flags,
+        "train_flags": shlex.join(args.train_flags),
         "train_wall_s": wall,
         "episodes": args.episodes,
         "eval_seeds": args.eval_seeds,
@@ -189,4 +225,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, PROG)

@@ -81,3 +81,34 @@ def test_a_failed_report_write_leaves_the_previous_report_whole(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.md"]
     assert write_report(out, {"run": 3}, "third") == (out, out.with_suffix(".md"))
     assert out.with_suffix(".md").read_text() == "third\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "phrase"),
+    [
+        (["--seeds=0,x"], "--seeds: expected comma-separated integers"),
+        (["--seeds=1,1"], "expected distinct seeds"),
+        (["--train-flags='--seed"], "--train-flags: No closing quotation"),
+        (["--seeds=0", "--runs=missing"], "--runs: checkpoint path"),
+        (
+            ["--seeds=0", "--train-flags=--bogus", "--run-root=rr"],
+            "training seed 0 into rr/seed0 failed (exit 2)",
+        ),
+    ],
+)
+def test_training_seeds_refuses_bad_input_in_one_line(
+    flags: list[str],
+    phrase: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Bad seeds, flags or runs end the benchmark before any evaluation, in one line of its own (a
+    failed training child prints its own error line first)."""
+    from benchmarks.training_seeds import main
+
+    monkeypatch.chdir(tmp_path)
+    outcome = call(lambda: main([*flags, "--out=report.json"]), capsys, tmp_path)
+    ours = [line for line in outcome.stderr.splitlines() if line.startswith("python -m benchmarks.")]
+    assert outcome.code == 2 and len(ours) == 1 and phrase in ours[0], outcome.report()
+    assert not outcome.new_paths and "Traceback" not in outcome.stderr, outcome.report()
