@@ -17,7 +17,6 @@ includes JAX itself, about 0.3-0.5 GB). Prints one JSON object.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import resource
@@ -36,8 +35,10 @@ from benchmarks.common import Timing, time_call
 from benchmarks.env_throughput import default_steps
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command
 from slamorl_jax.env import JobAllocationEnv, scenario_params
 from slamorl_jax.env.batched_step import step_envs
+from slamorl_jax.env.scenarios import SCENARIOS
 from slamorl_jax.learner_jit import jit_learner, replicate
 from slamorl_jax.sharding import constrain_batch, env_mesh
 
@@ -127,13 +128,17 @@ def peak_memory_bytes() -> dict[str, int | None]:
 
 def main() -> None:
     """Parse the arguments, measure, print one JSON object."""
-    parser = argparse.ArgumentParser()
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.scaling_worker", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--kind", choices=("env", "train"), required=True)
-    parser.add_argument("--num-envs", type=int, required=True)
-    parser.add_argument("--steps", type=int, default=None, help="default: about 2**20 env steps per call")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--updates-per-chunk", type=int, default=1)
-    parser.add_argument("--scenario", default="mixed")
+    parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 24), required=True)
+    parser.add_argument(
+        "--steps", type=bounded(int, 1, 1 << 30), default=None, help="default: about 2**20 env steps per call"
+    )
+    parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=3)
+    parser.add_argument("--updates-per-chunk", type=bounded(int, 1, 10_000), default=1)
+    parser.add_argument("--scenario", choices=SCENARIOS, default="mixed")
     args = parser.parse_args()
     if args.kind == "env":
         steps = args.steps or default_steps(args.num_envs)
@@ -153,4 +158,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.scaling_worker")
