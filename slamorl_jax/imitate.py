@@ -9,8 +9,9 @@ job's report, as ``recommend --job`` reads it, and the allocation of its next ep
 report under ``imitation`` in its meta) that ``recommend``, ``evaluate`` and ``load_policy`` read
 and ``train --init_from`` starts a PPO run from. It prints a JSON report: the rows learnt from and
 held out, and the loss and accuracy (greedy action = logged action) before and after. Bad input
-(an unreadable or bad log, a decision outside the cluster, a folder that already holds
-checkpoints) exits 2 with one line.
+(an unreadable or bad log; a decision whose current or next allocation lies outside the policy's
+cluster, named by its place in the log (a .jsonl's line) and field; an ``--out`` that is not a new
+or empty folder or not a usable path) exits 2 with one line, before anything is trained or written.
 """
 
 from __future__ import annotations

@@ -50,23 +50,30 @@ def cluster_limits(gpus: int, params: EnvParams) -> tuple[int, int, int]:
     return most_gpus, most_cpus, step
 
 
-def check_in_cluster(name: str, gpus: int, cpus: int, params: EnvParams) -> None:
-    """Raise ``ValueError`` unless ``gpus`` GPUs and ``cpus`` CPUs fit the cluster of ``params``."""
+def check_in_cluster(name: str | tuple[str, str], gpus: int, cpus: int, params: EnvParams) -> None:
+    """Raise ``ValueError`` unless ``gpus`` GPUs and ``cpus`` CPUs fit the cluster of ``params``.
+
+    The message starts with ``name``, the allocation's, or, given the names of its GPU and CPU
+    fields (``("next_gpus", "next_cpus")``), with the name of the one at fault. The one check of an
+    allocation against the cluster: live jobs, logged decisions and history records all use it."""
+    gpu_name, cpu_name = (name, name) if isinstance(name, str) else name
     most_gpus, most_cpus, step = cluster_limits(gpus, params)
     per_node = _int(params.gpus_per_node)
     if gpus > most_gpus:
         raise ValueError(
-            f"{name}: {gpus} GPUs is outside the policy's cluster: at most {most_gpus} GPUs per job "
+            f"{gpu_name}: {gpus} GPUs is outside the policy's cluster: at most {most_gpus} GPUs per job "
             f"({per_node} per node); the policy cannot place this job"
         )
     if cpus > most_cpus:
         nodes = -(-gpus // per_node)
         raise ValueError(
-            f"{name}: {cpus} CPUs with {gpus} GPUs is outside the policy's cluster: at most {most_cpus} "
+            f"{cpu_name}: {cpus} CPUs with {gpus} GPUs is outside the policy's cluster: at most {most_cpus} "
             f"CPUs on {nodes} node(s) of {_int(params.cpus_per_node)}"
         )
     if cpus % step:
-        raise ValueError(f"{name}: {cpus} CPUs is not a multiple of the policy cluster's CPU step ({step})")
+        raise ValueError(
+            f"{cpu_name}: {cpus} CPUs is not a multiple of the policy cluster's CPU step ({step})"
+        )
 
 
 def _epoch_time_range(params: EnvParams) -> tuple[float, float]:

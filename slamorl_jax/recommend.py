@@ -15,7 +15,8 @@ send it (``slamorl_jax.live_start``): ``--forecast_start`` answers with the allo
 forecast ranks first (``"source": "forecast"``; the start ``evaluate`` reports as
 ``policy_from_forecast``), ``--history=store.json`` (or ``.csv``; ``slamorl_jax.history``)
 answers with the allocation of the store's nearest record (``"source": "history"``, the record and
-its distance; a job that has run epochs gets the policy's answer as usual), and ``--probe_plan``
+its distance; a job that has run epochs gets the policy's answer as usual, though a missing,
+unreadable or malformed store is refused either way), and ``--probe_plan``
 answers with the probe runs to make first; reported back as the job's ``probes``, they feed the
 online model the policy's forecasts use. ``--suggest_slas`` answers a new job whose user left out
 its deadline, budget or minimum throughput (``deadline_s`` and ``budget_usd`` may then be missing)
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
             and {"deadline_s", "budget_usd"} & set(left_out)
         )
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
-    records = read_history(args.history) if args.history is not None and job.epochs_done == 0 else None
+    records = read_history(args.history) if args.history is not None else None
     if not path_exists(args.checkpoint):
         fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
     from slamorl_jax.checkpoint import CheckpointError, load_policy
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.suggest_slas:
         print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=2))
         return 0
-    if records is not None or args.probe_plan or (args.forecast_start and new_job):
+    if (records is not None and new_job) or args.probe_plan or (args.forecast_start and new_job):
         print(json.dumps(first_allocation(policy, job, records, args.forecast_start), indent=2))
         return 0
     try:

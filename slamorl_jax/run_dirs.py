@@ -29,6 +29,12 @@ def _missing_ancestors(path: Path) -> list[Path]:
     return missing[::-1]
 
 
+def unusable_path(error: OSError | ValueError) -> str:
+    """Why the filesystem refused to even look a path up (a name too long, a NUL byte, a folder it
+    may not search), as ``not a usable path: <reason>``."""
+    return f"not a usable path: {getattr(error, 'strerror', None) or error}"
+
+
 def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
     """Raise :class:`RunDirError` if ``path`` cannot serve as the directory of ``flag``."""
     if "\0" in str(path):
@@ -36,9 +42,7 @@ def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
     try:
         existing = next((p for p in (path, *path.parents) if p.exists()), None)
     except (OSError, ValueError) as err:  # a NUL byte, a name too long, an unreadable parent
-        raise RunDirError(
-            f"{flag} {str(path)!r} is not a usable path: {getattr(err, 'strerror', None) or err}"
-        ) from None
+        raise RunDirError(f"{flag} {str(path)!r} is {unusable_path(err)}") from None
     if existing == path and not path.is_dir():
         raise RunDirError(f"{flag} {str(path)!r} is a file, not a directory")
     if must_exist and existing != path:
@@ -85,14 +89,18 @@ def path_exists(path: str | Path) -> bool:
 
 def new_folder_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot take a checkpoint of its own (an exported or pre-trained policy), or
-    ``None`` when it can: it must be absent or an empty folder, in a folder that exists."""
+    ``None`` when it can: it must be absent or an empty folder, in a folder that exists, at a path the
+    filesystem can hold (not a name too long)."""
     path = Path(path)
     if "\0" in str(path):
         return "not a path (it holds a NUL byte)"
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        return "must be a new or empty folder"
-    if not path.parent.is_dir():
-        return "its folder does not exist"
+    try:
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            return "must be a new or empty folder"
+        if not path.parent.is_dir():
+            return "its folder does not exist"
+    except (OSError, ValueError) as err:  # a name too long, a folder it may not list
+        return unusable_path(err)
     return None
 
 

@@ -148,6 +148,40 @@ def test_bad_stores_are_refused_with_one_line(
     assert_refused(outcome, name)
 
 
+CSV_HEADER = "workload,gpu_type,epochs,deadline_s,budget_usd,preference,best_gpus,best_cpus\n"
+# Stores whose one bad record holds an allocation outside the default cluster (16 GPUs a job, 48 CPUs
+# a node, CPU step 4), and what ``check``'s one line must name: the record and the field.
+OUTSIDE_THE_CLUSTER = {
+    "gpus.json": (json.dumps([GOOD, {**GOOD, "best_gpus": 1000}]), ["record 1", "best_gpus", "1000 GPUs"]),
+    "cpus.json": (json.dumps([{**GOOD, "best_cpus": 100_000}]), ["record 0", "best_cpus", "100000 CPUs"]),
+    "off_step.json": (json.dumps([{**GOOD, "best_cpus": 18}]), ["record 0", "best_cpus", "CPU step"]),
+    "gpus.csv": (CSV_HEADER + f"{WORKLOAD},T4,60,90000,80,time,64,16\n", ["row 2", "best_gpus", "64 GPUs"]),
+}
+
+
+@pytest.mark.parametrize("name", list(OUTSIDE_THE_CLUSTER))
+def test_check_refuses_records_outside_the_cluster(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, phrases = OUTSIDE_THE_CLUSTER[name]
+    (tmp_path / name).write_text(text)
+    outcome = call(lambda: history_cli.main(["check", f"--store={tmp_path / name}"]), capsys, tmp_path)
+    assert_refused(outcome, name, *phrases)
+
+
+def test_build_refuses_an_unusable_out_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name the filesystem cannot hold is one line and exit 2, before the checkpoint is read."""
+    out = tmp_path / ("n" * 300 + ".json")
+    outcome = call(
+        lambda: history_cli.main(["build", f"--out={out}", "--checkpoint=no/such/run", "--jobs=2"]),
+        capsys,
+        tmp_path,
+    )
+    assert_refused(outcome, "--out", "not a usable path: File name too long")
+
+
 def test_check_summarises_a_good_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     save_records(TINY_STORE, tmp_path / "store.json")
     outcome = call(

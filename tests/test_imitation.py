@@ -22,9 +22,14 @@ from slamorl_jax.env import action_sets
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.evaluation.baselines import BestStatic
-from slamorl_jax.history.decisions import decision_from_mapping, load_decisions, save_decisions
+from slamorl_jax.history.decisions import (
+    Decision,
+    decision_from_mapping,
+    load_decisions,
+    save_decisions,
+)
 from slamorl_jax.history.demonstrations import decision_demonstrations, oracle_demonstrations
-from slamorl_jax.live import job_description
+from slamorl_jax.live import LiveJob, job_description
 from slamorl_jax.warm_start import initial_params
 
 CONFIG = TrainConfig()
@@ -105,16 +110,38 @@ def test_bad_logs_are_refused_with_one_line(
     assert set(tmp_path.iterdir()) == before
 
 
-def test_a_decision_outside_the_cluster_is_refused_by_index(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+# A second decision (line 2 of the log) changed so that one allocation leaves the default cluster
+# (16 GPUs a job, 48 CPUs a node, CPU step 4), and what its one line must name.
+OUTSIDE_THE_CLUSTER = {
+    "current gpus": ({"gpus": 64, "cpus": 256}, ["line 2", "current allocation", "64 GPUs"]),
+    "next gpus": ({"next_gpus": 1000}, ["line 2", "next_gpus", "1000 GPUs", "at most 16"]),
+    "next cpus": ({"next_cpus": 100_000}, ["line 2", "next_cpus", "100000 CPUs"]),
+    "next cpus off the step": ({"next_cpus": 18}, ["line 2", "next_cpus", "CPU step"]),
+}
+
+
+@pytest.mark.parametrize("case", list(OUTSIDE_THE_CLUSTER))
+def test_a_decision_outside_the_cluster_is_refused_by_line_and_field(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    save_decisions([DECISION, {**DECISION, "gpus": 64, "cpus": 256}], tmp_path / "log.jsonl")
+    """The module's docstring: a decision outside the cluster exits 2 with one line, before any
+    training and without counting it as merely inexact."""
+    changes, phrases = OUTSIDE_THE_CLUSTER[case]
+    save_decisions([DECISION, {**DECISION, **changes}], tmp_path / "log.jsonl")
     outcome = call(
         lambda: imitate.main([f"--decisions={tmp_path / 'log.jsonl'}", f"--out={tmp_path / 'out'}"]),
         capsys,
         tmp_path,
     )
-    assert_refused(outcome, "decision 1")
+    assert_refused(outcome, "log.jsonl", *phrases)
+
+
+def test_a_decision_outside_the_cluster_is_refused_by_index_without_a_log() -> None:
+    """Decisions made in Python (no log line to name) are named by their index."""
+    job = LiveJob.from_dict({k: v for k, v in DECISION.items() if k not in ("next_gpus", "next_cpus")})
+    decisions = [Decision(job, 4, 16), Decision(job, 1000, 16)]
+    with pytest.raises(ValueError, match="decision 1: next_gpus: 1000 GPUs"):
+        decision_demonstrations(decisions, CONFIG)
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +226,7 @@ def test_the_policy_config_follows_like_and_the_network_flags(tmp_path: Path) ->
         (["--oracle_jobs=8", "--out=o", "--holdout=1"], "--holdout"),
         (["--oracle_jobs=8", "--out=o", "--like=no/such/run"], "does not exist"),
         (["--oracle_jobs=8", "--out=missing/o"], "its folder does not exist"),
+        (["--oracle_jobs=8", "--out=" + "n" * 300], "not a usable path: File name too long"),
     ],
 )
 def test_bad_command_lines_are_refused(

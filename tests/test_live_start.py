@@ -152,6 +152,19 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     assert_refused(outcome, "missing.json")
 
 
+@pytest.mark.parametrize("store", ["missing.json", "bad.json", "store.txt"])
+@pytest.mark.parametrize("epochs_done", [0, 2])
+def test_an_unusable_history_is_refused_whether_or_not_the_job_has_run(
+    store: str, epochs_done: int, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--history`` is read and checked even for a job that has run epochs (which then gets the
+    policy's answer): a missing, malformed or wrongly named store is one line and exit 2."""
+    (workdir / "bad.json").write_text('{"records": [{"workload": 1}]}')
+    (workdir / "store.txt").write_text((workdir / "store.json").read_text())
+    job = {**NEW_JOB, "epochs_done": epochs_done, "elapsed_s": 1550 * epochs_done}
+    assert_refused(call(_recommend(job, f"--history={store}"), capsys, workdir), "--history", store)
+
+
 def _profile_outcome(job: dict, gpus: int, cpus: int, params: object) -> tuple[float, float, float]:
     """(completion s, total cost $, the job's samples / completion s) of ``job`` moved before its
     first epoch to ``(gpus, cpus)`` and held there, on its workload's profile: the pause, then every

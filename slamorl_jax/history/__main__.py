@@ -4,7 +4,9 @@
 checkpoint's policy was trained on (its config's cluster, prices and preferences; ``--scenario`` to
 choose another) from ``--seed`` and records each with its best static allocation in hindsight
 (``history/build.py``); ``--out`` ending in ``.csv`` writes CSV. ``check --store=PATH`` reads a store
-(JSON or CSV, ``history/records.py``) and prints a JSON summary. Bad input exits 2 with one line.
+(JSON or CSV, ``history/records.py``; each record's best allocation must fit the default cluster,
+the one every policy here is trained on) and prints a JSON summary. Bad input exits 2 with one line,
+an unusable ``--out`` before any job is simulated.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command
-from slamorl_jax.run_dirs import path_exists
+from slamorl_jax.run_dirs import path_exists, unusable_path
 
 PROG = "python -m slamorl_jax.history"
 DEFAULT_CHECKPOINT = "checkpoints/default"
@@ -38,17 +40,28 @@ def parser() -> OneLineArgumentParser:
     return top
 
 
+def out_problem(out: Path, overwrite: bool) -> str | None:
+    """Why ``build`` cannot write its store to ``out`` (``None`` when it can): a ``.json`` or ``.csv``
+    file, new unless ``overwrite``, in a folder that exists, at a path the filesystem can hold."""
+    if out.suffix.lower() not in (".json", ".csv"):
+        return "must end in .json or .csv"
+    try:
+        if out.is_dir():
+            return "is a directory"
+        if out.exists() and not overwrite:
+            return "already exists; pass --overwrite to replace it"
+        if not out.parent.is_dir():
+            return "its folder does not exist"
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte, an unreadable folder
+        return unusable_path(err)
+    return None
+
+
 def build(args: object) -> int:
     """The ``build`` sub-command."""
     out = Path(args.out)
-    if out.suffix.lower() not in (".json", ".csv"):
-        fail(f"--out {args.out!r} must end in .json or .csv", PROG)
-    if out.exists() and out.is_dir():
-        fail(f"--out {args.out!r} is a directory", PROG)
-    if out.exists() and not args.overwrite:
-        fail(f"--out {args.out!r} already exists; pass --overwrite to replace it", PROG)
-    if not out.parent.is_dir():
-        fail(f"--out {args.out!r}: its folder does not exist", PROG)
+    if problem := out_problem(out, args.overwrite):
+        fail(f"--out {args.out!r}: {problem}", PROG)
     if not path_exists(args.checkpoint):
         fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
     import jax
@@ -82,11 +95,12 @@ def build(args: object) -> int:
 
 
 def check(args: object) -> int:
-    """The ``check`` sub-command."""
+    """The ``check`` sub-command: every field valid, every best allocation in the default cluster."""
+    from slamorl_jax.env import default_params
     from slamorl_jax.history.records import load_records
 
     try:
-        records = load_records(args.store)
+        records = load_records(args.store, cluster=default_params())
     except ValueError as err:
         fail(str(err), PROG)
     summary = {

@@ -15,6 +15,9 @@ Lines (``.jsonl``): one decision object a line, blank lines skipped. Each decisi
 
 :func:`load_decisions` refuses a file it cannot read or parse, an empty log, and any decision with a
 missing, unknown or bad field (``ValueError`` naming the file, the decision and the field, one line).
+Whether an allocation fits the cluster depends on the policy's: ``demonstrations.decision_demonstrations``
+refuses a current or next allocation outside it, naming the decision the same way (its line of a
+JSON Lines log).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Decision:
     job: LiveJob
     next_gpus: int
     next_cpus: int
+    where: str = dataclasses.field(default="", compare=False)  # e.g. "log.jsonl line 3", for errors
 
 
 def decision_from_mapping(data: Any, where: str) -> Decision:
@@ -64,7 +68,7 @@ def decision_from_mapping(data: Any, where: str) -> Decision:
         job = LiveJob.from_dict(report)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
-    return Decision(job, *counts)
+    return Decision(job, *counts, where=where)
 
 
 def decisions_from_text(text: str, source: str, lines: bool) -> list[Decision]:

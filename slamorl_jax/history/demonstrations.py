@@ -31,8 +31,9 @@ from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.episodes import step_once
 from slamorl_jax.evaluation.baselines import BestStatic
-from slamorl_jax.history.decisions import Decision
+from slamorl_jax.history.decisions import NEXT_FIELDS, Decision
 from slamorl_jax.live import check_recommendable, live_state
+from slamorl_jax.live_checks import check_in_cluster
 
 
 @functools.lru_cache(maxsize=4)
@@ -55,25 +56,34 @@ def decision_demonstrations(
     """The demonstrations of logged ``decisions`` for a policy of ``config`` (its cluster and action
     set), and counts: ``decisions``, ``moves`` (next allocation elsewhere) and ``inexact`` (next
     allocation the set cannot reach in one action; labelled with the nearest). ``ValueError`` naming
-    the decision for a finished job or an allocation outside the cluster."""
+    the decision for a finished job or an allocation outside the cluster (:func:`check_decisions`)."""
     if not decisions:
         raise ValueError("no decisions to learn from")
     params = env_params_from_config(config)
+    check_decisions(decisions, params)
     label = _labeller(config.actions)
     rows: list[tuple] = []
     moves = 0
-    for i, decision in enumerate(decisions):
+    for decision in decisions:
         job = decision.job
-        try:
-            check_recommendable(job, params)
-        except ValueError as err:
-            raise ValueError(f"decision {i}: {err}") from None
         state = live_state(job, params)
         rows.append(label(state, jnp.int32(decision.next_gpus), jnp.int32(decision.next_cpus), params))
         moves += int((decision.next_gpus, decision.next_cpus) != (job.gpus, job.cpus))
     obs, weights, actions, exact = (np.stack([np.asarray(row[k]) for row in rows]) for k in range(4))
     counts = {"decisions": len(rows), "moves": moves, "inexact": int(np.sum(~exact))}
     return Demonstrations(obs, weights, actions.astype(np.int32)), counts
+
+
+def check_decisions(decisions: Sequence[Decision], params: EnvParams) -> None:
+    """``ValueError`` naming the first decision (its ``where``, else its index) of a finished job or
+    with an allocation, current, requested, measured or next, outside the cluster of ``params``
+    (``live_checks.check_in_cluster``: what ``recommend`` refuses of a job)."""
+    for i, decision in enumerate(decisions):
+        try:
+            check_recommendable(decision.job, params)
+            check_in_cluster(NEXT_FIELDS, decision.next_gpus, decision.next_cpus, params)
+        except ValueError as err:
+            raise ValueError(f"{decision.where or f'decision {i}'}: {err}") from None
 
 
 @functools.lru_cache(maxsize=4)

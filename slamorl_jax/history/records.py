@@ -17,7 +17,11 @@ as notes and ignored), or a bare list of records; each record an object::
 ``preference`` a preset name or three weights separated by spaces or semicolons (``0.6;0.2;0.2``).
 
 :func:`load_records` refuses a file it cannot read or parse, an empty store, and any record with a
-missing, unknown or bad field (``ValueError`` naming the file, the record and the field, one line).
+missing, unknown or bad field (``ValueError`` naming the file, the record and the field, one line);
+given a cluster (``EnvParams``), also a record whose best allocation it cannot hold
+(``live_checks.check_in_cluster``, what ``recommend`` refuses of a job). ``python -m
+slamorl_jax.history check`` checks against the default cluster; ``recommend`` and ``evaluate`` clip
+a record's allocation to the policy's cluster instead.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from typing import Any
 
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.live_checks import check_in_cluster
 
 RECORD_FIELDS = (
     "workload",
@@ -44,6 +50,7 @@ RECORD_FIELDS = (
     "best_gpus",
     "best_cpus",
 )
+BEST_FIELDS = ("best_gpus", "best_cpus")
 MAX_COUNT = 1_000_000  # largest epoch, GPU or CPU count accepted
 MAX_VALUE = 1e12  # largest deadline (s) or budget ($) accepted
 
@@ -66,8 +73,11 @@ class HistoryRecord:
         return {**dataclasses.asdict(self), "preference": [round(w, 6) for w in self.preference]}
 
 
-def record_from_mapping(data: Any, where: str, catalog: Catalog | None = None) -> HistoryRecord:
-    """A record from a JSON object or CSV row; ``ValueError`` (prefixed ``where``) on any bad field."""
+def record_from_mapping(
+    data: Any, where: str, catalog: Catalog | None = None, cluster: EnvParams | None = None
+) -> HistoryRecord:
+    """A record from a JSON object or CSV row; ``ValueError`` (prefixed ``where``) on any bad field,
+    and, given a ``cluster``, on a best allocation outside it."""
     if not isinstance(data, Mapping):
         raise ValueError(f"{where}: a record must be an object with fields {', '.join(RECORD_FIELDS)}")
     unknown = sorted(str(k) for k in set(data) - set(RECORD_FIELDS))
@@ -86,6 +96,8 @@ def record_from_mapping(data: Any, where: str, catalog: Catalog | None = None) -
         counts = {name: _count(name, data[name]) for name in ("epochs", "best_gpus", "best_cpus")}
         limits = {name: _positive(name, data[name]) for name in ("deadline_s", "budget_usd")}
         preference = _preference(data["preference"])
+        if cluster is not None:
+            check_in_cluster(BEST_FIELDS, counts["best_gpus"], counts["best_cpus"], cluster)
     except ValueError as err:
         raise ValueError(f"{where}: {err}") from None
     return HistoryRecord(
@@ -167,13 +179,19 @@ def json_list(text: str, source: str, what: str, key: str) -> list:
     return data
 
 
-def records_from_json(text: str, source: str, catalog: Catalog | None = None) -> list[HistoryRecord]:
+def records_from_json(
+    text: str, source: str, catalog: Catalog | None = None, cluster: EnvParams | None = None
+) -> list[HistoryRecord]:
     """The records of a JSON document (module docstring)."""
     data = json_list(text, source, "history store", "records")
-    return [record_from_mapping(item, f"{source} record {i}", catalog) for i, item in enumerate(data)]
+    return [
+        record_from_mapping(item, f"{source} record {i}", catalog, cluster) for i, item in enumerate(data)
+    ]
 
 
-def records_from_csv(text: str, source: str, catalog: Catalog | None = None) -> list[HistoryRecord]:
+def records_from_csv(
+    text: str, source: str, catalog: Catalog | None = None, cluster: EnvParams | None = None
+) -> list[HistoryRecord]:
     """The records of a CSV document (module docstring)."""
     reader = csv.DictReader(io.StringIO(text))
     try:
@@ -190,7 +208,7 @@ def records_from_csv(text: str, source: str, catalog: Catalog | None = None) -> 
         where = f"{source} row {i + 2}"  # the header is row 1
         if None in row or any(value is None for value in row.values()):
             raise ValueError(f"{where}: expected {len(RECORD_FIELDS)} cells")
-        records.append(record_from_mapping(row, where, catalog))
+        records.append(record_from_mapping(row, where, catalog, cluster))
     return records
 
 
@@ -209,13 +227,16 @@ def read_text(source: str, what: str, suffixes: Sequence[str]) -> str:
         raise ValueError(f"{what} {source!r} is not UTF-8 text (byte {err.start})") from None
 
 
-def load_records(path: str | Path, catalog: Catalog | None = None) -> list[HistoryRecord]:
-    """The records of a ``.json`` or ``.csv`` history store; ``ValueError`` with one line on bad input."""
+def load_records(
+    path: str | Path, catalog: Catalog | None = None, cluster: EnvParams | None = None
+) -> list[HistoryRecord]:
+    """The records of a ``.json`` or ``.csv`` history store; ``ValueError`` with one line on bad input
+    (with a ``cluster``, also a best allocation outside it)."""
     source = str(path)
     suffix = Path(source).suffix.lower()
     text = read_text(source, "history store", (".json", ".csv"))
     parse = records_from_json if suffix == ".json" else records_from_csv
-    records = parse(text, source, catalog)
+    records = parse(text, source, catalog, cluster)
     if not records:
         raise ValueError(f"history store {source!r} holds no records")
     return records
