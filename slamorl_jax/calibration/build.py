@@ -10,6 +10,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from slamorl_jax.calibration.workloads import (
     WorkloadSpec,
     epoch_range,
 )
+from slamorl_jax.cli_args import cleanup_on_interrupt
 
 FORMAT_VERSION = 1
 GENERATED_BY = "python -m slamorl_jax.calibration"
@@ -300,19 +302,27 @@ def dumps(obj: dict[str, Any]) -> str:
 
 
 def write_json(obj: dict[str, Any], path: Path) -> None:
-    """Write ``obj`` to ``path`` atomically: a temporary file in the same folder, then rename."""
+    """Write ``obj`` to ``path`` atomically: a temporary file in the same folder, then one rename.
+
+    The folder must exist (a mistyped path makes no new folders). The JSON text is made before any
+    file, so a value JSON cannot hold (``ValueError``) creates nothing; a failed write (``OSError``)
+    or a Ctrl-C under :func:`slamorl_jax.cli_args.run_command` removes the temporary file and leaves
+    an existing ``path`` as it was.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    text = dumps(obj)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_tmp = partial(Path(tmp).unlink, missing_ok=True)
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(dumps(obj))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        with cleanup_on_interrupt(remove_tmp):
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        remove_tmp()
         raise
 
 

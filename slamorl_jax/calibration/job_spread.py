@@ -11,13 +11,16 @@ A job's true compute time is ``T_comp x exp(sigma_compute z1)`` and every sync t
   ``s = (T_sync / T_step) ** gamma >= MIN_SYNC_SHARE``.
 
 Robust spread = 1.4826 x median absolute deviation from the median; both sigmas rounded to 2
-decimals. ``python -m slamorl_jax.calibration.job_spread`` prints the evidence. NumPy + JAX only.
+decimals. ``python -m slamorl_jax.calibration.job_spread [--data-dir DIR] [--calibrated JSON]``
+prints the evidence (bad input: one line, exit status 2). NumPy + JAX only.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +39,10 @@ from slamorl_jax.calibration.loaders import (
 )
 from slamorl_jax.calibration.model import StepModel, samples_per_s_jax
 from slamorl_jax.calibration.workloads import WORKLOADS
+from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command
 from slamorl_jax.env import throughput
+
+PROG = "python -m slamorl_jax.calibration.job_spread"
 
 #: 1.4826 x MAD estimates the standard deviation of a normal sample.
 MAD_TO_SD = 1.4826
@@ -211,5 +217,48 @@ def format_markdown(sp: JobSpread) -> str:
     return "\n".join(head + [f"| {t} | {e} | {v} |" for t, e, v in rows])
 
 
+def _read_calibrated(text: str) -> None:
+    """Refuse (one line, exit 2) a ``--calibrated`` that is not a readable JSON object."""
+    try:
+        shipped = json.loads(Path(text).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        fail(f"--calibrated {text!r} is not valid JSON: {err.msg} (line {err.lineno})", PROG)
+    except UnicodeDecodeError:
+        fail(f"--calibrated {text!r} is not UTF-8 text", PROG)
+    except OSError as err:
+        fail(f"cannot read --calibrated {text!r}: {err.strerror or err}", PROG)
+    if not isinstance(shipped, dict) or "workloads" not in shipped:
+        fail(f"--calibrated {text!r} is not a calibrated-workloads JSON (no 'workloads')", PROG)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and print :func:`format_markdown` of :func:`job_spread`; bad input is
+    one line on stderr and exit status 2."""
+    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data-dir",
+        default=str(DEFAULT_DATA_DIR),
+        help="folder with the vendored data (default: the copy inside the package)",
+    )
+    parser.add_argument(
+        "--calibrated",
+        default=str(DEFAULT_OUTPUT),
+        help="calibrated-workloads JSON whose fits to use (default: the one the environment loads)",
+    )
+    args = parser.parse_args(argv)
+    if not Path(args.data_dir).is_dir():
+        fail(f"--data-dir {args.data_dir!r} is not a folder", PROG)
+    _read_calibrated(args.calibrated)
+    where = f"--data-dir {args.data_dir!r} and --calibrated {args.calibrated!r}"
+    try:
+        spread = job_spread(Path(args.data_dir), Path(args.calibrated))
+    except KeyError as err:
+        fail(f"cannot size the spreads from {where}: missing {err.args[0] if err.args else err!r}", PROG)
+    except (ValueError, TypeError, IndexError, csv.Error, OSError) as err:
+        fail(f"cannot size the spreads from {where}: {first_line(err)}", PROG)
+    print(format_markdown(spread))
+    return 0
+
+
 if __name__ == "__main__":
-    print(format_markdown(job_spread()))
+    run_command(main, PROG)
