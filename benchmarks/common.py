@@ -21,6 +21,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -30,10 +31,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, first_line
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, cleanup_on_interrupt, fail, first_line
 from slamorl_jax.run_dirs import RunDirError, check_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+NAME_MAX = 255  # the longest file name (bytes) of common file systems (ext4, XFS, APFS, NTFS)
 
 
 @dataclasses.dataclass
@@ -185,29 +187,41 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 def write_report(out: Path, payload: Mapping[str, Any], markdown: str) -> tuple[Path, Path]:
     """Write ``payload`` as JSON to ``out`` and ``markdown`` beside it (same name, ``.md``).
 
-    Both files are written to temporary names first and renamed into place only when both are
-    written, so a failed write (a full disk) leaves the previous report whole, not half replaced."""
+    Both are written to temporary files first (short names, so a name ``--out`` accepted stays
+    writable) and renamed into place, the JSON first, only when both are written: a failed write (a
+    full disk) or a Ctrl-C leaves the previous report whole and no temporary file behind."""
     out.parent.mkdir(parents=True, exist_ok=True)
     md = out.with_suffix(".md")
     texts = {out: json.dumps(payload, indent=2) + "\n", md: markdown + "\n"}
-    temporary = {path: path.with_name(f".{path.name}.tmp") for path in texts}
-    try:
-        for path, text in texts.items():
-            temporary[path].write_text(text)
-        for path, temp in temporary.items():
-            temp.replace(path)
-    finally:
+    temporary: dict[Path, Path] = {}
+
+    def remove_temporary() -> None:
         for temp in temporary.values():
             temp.unlink(missing_ok=True)
+
+    with cleanup_on_interrupt(remove_temporary):
+        try:
+            for path, text in texts.items():
+                handle, name = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
+                os.close(handle)
+                temporary[path] = Path(name)
+                temporary[path].write_text(text)
+            for path, temp in temporary.items():
+                temp.replace(path)
+        finally:
+            remove_temporary()
     return out, md
 
 
 def check_out_path(out: Path, prog: str) -> None:
-    """Exit 2 with one line unless the report can be written: ``out`` ends in ``.json``, neither it
-    nor its Markdown twin is a folder, and its folder exists writable or can be created (checked
-    before a benchmark runs, so a long run is not lost to a bad ``--out``)."""
+    """Exit 2 with one line unless the report can be written: ``out`` ends in ``.json``, its name
+    fits a file system's 255 bytes, neither it nor its Markdown twin is a folder, and its folder
+    exists writable or can be created (checked before a benchmark runs, so a long run is not lost
+    to a bad ``--out``)."""
     if out.suffix != ".json":
         fail(f"--out must end in .json, got {str(out)!r}", prog)
+    if len(os.fsencode(out.name)) > NAME_MAX:
+        fail(f"--out {str(out)!r}: its file name is longer than {NAME_MAX} bytes", prog)
     try:
         check_dir("--out", out.parent)
         folder = next((path for path in (out, out.with_suffix(".md")) if path.is_dir()), None)

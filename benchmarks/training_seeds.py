@@ -179,7 +179,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Train or take the runs, evaluate each, write the spread."""
     args = parse_args(argv)
-    from slamorl_jax.checkpoint import CheckpointError, load_policy, run_root
+    from slamorl_jax.checkpoint import CheckpointError, load_policy, read_meta
     from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
 
     seeds = args.seeds
@@ -188,9 +188,9 @@ def main(argv: list[str] | None = None) -> None:
         runs = [Path(r) for r in args.runs.split(",")]
         if len(runs) != len(seeds):
             fail(f"--runs names {len(runs)} runs but --seeds {len(seeds)} seeds", PROG)
-        for run in runs:  # every run checked before the first is evaluated
+        for run in runs:  # every run's meta checked before the first is evaluated
             try:
-                run_root(run / "checkpoints")
+                read_meta(run / "checkpoints")
             except CheckpointError as error:
                 fail(f"--runs: {error}", PROG)
     else:
@@ -204,7 +204,11 @@ def main(argv: list[str] | None = None) -> None:
     per_run = []
     for run in runs:
         print(f"evaluating {run}", flush=True)
-        payload, _ = run_suite(load_policy(run / "checkpoints"), config)
+        try:
+            policy = load_policy(run / "checkpoints")
+        except CheckpointError as error:  # its arrays damaged (the meta was checked above)
+            fail(str(error), PROG)
+        payload, _ = run_suite(policy, config)
         per_run.append(figures_of(payload))
     names = list(per_run[0])
     payload = {

@@ -167,7 +167,7 @@ def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
         )
     try:
         validate_config(TrainConfig.from_dict(meta["config"]))
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a value of another type
         raise CheckpointError(f"checkpoint {root / str(step)} has an incompatible config: {err}") from None
     problem = _meta_field_problem(meta)
     if problem is not None:

@@ -100,7 +100,7 @@ def _is_host_port(address: str) -> bool:
     """``address`` is ``host:port`` (an IPv6 host in brackets) with a port JAX's coordinator can
     bind: XLA aborts the whole process on any other port instead of raising."""
     host, colon, port = address.rpartition(":")
-    return bool(host and colon) and port.isdigit() and 1 <= int(port) <= 65535
+    return bool(host and colon) and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
 
 
 def initialize(options: DistributedOptions) -> bool:

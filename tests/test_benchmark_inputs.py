@@ -4,6 +4,7 @@ package's commands do: one line, exit 2, nothing written (``benchmarks.common.pa
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,7 @@ def _check(out: Path, capsys: pytest.CaptureFixture[str], root: Path):
         ({"file": "x"}, "file/r.json", "is a file"),
         ({}, "r.txt", "must end in .json"),
         ({}, "x" * 300 + "/r.json", "not a usable path"),
+        ({}, "r" * 251 + ".json", "longer than 255 bytes"),
     ],
 )
 def test_an_unwritable_report_path_is_refused_before_the_run(
@@ -68,7 +70,7 @@ def test_a_failed_report_write_leaves_the_previous_report_whole(
     real_write = Path.write_text
 
     def full_disk_on_markdown(path: Path, text: str, *args: object, **kwargs: object) -> int:
-        if path.name.endswith(".md.tmp"):
+        if text == "new table\n":  # the Markdown's temporary file, written after the JSON's
             raise OSError(28, "No space left on device")
         return real_write(path, text, *args, **kwargs)
 
@@ -81,6 +83,36 @@ def test_a_failed_report_write_leaves_the_previous_report_whole(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.md"]
     assert write_report(out, {"run": 3}, "third") == (out, out.with_suffix(".md"))
     assert out.with_suffix(".md").read_text() == "third\n"
+
+
+def test_the_longest_accepted_report_name_is_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The temporary files' names are short, so a name ``--out`` accepts is one the write can make."""
+    from benchmarks.common import write_report
+
+    out = tmp_path / ("r" * 250 + ".json")
+    assert _check(out, capsys, tmp_path).code is None
+    write_report(out, {"run": 1}, "table")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [out.name, out.with_suffix(".md").name]
+
+
+def test_training_seeds_trains_in_the_callers_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The training child runs where the command was started (a relative ``--run-root`` lands there,
+    not in the repository) and imports this repository's package."""
+    import benchmarks.training_seeds as seeds
+
+    seen: dict[str, object] = {}
+
+    def fake_run(command: list[str], **kwargs: object) -> object:
+        seen.update(command=command, **kwargs)
+        return type("Done", (), {"returncode": 0})()
+
+    monkeypatch.setattr(seeds.subprocess, "run", fake_run)
+    seeds.train(3, Path("rr/seed3"), ["--num_envs=8"])
+    assert "--run_dir=rr/seed3" in seen["command"] and "--num_envs=8" in seen["command"]
+    assert seen.get("cwd") is None
+    assert str(seeds.REPO_ROOT) in str(seen["env"]["PYTHONPATH"]).split(os.pathsep)
 
 
 @pytest.mark.parametrize(
@@ -112,3 +144,30 @@ def test_training_seeds_refuses_bad_input_in_one_line(
     ours = [line for line in outcome.stderr.splitlines() if line.startswith("python -m benchmarks.")]
     assert outcome.code == 2 and len(ours) == 1 and phrase in ours[0], outcome.report()
     assert not outcome.new_paths and "Traceback" not in outcome.stderr, outcome.report()
+
+
+def test_an_interrupted_report_write_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C under ``run_command`` ends the process from its handler after the registered
+    clean-ups: the one ``write_report`` registers removes its temporary files."""
+    from benchmarks.common import write_report
+    from slamorl_jax import cli_args
+
+    out = tmp_path / "r.json"
+    write_report(out, {"run": 1}, "old table")
+
+    left: list[str] = []
+
+    def interrupted(path: Path, target: Path) -> None:
+        for cleanup in list(cli_args._cleanups):  # what the signal handler runs before os._exit
+            cleanup()
+        left.extend(sorted(p.name for p in tmp_path.iterdir()))  # all the process leaves behind
+        raise SystemExit(130)
+
+    monkeypatch.setattr(Path, "replace", interrupted)
+    with pytest.raises(SystemExit):
+        write_report(out, {"run": 2}, "new table")
+    monkeypatch.undo()
+    assert left == ["r.json", "r.md"]
+    assert out.with_suffix(".md").read_text() == "old table\n"

@@ -151,6 +151,7 @@ BROKEN = {
     # Malformed fields: refused in one CheckpointError, never an AttributeError or an unchecked load.
     "unknown action set": (edit_meta(config_extra={"actions": "bogus"}), "config: --actions must be"),
     "config value of another type": (edit_meta(config_extra={"learning_rate": "x"}), "incompatible config"),
+    "a preference that is not text": (edit_meta(config_extra={"preference": 5}), "incompatible config"),
     "action count not an integer": (edit_meta(num_actions="9"), "num_actions is not an integer"),
     "observation size missing a value": (edit_meta(observation_dim=None), "observation_dim is not an"),
     "digests a string": (edit_meta(array_sha256="abc"), "damaged: its meta's array_sha256 is not a map"),

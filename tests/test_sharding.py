@@ -177,6 +177,7 @@ def test_distributed_settings_from_flags_and_environment(monkeypatch: pytest.Mon
         (DistributedOptions(coordinator_address="localhost:0"), "host:port"),
         (DistributedOptions(coordinator_address=":1234"), "host:port"),
         (DistributedOptions(coordinator_address="localhost:http"), "host:port"),
+        (DistributedOptions(coordinator_address="localhost:\u0661\u0662\u0663"), "host:port"),  # not ASCII
         (DistributedOptions(heartbeat_timeout_s=0), "--distributed_heartbeat_s"),
         (DistributedOptions(enabled=True, num_processes=10**30), "--num_processes must be in"),
     ):
