@@ -3,19 +3,32 @@
 ``with_values`` refuses a cast that would change a value; ranges are ``validate_params``'s job, which
 ``make`` runs and ``reset``/``step`` (under ``jit``) do not. Out-of-range actions are clipped to the
 action set (documented in ``job_env.py``; the env-level check is
-``test_env_actions.py::test_moves_are_the_same_in_both_sets_and_actions_clip``).
+``test_env_actions.py::test_moves_are_the_same_in_both_sets_and_actions_clip``). What is static under
+``jit`` (the action's dtype and shape, the key's, the params' type) is checked when traced: the
+tests trace with ``jax.eval_shape``, which compiles nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slamorl_jax.env import default_params, num_actions, validate_params
+from slamorl_jax.env import JobAllocationEnv, default_params, num_actions, validate_params
 from slamorl_jax.env.action_sets import ACTION_SETS, clip_action
 from slamorl_jax.env.params import with_values
 
 PARAMS = default_params()
+ENV = JobAllocationEnv()
+KEY = jax.random.key(1)
+# The abstract state of one job and of a batch of two (shapes only: nothing is run).
+STATE = jax.eval_shape(ENV.reset, KEY, PARAMS)[1]
+KEYS = jax.random.split(KEY, 2)
+STATES = jax.eval_shape(jax.vmap(ENV.reset, in_axes=(0, None)), KEYS, PARAMS)[1]
 
 
 @pytest.mark.parametrize(
@@ -27,6 +40,8 @@ PARAMS = default_params()
         ("use_fixed_preference", 0.5, "use_fixed_preference holds bool"),
         ("use_fixed_preference", 2, "use_fixed_preference must lie in [0, 1]"),
         ("gpus_per_node", "four", "gpus_per_node holds int32"),
+        ("epoch_time_noise", "x", "epoch_time_noise holds float32"),
+        ("epoch_time_noise", None, "epoch_time_noise holds float32"),
     ],
 )
 def test_with_values_refuses_casts_that_change_a_value(field: str, value: object, phrase: str) -> None:
@@ -51,5 +66,67 @@ def test_non_finite_values_are_validate_params_job() -> None:
 @pytest.mark.parametrize("name", ACTION_SETS)
 def test_out_of_range_actions_clip_to_the_set(name: str) -> None:
     last = num_actions(name) - 1
-    clipped = np.asarray(clip_action(np.array([-1, -7, 0, last, last + 1, 99]), name))
-    np.testing.assert_array_equal(clipped, [0, 0, 0, last, last, last])
+    clipped = np.asarray(clip_action(np.array([-1, -7, 0, last, last + 1, 99, 2**40, -(2**40)]), name))
+    np.testing.assert_array_equal(clipped, [0, 0, 0, last, last, last, last, 0])
+    assert int(clip_action(2**31, name)) == last  # a Python int beyond int32 clips too
+
+
+def _step(action: Any) -> Any:
+    """Trace one step with ``action`` as given (a Python value stays one)."""
+    return jax.eval_shape(lambda state: ENV.step(KEY, state, action, PARAMS), STATE)
+
+
+# (id, call, exception, phrase): each is refused when traced, with one line naming the argument.
+BAD_ENV_CALLS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
+    ("float action", lambda: _step(2.7), TypeError, "action must be an integer action index"),
+    ("float32 action", lambda: _step(jnp.float32(3.0)), TypeError, "got float32"),
+    ("NaN action", lambda: _step(np.nan), TypeError, "action must be an integer"),
+    ("bool action", lambda: _step(True), TypeError, "action must be an integer"),
+    ("string action", lambda: _step("3"), TypeError, "action must be an integer"),
+    ("None action", lambda: _step(None), TypeError, "action must be an integer"),
+    ("batch of actions", lambda: _step(jnp.array([1, 2])), ValueError, "action must be one action index"),
+    ("1x1 action", lambda: _step(jnp.array([[1]])), ValueError, "shape (1, 1)"),
+    ("int key", lambda: jax.eval_shape(ENV.reset, 0, PARAMS), TypeError, "key must be one JAX PRNG key"),
+    ("batch of keys", lambda: jax.eval_shape(ENV.reset, KEYS, PARAMS), TypeError, "of shape (2,)"),
+    ("int step key", lambda: ENV.step(5, STATE, 0, PARAMS), TypeError, "key must be one JAX PRNG key"),
+    ("params a string", lambda: ENV.reset(KEY, "x"), TypeError, "params must be EnvParams"),
+    (
+        "step_batch scalar action",
+        lambda: jax.eval_shape(ENV.step_batch, KEYS, STATES, jnp.int32(0), PARAMS),
+        ValueError,
+        "action must have shape (2,)",
+    ),
+    (
+        "step_batch short action",
+        lambda: jax.eval_shape(ENV.step_batch, KEYS, STATES, jnp.zeros(3, jnp.int32), PARAMS),
+        ValueError,
+        "got (3,)",
+    ),
+    (
+        "fractional reset_slots",
+        lambda: ENV.step_batch(KEYS, STATES, jnp.zeros(2, jnp.int32), PARAMS, 1.5),
+        ValueError,
+        "reset_slots must be >= 1",
+    ),
+    ("catalog a string", lambda: JobAllocationEnv(catalog="x"), TypeError, "catalog must be a Catalog"),
+    ("default_params(3)", lambda: default_params(3), TypeError, "catalog must be a Catalog"),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "phrase"), [c[1:] for c in BAD_ENV_CALLS], ids=[c[0] for c in BAD_ENV_CALLS]
+)
+def test_bad_env_arguments_are_refused_when_traced(
+    call: Callable[[], Any], error: type[Exception], phrase: str
+) -> None:
+    """A float, bool or string action used to be truncated to an index (2.7 acting as 2), a batch of
+    actions or keys failed deep in a stack, and an int key or string params with an AttributeError."""
+    with pytest.raises(error) as info:
+        call()
+    assert phrase in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("action", [0, np.int64(5), jnp.uint8(3), jnp.int16(-1)])
+def test_integer_actions_of_any_width_step(action: Any) -> None:
+    obs = _step(action)[0]
+    assert obs.shape == (ENV.observation_space(PARAMS).shape[0],)

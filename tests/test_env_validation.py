@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -185,6 +186,44 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
         "cpus_per_node",
     ),
     ("zero fixed preference", lambda p: with_values(p, fixed_preference=[0.0, 0.0, 0.0]), "fixed_preference"),
+    # Flags and shapes that used to pass validation (or fail with a broadcasting error).
+    ("flag of 2", lambda p: p.replace(use_fixed_preference=jnp.int32(2)), "use_fixed_preference is a flag"),
+    ("NaN flag", lambda p: p.replace(moves_leave_contention=jnp.float32(np.nan)), "moves_leave_contention"),
+    (
+        "NaN workload flag",
+        lambda p: p.replace(workloads=p.workloads.replace(data_parallel=jnp.full(13, np.nan))),
+        "workloads.data_parallel is a flag",
+    ),
+    ("two preference weights", lambda p: with_values(p, fixed_preference=[0.5, 0.5]), "must have shape (3,)"),
+    (
+        "three workload probs",
+        lambda p: with_values(p, workload_probs=[0.5, 0.25, 0.25]),
+        "workload_probs must have shape (13,) (one per workload)",
+    ),
+    (
+        "five GPU type probs",
+        lambda p: with_values(p, gpu_type_probs=np.full(5, 0.2)),
+        "gpu_type_probs must have shape (4,)",
+    ),
+    ("two GPU prices", lambda p: with_values(p, gpu_price_per_hour=[1.0, 2.0]), "gpu_price_per_hour must"),
+    ("SLA factors a vector", lambda p: with_values(p, sla_factor_low=[1.0, 1.0, 1.0]), "shape (3, 6)"),
+    ("a vector cluster size", lambda p: with_values(p, gpus_per_node=[4, 4]), "gpus_per_node must have"),
+    (
+        "request ratios without their probs",
+        lambda p: with_values(p, requested_cpus_per_gpu_values=[4.0, 8.0]),
+        "requested_cpus_per_gpu_probs must have shape (2,)",
+    ),
+    (
+        "epochs of three workloads",
+        lambda p: with_workload_values(p, epochs_min=[1, 1, 1]),
+        "workloads.epochs_min must have shape (13,)",
+    ),
+    (
+        "a stacked sweep",
+        lambda p: jax.tree.map(lambda x: jnp.stack([x, x]), p),
+        "one configuration at a time",
+    ),
+    ("a derived table of another shape", lambda p: p.replace(target_allocation=jnp.zeros((3, 2))), "stale"),
     (
         "stale tables after a link change",
         lambda p: with_values(p, inter_node_gbps=1.0),
@@ -285,11 +324,45 @@ def test_unknown_preference_lists_the_valid_ones(params: EnvParams) -> None:
     assert_lists(err, list(PREFERENCES))
 
 
-@pytest.mark.parametrize("weights", [[1.0, -0.5, 0.5], [0.0, 0.0, 0.0], [0.5, 0.5], [np.nan, 0.5, 0.5]])
-def test_bad_preference_weights_raise(weights: list[float]) -> None:
-    """Negative, all-zero, wrongly sized or NaN preference weights fail."""
-    with pytest.raises(ValueError, match="preference"):
+@pytest.mark.parametrize(
+    "weights",
+    [
+        [1.0, -0.5, 0.5],
+        [0.0, 0.0, 0.0],
+        [0.5, 0.5],
+        [np.nan, 0.5, 0.5],
+        ["a", "b", "c"],
+        {"time": 1.0},
+        None,
+        [True, False, True],
+    ],
+)
+def test_bad_preference_weights_raise(weights: Any) -> None:
+    """Negative, all-zero, wrongly sized, NaN or non-numeric (strings, a mapping, bools) preference
+    weights fail with a ValueError that names the preference."""
+    with pytest.raises(ValueError, match="preference") as info:
         preference_vector(weights)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("bad", "phrase"),
+    [
+        (None, "params must be EnvParams, got NoneType"),
+        ({}, "params must be EnvParams, got dict"),
+        ("workloads", "EnvParams.workloads must be WorkloadParams"),
+        ("string field", "EnvParams.gpus_per_node must hold numbers"),
+    ],
+)
+def test_what_is_not_params_raises_type_error(params: EnvParams, bad: Any, phrase: str) -> None:
+    """Not ``EnvParams`` at all, or a field that holds no numbers: a TypeError naming it (it used to be
+    ``vars()``'s TypeError, or a string multiply deep in the cluster check)."""
+    if bad == "workloads":
+        bad = params.replace(workloads=None)
+    elif bad == "string field":
+        bad = params.replace(gpus_per_node="4")
+    with pytest.raises(TypeError, match=re.escape(phrase)):
+        validate_params(bad)
 
 
 def test_unknown_workload_lists_the_valid_ones() -> None:

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from slamorl_jax.env.actions import NO_OP_ACTION, clip_allocation
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
@@ -151,9 +152,24 @@ def apply(
     return jnp.where(is_target, goal_gpus, move_gpus), jnp.where(is_target, goal_cpus, move_cpus)
 
 
+def check_action_dtype(action: jax.Array | int) -> None:
+    """``TypeError`` unless ``action`` holds integers (not floats, bools or strings).
+
+    The dtype is static, so under ``jit`` this runs once at trace time and costs the step nothing; a
+    float index would otherwise be truncated silently (2.7 acting as 2)."""
+    dtype = action.dtype if hasattr(action, "dtype") else np.asarray(action).dtype
+    if not jnp.issubdtype(dtype, jnp.integer):
+        raise TypeError(f"action must be an integer action index, got {dtype} {action!r:.60}")
+
+
 def clip_action(action: jax.Array | int, name: str) -> jax.Array:
-    """``action`` clipped to the valid indices of the named set."""
-    return jnp.clip(jnp.asarray(action, jnp.int32), 0, num_actions(name) - 1)
+    """``action`` clipped to the valid indices of the named set (``TypeError`` unless it holds
+    integers: :func:`check_action_dtype`)."""
+    check_action_dtype(action)
+    last = num_actions(name) - 1
+    if not isinstance(action, jax.Array):  # a host index: clipped before the int32 cast could wrap it
+        action = np.clip(np.asarray(action), 0, last)
+    return jnp.clip(jnp.asarray(action, jnp.int32), 0, last)
 
 
 def nearest_action(

@@ -21,6 +21,7 @@ times it beside ``vmap(env.step)``.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -138,10 +139,15 @@ def step_batch(
 ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
     """``vmap(env.step)(keys, state, action, params)`` over the leading env axis, resetting only the
     finished jobs (module docstring); ``reset_slots`` defaults to :func:`default_reset_slots`."""
-    num_envs = keys.shape[0]
+    num_envs = keys.shape[0] if jnp.ndim(keys) else 0
+    if jnp.shape(action) != (num_envs,):  # static: checked when traced, free in a compiled step
+        raise ValueError(
+            f"step_batch takes one action per env: action must have shape ({num_envs},) like the "
+            f"leading axis of keys, got {jnp.shape(action)}"
+        )
     slots = default_reset_slots(num_envs) if reset_slots is None else reset_slots
-    if slots < 1:
-        raise ValueError(f"reset_slots must be >= 1, got {slots}")
+    if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 1:
+        raise ValueError(f"reset_slots must be >= 1 (an integer), got {slots!r}")
     u_step = jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.STEP_DRAWS)))(keys)
     advance = jax.vmap(env.advance_from_draws, in_axes=(0, 0, 0, None))
     next_state, reward, terminated, truncated, info = advance(u_step, state, action, params)

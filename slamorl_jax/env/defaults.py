@@ -107,9 +107,19 @@ def workload_params(catalog: Catalog) -> WorkloadParams:
     )
 
 
+def catalog_or_default(catalog: Catalog | None) -> Catalog:
+    """``catalog``, or the shipped one (``load_catalog()``) when ``None``; ``TypeError`` for anything
+    that is not a :class:`Catalog`."""
+    if catalog is not None and not isinstance(catalog, Catalog):
+        raise TypeError(f"catalog must be a Catalog (load_catalog()), got {type(catalog).__name__}")
+    return catalog or load_catalog()
+
+
 def default_params(catalog: Catalog | None = None) -> EnvParams:
-    """Defaults: the calibration cluster, AWS prices, the ``mixed`` scenario, cold start."""
-    c = catalog or load_catalog()
+    """Defaults: the calibration cluster, AWS prices, the ``mixed`` scenario, cold start.
+
+    ``catalog``: a :class:`Catalog` (``load_catalog()``, the default); ``TypeError`` for anything else."""
+    c = catalog_or_default(catalog)
     num_types = c.num_gpu_types
     params = EnvParams(
         workloads=workload_params(c),

@@ -75,10 +75,12 @@ def with_derived_tables(params: EnvParams) -> EnvParams:
 
 
 def stale_derived_fields(params: EnvParams, rtol: float = 1e-3) -> list[str]:
-    """Names of the derived tables in concrete ``params`` that disagree with a recomputation."""
+    """Names of the derived tables in concrete ``params`` that disagree with a recomputation (in shape
+    or in value)."""
     fresh = with_derived_tables(params)
-    return [
-        name
-        for name in DERIVED_FIELDS
-        if not np.allclose(np.asarray(getattr(params, name)), np.asarray(getattr(fresh, name)), rtol=rtol)
-    ]
+
+    def stale(name: str) -> bool:
+        given, wanted = np.asarray(getattr(params, name)), np.asarray(getattr(fresh, name))
+        return given.shape != wanted.shape or not np.allclose(given, wanted, rtol=rtol)
+
+    return [name for name in DERIVED_FIELDS if stale(name)]

@@ -27,7 +27,11 @@ Observation: float32 features in [0, 1]: the paper's 21, then the forecast block
 Actions: the env's action set (``action_sets.py``): ``paper`` = the 9 moves GPU {-1, 0, +1} x
 CPU {-step, 0, +step}; ``targets`` = those 9 and 80 absolute targets; ``targets_relocate``
 (default) = those and relocate (the same allocation on fresh nodes, one GPU pause). An action index
-outside the set is clipped to it.
+outside the set is clipped to it (-1 acts as 0, one past the end as the last action). ``step`` takes
+one integer index (shape ``()``; ``step_batch`` one per env): a float, bool or string action raises
+``TypeError`` and a batch ``ValueError``, when traced (dtypes and shapes are static under ``jit``, so
+the checks cost a compiled step nothing); so does a ``key`` that is not one PRNG key, or ``params``
+that are not ``EnvParams``.
 Reward: a float32 vector over ``objectives.OBJECTIVES``:
 
 * ``time`` = -(epoch time + pause) / T_ref, clipped at ``-reward_clip``;
@@ -70,7 +74,8 @@ from gymnax.environments.environment import Environment
 from slamorl_jax.env import action_sets, batched_step, shifts, spaces
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation
-from slamorl_jax.env.catalog import Catalog, load_catalog
+from slamorl_jax.env.catalog import Catalog
+from slamorl_jax.env.defaults import catalog_or_default
 from slamorl_jax.env.episode_figures import episode_figures
 from slamorl_jax.env.epoch_readings import epoch_readings, unstarted_state
 from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, sample_job_row
@@ -111,7 +116,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         scenario: str = "mixed",
     ) -> None:
         self.scenario = check_scenario(scenario)
-        self.catalog = catalog or load_catalog()
+        self.catalog = catalog_or_default(catalog)
         self.action_set = action_sets.check_action_set(action_set)
         self._num_actions = action_sets.num_actions(action_set)
 
@@ -186,9 +191,18 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         return observe(next_state, params), next_state, reward, terminated, info
 
     # Reset ----------------------------------------------------------------------------------
+    def params_or_default(self, params: EnvParams | None) -> EnvParams:
+        """``params``, or :attr:`default_params` when ``None``; ``TypeError`` for anything else (a
+        trace-time check: it costs a compiled step nothing)."""
+        if params is None:
+            return self.default_params
+        if not isinstance(params, EnvParams):
+            raise TypeError(f"params must be EnvParams (or None: the defaults), got {type(params).__name__}")
+        return params
+
     def reset(self, key: jax.Array, params: EnvParams | None = None) -> tuple[jax.Array, EnvState]:
         """Draw a new job and return its first observation and state."""
-        params = params if params is not None else self.default_params
+        params = self.params_or_default(params)
         state = self.reset_from_draws(d.uniforms(key, d.RESET_DRAWS), params)
         return observe(state, params), state
 
@@ -224,7 +238,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         params: EnvParams | None = None,
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
         """One decision and one epoch; auto-resets a finished job (see module docstring)."""
-        params = params if params is not None else self.default_params
+        params = self.params_or_default(params)
         u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
         return self.step_from_draws(u[: d.STEP_DRAWS], u[d.STEP_DRAWS :], state, action, params)
 
@@ -257,7 +271,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         """``vmap(step)`` over a batch of envs (leading axis of ``keys``, ``state`` and ``action``),
         building fresh jobs only for the envs whose job ended (``batched_step.py``; the trainer's
         step)."""
-        params = params if params is not None else self.default_params
+        params = self.params_or_default(params)
         return batched_step.step_batch(self, keys, state, action, params, reset_slots)
 
     def advance_from_draws(
@@ -299,6 +313,12 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         """Apply ``action`` and run one epoch (no reset): next state, reward, terminated, info."""
         u = d.as_tuple(u)
         job = state.job
+        action_sets.check_action_dtype(action)  # dtype and shape are static: checked when traced
+        if jnp.ndim(action) != 0:
+            raise ValueError(
+                f"action must be one action index (shape ()), got shape {jnp.shape(action)}: step a "
+                "batch with env.step_batch or jax.vmap(env.step)"
+            )
         action = action_sets.clip_action(action, self.action_set)
         # A preemption (shifts.py) restarts the job on fewer GPUs before this epoch, ahead of the
         # action, which then applies from there; the restart pause is billed with the epoch.

@@ -45,7 +45,13 @@ def preference_vector(preference: str | tuple[float, ...] | list[float] | np.nda
                 "or give 3 non-negative weights (time, cost, sla)"
             )
         return PREFERENCES[preference].copy()
-    vector = np.asarray(preference, dtype=np.float64).reshape(-1)
+    given = np.asarray(preference)
+    if given.dtype.kind not in "iuf":  # strings, None, bools, mappings: not weights
+        raise ValueError(
+            f"preference must be a preset name or {NUM_OBJECTIVES} finite weights (time, cost, sla), "
+            f"got {preference!r:.60}"
+        )
+    vector = given.astype(np.float64).reshape(-1)
     if vector.shape != (NUM_OBJECTIVES,) or not np.all(np.isfinite(vector)):
         raise ValueError(f"preference must have {NUM_OBJECTIVES} finite weights (time, cost, sla)")
     if np.any(vector < 0) or vector.max() <= 0:

@@ -187,9 +187,11 @@ def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:
 def _exact_cast(name: str, value: Any, dtype: np.dtype) -> np.ndarray:
     """``value`` as an array of ``dtype``; ``ValueError`` naming ``name`` if the cast changes it."""
     source = np.asarray(value)
+    if source.dtype.kind not in "biuf":  # strings, None, objects: no number to cast
+        raise ValueError(f"{name} holds {np.dtype(dtype).name} values, got {source.dtype} {value!r:.60}")
     if np.issubdtype(dtype, np.integer) or dtype == np.bool_:
-        numbers = source.astype(np.float64) if source.dtype.kind in "biuf" else None
-        if numbers is None or not np.all(np.isfinite(numbers)) or np.any(numbers != np.round(numbers)):
+        numbers = source.astype(np.float64)
+        if not np.all(np.isfinite(numbers)) or np.any(numbers != np.round(numbers)):
             raise ValueError(f"{name} holds {np.dtype(dtype).name} values, got {source.tolist()}")
         low, high = (0, 1) if dtype == np.bool_ else (np.iinfo(dtype).min, np.iinfo(dtype).max)
         if np.any(numbers < low) or np.any(numbers > high):

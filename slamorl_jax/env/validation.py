@@ -15,7 +15,7 @@ import numpy as np
 
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.derived import DERIVED_FIELDS, stale_derived_fields
-from slamorl_jax.env.objectives import NUM_OBJECTIVES
+from slamorl_jax.env.objectives import NUM_OBJECTIVES, NUM_SLAS
 from slamorl_jax.env.params import (
     FIELD_ALIASES,
     INIT_STRATEGIES,
@@ -24,6 +24,7 @@ from slamorl_jax.env.params import (
     NUM_SCENARIO_KINDS,
     WEIGHT_MODES,
     EnvParams,
+    WorkloadParams,
 )
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, PREEMPTION
 
@@ -125,6 +126,81 @@ FIXED_SHAPES: dict[str, tuple[int, ...]] = {
 }
 
 
+# Flags (bool fields): any other value would be read as True under ``jnp.where``, NaN included.
+FLAG_FIELDS = ("use_fixed_preference", "moves_leave_contention", "workloads.data_parallel")
+# Fields whose length is the catalogue's: W workloads, T GPU types, B request bins, R request ratios
+# (sized by ``workloads.compute_speed`` (W, T), ``requested_gpu_bins`` (B,) and
+# ``requested_cpus_per_gpu_values`` (R,), which must agree with every other field).
+SIZED_SHAPES: dict[str, tuple[int | str, ...]] = {
+    "gpu_price_per_hour": ("T",),
+    "workload_probs": ("W",),
+    "gpu_type_probs": ("T",),
+    "scenario_probs": (NUM_SCENARIO_KINDS,),
+    "fixed_preference": (NUM_OBJECTIVES,),
+    "sla_factor_low": (NUM_SCENARIO_KINDS, NUM_SLAS),
+    "sla_factor_high": (NUM_SCENARIO_KINDS, NUM_SLAS),
+    "requested_gpu_bins": ("B",),
+    "requested_cpus_per_gpu_values": ("R",),
+    "requested_cpus_per_gpu_probs": ("R",),
+    "workloads.compute_speed": ("W", "T"),
+    "workloads.requested_gpu_probs": ("W", "B"),
+}
+
+
+# What each size letter of ``SIZED_SHAPES`` counts, for the error message.
+SIZE_NAMES = {
+    "W": "workload",
+    "T": "GPU type",
+    "B": "entry of requested_gpu_bins",
+    "R": "entry of requested_cpus_per_gpu_values",
+}
+
+
+def _leaves(params: EnvParams) -> dict[str, np.ndarray]:
+    """Every non-derived field of ``params`` as a host array, workload fields as ``workloads.<name>``;
+    ``TypeError`` naming a field that is not an array of numbers."""
+    if not isinstance(params, EnvParams):
+        raise TypeError(f"params must be EnvParams, got {type(params).__name__}")
+    if not isinstance(params.workloads, WorkloadParams):
+        raise TypeError(f"EnvParams.workloads must be WorkloadParams, got {type(params.workloads).__name__}")
+    fields = {k: v for k, v in vars(params).items() if k != "workloads" and k not in DERIVED}
+    fields.update({f"workloads.{k}": v for k, v in vars(params.workloads).items()})
+    host = {}
+    for name, value in fields.items():
+        array = np.asarray(value)
+        if array.dtype.kind not in "biuf":
+            raise TypeError(f"EnvParams.{name} must hold numbers, got {array.dtype} {_short(value)}")
+        host[name] = array
+    return host
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _check_shapes(host: dict[str, np.ndarray]) -> None:
+    """Every field's shape: a scalar unless it is listed in ``FIXED_SHAPES`` or ``SIZED_SHAPES``."""
+    speed, bins = host["workloads.compute_speed"], host["requested_gpu_bins"]
+    ratios = host["requested_cpus_per_gpu_values"]
+    for name, value, ndim in (("workloads.compute_speed", speed, 2), ("requested_gpu_bins", bins, 1)):
+        if value.ndim != ndim:
+            raise ValueError(
+                f"EnvParams.{name} must have {ndim} dimension(s), got shape {value.shape} (validate a "
+                "stacked sweep of params one configuration at a time)"
+            )
+    if ratios.ndim != 1:
+        raise ValueError(f"EnvParams.requested_cpus_per_gpu_values must be a vector, got {ratios.shape}")
+    sizes = {"W": speed.shape[0], "T": speed.shape[1], "B": bins.shape[0], "R": ratios.shape[0]}
+    for name, value in host.items():
+        dims = FIXED_SHAPES.get(name) or SIZED_SHAPES.get(name) or (("W",) if "." in name else ())
+        shape = tuple(sizes[d] if isinstance(d, str) else d for d in dims)
+        if value.shape != shape:
+            per = [SIZE_NAMES[d] for d in dims if isinstance(d, str)]
+            note = f" (one per {' x '.join(per)})" if per else ""
+            raise ValueError(f"EnvParams.{name} must have shape {shape}{note}, got {value.shape}")
+
+
 def _check_range(name: str, value: np.ndarray, low: float, high: float, integer: bool) -> None:
     if not np.all(np.isfinite(value)):
         raise ValueError(f"EnvParams.{name} must be finite, got {value.tolist()}")
@@ -143,20 +219,23 @@ def _check_probabilities(name: str, value: np.ndarray) -> None:
 
 
 def validate_params(params: EnvParams) -> EnvParams:
-    """Check every field of concrete ``params``; return them unchanged or raise ``ValueError``."""
-    host = {k: np.asarray(v) for k, v in vars(params).items() if k != "workloads"}
-    for name, shape in FIXED_SHAPES.items():
-        if host[name].shape != shape:
-            raise ValueError(f"EnvParams.{name} must have shape {shape}, got {host[name].shape}")
-    for name in DERIVED:
-        host.pop(name)
+    """Check every field of concrete ``params``; return them unchanged or raise ``ValueError``
+    (``TypeError`` for something that is not ``EnvParams`` or a field that does not hold numbers).
+
+    Shapes are checked first: a scalar field must be a scalar (a stacked sweep of params is checked one
+    configuration at a time) and the catalogue-sized ones (``SIZED_SHAPES``) must agree."""
+    host = _leaves(params)
+    _check_shapes(host)
+    for name in FLAG_FIELDS:
+        if not np.all(np.isin(host[name], (0, 1))):
+            raise ValueError(f"EnvParams.{name} is a flag: True or False, got {host[name].tolist()}")
     former = {new: old for old, new in FIELD_ALIASES.items()}
     for name, (low, high, integer) in SCALAR_RANGES.items():
         label = f"{name} (formerly {former[name]})" if name in former else name
         _check_range(label, host[name].astype(np.float64), low, high, integer)
     for name in PROBABILITY_FIELDS:
         _check_probabilities(name, host[name].astype(np.float64))
-    workloads = {k: np.asarray(v) for k, v in vars(params.workloads).items()}
+    workloads = {k.removeprefix("workloads."): v for k, v in host.items() if k.startswith("workloads.")}
     for name, (low, high, integer) in WORKLOAD_RANGES.items():
         _check_range(f"workloads.{name}", workloads[name].astype(np.float64), low, high, integer)
     _check_probabilities("workloads.requested_gpu_probs", workloads["requested_gpu_probs"])
