@@ -7,6 +7,7 @@ the statistics wrapper reports, and bad input.
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import gymnasium
@@ -68,9 +69,23 @@ def test_bad_input_is_one_line() -> None:
     """Bad seeds, actions, options and constructor arguments raise one-line ValueErrors (checked
     before anything compiles)."""
     envs = JobAllocationVectorEnv(num_envs=4, params=short_jobs())
+    one = JobAllocationMOEnv(params=short_jobs())
+    n = one.action_space.n
     bad_calls = (
         (lambda: envs.step(np.zeros(3, int)), "4 integer action indices"),
         (lambda: envs.step(np.zeros(4)), "4 integer action indices"),
+        # Outside the action space (the JAX env would clip them without a word).
+        (lambda: envs.step(np.array([0, 1, n, 2])), f"must lie in the action space [0, {n})"),
+        (lambda: envs.step(np.full(4, -1)), "must lie in the action space"),
+        (lambda: one.step(n), "action must lie in the action space"),
+        (lambda: one.step(-1), "action must lie in the action space"),
+        (lambda: one.step(np.uint64(2**63)), "action must lie in the action space"),
+        (lambda: one.step(2.0), "action must be one integer action index"),
+        (lambda: one.step(True), "action must be one integer action index"),
+        (lambda: one.step([1, 2]), "action must be one integer action index"),
+        (lambda: one.reset(seed=True), "one integer"),
+        (lambda: one.reset(seed=-1), "one integer >= 0"),
+        (lambda: envs.reset(seed=-3), "one integer >= 0"),
         (lambda: envs.reset(seed=[1, 2]), "one integer"),
         (lambda: envs.reset(options={"params": 1}), "unknown reset option"),
         (lambda: envs.reset(options={"env_params": 1}), "must be EnvParams"),
@@ -79,6 +94,15 @@ def test_bad_input_is_one_line() -> None:
         (lambda: JobAllocationMOEnv(scenario="nope"), "unknown scenario"),
     )
     for call, words in bad_calls:
-        with pytest.raises(ValueError, match=words) as err:
+        with pytest.raises(ValueError, match=re.escape(words)) as err:
             call()
         assert "\n" not in str(err.value)
+    with pytest.raises(TypeError, match="params must be EnvParams, got str"):
+        JobAllocationMOEnv(params="balanced")
+
+
+def test_numpy_seeds_work_in_both_envs() -> None:
+    """The single env took only Python ints (Gymnasium's own error for ``np.int64``) while the vector
+    env took NumPy's too; both take them now, and the same seed gives the same job."""
+    one = JobAllocationMOEnv(params=short_jobs())
+    np.testing.assert_array_equal(one.reset(seed=np.int64(3))[0], one.reset(seed=3)[0])

@@ -110,6 +110,18 @@ def _compiled(action_set: str) -> tuple[Any, Any]:
     return jax.jit(functools.partial(_reset, env), static_argnums=2), jax.jit(functools.partial(_step, env))
 
 
+def check_in_action_space(name: str, actions: np.ndarray, num_actions: int) -> None:
+    """``ValueError`` naming ``name`` unless every integer action lies in ``[0, num_actions)``.
+
+    Gymnasium code gets the action space's contract (``Discrete(num_actions).contains``) rather than
+    the JAX env's clipping, which would take 90 or -1 as the nearest valid action without a word."""
+    outside = actions[(actions < 0) | (actions >= num_actions)]
+    if outside.size:
+        raise ValueError(
+            f"{name} must lie in the action space [0, {num_actions}), got {outside.reshape(-1)[:4].tolist()}"
+        )
+
+
 class BatchedJobEnv:
     """``num_envs`` jobs of ``env`` under ``params`` on the device; ``reset``/``step`` return NumPy."""
 
@@ -128,12 +140,13 @@ class BatchedJobEnv:
         return np.array(obs)
 
     def step(self, actions: np.ndarray) -> StepResult:
-        """One decision per env (``actions``: ``num_envs`` action indices)."""
+        """One decision per env (``actions``: ``num_envs`` action indices in the action space)."""
         actions = np.asarray(actions)
         if actions.shape != (self.num_envs,) or not np.issubdtype(actions.dtype, np.integer):
             raise ValueError(
                 f"actions must be {self.num_envs} integer action indices, got {actions.dtype} {actions.shape}"
             )
+        check_in_action_space("actions", actions, self.env.num_actions)
         if self._carry is None:
             raise RuntimeError("call reset() before step()")
         result, self._carry = self._step(self._carry, jnp.asarray(actions, jnp.int32), self.params)

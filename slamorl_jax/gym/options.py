@@ -30,6 +30,16 @@ def params_option(options: dict[str, Any] | None) -> EnvParams | None:
     return validate_params(params)
 
 
+def seed_option(seed: Any) -> int | None:
+    """``reset``'s ``seed`` as a Python int (``None`` stays ``None``): one integer >= 0, NumPy's
+    included (each job's draws derive from it); ``ValueError`` for anything else, bools too."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be one integer >= 0 (each job's draws derive from it), got {seed!r}")
+    return int(seed)
+
+
 def draw_seed(rng: np.random.Generator) -> int:
     """A JAX seed drawn from Gymnasium's ``np_random`` (so seeded resets are reproducible)."""
     return int(rng.integers(0, 2**32))

@@ -19,8 +19,8 @@ from slamorl_jax.env.action_sets import DEFAULT_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.gym.batched import BatchedJobEnv
-from slamorl_jax.gym.options import build_params, draw_seed, params_option
+from slamorl_jax.gym.batched import BatchedJobEnv, check_in_action_space
+from slamorl_jax.gym.options import build_params, draw_seed, params_option, seed_option
 from slamorl_jax.gym.spaces import single_spaces
 
 
@@ -53,11 +53,16 @@ class JobAllocationMOEnv(gymnasium.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start a new job; ``options={"env_params": params}`` switches params."""
-        super().reset(seed=seed)
+        super().reset(seed=seed_option(seed))
         return self._job.reset(draw_seed(self.np_random), params_option(options))[0], {}
 
     def step(self, action: Any) -> tuple[np.ndarray, np.ndarray, bool, bool, dict[str, Any]]:
-        """One decision: observation, reward vector, terminated, truncated, info."""
-        out = self._job.step(np.asarray(action).reshape(1))
+        """One decision (one integer in ``action_space``): observation, reward vector, terminated,
+        truncated, info; ``ValueError`` for anything else."""
+        index = np.asarray(action)
+        if index.shape != () or not np.issubdtype(index.dtype, np.integer):
+            raise ValueError(f"action must be one integer action index, got {index.dtype} {index.shape}")
+        check_in_action_space("action", index, self._job.env.num_actions)
+        out = self._job.step(index.reshape(1))
         info = {name: value[0] for name, value in out.info.items()} if out.stepped[0] else {}
         return out.obs[0], out.reward[0], bool(out.terminated[0]), bool(out.truncated[0]), info

@@ -23,7 +23,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.gym.batched import BatchedJobEnv
-from slamorl_jax.gym.options import build_params, draw_seed, params_option
+from slamorl_jax.gym.options import build_params, draw_seed, params_option, seed_option
 from slamorl_jax.gym.spaces import single_spaces
 
 
@@ -64,9 +64,7 @@ class JobAllocationVectorEnv(VectorEnv):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start ``num_envs`` new jobs; ``options={"env_params": params}`` switches params."""
-        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int | np.integer)):
-            raise ValueError(f"seed must be one integer (each job's draws derive from it), got {seed!r}")
-        super().reset(seed=None if seed is None else int(seed))
+        super().reset(seed=seed_option(seed))
         return self._jobs.reset(draw_seed(self.np_random), params_option(options)), {}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
