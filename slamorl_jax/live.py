@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -128,6 +129,12 @@ class LiveJob:
     probes: tuple[tuple[int, int, float], ...] | None = None  # (gpus, cpus, epoch_time_s) per probe run
 
     def __post_init__(self) -> None:
+        # Each field as the plain Python value its annotation names (NumPy and JAX scalars become
+        # ints and floats), refusing strings, bools and fractions where numbers or counts belong:
+        # ``ValueError`` naming the field, as ``from_dict`` gives for JSON.
+        for field in dataclasses.fields(self):
+            value = _field_value(field.name, str(field.type), getattr(self, field.name))
+            object.__setattr__(self, field.name, value)
         _check(self)
 
     @classmethod
@@ -143,33 +150,53 @@ class LiveJob:
         missing = [n for n in required if n not in data]
         if missing:
             raise ValueError(f"missing job field(s): {', '.join(missing)}")
-        values: dict[str, Any] = {}
-        for name, value in data.items():
-            kind = fields[name].type
-            if name == "preference":
-                if not isinstance(value, (str, list, tuple)):
-                    raise ValueError(f"preference must be a name or three weights, got {value!r}")
-                values[name] = value if isinstance(value, str) else tuple(_number(name, v) for v in value)
-            elif name in ("workload", "gpu_type"):
-                if not isinstance(value, str):
-                    raise ValueError(f"{name} must be a catalogue name (a string), got {value!r}")
-                values[name] = value
-            elif name in ("history", "probes"):
-                values[name] = _history(value, name)
-            elif value is None and "None" in kind:
-                values[name] = None
-            elif kind.startswith("int"):
-                values[name] = _integer(name, value)
-            else:
-                values[name] = _number(name, value)
+        # The runs' JSON form (objects); every other field is checked by the constructor.
+        values = {name: _history(v, name) if name in RUN_FIELDS else v for name, v in data.items()}
         return cls(**values)
 
 
+RUN_FIELDS = ("history", "probes")
+
+
+def _field_value(name: str, kind: str, value: Any) -> Any:
+    """``value`` of the field ``name`` (annotated ``kind``) as the job keeps it; ``ValueError`` naming
+    the field when it has the wrong type."""
+    if name == "preference":
+        if isinstance(value, str):
+            return value
+        if not isinstance(value, (list, tuple, np.ndarray)):
+            raise ValueError(f"preference must be a name or three weights, got {_short_repr(value)}")
+        return tuple(_number(name, v) for v in value)
+    if name in ("workload", "gpu_type"):
+        if not isinstance(value, str):
+            raise ValueError(f"{name} must be a catalogue name (a string), got {_short_repr(value)}")
+        return value
+    if value is None and "None" in kind:
+        return None
+    if name in RUN_FIELDS:
+        return _runs(value, name)
+    return _integer(name, value) if kind.startswith("int") else _number(name, value)
+
+
+def _real(value: Any) -> int | float | None:
+    """``value`` if it is one real number (a NumPy or JAX scalar as a Python one), else ``None``;
+    bools are not numbers here."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    if isinstance(value, numbers.Real):
+        return value
+    dtype = getattr(value, "dtype", None)
+    if getattr(value, "shape", None) == () and dtype is not None and np.dtype(dtype).kind in "iuf":
+        return np.asarray(value).item()
+    return None
+
+
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    real = _real(value)
+    if real is None:
         raise ValueError(f"job field {name} must be a finite number, got {_short_repr(value)}")
     try:
-        number = float(value)
+        number = float(real)
     except OverflowError:  # an integer beyond any float
         number = math.inf
     if not math.isfinite(number):
@@ -187,6 +214,28 @@ def _integer(name: str, value: Any) -> int:
     if number != int(number):
         raise ValueError(f"job field {name} must be an integer, got {value!r}")
     return int(number)
+
+
+def _runs(value: Any, field: str) -> tuple[tuple[int, int, float], ...]:
+    """The ``history`` or ``probes`` given to the constructor: runs as ``(gpus, cpus, epoch_time_s)``
+    (or as the JSON objects :func:`_history` reads)."""
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{field} must be a sequence of runs, each (gpus, cpus, epoch_time_s)")
+    runs = []
+    for i, run in enumerate(value):
+        if isinstance(run, Mapping) and set(run) == set(HISTORY_FIELDS):
+            run = tuple(run[name] for name in HISTORY_FIELDS)
+        if not isinstance(run, (list, tuple)) or len(run) != len(HISTORY_FIELDS):
+            raise ValueError(f"{field}[{i}] must be (gpus, cpus, epoch_time_s), got {_short_repr(run)}")
+        gpus, cpus, epoch_time = run
+        runs.append(
+            (
+                _integer(f"{field}[{i}].gpus", gpus),
+                _integer(f"{field}[{i}].cpus", cpus),
+                _number(f"{field}[{i}].epoch_time_s", epoch_time),
+            )
+        )
+    return tuple(runs)
 
 
 def _history(value: Any, field: str = "history") -> tuple[tuple[int, int, float], ...]:
@@ -477,7 +526,13 @@ def check_recommendable(job: LiveJob, params: EnvParams) -> None:
 def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = None) -> Recommendation:
     """The greedy policy's next allocation for ``job`` (on ``params``' cluster; default: the policy's).
 
-    Raises ``ValueError`` for a job :func:`check_recommendable` refuses."""
+    Raises ``ValueError`` for a job :func:`check_recommendable` refuses and ``TypeError`` for
+    arguments of the wrong type (read a mapping with :meth:`LiveJob.from_dict` first)."""
+    for name, value, kind in (("policy", policy, LoadedPolicy), ("job", job, LiveJob)):
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+    if params is not None and not isinstance(params, EnvParams):
+        raise TypeError(f"params must be EnvParams (or None for the policy's), got {type(params).__name__}")
     params = params if params is not None else env_params_from_config(policy.config)
     check_recommendable(job, params)
     state = live_state(job, params)

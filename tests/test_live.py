@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -172,6 +173,73 @@ def test_bad_live_jobs_are_refused_with_the_field_named(change: dict, message: s
     """Every bad field gives a ValueError that names it."""
     with pytest.raises(ValueError, match=message):
         LiveJob.from_dict({**EXAMPLE, **change})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"gpus": "4"}, "job field gpus must be a finite number, got '4'"),
+        ({"gpus": 2.5}, "job field gpus must be an integer"),
+        ({"gpus": True}, "job field gpus must be a finite number, got True"),
+        ({"cpus": None}, "job field cpus must be a finite number, got None"),
+        ({"epochs_total": 60.5}, "job field epochs_total must be an integer"),
+        ({"deadline_s": "90000"}, "job field deadline_s must be a finite number"),
+        ({"budget_usd": None}, "job field budget_usd must be a finite number"),
+        ({"budget_usd": [80]}, "job field budget_usd must be a finite number"),
+        ({"gpu_util": True}, "job field gpu_util must be a finite number"),
+        ({"min_throughput": None}, "job field min_throughput must be a finite number"),
+        ({"requested_gpus": 2.5}, "job field requested_gpus must be an integer"),
+        ({"preference": ["a", "b", "c"]}, "job field preference must be a finite number"),
+        ({"preference": (True, False, False)}, "job field preference must be a finite number"),
+        ({"workload": 3}, "workload must be a catalogue name"),
+        ({"history": [(4, 32)]}, "history[0] must be (gpus, cpus, epoch_time_s)"),
+        ({"history": [(4.5, 32, 1550.0)]}, "job field history[0].gpus must be an integer"),
+        ({"history": [(True, 32, 1550.0)]}, "job field history[0].gpus must be a finite number"),
+        ({"history": [(4, 32, "1550")]}, "job field history[0].epoch_time_s must be a finite number"),
+        ({"history": "abc"}, "history must be a sequence of runs"),
+        ({"probes": [(4, 32)]}, "probes[0] must be (gpus, cpus, epoch_time_s)"),
+    ],
+)
+def test_the_constructor_refuses_wrong_types_with_the_field_named(change: dict, message: str) -> None:
+    """``LiveJob(...)`` from Python checks types as ``from_dict`` does for JSON. It used to take 2.5 GPUs
+    or ``True`` as a count (the state then truncated them), and strings or ``None`` failed with a bare
+    TypeError from a comparison or a ``jnp.asarray``."""
+    job = LiveJob.from_dict(EXAMPLE)
+    with pytest.raises(ValueError) as info:
+        dataclasses.replace(job, **change)
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_numpy_and_jax_scalars_are_plain_numbers_in_a_job() -> None:
+    """NumPy and JAX scalars are numbers, to ``from_dict`` (which refused ``np.int64``) and to the
+    constructor; the job keeps them as Python ints and floats, and JSON-form history works too."""
+    numbers = {
+        "gpus": np.int64(4),
+        "cpus": jnp.int32(32),
+        "gpu_util": np.float32(0.5),
+        "budget_usd": jnp.float32(80),
+    }
+    for job in (
+        LiveJob.from_dict({**EXAMPLE, **numbers}),
+        dataclasses.replace(LiveJob.from_dict(EXAMPLE), **numbers),
+    ):
+        assert (job.gpus, job.cpus, job.gpu_util, job.budget_usd) == (4, 32, 0.5, 80.0)
+        assert type(job.gpus) is int and type(job.gpu_util) is float
+    job = dataclasses.replace(LiveJob.from_dict(EXAMPLE), history=EXAMPLE["history"])
+    assert job.history == LiveJob.from_dict(EXAMPLE).history
+
+
+def test_recommend_refuses_arguments_of_the_wrong_type() -> None:
+    """A mapping for the job, or something else for the policy or params: a TypeError naming it, not
+    an AttributeError from deep inside."""
+    job = LiveJob.from_dict(EXAMPLE)
+    with pytest.raises(TypeError, match="policy must be a LoadedPolicy, got NoneType"):
+        recommend(None, job)
+    policy = load_policy(SHIPPED)
+    with pytest.raises(TypeError, match="job must be a LiveJob, got dict"):
+        recommend(policy, EXAMPLE)
+    with pytest.raises(TypeError, match="params must be EnvParams"):
+        recommend(policy, job, "mixed")
 
 
 def test_missing_fields_are_listed() -> None:
