@@ -252,25 +252,50 @@ class LoadedPolicy:
     _act: Callable = dataclasses.field(repr=False)
 
     def __call__(self, obs: jax.Array, weights: jax.Array, key: jax.Array | None = None) -> jax.Array:
-        """Actions for observations ``[..., NUM_FEATURES]`` and objective weights ``[..., 3]``."""
-        obs = jnp.asarray(obs, jnp.float32)
-        weights = jnp.asarray(weights, jnp.float32)
+        """Actions for observations ``[..., NUM_FEATURES]`` and objective weights ``[..., 3]`` (the same
+        leading shape); :meth:`check_inputs` says what it refuses."""
+        obs, weights = self.check_inputs(obs, weights)
         if key is None:
             return self._act(self.params, obs, weights)
-        logits = self.logits(obs, weights)
-        return jax.random.categorical(key, logits)
+        return jax.random.categorical(key, self.network.apply(self.params, obs, weights)[0])
 
     def logits(self, obs: jax.Array, weights: jax.Array) -> jax.Array:
         """Unnormalised action log-probabilities."""
-        return self.network.apply(
-            self.params, jnp.asarray(obs, jnp.float32), jnp.asarray(weights, jnp.float32)
-        )[0]
+        return self.network.apply(self.params, *self.check_inputs(obs, weights))[0]
 
     def values(self, obs: jax.Array, weights: jax.Array) -> jax.Array:
         """The critic's value of each objective."""
-        return self.network.apply(
-            self.params, jnp.asarray(obs, jnp.float32), jnp.asarray(weights, jnp.float32)
-        )[1]
+        return self.network.apply(self.params, *self.check_inputs(obs, weights))[1]
+
+    def check_inputs(self, obs: jax.Array, weights: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``obs`` and ``weights`` as float32 arrays, or ``ValueError`` (``TypeError`` for non-numbers)
+        naming the argument: ``obs`` must end in the env's ``NUM_FEATURES`` features (or exactly the
+        ones the network reads: 21 for a policy from before the forecast block), ``weights`` in one
+        weight per objective, with the same leading (batch) shape; and, when they are concrete
+        rather than traced, every value must be finite (a NaN would pick action 0 silently)."""
+        config = self.network.config
+        widths = {
+            "obs": sorted({NUM_FEATURES, config.obs_dim or NUM_FEATURES}),
+            "weights": [config.num_objectives],
+        }
+        arrays = {}
+        for name, value in (("obs", obs), ("weights", weights)):
+            dtype = value.dtype if hasattr(value, "dtype") else np.asarray(value).dtype
+            if not any(jnp.issubdtype(dtype, kind) for kind in (jnp.floating, jnp.integer, jnp.bool_)):
+                raise TypeError(f"{name} must hold real numbers, got {dtype}")
+            array = jnp.asarray(value, jnp.float32)
+            if array.ndim == 0 or array.shape[-1] not in widths[name]:
+                wanted = " or ".join(str(w) for w in widths[name])
+                raise ValueError(f"{name} must have shape [..., {wanted}], got {array.shape}")
+            if not isinstance(array, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(array))):
+                raise ValueError(f"{name} must be finite, got NaN or infinity")
+            arrays[name] = array
+        if arrays["obs"].shape[:-1] != arrays["weights"].shape[:-1]:
+            raise ValueError(
+                f"obs {arrays['obs'].shape} and weights {arrays['weights'].shape} must have the same leading "
+                "(batch) shape: one weight vector per observation"
+            )
+        return arrays["obs"], arrays["weights"]
 
 
 def _check_layout(meta: dict[str, Any], config: TrainConfig, where: Path) -> int:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -277,3 +279,57 @@ def test_a_run_saved_before_the_dual_multipliers_refuses_to_resume(copy_of: Path
     assert "\n" not in str(err.value)
     assert ckpt.complete_steps(copy_of) == [SAVED_STEP]
     assert ckpt.load_policy(copy_of).step == SAVED_STEP  # the policy still loads
+
+
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
+LEGACY = Path(__file__).resolve().parent / "data" / "legacy-policy-v1"
+_OBS, _WEIGHTS = np.zeros(NUM_FEATURES, np.float32), np.full(3, 1 / 3, np.float32)
+# (id, obs, weights, exception, phrase) for the shipped policy; each used to be a flax shape error, an
+# IndexError, a concatenate TypeError, or an answer: 400 features read as the first 351, NaN as action 0.
+BAD_POLICY_INPUTS = [
+    ("350 features", np.zeros(350), _WEIGHTS, ValueError, f"obs must have shape [..., {NUM_FEATURES}]"),
+    ("400 features", np.zeros(400), _WEIGHTS, ValueError, "got (400,)"),
+    ("the paper's 21", np.zeros(21), _WEIGHTS, ValueError, "obs must have shape"),
+    ("a scalar obs", np.float32(0.5), _WEIGHTS, ValueError, "got ()"),
+    ("2 weights", _OBS, np.ones(2), ValueError, "weights must have shape [..., 3]"),
+    ("a batch of obs, one weight vector", np.zeros((4, NUM_FEATURES)), _WEIGHTS, ValueError, "same leading"),
+    ("NaN obs", np.full(NUM_FEATURES, np.nan), _WEIGHTS, ValueError, "obs must be finite"),
+    ("infinite weights", _OBS, np.array([np.inf, 0.0, 0.0]), ValueError, "weights must be finite"),
+    ("string obs", np.array(["a"] * NUM_FEATURES), _WEIGHTS, TypeError, "obs must hold real numbers"),
+    ("complex obs", np.zeros(NUM_FEATURES, complex), _WEIGHTS, TypeError, "obs must hold real numbers"),
+    ("None weights", _OBS, None, TypeError, "weights must hold real numbers"),
+]
+
+
+@pytest.fixture(scope="module")
+def shipped() -> ckpt.LoadedPolicy:
+    """The shipped default policy."""
+    return ckpt.load_policy(SHIPPED)
+
+
+@pytest.mark.parametrize(
+    ("obs", "weights", "error", "phrase"),
+    [c[1:] for c in BAD_POLICY_INPUTS],
+    ids=[c[0] for c in BAD_POLICY_INPUTS],
+)
+def test_bad_policy_inputs_raise_one_line_naming_the_argument(
+    shipped: ckpt.LoadedPolicy, obs: Any, weights: Any, error: type[Exception], phrase: str
+) -> None:
+    for call in (shipped, shipped.logits, shipped.values):
+        with pytest.raises(error) as info:
+            call(obs, weights)
+        assert phrase in str(info.value) and "\n" not in str(info.value)
+
+
+def test_policy_inputs_that_stay_accepted(shipped: ckpt.LoadedPolicy) -> None:
+    """Lists, integer or bool observations, any batch shape; a legacy policy also takes its own 21
+    features, and jit still traces through the checks (no value check on a tracer)."""
+    assert shipped(list(_OBS), list(_WEIGHTS)).shape == ()
+    assert shipped(np.zeros((2, 3, NUM_FEATURES), int), np.ones((2, 3, 3))).shape == (2, 3)
+    assert shipped(np.zeros(NUM_FEATURES, bool), _WEIGHTS).shape == ()
+    legacy = ckpt.load_policy(LEGACY)
+    assert int(legacy(_OBS[:21], _WEIGHTS)) == int(legacy(_OBS, _WEIGHTS))
+    with pytest.raises(ValueError, match=re.escape(f"[..., 21 or {NUM_FEATURES}]")):
+        legacy(np.zeros(30), _WEIGHTS)
+    nan_obs = jnp.full(NUM_FEATURES, jnp.nan)
+    assert jax.jit(shipped.logits)(nan_obs, _WEIGHTS).shape == (shipped.network.config.num_actions,)
