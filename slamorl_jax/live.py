@@ -238,23 +238,16 @@ def _runs(value: Any, field: str) -> tuple[tuple[int, int, float], ...]:
     return tuple(runs)
 
 
-def _history(value: Any, field: str = "history") -> tuple[tuple[int, int, float], ...]:
-    """The ``history`` (or ``probes``) list: one object per run with ``gpus``, ``cpus`` and
-    ``epoch_time_s``."""
+def _history(value: Any, field: str = "history") -> tuple[tuple[Any, Any, Any], ...]:
+    """The JSON form of ``history`` (or ``probes``): a list of objects, each with exactly ``gpus``,
+    ``cpus`` and ``epoch_time_s``, as ``(gpus, cpus, epoch_time_s)`` runs; their values are checked
+    by the constructor (:func:`_runs`)."""
     if not isinstance(value, (list, tuple)):
         raise ValueError(f"{field} must be a list of runs, each {{gpus, cpus, epoch_time_s}}")
-    epochs = []
     for i, entry in enumerate(value):
         if not isinstance(entry, Mapping) or set(entry) != set(HISTORY_FIELDS):
             raise ValueError(f"{field}[{i}] must be an object with exactly {', '.join(HISTORY_FIELDS)}")
-        epochs.append(
-            (
-                _integer(f"{field}[{i}].gpus", entry["gpus"]),
-                _integer(f"{field}[{i}].cpus", entry["cpus"]),
-                _number(f"{field}[{i}].epoch_time_s", entry["epoch_time_s"]),
-            )
-        )
-    return tuple(epochs)
+    return tuple(tuple(entry[name] for name in HISTORY_FIELDS) for entry in value)
 
 
 def _check_magnitudes(job: LiveJob) -> None:
