@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 from slamorl_jax.calibration import checks, cpu_profiles, prices, requested
-from slamorl_jax.calibration.build import DEFAULT_OUTPUT
 from slamorl_jax.calibration.loaders import (
     DEFAULT_DATA_DIR,
+    DEFAULT_OUTPUT,
     load_pollux_step_times,
     load_synergy_cpu_profiles,
 )

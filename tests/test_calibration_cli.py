@@ -112,8 +112,10 @@ def test_the_module_runs_main_under_the_shared_wrapper():
     assert done.stderr == f"{PROG}: error: unrecognized arguments: --bogus\n"
 
 
-def test_default_output_matches_build():
-    assert cli.DEFAULT_OUTPUT == build.DEFAULT_OUTPUT
+def test_default_output_is_the_json_the_environment_loads():
+    from slamorl_jax.env.catalog import CATALOG_PATH
+
+    assert cli.DEFAULT_OUTPUT == CATALOG_PATH
 
 
 # --- --data-dir ------------------------------------------------------------------------------------

@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slamorl_jax.calibration import loaders
+from slamorl_jax.calibration.loaders import DEFAULT_OUTPUT
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command
 
 if TYPE_CHECKING:  # build imports JAX and SciPy: main imports it once the arguments are checked
     from slamorl_jax.calibration.build import Report
 
 PROG = "python -m slamorl_jax.calibration"
-#: :data:`slamorl_jax.calibration.build.DEFAULT_OUTPUT`, known here without importing JAX and SciPy.
-DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "env" / "calibrated_workloads.json"
 #: What a loader raises on a file it cannot use (``json.JSONDecodeError`` is a ``ValueError``).
 LOAD_ERRORS = (ValueError, KeyError, TypeError, IndexError, AttributeError, SyntaxError, csv.Error, OSError)
 #: What the fits raise on data they cannot fit.

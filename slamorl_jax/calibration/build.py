@@ -39,7 +39,6 @@ from slamorl_jax.cli_args import cleanup_on_interrupt
 FORMAT_VERSION = 1
 GENERATED_BY = "python -m slamorl_jax.calibration"
 #: Default output: next to the environment that loads it.
-DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "env" / "calibrated_workloads.json"
 #: Decimal digits kept in the JSON (well below the fits' precision, keeps diffs readable).
 SIGNIFICANT_DIGITS = 10
 

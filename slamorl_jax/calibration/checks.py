@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 
 from slamorl_jax.calibration import gavel_fit, pollux_fit
-from slamorl_jax.calibration.build import DEFAULT_OUTPUT
-from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR, load_pollux_step_times
+from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR, DEFAULT_OUTPUT, load_pollux_step_times
 from slamorl_jax.calibration.model import StepModel
 from slamorl_jax.calibration.workloads import WORKLOADS, WorkloadSpec
 

@@ -30,9 +30,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.calibration import gavel_fit, gpu_speed
-from slamorl_jax.calibration.build import DEFAULT_OUTPUT
 from slamorl_jax.calibration.loaders import (
     DEFAULT_DATA_DIR,
+    DEFAULT_OUTPUT,
     POLLUX_APPS,
     load_gavel_isolated,
     load_pollux_step_times,

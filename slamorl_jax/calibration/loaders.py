@@ -18,6 +18,8 @@ import numpy as np
 
 #: The vendored copies of the published measurements (see ``data/README.md``).
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / "data"
+#: Where ``python -m slamorl_jax.calibration`` writes its fits (the JSON the environment loads).
+DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "env" / "calibrated_workloads.json"
 
 POLLUX_APPS: tuple[str, ...] = ("cifar10", "imagenet", "bert", "deepspeech2", "yolov3", "ncf")
 GAVEL_WORKER_TYPES: tuple[str, ...] = ("v100", "p100", "k80")
