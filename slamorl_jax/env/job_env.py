@@ -145,11 +145,11 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
 
     def reward_space(self, params: EnvParams | None = None) -> spaces.Box:
         """Bounds of the (time, cost, sla) reward vector under ``params``."""
-        return spaces.reward_space(params if params is not None else self.default_params)
+        return spaces.reward_space(self.params_or_default(params))
 
     def state_space(self, params: EnvParams | None = None) -> spaces.Dict:
         """The ``EnvState`` structure as nested gymnax ``Dict`` and ``Box`` spaces (``spaces.py``)."""
-        params = params if params is not None else self.default_params
+        params = self.params_or_default(params)
         return spaces.state_space(jax.eval_shape(self.reset_env, jax.random.key(0), params)[1])
 
     # gymnax hooks ----------------------------------------------------------------------------
@@ -157,7 +157,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
     ) -> jax.Array:
         """The observation of ``state`` (``observation.observe``; deterministic, ``key`` is unused)."""
-        return observe(state, params if params is not None else self.default_params)
+        return observe(state, self.params_or_default(params))
 
     def is_terminated(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
         """Whether the job of ``state`` has run all its epochs."""
@@ -169,7 +169,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
 
     def is_truncated(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
         """Whether ``state`` has reached the ``max_steps_in_episode`` decision limit."""
-        params = params if params is not None else self.default_params
+        params = self.params_or_default(params)
         return state.steps >= params.max_steps_in_episode
 
     def discount(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
