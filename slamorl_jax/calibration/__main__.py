@@ -115,7 +115,8 @@ def check_output(text: str) -> Path:
 
 def _check_loaders(data_dir: Path) -> None:
     """Refuse a ``--data-dir`` without a file a loader reads (each pattern must match one), then run
-    every loader once (the fits reuse the cached ones), naming the files of one that fails."""
+    every loader once, naming the files of one that fails (the fits reuse the results of the two
+    cached loaders and read the other, small files again)."""
     for patterns, load in LOADERS:
         missing = next((pattern for pattern in patterns if not any(data_dir.glob(pattern))), None)
         if missing is not None:
