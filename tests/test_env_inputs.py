@@ -76,6 +76,11 @@ def _step(action: Any) -> Any:
     return jax.eval_shape(lambda state: ENV.step(KEY, state, action, PARAMS), STATE)
 
 
+def _step_state(state: Any) -> Any:
+    """Trace one step of ``state`` as given."""
+    return jax.eval_shape(lambda: ENV.step(KEY, state, 0, PARAMS))
+
+
 # (id, call, exception, phrase): each is refused when traced, with one line naming the argument.
 BAD_ENV_CALLS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("float action", lambda: _step(2.7), TypeError, "action must be an integer action index"),
@@ -108,6 +113,18 @@ BAD_ENV_CALLS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         ValueError,
         "reset_slots must be >= 1",
     ),
+    ("None state", lambda: ENV.step(KEY, None, 0, PARAMS), TypeError, "state must be the EnvState"),
+    ("dict state", lambda: _step_state({"epoch": 0}), TypeError, "got dict"),
+    ("batched state", lambda: _step_state(STATES), ValueError, "state holds a batch of envs"),
+    ("get_obs of None", lambda: ENV.get_obs(None, PARAMS), TypeError, "state must be the EnvState"),
+    ("place None", lambda: ENV.place(None, 1, 4, PARAMS), TypeError, "state must be the EnvState"),
+    (
+        "step_batch one state",
+        lambda: jax.eval_shape(ENV.step_batch, KEYS, STATE, jnp.zeros(2, jnp.int32), PARAMS),
+        ValueError,
+        "one env per key (2 on its leading axis)",
+    ),
+    ("with_values unknown field", lambda: with_values(PARAMS, nosuch=1), TypeError, "no field 'nosuch'"),
     ("catalog a string", lambda: JobAllocationEnv(catalog="x"), TypeError, "catalog must be a Catalog"),
     ("default_params(3)", lambda: default_params(3), TypeError, "catalog must be a Catalog"),
 ]
@@ -120,7 +137,8 @@ def test_bad_env_arguments_are_refused_when_traced(
     call: Callable[[], Any], error: type[Exception], phrase: str
 ) -> None:
     """A float, bool or string action used to be truncated to an index (2.7 acting as 2), a batch of
-    actions or keys failed deep in a stack, and an int key or string params with an AttributeError."""
+    actions or keys failed deep in a stack, and an int key, string params, a missing state or an
+    unknown params field with an AttributeError."""
     with pytest.raises(error) as info:
         call()
     assert phrase in str(info.value) and "\n" not in str(info.value)

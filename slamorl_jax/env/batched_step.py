@@ -30,7 +30,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.env.state import EnvState
+from slamorl_jax.env.state import EnvState, check_state
 from slamorl_jax.sharding import ENV_AXIS
 
 if TYPE_CHECKING:
@@ -140,6 +140,7 @@ def step_batch(
     """``vmap(env.step)(keys, state, action, params)`` over the leading env axis, resetting only the
     finished jobs (module docstring); ``reset_slots`` defaults to :func:`default_reset_slots`."""
     num_envs = keys.shape[0] if jnp.ndim(keys) else 0
+    check_state(state, batch=num_envs)
     if jnp.shape(action) != (num_envs,):  # static: checked when traced, free in a compiled step
         raise ValueError(
             f"step_batch takes one action per env: action must have shape ({num_envs},) like the "

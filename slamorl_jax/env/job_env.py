@@ -86,7 +86,7 @@ from slamorl_jax.env.online_model import epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.scenarios import check_scenario, scenario_params
-from slamorl_jax.env.state import EnvState
+from slamorl_jax.env.state import EnvState, check_state
 
 Info = dict[str, jax.Array]
 
@@ -157,6 +157,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         self, state: EnvState, params: EnvParams | None = None, key: jax.Array | None = None
     ) -> jax.Array:
         """The observation of ``state`` (``observation.observe``; deterministic, ``key`` is unused)."""
+        check_state(state)
         return observe(state, self.params_or_default(params))
 
     def is_terminated(self, state: EnvState, params: EnvParams | None = None) -> jax.Array:
@@ -223,6 +224,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         profile's forecast for it, as at reset; the job, its contention and its counters are kept.
         Evaluation uses it to start the same jobs at baseline and oracle allocations.
         """
+        check_state(state)
         gpus, cpus = clip_allocation(
             jnp.asarray(gpus, jnp.int32), jnp.asarray(cpus, jnp.int32), *cluster_bounds(params)
         )
@@ -312,6 +314,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
     ) -> tuple[EnvState, jax.Array, jax.Array, Info]:
         """Apply ``action`` and run one epoch (no reset): next state, reward, terminated, info."""
         u = d.as_tuple(u)
+        check_state(state)  # type and shape are static: checked when traced
         job = state.job
         action_sets.check_action_dtype(action)  # dtype and shape are static: checked when traced
         if jnp.ndim(action) != 0:

@@ -172,10 +172,15 @@ def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:
     and on a cast that would change a value (a fraction, NaN or out-of-range number for an integer
     field, anything but 0 or 1 for a flag). It checks no ranges: call
     :func:`slamorl_jax.env.validate_params` on the result (``reset`` and ``step`` run under ``jit``
-    and do not).
+    and do not). ``TypeError`` for a name that is not a field.
     """
+    known = {field.name for field in dataclasses.fields(tree)}
+    if isinstance(tree, EnvParams):
+        known |= set(FIELD_ALIASES)
     new = {}
     for name, value in values.items():
+        if name not in known:
+            raise TypeError(f"{type(tree).__name__} has no field {name!r}")
         old = getattr(tree, name)
         array = _exact_cast(name, value, old.dtype)
         if same_shape and array.shape != old.shape:

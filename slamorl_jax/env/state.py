@@ -103,3 +103,22 @@ class EnvState:
     def time(self) -> jax.Array:
         """gymnax's name for the decision counter of the episode (``steps``; not wall-clock time)."""
         return self.steps
+
+
+def check_state(state: object, batch: int | None = None) -> None:
+    """``TypeError`` unless ``state`` is an :class:`EnvState`; ``ValueError`` unless it holds one env
+    (``batch=None``) or a batch of ``batch`` envs on its leading axis.
+
+    Types and shapes are static, so under ``jit`` this runs once at trace time and costs a compiled
+    step nothing; without it a wrong state fails deep in the step (``'NoneType' object has no
+    attribute 'job'``, a broadcasting error for a batched state given to ``step``)."""
+    if not isinstance(state, EnvState):
+        raise TypeError(f"state must be the EnvState that reset or step returned, got {type(state).__name__}")
+    shape = jnp.shape(state.epoch)
+    if batch is None and shape != ():
+        raise ValueError(
+            f"state holds a batch of envs (epoch shape {shape}): step a batch with env.step_batch "
+            "or jax.vmap(env.step)"
+        )
+    if batch is not None and shape != (batch,):
+        raise ValueError(f"state must hold one env per key ({batch} on its leading axis); its epoch has shape {shape}")
