@@ -121,4 +121,6 @@ def check_state(state: object, batch: int | None = None) -> None:
             "or jax.vmap(env.step)"
         )
     if batch is not None and shape != (batch,):
-        raise ValueError(f"state must hold one env per key ({batch} on its leading axis); its epoch has shape {shape}")
+        raise ValueError(
+            f"state must hold one env per key ({batch} on its leading axis); its epoch has shape {shape}"
+        )
