@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         compare = {name: load_policy(path) for name, path in args.compare.items()}
     except CheckpointError as err:
         fail(str(err), PROG)
-    history = history_start(args.history)
+    history = history_start(args.history, policy)
     config = SuiteConfig(
         scenarios=args.scenarios,
         episodes=args.episodes,
@@ -213,16 +213,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def history_start(path: str | None) -> HistoryStart | None:
+def history_start(path: str | None, policy: object) -> HistoryStart | None:
     """The start rule of the ``--history`` store (``None`` without one); exit 2 with one line when
-    the store cannot be used."""
+    the store cannot be used or holds a best allocation outside ``policy``'s cluster."""
     if path is None:
         return None
+    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.history.lookup import HistoryStart
     from slamorl_jax.history.records import load_records
 
     try:
-        return HistoryStart.from_records(load_records(path))
+        return HistoryStart.from_records(load_records(path, cluster=env_params_from_config(policy.config)))
     except ValueError as err:
         fail(f"--history: {err}", PROG)
 

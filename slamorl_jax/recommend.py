@@ -120,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
             and {"deadline_s", "budget_usd"} & set(left_out)
         )
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
-    records = read_history(args.history) if args.history is not None else None
     if not path_exists(args.checkpoint):
         fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
     from slamorl_jax.checkpoint import CheckpointError, load_policy
@@ -130,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         policy = load_policy(args.checkpoint)
     except CheckpointError as err:
         fail(str(err), PROG)
+    records = read_history(args.history, policy) if args.history is not None else None
     new_job = job.epochs_done == 0
     if args.suggest_slas:
         print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=2))
@@ -148,12 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def read_history(path: str) -> list:
-    """The records of the ``--history`` store (exit 2 with one line when it cannot be used)."""
+def read_history(path: str, policy: object) -> list:
+    """The records of the ``--history`` store, every best allocation in ``policy``'s cluster (exit 2
+    with one line when it cannot be used, as ``python -m slamorl_jax.history check`` refuses it)."""
+    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.history.records import load_records
 
     try:
-        return load_records(path)
+        return load_records(path, cluster=env_params_from_config(policy.config))
     except ValueError as err:
         fail(f"--history: {err}", PROG)
     return []  # unreachable

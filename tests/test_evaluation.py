@@ -250,6 +250,20 @@ def test_bad_flags_exit_2_with_one_line(
     assert not (tmp_path / "out").exists()
 
 
+def test_a_history_store_outside_the_policys_cluster_is_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The rule of ``history check`` and ``recommend --history``: a best allocation the policy's
+    cluster cannot hold is one line and exit 2 (it was clipped to the cluster before)."""
+    store = tmp_path / "outside.json"
+    record = HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (0.6, 0.2, 0.2), 8, 32)
+    save_records([record, dataclasses.replace(record, best_gpus=40)], store)
+    code, err = _main_exit([f"--history={store}", f"--out_dir={tmp_path / 'out'}"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "record 1" in err and "40 GPUs" in err and "outside the policy's cluster" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A tiny evaluation of the shipped policy writes JSON/Markdown/CSV/PNG with every method, the
     headline and the gaps to both anchors (the policy compared with itself gives identical

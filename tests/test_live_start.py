@@ -3,6 +3,7 @@ and reported probes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -152,14 +153,17 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     assert_refused(outcome, "missing.json")
 
 
-@pytest.mark.parametrize("store", ["missing.json", "bad.json", "store.txt"])
+@pytest.mark.parametrize("store", ["missing.json", "bad.json", "store.txt", "outside.json"])
 @pytest.mark.parametrize("epochs_done", [0, 2])
 def test_an_unusable_history_is_refused_whether_or_not_the_job_has_run(
     store: str, epochs_done: int, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--history`` is read and checked even for a job that has run epochs (which then gets the
-    policy's answer): a missing, malformed or wrongly named store is one line and exit 2."""
+    policy's answer): a missing, malformed or wrongly named store, or one with a best allocation
+    outside the policy's cluster (clipped to it before; ``history check`` refused it), is one line
+    and exit 2."""
     (workdir / "bad.json").write_text('{"records": [{"workload": 1}]}')
+    save_records([STORE[0], dataclasses.replace(STORE[1], best_gpus=40)], workdir / "outside.json")
     (workdir / "store.txt").write_text((workdir / "store.json").read_text())
     job = {**NEW_JOB, "epochs_done": epochs_done, "elapsed_s": 1550 * epochs_done}
     assert_refused(call(_recommend(job, f"--history={store}"), capsys, workdir), "--history", store)

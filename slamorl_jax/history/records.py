@@ -20,8 +20,9 @@ as notes and ignored), or a bare list of records; each record an object::
 missing, unknown or bad field (``ValueError`` naming the file, the record and the field, one line);
 given a cluster (``EnvParams``), also a record whose best allocation it cannot hold
 (``live_checks.check_in_cluster``, what ``recommend`` refuses of a job). ``python -m
-slamorl_jax.history check`` checks against the default cluster; ``recommend`` and ``evaluate`` clip
-a record's allocation to the policy's cluster instead.
+slamorl_jax.history check`` checks against the default cluster (the one every policy ``train``
+makes is trained on: its cluster comes from the catalogue, not the run's config), and ``recommend
+--history`` / ``evaluate --history`` against the policy's, so all three refuse the same store.
 """
 
 from __future__ import annotations
