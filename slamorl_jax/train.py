@@ -2,7 +2,8 @@
 
 One run trains one preference-conditioned policy on the chosen scenario (default ``mixed``), logs
 to JSONL and TensorBoard, checkpoints with orbax (``--resume`` continues exactly), and ends with
-an evaluation on fresh jobs of every named scenario against the jobs' requested static allocations.
+an evaluation on fresh jobs of each scenario kind (deadline-critical, budget-constrained, balanced)
+against the jobs' requested static allocations.
 Bad flags, stray arguments and unusable output paths exit with code 2 and one line, before anything
 is written; SIGTERM/SIGINT save a checkpoint before exiting (before the first update they exit with
 128 + signal and remove the directories the run created); a diverged run exits 3.

@@ -187,6 +187,11 @@ def test_imitation_learns_the_demonstrations_and_leaves_the_critic(oracle_demos:
     assert not params_equal(learnt["params"]["actor"], params["params"]["actor"])
 
 
+def _refuse_constant(name: str) -> None:
+    """``json.loads``'s hook for NaN and Infinity, which strict JSON has not."""
+    raise ValueError(f"not strict JSON: {name}")
+
+
 def test_the_cli_writes_a_policy_that_loads_and_warm_starts(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -196,8 +201,9 @@ def test_the_cli_writes_a_policy_that_loads_and_warm_starts(
     argv = [f"--decisions={log}", f"--out={out}", "--steps=5", "--holdout=0"]
     outcome = call(lambda: imitate.main(argv), capsys, tmp_path)
     assert outcome.code == 0, outcome.report()
-    report = json.loads(outcome.stdout)
+    report = json.loads(outcome.stdout, parse_constant=_refuse_constant)  # strict JSON: no bare NaN
     assert report["source"] == {"log": str(log), "decisions": 2, "moves": 1, "inexact": 0}
+    assert report["before"]["held_out"] == report["after"]["held_out"] == {"loss": None, "accuracy": None}
     policy = load_policy(out)
     assert policy.step == 0 and policy.config.actions == CONFIG.actions
     meta, _, _ = read_meta(out)

@@ -74,11 +74,12 @@ def split(demos: Demonstrations, holdout: float, key: jax.Array) -> tuple[Demons
     return demos.rows(order[held:]), demos.rows(order[:held])
 
 
-def evaluate(params: Any, network: ActorCritic, demos: Demonstrations) -> dict[str, float]:
-    """Loss and accuracy over all of ``demos`` (NaN when empty), in chunks."""
+def evaluate(params: Any, network: ActorCritic, demos: Demonstrations) -> dict[str, float | None]:
+    """Loss and accuracy over all of ``demos`` (``None`` when empty: JSON's null, where a NaN would
+    print as a bare ``NaN`` that strict JSON readers refuse), in chunks."""
     n = len(demos)
     if n == 0:
-        return {"loss": float("nan"), "accuracy": float("nan")}
+        return {"loss": None, "accuracy": None}
     losses, hits = 0.0, 0.0
     for start in range(0, n, EVAL_CHUNK):
         chunk = demos.rows(np.arange(start, min(start + EVAL_CHUNK, n)))
