@@ -54,9 +54,10 @@ epochs (``epochs_done`` does not count them).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
@@ -67,28 +68,18 @@ from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
-from slamorl_jax.env.job_env import epoch_readings
-from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
-from slamorl_jax.env.online_model import empty_stats, epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
+from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
 from slamorl_jax.live_checks import check_in_cluster, outside_training
+from slamorl_jax.live_encoding import READINGS, live_states
+from slamorl_jax.live_encoding import live_state as live_state  # the live tools' one-job state
 
 MAX_VALUE = 1e12  # largest reading accepted (seconds, dollars, samples/s, GiB): beyond it, float32 fails
 MAX_COUNT = 1_000_000  # largest GPU, CPU or epoch count accepted
 HISTORY_FIELDS = ("gpus", "cpus", "epoch_time_s")
-READINGS = (
-    "last_epoch_time_s",
-    "throughput",
-    "gpu_util",
-    "cpu_util",
-    "memory_used_gib",
-    "memory_alloc_gib",
-    "price_per_hour",
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -327,111 +318,6 @@ def _check(job: LiveJob) -> None:
     preference_vector(job.preference)  # raises for a bad preference
 
 
-def measured_epochs(job: LiveJob) -> tuple[tuple[int, int, float], ...]:
-    """The epochs the online model learns from: ``history``, or the last epoch alone when none is
-    given (and none at all before the first epoch)."""
-    if job.history is not None:
-        return job.history
-    return ((job.gpus, job.cpus, job.last_epoch_time_s),) if job.epochs_done > 0 else ()
-
-
-def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) -> EnvState:
-    """The env state the policy would see for ``job`` on ``params``' cluster (fields no observation
-    reads, such as the job's unknown true constants, hold its profile or zero)."""
-    catalog = catalog or load_catalog()
-    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-    i32 = lambda x: jnp.asarray(x, jnp.int32)  # noqa: E731
-    zero = f32(0.0)
-    workload = workload_index(job.workload, catalog)
-    gpu_type = gpu_type_index(job.gpu_type, catalog)
-    profile = jax.tree.map(lambda x: x[workload, gpu_type], job_constants_table(params))
-    requested = (job.requested_gpus or job.gpus, job.requested_cpus or job.cpus)
-    reference = job.reference_throughput
-    if reference is None:
-        reference = epoch_metrics(profile, i32(requested[0]), i32(requested[1]), params).throughput
-    targets = SlaTargets(
-        deadline_s=f32(job.deadline_s),
-        budget_usd=f32(job.budget_usd),
-        min_throughput=f32(job.min_throughput),
-        max_memory_gib=f32(job.max_memory_gib),
-        min_gpu_util=f32(job.min_gpu_util),
-        min_cpu_util=f32(job.min_cpu_util),
-    )
-    spec = JobSpec(
-        workload=i32(workload),
-        gpu_type=i32(gpu_type),
-        scenario=i32(0),
-        epochs=i32(job.epochs_total),
-        constants=profile,
-        profile=profile,
-        deviation=jnp.zeros((2,), jnp.float32),
-        requested_gpus=i32(requested[0]),
-        requested_cpus=i32(requested[1]),
-        preference=jnp.asarray(preference_vector(job.preference)),
-        sla_targets=targets,
-        time_ref_s=zero,
-        cost_ref_usd=zero,
-        throughput_ref=f32(reference),
-        shift_kind=i32(0),  # a live job's world changes in its reports, not by a drawn event
-        shift_epoch=i32(job.epochs_total),
-        shift_value=zero,
-    )
-    now = epoch_metrics(profile, i32(job.gpus), i32(job.cpus), params)
-    metrics = reported_metrics(job, now)
-    readings = epoch_readings(
-        spec,
-        metrics,
-        metrics.epoch_time_s,
-        metrics.throughput,
-        metrics.gpu_util,
-        metrics.cpu_util,
-        f32(job.elapsed_s),
-        f32(job.cost_usd),
-        i32(job.epochs_done),
-        params,
-    )
-    stats, surprise = empty_stats(), zero
-    probe_peak = zero  # a new job's peak memory: what its probes used (the env's reset: 0 without)
-    # Probes first, then the epochs, as the env measures them; the surprise is the last epoch's
-    # against the model of everything measured before it (online_model.epoch_surprise).
-    for gpus, cpus, epoch_time in (*(job.probes or ()), *measured_epochs(job)):
-        forecast = epoch_metrics(profile, i32(gpus), i32(cpus), params)
-        measured = (f32(epoch_time), forecast.epoch_time_s, forecast.compute_share, forecast.sync_share)
-        surprise = epoch_surprise(stats, *measured, params)
-        stats = record_epoch(stats, *measured)
-        probe_peak = jnp.maximum(probe_peak, forecast.memory_used_gib)
-    if job.epochs_done == 0:
-        surprise = zero
-    elapsed = f32(job.elapsed_s)
-    mean_gpu = metrics.gpu_util if job.mean_gpu_util is None else f32(job.mean_gpu_util)
-    mean_cpu = metrics.cpu_util if job.mean_cpu_util is None else f32(job.mean_cpu_util)
-    peak = (
-        (metrics.memory_used_gib if job.epochs_done > 0 else probe_peak)
-        if job.peak_memory_gib is None
-        else f32(job.peak_memory_gib)
-    )
-    return EnvState(
-        job=spec,
-        steps=i32(job.epochs_done),
-        epoch=i32(job.epochs_done),
-        gpus=i32(job.gpus),
-        cpus=i32(job.cpus),
-        contended=jnp.zeros((), bool),
-        event_left=jnp.zeros((), bool),
-        elapsed_s=elapsed,
-        cost_usd=f32(job.cost_usd),
-        **readings,
-        gpu_busy_s=mean_gpu * elapsed,
-        cpu_busy_s=mean_cpu * elapsed,
-        peak_memory_gib=peak,
-        reallocations=i32(0),
-        severity_sum=zero,
-        profile_now=now,
-        model_stats=stats,
-        surprise=surprise,
-    )
-
-
 def job_description(state: EnvState, catalog: Catalog | None = None) -> dict[str, Any]:
     """What the job of one env state (unbatched) is, in the fields of a report (:class:`LiveJob`):
     workload and GPU type by name, allocation, request, epochs, SLA targets and preference; no
@@ -455,20 +341,6 @@ def job_description(state: EnvState, catalog: Catalog | None = None) -> dict[str
         "min_cpu_util": float(targets.min_cpu_util),
         "preference": [float(w) for w in job.preference],
     }
-
-
-def reported_metrics(job: LiveJob, forecast: EpochMetrics) -> EpochMetrics:
-    """The job's last-epoch readings as ``EpochMetrics``, each reading it left out (a new job) taken
-    from ``forecast``, the profile's at its allocation (the env's reset does the same)."""
-
-    def reading(name: str, default: jax.Array) -> jax.Array:
-        value = getattr(job, name)
-        return default if value is None else jnp.asarray(value, jnp.float32)
-
-    return forecast.replace(
-        epoch_time_s=reading("last_epoch_time_s", forecast.epoch_time_s),
-        **{name: reading(name, getattr(forecast, name)) for name in READINGS if name != "last_epoch_time_s"},
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -521,32 +393,78 @@ def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = Non
 
     Raises ``ValueError`` for a job :func:`check_recommendable` refuses and ``TypeError`` for
     arguments of the wrong type (read a mapping with :meth:`LiveJob.from_dict` first)."""
-    for name, value, kind in (("policy", policy, LoadedPolicy), ("job", job, LiveJob)):
-        if not isinstance(value, kind):
-            raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+    if not isinstance(job, LiveJob):
+        raise TypeError(f"job must be a LiveJob, got {type(job).__name__}")
+    return _recommend_checked(policy, [job], params, lambda i: "")[0]
+
+
+def recommend_many(
+    policy: LoadedPolicy, jobs: Sequence[LiveJob], params: EnvParams | None = None
+) -> list[Recommendation]:
+    """:func:`recommend` for every job of ``jobs``, in one compiled call: a platform answers all its
+    running jobs at once (the same answer each job gets alone, ``tests/test_live_batch.py``).
+
+    ``ValueError`` naming the job's index (``job 3: ...``) for a job :func:`check_recommendable`
+    refuses, ``TypeError`` for arguments of the wrong type."""
+    if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Sequence) or not jobs:
+        raise TypeError(f"jobs must be a non-empty sequence of LiveJob, got {type(jobs).__name__}")
+    for i, job in enumerate(jobs):
+        if not isinstance(job, LiveJob):
+            raise TypeError(f"jobs[{i}] must be a LiveJob, got {type(job).__name__}")
+    return _recommend_checked(policy, list(jobs), params, lambda i: f"job {i}: ")
+
+
+def _recommend_checked(
+    policy: LoadedPolicy, jobs: list[LiveJob], params: EnvParams | None, where: Callable[[int], str]
+) -> list[Recommendation]:
+    """The recommendations for ``jobs`` (of the right type); ``where(i)`` starts job ``i``'s refusal."""
+    if not isinstance(policy, LoadedPolicy):
+        raise TypeError(f"policy must be a LoadedPolicy, got {type(policy).__name__}")
     if params is not None and not isinstance(params, EnvParams):
         raise TypeError(f"params must be EnvParams (or None for the policy's), got {type(params).__name__}")
     params = params if params is not None else env_params_from_config(policy.config)
-    check_recommendable(job, params)
-    state = live_state(job, params)
-    obs = observe(state, params)
-    logits = policy.logits(obs, state.weights)
-    action = int(jnp.argmax(logits))
-    gpus, cpus = action_sets.apply(action, state.gpus, state.cpus, params)
-    return Recommendation(
-        gpus=int(gpus),
-        cpus=int(cpus),
-        gpu_delta=int(gpus) - job.gpus,
-        cpu_delta=int(cpus) - job.cpus,
-        action=action,
-        action_name=action_sets.action_names(policy.config.actions, params)[action],
-        action_probabilities=_floats(jax.nn.softmax(logits)),
-        weights=dict(zip(("time", "cost", "sla"), _floats(state.weights), strict=True)),
-        severities=dict(zip(SLA_NAMES, _floats(state.severities), strict=True)),
-        observation=dict(zip(FEATURE_NAMES, _floats(obs), strict=True)),
-        outside_training=outside_training(job, params),
-        relocate=bool(action_sets.relocates(action, policy.config.actions)),
-    )
+    for i, job in enumerate(jobs):
+        try:
+            check_recommendable(job, params)
+        except ValueError as err:
+            raise ValueError(f"{where(i)}{err}") from None
+    states = live_states(jobs, params)
+    decided = _decide(policy.network, policy.config.actions, policy.params, states, params)
+    obs, probabilities, action, gpus, cpus, relocate = jax.device_get(decided)
+    weights, severities = jax.device_get((states.weights, states.severities))
+    names = action_sets.action_names(policy.config.actions, params)
+    return [
+        Recommendation(
+            gpus=int(gpus[i]),
+            cpus=int(cpus[i]),
+            gpu_delta=int(gpus[i]) - job.gpus,
+            cpu_delta=int(cpus[i]) - job.cpus,
+            action=int(action[i]),
+            action_name=names[int(action[i])],
+            action_probabilities=_floats(probabilities[i]),
+            weights=dict(zip(("time", "cost", "sla"), _floats(weights[i]), strict=True)),
+            severities=dict(zip(SLA_NAMES, _floats(severities[i]), strict=True)),
+            observation=dict(zip(FEATURE_NAMES, _floats(obs[i]), strict=True)),
+            outside_training=outside_training(job, params),
+            relocate=bool(relocate[i]),
+        )
+        for i, job in enumerate(jobs)
+    ]
+
+
+@functools.partial(jax.jit, static_argnames=("network", "action_set"))
+def _decide(
+    network: Any, action_set: str, policy_params: Any, states: EnvState, params: EnvParams
+) -> tuple[jax.Array, ...]:
+    """The greedy decision for a batch of live states: ``(obs, action probabilities, action, gpus,
+    cpus, relocate)``, each with the batch's leading axis."""
+    obs = jax.vmap(observe, in_axes=(0, None))(states, params)
+    logits = network.apply(policy_params, obs, states.weights)[0]
+    action = jnp.argmax(logits, axis=-1)
+    apply = jax.vmap(action_sets.apply, in_axes=(0, 0, 0, None))
+    gpus, cpus = apply(action, states.gpus, states.cpus, params)
+    relocate = action_sets.relocates(action, action_set)
+    return obs, jax.nn.softmax(logits, axis=-1), action, gpus, cpus, relocate
 
 
 def _floats(x: jax.Array | Sequence[float]) -> tuple[float, ...]:

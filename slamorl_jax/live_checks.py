@@ -28,6 +28,7 @@ from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.job_model import JobConstants, epoch_metrics, job_constants_table
 from slamorl_jax.env.params import EnvParams, max_gpus
+from slamorl_jax.live_encoding import measured_epochs
 
 if TYPE_CHECKING:
     from slamorl_jax.live import LiveJob
@@ -125,8 +126,6 @@ def _epoch_time_note(job: LiveJob, profile: JobConstants, params: EnvParams) -> 
     """The first measured epoch (or probe) further from the profile's forecast than training jobs ever
     were; a new job's readings are not measurements."""
     lo, hi = _epoch_time_range(params)
-    from slamorl_jax.live import measured_epochs  # live imports this module
-
     for gpus, cpus, seconds in (*measured_epochs(job), *(job.probes or ())):
         forecast = float(epoch_metrics(profile, jnp.int32(gpus), jnp.int32(cpus), params).epoch_time_s)
         ratio = seconds / forecast

@@ -39,8 +39,9 @@ PROG = "python -m slamorl_jax.recommend"
 DEFAULT_CHECKPOINT = "checkpoints/default"
 
 
-def read_job(source: str) -> dict:
-    """The JSON object in file ``source`` (``-``: standard input); exits 2 when it cannot be read."""
+def read_source(source: str, flag: str) -> str:
+    """The UTF-8 text of file ``source`` (``-``: standard input); exits 2 naming ``flag`` when it
+    cannot be read."""
     try:
         if source == "-":
             stream = getattr(sys.stdin, "buffer", None)
@@ -50,24 +51,105 @@ def read_job(source: str) -> dict:
         else:
             data = Path(source).read_bytes()
     except (OSError, ValueError) as err:  # missing, a directory, unreadable, a NUL byte in the path
-        fail(f"cannot read --job {source!r}: {getattr(err, 'strerror', None) or err}", PROG)
+        fail(f"cannot read {flag} {source!r}: {getattr(err, 'strerror', None) or err}", PROG)
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
-        fail(f"--job {source!r} is not UTF-8 text (byte {err.start})", PROG)
+        fail(f"{flag} {source!r} is not UTF-8 text (byte {err.start})", PROG)
+    return ""  # unreachable
+
+
+def parse_json(text: str, where: str) -> object:
+    """The JSON value of ``text``; exits 2 naming ``where`` when it is not JSON."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        fail(f"--job {source!r} is not valid JSON: {err.msg} (line {err.lineno})", PROG)
+        fail(f"{where} is not valid JSON: {err.msg} (line {err.lineno})", PROG)
     except RecursionError:
-        fail(f"--job {source!r} is nested too deeply to be a job", PROG)
-    return {}  # unreachable
+        fail(f"{where} is nested too deeply to be a job", PROG)
+    return None  # unreachable
+
+
+def read_job(source: str) -> dict:
+    """The JSON object in file ``source`` (``-``: standard input); exits 2 when it cannot be read or
+    is not one JSON object."""
+    data = parse_json(read_source(source, "--job"), f"--job {source!r}")
+    if not isinstance(data, dict):
+        fail(f"--job {source!r} must hold one JSON object (a job), got {type(data).__name__}", PROG)
+    return data
+
+
+def read_jobs(source: str) -> list:
+    """The jobs of the ``--jobs`` file: JSON Lines (one job object a line, blank lines skipped) or
+    one JSON list of job objects; exits 2 naming the line or index of a bad one."""
+    from slamorl_jax.live import LiveJob
+
+    text = read_source(source, "--jobs")
+    if text.lstrip().startswith("["):
+        items = parse_json(text, f"--jobs {source!r}")
+        named = [(f"--jobs {source!r} item {i}", item) for i, item in enumerate(items)]
+    else:
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+        named = [
+            (f"--jobs {source!r} line {n}", parse_json(line, f"--jobs {source!r} line {n}"))
+            for n, line in lines
+        ]
+    if not named:
+        fail(f"--jobs {source!r} holds no jobs", PROG)
+    jobs = []
+    for where, item in named:
+        if not isinstance(item, dict):
+            fail(f"{where} must be a JSON object (a job), got {type(item).__name__}", PROG)
+        try:
+            jobs.append(LiveJob.from_dict(item))
+        except ValueError as err:
+            fail(f"{where}: {err}", PROG)
+    return jobs
+
+
+def answer_jobs(args: object) -> int:
+    """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order."""
+    jobs = read_jobs(args.jobs)
+    policy = load_checkpoint(args.checkpoint)
+    from slamorl_jax.live import recommend_many
+
+    try:
+        answers = recommend_many(policy, jobs)
+    except ValueError as err:
+        fail(str(err), PROG)
+    for i, answer in enumerate(answers):
+        if answer.outside_training:
+            notes = "; ".join(answer.outside_training)
+            print(
+                f"{PROG}: warning: job {i} is outside what the policy was trained on: {notes}",
+                file=sys.stderr,
+            )
+    for answer in answers:
+        print(json.dumps(answer.as_dict()))
+    return 0
+
+
+def load_checkpoint(path: str) -> object:
+    """The policy at ``path``; exits 2 with one line when it is missing or cannot be loaded."""
+    if not path_exists(path):
+        fail(f"--checkpoint {path!r} does not exist", PROG)
+    from slamorl_jax.checkpoint import CheckpointError, load_policy
+
+    try:
+        return load_policy(path)
+    except CheckpointError as err:
+        fail(str(err), PROG)
+    return None  # unreachable
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, validate, recommend, print JSON; the exit status."""
     parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    parser.add_argument("--job", required=True, help="job state as JSON: a file path, or - for stdin")
+    jobs = parser.add_mutually_exclusive_group(required=True)
+    jobs.add_argument("--job", help="job state as JSON: a file path, or - for stdin")
+    jobs.add_argument(
+        "--jobs", help="many jobs (JSON Lines, or a JSON list; - for stdin): one answer a line, in one call"
+    )
     parser.add_argument(
         "--checkpoint", default=DEFAULT_CHECKPOINT, help="policy checkpoint (default: %(default)s)"
     )
@@ -100,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sla_confidence is not None and not (args.suggest_slas and 0.0 < args.sla_confidence < 1.0):
         fail("--sla_confidence is a probability in (0, 1) for --suggest_slas", PROG)
-    if (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas > 1:
+    new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
+    if args.jobs is not None:
+        if new_job_flags or args.sla_confidence is not None:
+            fail("--jobs gives the policy's answer for each job; ask for a new job's start with --job", PROG)
+        return answer_jobs(args)
+    if new_job_flags > 1:
         fail(
             "--history, --probe_plan, --forecast_start and --suggest_slas answer a new job: ask for one", PROG
         )
@@ -120,15 +207,9 @@ def main(argv: list[str] | None = None) -> int:
             and {"deadline_s", "budget_usd"} & set(left_out)
         )
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
-    if not path_exists(args.checkpoint):
-        fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
-    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    policy = load_checkpoint(args.checkpoint)
     from slamorl_jax.live import recommend
 
-    try:
-        policy = load_policy(args.checkpoint)
-    except CheckpointError as err:
-        fail(str(err), PROG)
     records = read_history(args.history, policy) if args.history is not None else None
     new_job = job.epochs_done == 0
     if args.suggest_slas:

@@ -1,7 +1,7 @@
 """Decisions turned into what a policy learns from: observation, weights and action of its set.
 
 From a decision log (``decisions.py``): each job's report becomes the env state the policy would see
-for it (``live.live_state``, the same formulas as ``recommend``), observed on the policy's cluster,
+for it (``live_encoding.live_states``, the same formulas as ``recommend``), observed on the policy's cluster,
 and its next allocation the action of the policy's set that lands nearest to it
 (``action_sets.nearest_action``: exact when the set reaches it; the coarse target grid may not).
 
@@ -32,22 +32,26 @@ from slamorl_jax.env.state import EnvState
 from slamorl_jax.episodes import step_once
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.history.decisions import NEXT_FIELDS, Decision
-from slamorl_jax.live import check_recommendable, live_state
+from slamorl_jax.live import check_recommendable
 from slamorl_jax.live_checks import check_in_cluster
+from slamorl_jax.live_encoding import live_states
+
+# Decisions labelled per compiled call (a chunk's observations: 351 floats each).
+DECISION_CHUNK = 4096
 
 
 @functools.lru_cache(maxsize=4)
 def _labeller(action_set: str):
-    """Jitted: one job's observation, weights and the action nearest to a next allocation."""
+    """Jitted over a batch of jobs: each one's observation, weights and the action nearest to its
+    next allocation, and whether that action reaches it."""
 
-    @jax.jit
     def label(state: EnvState, next_gpus: jax.Array, next_cpus: jax.Array, params: EnvParams) -> tuple:
         action = action_sets.nearest_action(action_set, state.gpus, state.cpus, next_gpus, next_cpus, params)
         reached = action_sets.apply(action, state.gpus, state.cpus, params)
         exact = jnp.logical_and(reached[0] == next_gpus, reached[1] == next_cpus)
         return observe(state, params), state.weights, action, exact
 
-    return label
+    return jax.jit(jax.vmap(label, in_axes=(0, 0, 0, None)))
 
 
 def decision_demonstrations(
@@ -62,15 +66,15 @@ def decision_demonstrations(
     params = env_params_from_config(config)
     check_decisions(decisions, params)
     label = _labeller(config.actions)
-    rows: list[tuple] = []
-    moves = 0
-    for decision in decisions:
-        job = decision.job
-        state = live_state(job, params)
-        rows.append(label(state, jnp.int32(decision.next_gpus), jnp.int32(decision.next_cpus), params))
-        moves += int((decision.next_gpus, decision.next_cpus) != (job.gpus, job.cpus))
-    obs, weights, actions, exact = (np.stack([np.asarray(row[k]) for row in rows]) for k in range(4))
-    counts = {"decisions": len(rows), "moves": moves, "inexact": int(np.sum(~exact))}
+    chunks: list[tuple] = []
+    for start in range(0, len(decisions), DECISION_CHUNK):
+        chunk = decisions[start : start + DECISION_CHUNK]
+        states = live_states([decision.job for decision in chunk], params)
+        next_gpus, next_cpus = (np.array([getattr(d, name) for d in chunk], np.int32) for name in NEXT_FIELDS)
+        chunks.append(jax.device_get(label(states, next_gpus, next_cpus, params)))
+    obs, weights, actions, exact = (np.concatenate([chunk[k] for chunk in chunks]) for k in range(4))
+    moves = sum((d.next_gpus, d.next_cpus) != (d.job.gpus, d.job.cpus) for d in decisions)
+    counts = {"decisions": len(decisions), "moves": moves, "inexact": int(np.sum(~exact))}
     return Demonstrations(obs, weights, actions.astype(np.int32)), counts
 
 

@@ -1,0 +1,265 @@
+"""A live job's report as fixed-shape arrays, and the env state the policy sees for it.
+
+:func:`encode` turns a :class:`slamorl_jax.live.LiveJob` (Python values, optional readings, runs of
+any number) into a :class:`JobReport` of NumPy arrays: every optional value with a flag saying
+whether the job gave it, and the runs the online model learns from (probes, then the measured
+epochs: ``measured_epochs``) padded to a fixed length with a mask. :func:`state_from_report` is a
+pure, jittable function of one report; under ``vmap`` it builds the states of many jobs in one
+compiled call, which is how ``live.recommend_many`` answers a whole cluster's jobs at once.
+:func:`live_state` is the one-job form every live tool uses (``recommend``, ``live_start``,
+``live_slas``, ``history.demonstrations``), so a job gets the same state alone or in a batch.
+
+The state holds what the env's own formulas make of the report (``job_env.epoch_readings``:
+forward-looking severities, adaptive weights; ``online_model``: the job's corrected forecasts), with
+the job's unknown true constants replaced by its workload's profile (no observation reads them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
+from slamorl_jax.env.epoch_readings import epoch_readings
+from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
+from slamorl_jax.env.objectives import preference_vector
+from slamorl_jax.env.online_model import empty_stats, epoch_surprise, record_epoch
+from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
+
+if TYPE_CHECKING:
+    from slamorl_jax.live import LiveJob
+
+# The last epoch's readings a job reports (a new job may leave them out: the profile's forecast).
+READINGS = (
+    "last_epoch_time_s",
+    "throughput",
+    "gpu_util",
+    "cpu_util",
+    "memory_used_gib",
+    "memory_alloc_gib",
+    "price_per_hour",
+)
+SLA_FIELDS = ("deadline_s", "budget_usd", "min_throughput", "max_memory_gib", "min_gpu_util", "min_cpu_util")
+# Job-so-far figures a job may give (default: the last epoch's, see ``live.py``).
+SO_FAR = ("mean_gpu_util", "mean_cpu_util", "peak_memory_gib")
+# Runs are padded to a power of two at least this long, so few lengths compile.
+MIN_RUNS = 8
+
+
+class JobReport(NamedTuple):
+    """A live job as arrays (one job: scalars and short vectors; a batch: a leading job axis)."""
+
+    workload: np.ndarray  # int32 catalogue index
+    gpu_type: np.ndarray  # int32
+    allocation: np.ndarray  # int32 (gpus, cpus)
+    requested: np.ndarray  # int32 (gpus, cpus); the current allocation when the job gave none
+    epochs: np.ndarray  # int32 (done, total)
+    spent: np.ndarray  # float32 (elapsed_s, cost_usd)
+    slas: np.ndarray  # float32 [6] in SLA_FIELDS order
+    preference: np.ndarray  # float32 [3]
+    readings: np.ndarray  # float32 [len(READINGS)] (0 where left out)
+    has_readings: np.ndarray  # bool [len(READINGS)]
+    so_far: np.ndarray  # float32 [len(SO_FAR)] (0 where left out)
+    has_so_far: np.ndarray  # bool [len(SO_FAR)]
+    reference_throughput: np.ndarray  # float32 (0 when left out)
+    has_reference: np.ndarray  # bool
+    run_allocation: np.ndarray  # int32 [R, 2]: probes, then the measured epochs, then padding
+    run_seconds: np.ndarray  # float32 [R]
+    run_valid: np.ndarray  # bool [R]
+
+
+def measured_epochs(job: LiveJob) -> tuple[tuple[int, int, float], ...]:
+    """The epochs the online model learns from: ``history``, or the last epoch alone when none is
+    given (and none at all before the first epoch)."""
+    if job.history is not None:
+        return job.history
+    return ((job.gpus, job.cpus, job.last_epoch_time_s),) if job.epochs_done > 0 else ()
+
+
+def runs_of(job: LiveJob) -> tuple[tuple[int, int, float], ...]:
+    """Every run the online model learns from, in the order the env measures them: the probes, then
+    the measured epochs."""
+    return (*(job.probes or ()), *measured_epochs(job))
+
+
+def runs_length(count: int) -> int:
+    """The padded length of ``count`` runs: the next power of two, at least ``MIN_RUNS``."""
+    return max(MIN_RUNS, 1 << max(count - 1, 0).bit_length())
+
+
+def encode(job: LiveJob, catalog: Catalog | None = None, length: int | None = None) -> JobReport:
+    """``job`` as a :class:`JobReport` with its runs padded to ``length`` (default
+    :func:`runs_length` of its own); ``ValueError`` for an unknown workload or GPU type."""
+    catalog = catalog or load_catalog()
+    runs = runs_of(job)
+    length = runs_length(len(runs)) if length is None else length
+    if length < len(runs):
+        raise ValueError(f"{len(runs)} runs do not fit a report of {length}")
+    padding = length - len(runs)
+    allocation = [(gpus, cpus) for gpus, cpus, _ in runs] + [(job.gpus, job.cpus)] * padding
+
+    def optional(names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        values = [getattr(job, name) for name in names]
+        return (
+            np.array([0.0 if v is None else v for v in values], np.float32),
+            np.array([v is not None for v in values]),
+        )
+
+    readings, has_readings = optional(READINGS)
+    so_far, has_so_far = optional(SO_FAR)
+    return JobReport(
+        workload=np.int32(workload_index(job.workload, catalog)),
+        gpu_type=np.int32(gpu_type_index(job.gpu_type, catalog)),
+        allocation=np.array([job.gpus, job.cpus], np.int32),
+        requested=np.array([job.requested_gpus or job.gpus, job.requested_cpus or job.cpus], np.int32),
+        epochs=np.array([job.epochs_done, job.epochs_total], np.int32),
+        spent=np.array([job.elapsed_s, job.cost_usd], np.float32),
+        slas=np.array([getattr(job, name) for name in SLA_FIELDS], np.float32),
+        preference=np.asarray(preference_vector(job.preference), np.float32),
+        readings=readings,
+        has_readings=has_readings,
+        so_far=so_far,
+        has_so_far=has_so_far,
+        reference_throughput=np.float32(job.reference_throughput or 0.0),
+        has_reference=np.bool_(job.reference_throughput is not None),
+        run_allocation=np.array(allocation, np.int32).reshape(length, 2),
+        run_seconds=np.array([s for _, _, s in runs] + [1.0] * padding, np.float32),
+        run_valid=np.arange(length) < len(runs),
+    )
+
+
+def encode_many(jobs: list[LiveJob], catalog: Catalog | None = None) -> JobReport:
+    """The reports of ``jobs`` stacked on a leading axis, their runs padded to one length."""
+    catalog = catalog or load_catalog()
+    length = runs_length(max(len(runs_of(job)) for job in jobs))
+    reports = [encode(job, catalog, length) for job in jobs]
+    return JobReport(*(np.stack(field) for field in zip(*reports, strict=True)))
+
+
+def reported_metrics(report: JobReport, forecast: EpochMetrics) -> EpochMetrics:
+    """The job's last-epoch readings as ``EpochMetrics``, each reading it left out (a new job) taken
+    from ``forecast``, the profile's at its allocation (the env's reset does the same)."""
+    names = ("epoch_time_s", *READINGS[1:])  # EpochMetrics calls the epoch's time epoch_time_s
+    return forecast.replace(
+        **{
+            name: jnp.where(report.has_readings[i], report.readings[i], getattr(forecast, name))
+            for i, name in enumerate(names)
+        }
+    )
+
+
+def learn_runs(
+    report: JobReport, profile: jax.Array, params: EnvParams
+) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The online model's statistics after the job's runs, the last run's surprise against the model
+    of the runs before it, and the largest memory the profile forecasts for a run:
+    ``(stats, surprise, peak_gib)``."""
+
+    def learn(carry: tuple[jax.Array, jax.Array, jax.Array], run: tuple) -> tuple[tuple, None]:
+        stats, _, peak = carry
+        allocation, seconds, valid = run
+        forecast = epoch_metrics(profile, allocation[0], allocation[1], params)
+        measured = (seconds, forecast.epoch_time_s, forecast.compute_share, forecast.sync_share)
+        learnt = (
+            record_epoch(stats, *measured),
+            epoch_surprise(stats, *measured, params),
+            jnp.maximum(peak, forecast.memory_used_gib),
+        )
+        return tuple(jnp.where(valid, new, old) for new, old in zip(learnt, carry, strict=True)), None
+
+    zero = jnp.zeros((), jnp.float32)
+    runs = (report.run_allocation, report.run_seconds, report.run_valid)
+    return jax.lax.scan(learn, (empty_stats(), zero, zero), runs)[0]
+
+
+def state_from_report(report: JobReport, params: EnvParams) -> EnvState:
+    """The env state the policy would see for one job's ``report`` on ``params``' cluster (pure and
+    jittable; ``vmap`` it over a batch of reports)."""
+    zero = jnp.zeros((), jnp.float32)
+    profile = jax.tree.map(lambda x: x[report.workload, report.gpu_type], job_constants_table(params))
+    gpus, cpus = report.allocation[0], report.allocation[1]
+    done, total = report.epochs[0], report.epochs[1]
+    elapsed, cost = report.spent[0], report.spent[1]
+    at_request = epoch_metrics(profile, report.requested[0], report.requested[1], params)
+    spec = JobSpec(
+        workload=report.workload,
+        gpu_type=report.gpu_type,
+        scenario=jnp.int32(0),
+        epochs=total,
+        constants=profile,
+        profile=profile,
+        deviation=jnp.zeros((2,), jnp.float32),
+        requested_gpus=report.requested[0],
+        requested_cpus=report.requested[1],
+        preference=report.preference,
+        sla_targets=SlaTargets(*(report.slas[i] for i in range(len(SLA_FIELDS)))),
+        time_ref_s=zero,
+        cost_ref_usd=zero,
+        throughput_ref=jnp.where(report.has_reference, report.reference_throughput, at_request.throughput),
+        shift_kind=jnp.int32(0),  # a live job's world changes in its reports, not by a drawn event
+        shift_epoch=total,
+        shift_value=zero,
+    )
+    now = epoch_metrics(profile, gpus, cpus, params)
+    metrics = reported_metrics(report, now)
+    readings = epoch_readings(
+        spec,
+        metrics,
+        metrics.epoch_time_s,
+        metrics.throughput,
+        metrics.gpu_util,
+        metrics.cpu_util,
+        elapsed,
+        cost,
+        done,
+        params,
+    )
+    # Probes first, then the epochs, as the env measures them; the surprise is the last epoch's
+    # against the model of everything measured before it (online_model.epoch_surprise), 0 before
+    # the first epoch. A new job's peak memory is what its probes used (the env's reset: 0 without).
+    stats, surprise, run_peak = learn_runs(report, profile, params)
+    mean_gpu, mean_cpu, peak = (
+        jnp.where(report.has_so_far[i], report.so_far[i], default)
+        for i, default in enumerate(
+            (metrics.gpu_util, metrics.cpu_util, jnp.where(done > 0, metrics.memory_used_gib, run_peak))
+        )
+    )
+    return EnvState(
+        job=spec,
+        steps=done,
+        epoch=done,
+        gpus=gpus,
+        cpus=cpus,
+        contended=jnp.zeros((), bool),
+        event_left=jnp.zeros((), bool),
+        elapsed_s=elapsed,
+        cost_usd=cost,
+        **readings,
+        gpu_busy_s=mean_gpu * elapsed,
+        cpu_busy_s=mean_cpu * elapsed,
+        peak_memory_gib=peak,
+        reallocations=jnp.int32(0),
+        severity_sum=zero,
+        profile_now=now,
+        model_stats=stats,
+        surprise=jnp.where(done > 0, surprise, zero),
+    )
+
+
+_state_from_report = jax.jit(state_from_report)
+states_from_reports = jax.jit(jax.vmap(state_from_report, in_axes=(0, None)))
+
+
+def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) -> EnvState:
+    """The env state the policy would see for ``job`` on ``params``' cluster (fields no observation
+    reads, such as the job's unknown true constants, hold its profile or zero)."""
+    return _state_from_report(encode(job, catalog), params)
+
+
+def live_states(jobs: list[LiveJob], params: EnvParams, catalog: Catalog | None = None) -> EnvState:
+    """:func:`live_state` of every job in ``jobs``, batched on a leading axis (one compiled call)."""
+    return states_from_reports(encode_many(jobs, catalog), params)

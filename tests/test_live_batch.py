@@ -1,0 +1,195 @@
+"""Many live jobs at once (``live.recommend_many``, ``live_encoding.live_states``): every job gets
+the state and the answer it gets alone, whatever the other jobs in the batch report."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from cli_harness import assert_refused, call
+
+from slamorl_jax import recommend as recommend_cli
+from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.env.scenarios import scenario_params
+from slamorl_jax.live import LiveJob, live_state, recommend, recommend_many
+from slamorl_jax.live_encoding import MIN_RUNS, encode, live_states, runs_length
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = LiveJob.from_dict(json.loads((ROOT / "docs" / "example_job.json").read_text(encoding="utf-8")))
+NEW_JOB = LiveJob.from_dict(
+    {
+        **json.loads((ROOT / "docs" / "example_new_job.json").read_text(encoding="utf-8")),
+        "deadline_s": 30_000.0,
+    }
+    | {"budget_usd": 60.0}
+)
+# Jobs that differ in what they report: the example (10 measured epochs), a longer history with a
+# move and a slow epoch, no history (the last epoch alone), a new job with no readings, one with
+# probes, other workloads, preferences and job-so-far figures.
+JOBS = (
+    EXAMPLE,
+    dataclasses.replace(
+        EXAMPLE,
+        epochs_done=13,
+        elapsed_s=20_000.0,
+        history=(*EXAMPLE.history, (8, 32, 900.0), (8, 32, 910.0), (8, 32, 1_400.0)),
+        gpus=8,
+        last_epoch_time_s=1_400.0,
+        mean_gpu_util=0.7,
+        peak_memory_gib=70.0,
+    ),
+    dataclasses.replace(EXAMPLE, history=None, preference="cost", reference_throughput=700.0),
+    NEW_JOB,
+    dataclasses.replace(NEW_JOB, probes=((4, 16, 400.0), (16, 64, 130.0)), preference="balanced"),
+    dataclasses.replace(EXAMPLE, workload="squad-bert", gpu_type="V100", epochs_total=20, history=None),
+    dataclasses.replace(EXAMPLE, requested_gpus=2, requested_cpus=8, preference=(0.2, 0.5, 0.3)),
+)
+
+
+@pytest.fixture(scope="module")
+def policy() -> object:
+    return load_policy(ROOT / "checkpoints" / "default")
+
+
+def test_runs_pad_to_a_few_lengths() -> None:
+    assert [runs_length(n) for n in (0, 1, MIN_RUNS, MIN_RUNS + 1, 100)] == [8, 8, 8, 16, 128]
+    report = encode(JOBS[1])
+    assert report.run_valid.sum() == 13 and report.run_valid.shape == (16,)
+    assert encode(NEW_JOB).run_valid.sum() == 0  # a new job has measured nothing
+    with pytest.raises(ValueError, match="13 runs do not fit a report of 8"):
+        encode(JOBS[1], length=8)
+
+
+def test_a_batch_holds_each_jobs_own_state() -> None:
+    """The batched states equal the one-job states (runs padded to the batch's longest)."""
+    params = scenario_params("mixed")
+    batch = live_states(list(JOBS), params)
+    for i, job in enumerate(JOBS):
+        alone = live_state(job, params)
+        row = jax.tree.map(lambda x, i=i: np.asarray(x)[i], batch)
+        for path, got, want in zip(
+            jax.tree_util.tree_leaves_with_path(row),
+            jax.tree.leaves(row),
+            jax.tree.leaves(alone),
+            strict=True,
+        ):
+            np.testing.assert_allclose(
+                got, np.asarray(want), rtol=1e-6, atol=1e-6, err_msg=f"job {i} {path[0]}"
+            )
+
+
+def test_recommend_many_gives_each_job_its_own_answer(policy: object) -> None:
+    many = recommend_many(policy, list(JOBS))
+    assert len(many) == len(JOBS)
+    for job, answer in zip(JOBS, many, strict=True):
+        alone = recommend(policy, job)
+        assert (answer.action, answer.gpus, answer.cpus, answer.relocate) == (
+            alone.action,
+            alone.gpus,
+            alone.cpus,
+            alone.relocate,
+        )
+        assert answer.outside_training == alone.outside_training
+        np.testing.assert_allclose(answer.action_probabilities, alone.action_probabilities, atol=1e-5)
+        np.testing.assert_allclose(
+            list(answer.observation.values()), list(alone.observation.values()), atol=1e-6
+        )
+    # The answers differ between jobs (the batch does not leak one job's answer into another's).
+    assert len({(a.gpus, a.cpus) for a in many}) > 1
+
+
+@pytest.mark.parametrize(
+    ("jobs", "error", "phrase"),
+    [
+        ([], TypeError, "non-empty sequence of LiveJob"),
+        (EXAMPLE, TypeError, "non-empty sequence of LiveJob, got LiveJob"),
+        ([EXAMPLE, {"workload": "x"}], TypeError, "jobs[1] must be a LiveJob, got dict"),
+        (
+            [EXAMPLE, EXAMPLE, dataclasses.replace(EXAMPLE, epochs_done=60, history=None)],
+            ValueError,
+            "job 2: the job has finished",
+        ),
+        (
+            [dataclasses.replace(EXAMPLE, gpus=1000, history=None)],
+            ValueError,
+            "job 0: current allocation: 1000",
+        ),
+    ],
+    ids=["empty", "one job", "a dict", "finished", "outside the cluster"],
+)
+def test_bad_batches_are_refused_naming_the_job(
+    policy: object, jobs: object, error: type[Exception], phrase: str
+) -> None:
+    with pytest.raises(error) as info:
+        recommend_many(policy, jobs)
+    assert phrase in str(info.value) and "\n" not in str(info.value)
+
+
+def _job_dict(job: LiveJob) -> dict:
+    """``job`` as the JSON object ``recommend`` reads."""
+    data = {k: v for k, v in dataclasses.asdict(job).items() if v is not None}
+    for name in ("history", "probes"):
+        if name in data:
+            data[name] = [dict(zip(("gpus", "cpus", "epoch_time_s"), run, strict=True)) for run in data[name]]
+    return data
+
+
+def test_the_cli_answers_every_job_a_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``recommend --jobs``: JSON Lines (blank lines skipped) or a JSON list in, one answer a line
+    out in the jobs' order, each the policy's answer for that job alone."""
+    monkeypatch.chdir(tmp_path)
+    jobs = [JOBS[0], JOBS[2], JOBS[5]]
+    lines = [json.dumps(_job_dict(job)) for job in jobs]
+    Path("jobs.jsonl").write_text(f"{lines[0]}\n\n{lines[1]}\n{lines[2]}\n")
+    Path("jobs.json").write_text(json.dumps([_job_dict(job) for job in jobs]))
+    policy = load_policy(ROOT / "checkpoints" / "default")
+    expected = [recommend(policy, job) for job in jobs]
+    checkpoint = f"--checkpoint={ROOT / 'checkpoints' / 'default'}"
+    for name in ("jobs.jsonl", "jobs.json"):
+        outcome = call(lambda name=name: recommend_cli.main([f"--jobs={name}", checkpoint]), capsys, tmp_path)
+        assert outcome.code == 0, outcome.report()
+        answers = [json.loads(line) for line in outcome.stdout.splitlines()]
+        assert [(a["gpus"], a["cpus"], a["action"]) for a in answers] == [
+            (e.gpus, e.cpus, e.action) for e in expected
+        ]
+        assert "warning: job 2 is outside what the policy was trained on" in outcome.stderr  # squad-bert
+
+
+@pytest.mark.parametrize(
+    ("text", "flags", "phrase"),
+    [
+        ("", [], "holds no jobs"),
+        ("\n\n", [], "holds no jobs"),
+        ("[1]", [], "item 0 must be a JSON object (a job), got int"),
+        ('{"workload": "imagenet-resnet50"}\n{', [], "line 2 is not valid JSON"),
+        ('{"workload": "nope"}', [], "line 1: "),
+        ("[]", [], "holds no jobs"),
+        ("{}", ["--probe_plan"], "ask for a new job's start with --job"),
+        ("{}", ["--history=h.json"], "ask for a new job's start with --job"),
+    ],
+    ids=["empty", "blank", "not an object", "bad json", "bad job", "empty list", "probe plan", "history"],
+)
+def test_bad_jobs_files_are_refused_with_one_line(
+    text: str, flags: list[str], phrase: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "jobs.jsonl"
+    path.write_text(text)
+    outcome = call(lambda: recommend_cli.main([f"--jobs={path}", *flags]), capsys, tmp_path)
+    assert_refused(outcome, phrase)
+
+
+def test_job_and_jobs_are_one_or_the_other(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert_refused(
+        call(lambda: recommend_cli.main([]), capsys, tmp_path), "one of the arguments --job --jobs"
+    )
+    both = ["--job=a.json", "--jobs=b.jsonl"]
+    assert_refused(call(lambda: recommend_cli.main(both), capsys, tmp_path), "not allowed with")
+    (tmp_path / "list.json").write_text("[1, 2]")
+    single = [f"--job={tmp_path / 'list.json'}", "--suggest_slas"]
+    assert_refused(call(lambda: recommend_cli.main(single), capsys, tmp_path), "must hold one JSON object")
