@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from benchmarks.common import machine_info, markdown_table, parse_and_report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, summary
 from slamorl_jax.env.scenarios import SCENARIOS
 
 
@@ -88,7 +88,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, run, print and write the report."""
     parser = OneLineArgumentParser(
-        prog="python -m benchmarks.batched_evaluation", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.batched_evaluation", description=summary(__doc__)
     )
     parser.add_argument("--checkpoint", default="checkpoints/default")
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")

@@ -31,7 +31,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, cleanup_on_interrupt, fail, first_line
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    bounded,
+    cleanup_on_interrupt,
+    fail,
+    first_line,
+    summary,
+)
 from slamorl_jax.run_dirs import RunDirError, check_dir
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -296,7 +303,7 @@ def policy_benchmark_payload(args: argparse.Namespace, rows: dict[str, Any]) -> 
 
 def policy_benchmark_main(
     module: str,
-    doc: str,
+    doc: str | None,
     argv: list[str] | None,
     episodes: int,
     run: Callable[[argparse.Namespace], dict[str, Any]],
@@ -307,7 +314,7 @@ def policy_benchmark_main(
     ``benchmarks/results/<name>.json``), then :func:`parse_and_report`; a checkpoint that cannot be
     loaded exits with code 2 and one line."""
     name = module.rsplit(".", 1)[-1]
-    parser = OneLineArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
+    parser = OneLineArgumentParser(prog=f"python -m {module}", description=summary(doc))
     add_job_flags(parser, episodes=episodes, most=1 << 16)
     parser.add_argument("--checkpoint", default="checkpoints/default", help="the trained policy")
     parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run, to_markdown)

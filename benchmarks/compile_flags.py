@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import REPO_ROOT, check_out_path, machine_info, markdown_table, report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, summary
 from slamorl_jax.xla_flags import FUSION_EMITTERS_FLAG, LLVM_LEVEL_FLAG, with_xla_flags
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "compile_flags.json"
@@ -153,7 +153,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse, then run every variant (or, with ``--child``, measure this process's settings)."""
-    parser = OneLineArgumentParser(prog="benchmarks.compile_flags", description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog="benchmarks.compile_flags", description=summary(__doc__))
     parser.add_argument(
         "--variants",
         type=variant_list,

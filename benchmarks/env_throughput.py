@@ -46,7 +46,7 @@ from benchmarks.common import (
     time_python_loop,
 )
 from benchmarks.scaling import TARGET_VS_PYTHON  # issue 10 on a CPU (1000x is the GPU's)
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
 from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.python_job import PythonJob
@@ -305,7 +305,7 @@ def run(args: argparse.Namespace) -> dict:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
-    parser = OneLineArgumentParser(prog="env_throughput", description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog="env_throughput", description=summary(__doc__))
     parser.add_argument(
         "--num-envs",
         type=positive_int_list,

@@ -64,7 +64,7 @@ from benchmarks.common import add_job_flags, machine_info, markdown_table, parse
 from slamorl_jax.agent.imitation import ImitationConfig, fit
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, summary
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams, with_values
@@ -311,7 +311,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
     parser = OneLineArgumentParser(
-        prog="python -m benchmarks.exploration_overhead", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.exploration_overhead", description=summary(__doc__)
     )
     add_job_flags(parser, episodes=1024)
     parser.add_argument("--epochs", type=bounded(int, 1, 1000), default=EARLY_EPOCHS, help="early epochs N")

@@ -32,7 +32,7 @@ from benchmarks.common import (
 )
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
 from slamorl_jax.quality_bar import evaluate_against_request, quality_bar
 
 DEFAULT_SIZES = ((64, 64), (128, 128), (256, 256))
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
-    parser = OneLineArgumentParser(prog="network_choice", description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog="network_choice", description=summary(__doc__))
     parser.add_argument(
         "--hidden-sizes", type=positive_int_list, nargs="+", default=[list(s) for s in DEFAULT_SIZES]
     )

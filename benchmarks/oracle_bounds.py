@@ -40,7 +40,7 @@ import numpy as np
 
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from benchmarks.target_grid import SCENARIO_FIGURE, against_oracle
-from slamorl_jax.cli_args import OneLineArgumentParser
+from slamorl_jax.cli_args import OneLineArgumentParser, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import NUM_MOVES
 from slamorl_jax.env.actions import NO_OP_ACTION
@@ -152,9 +152,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.oracle_bounds", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="python -m benchmarks.oracle_bounds", description=summary(__doc__))
     add_job_flags(parser, episodes=2048)
     parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 

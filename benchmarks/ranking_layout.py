@@ -42,7 +42,7 @@ from benchmarks.common import (
     parse_and_report,
     random_action_rollout,
 )
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, summary
 from slamorl_jax.env import JobAllocationEnv, forecast
 from slamorl_jax.env.online_model import posterior_deviation
 from slamorl_jax.env.params import EnvParams
@@ -134,9 +134,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.ranking_layout", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="python -m benchmarks.ranking_layout", description=summary(__doc__))
     parser.add_argument(
         "--num-envs", type=bounded(int, 1, 1 << 20), default=4096, help="jobs in the batch (default: 4096)"
     )

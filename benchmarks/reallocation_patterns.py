@@ -33,7 +33,7 @@ import numpy as np
 
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser
+from slamorl_jax.cli_args import OneLineArgumentParser, summary
 from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
@@ -144,7 +144,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, run, print and write the report."""
     parser = OneLineArgumentParser(
-        prog="python -m benchmarks.reallocation_patterns", description=__doc__.splitlines()[0]
+        prog="python -m benchmarks.reallocation_patterns", description=summary(__doc__)
     )
     parser.add_argument("--checkpoint", default="checkpoints/default")
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")

@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import REPO_ROOT, check_out_path, format_rate, machine_info, markdown_table, report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_cpu.json"
@@ -294,7 +294,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (one-line errors, exit 2)."""
-    parser = OneLineArgumentParser(prog="benchmarks.scaling", description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog="benchmarks.scaling", description=summary(__doc__))
     parser.add_argument("--devices", type=device_list, default=[1, 2, 4, 8])
     parser.add_argument("--env-num-envs", type=positive_int_list, default=[4096])
     parser.add_argument("--train-num-envs", type=positive_int_list, default=[1024])

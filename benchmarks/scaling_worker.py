@@ -35,7 +35,7 @@ from benchmarks.common import Timing, time_call
 from benchmarks.env_throughput import default_steps
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env import JobAllocationEnv, scenario_params
 from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.scenarios import SCENARIOS
@@ -128,9 +128,7 @@ def peak_memory_bytes() -> dict[str, int | None]:
 
 def main() -> None:
     """Parse the arguments, measure, print one JSON object."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.scaling_worker", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="python -m benchmarks.scaling_worker", description=summary(__doc__))
     parser.add_argument("--kind", choices=("env", "train"), required=True)
     parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 24), required=True)
     parser.add_argument(

@@ -33,7 +33,7 @@ from benchmarks.common import (
     markdown_table,
     run_in_child,
 )
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sharded_step.json"
 STEPS = {"step_envs": False, "vmap(step)": True}  # name -> per_env_step
@@ -97,9 +97,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parent: run each device count in its own process and report; child: measure, print JSON."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.sharded_step", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="python -m benchmarks.sharded_step", description=summary(__doc__))
     parser.add_argument("--devices", type=positive_int_list, default=[1, 2], help="device counts")
     parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 22), default=4096, help="envs in all")
     parser.add_argument("--steps", type=bounded(int, 1, 100_000), default=64, help="scan steps per call")

@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import child_or_report, format_rate, markdown_table, run_in_child
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sharded_training_profile.json"
 COLLECTIVE = re.compile(
@@ -172,9 +172,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main() -> None:
     """Parent: run each device count in its own process and report; child: measure and print JSON."""
-    parser = OneLineArgumentParser(
-        prog="benchmarks.sharded_training_profile", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="benchmarks.sharded_training_profile", description=summary(__doc__))
     parser.add_argument("--devices", type=positive_int_list, default=[1, 2, 8])
     parser.add_argument("--num-envs", type=bounded(int, 1, 2**22), default=1024)
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)

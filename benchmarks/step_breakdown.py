@@ -46,7 +46,7 @@ from benchmarks.common import (
     random_action_rollout,
 )
 from benchmarks.env_throughput import PerEnvStep, measure_jax
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
 from slamorl_jax.env import JobAllocationEnv, forecast
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.action_sets import NUM_TARGETS
@@ -219,9 +219,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.step_breakdown", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="python -m benchmarks.step_breakdown", description=summary(__doc__))
     parser.add_argument(
         "--num-envs", type=positive_int_list, default=[4096], help="batch sizes (default: 4096)"
     )

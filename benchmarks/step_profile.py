@@ -50,7 +50,7 @@ from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
 
@@ -196,9 +196,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, profile, write the JSON and Markdown."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.step_profile", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="python -m benchmarks.step_profile", description=summary(__doc__))
     parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 22), default=4096, help="batch size")
     parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=64, help="steps profiled")
     parser.add_argument("--program", choices=("env", "train"), default="env", help="env steps or PPO updates")

@@ -43,7 +43,7 @@ import numpy as np
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser
+from slamorl_jax.cli_args import OneLineArgumentParser, summary
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
@@ -162,9 +162,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.suggested_slas", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="python -m benchmarks.suggested_slas", description=summary(__doc__))
     add_job_flags(parser, episodes=2048)
     parser.add_argument("--checkpoint", default="checkpoints/default", help="the policy")
     parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
-from slamorl_jax.cli_args import OneLineArgumentParser
+from slamorl_jax.cli_args import OneLineArgumentParser, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import NUM_TARGET_GPUS, target_cpus
 from slamorl_jax.env.scenarios import with_preference, with_scenario
@@ -120,9 +120,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.target_grid", description=__doc__.splitlines()[0]
-    )
+    parser = OneLineArgumentParser(prog="python -m benchmarks.target_grid", description=summary(__doc__))
     add_job_flags(parser, episodes=2048)
     parser.add_argument(
         "--grids", type=parse_grids, default=parse_grids(DEFAULT_GRIDS), help="CPUs-per-GPU grids"

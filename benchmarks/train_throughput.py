@@ -41,7 +41,7 @@ from benchmarks.common import (
 )
 from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, summary
 from slamorl_jax.env.job_env import JobAllocationEnv
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096, 16384)
@@ -212,7 +212,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
     defaults = TrainConfig()
-    parser = OneLineArgumentParser(prog="train_throughput", description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog="train_throughput", description=summary(__doc__))
     parser.add_argument("--num-envs", type=positive_int_list, default=list(DEFAULT_NUM_ENVS))
     parser.add_argument("--hidden-sizes", type=positive_int_list, default=list(defaults.hidden_sizes))
     parser.add_argument("--rollout-length", type=bounded(int, 1, 4096), default=defaults.rollout_length)

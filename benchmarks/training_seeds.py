@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import REPO_ROOT, check_out_path, machine_info, write_report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
 from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
 
@@ -135,7 +135,7 @@ def seed_list(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Command-line options."""
-    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument(
         "--seeds",
         type=seed_list,

@@ -29,7 +29,7 @@ import jax
 
 from benchmarks.common import add_job_flags, check_out_path, machine_info, markdown_table, report
 from benchmarks.training_seeds import spread
-from slamorl_jax.cli_args import OneLineArgumentParser, fail
+from slamorl_jax.cli_args import OneLineArgumentParser, fail, summary
 from slamorl_jax.env.scenarios import SCENARIOS
 
 BASELINE = "static"
@@ -159,7 +159,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, evaluate, print and write the report."""
-    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--runs", action="append", required=True, help="form=run[,run...] (repeat)")
     parser.add_argument("--scenarios", default="conflict,shifting", help="comma-separated scenarios")
     add_job_flags(parser, episodes=1024, most=1 << 16)

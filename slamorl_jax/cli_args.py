@@ -33,6 +33,12 @@ class OneLineArgumentParser(argparse.ArgumentParser):
         fail(message, self.prog)
 
 
+def summary(doc: str | None) -> str | None:
+    """The first line of a module's docstring, for a command's ``--help``; ``None`` when Python runs
+    with ``-OO``, which strips docstrings (``__doc__`` is then ``None``)."""
+    return doc.strip().splitlines()[0] if doc and doc.strip() else None
+
+
 def positive_int_list(text: str) -> list[int]:
     """``argparse`` type: a comma-separated list of positive integers, e.g. ``1,64,4096``."""
     try:

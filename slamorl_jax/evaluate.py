@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax import run_dirs
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, cleanup_on_interrupt, fail, run_command
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    bounded,
+    cleanup_on_interrupt,
+    fail,
+    run_command,
+    summary,
+)
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
 
@@ -72,7 +79,7 @@ def named_paths(text: str) -> dict[str, str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
-    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument(
         "--checkpoint",
         default=DEFAULT_CHECKPOINT,

@@ -23,7 +23,7 @@ from pathlib import Path
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.imitation import ImitationConfig
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET
 from slamorl_jax.run_dirs import new_folder_problem, path_exists
 
@@ -34,7 +34,7 @@ DEFAULTS = ImitationConfig()
 
 def parser() -> OneLineArgumentParser:
     """The command line."""
-    p = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    p = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--decisions", help="a decision log (.json or .jsonl) to imitate")
     source.add_argument(

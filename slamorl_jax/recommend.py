@@ -32,7 +32,7 @@ import sys
 from pathlib import Path
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.run_dirs import path_exists
 
 PROG = "python -m slamorl_jax.recommend"
@@ -144,7 +144,7 @@ def load_checkpoint(path: str) -> object:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, validate, recommend, print JSON; the exit status."""
-    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     jobs = parser.add_mutually_exclusive_group(required=True)
     jobs.add_argument("--job", help="job state as JSON: a file path, or - for stdin")
     jobs.add_argument(

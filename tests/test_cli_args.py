@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from slamorl_jax.cli_args import run_command
+from slamorl_jax.cli_args import run_command, summary
 
 
 @pytest.fixture(autouse=True)
@@ -66,3 +69,14 @@ def test_the_feasibility_table_refuses_counts_it_cannot_draw(
         main([flag])
     err = capsys.readouterr().err
     assert ended.value.code == 2 and phrase in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_commands_summary_survives_stripped_docstrings() -> None:
+    """``python -OO`` strips docstrings; the commands' ``--help`` crashed reading ``None``'s first line."""
+    assert summary("Train a policy.\n\nMore.") == "Train a policy."
+    assert summary("\n  Leading blank line.\n") == "Leading blank line."
+    assert summary(None) is None and summary("  ") is None
+    root = Path(__file__).resolve().parent.parent
+    command = [sys.executable, "-OO", "-m", "slamorl_jax.history", "--help"]
+    run = subprocess.run(command, cwd=root, capture_output=True, text=True)
+    assert run.returncode == 0 and "usage:" in run.stdout, run.stderr

@@ -39,7 +39,7 @@ from slamorl_jax.calibration.loaders import (
 )
 from slamorl_jax.calibration.model import StepModel, samples_per_s_jax
 from slamorl_jax.calibration.workloads import WORKLOADS
-from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command
+from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command, summary
 from slamorl_jax.env import throughput
 
 PROG = "python -m slamorl_jax.calibration.job_spread"
@@ -234,7 +234,7 @@ def _read_calibrated(text: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and print :func:`format_markdown` of :func:`job_spread`; bad input is
     one line on stderr and exit status 2."""
-    parser = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument(
         "--data-dir",
         default=str(DEFAULT_DATA_DIR),

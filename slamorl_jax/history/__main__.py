@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.run_dirs import path_exists, unusable_path
 
 PROG = "python -m slamorl_jax.history"
@@ -26,7 +26,7 @@ MAX_JOBS = 1 << 20
 
 def parser() -> OneLineArgumentParser:
     """The command line of both sub-commands."""
-    top = OneLineArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    top = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
     build = commands.add_parser("build", help="build a store from fresh simulated jobs and their oracle")
     build.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="policy whose env config to use")
