@@ -37,6 +37,7 @@ from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
 
 if TYPE_CHECKING:
+    from slamorl_jax.checkpoint import LoadedPolicy
     from slamorl_jax.history.lookup import HistoryStart
 
 PROG = "python -m slamorl_jax.evaluate"
@@ -220,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def history_start(path: str | None, policy: object) -> HistoryStart | None:
+def history_start(path: str | None, policy: LoadedPolicy) -> HistoryStart | None:
     """The start rule of the ``--history`` store (``None`` without one); exit 2 with one line when
     the store cannot be used or holds a best allocation outside ``policy``'s cluster."""
     if path is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax.agent.config import TrainConfig
@@ -26,6 +27,9 @@ from slamorl_jax.agent.imitation import ImitationConfig
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET
 from slamorl_jax.run_dirs import new_folder_problem, path_exists
+
+if TYPE_CHECKING:
+    import argparse
 
 PROG = "python -m slamorl_jax.imitate"
 MAX_JOBS = 1 << 20
@@ -61,7 +65,7 @@ def parser() -> OneLineArgumentParser:
     return p
 
 
-def policy_config(args: object) -> TrainConfig:
+def policy_config(args: argparse.Namespace) -> TrainConfig:
     """The config of the policy to pre-train (``--like``'s, else the defaults), with ``--actions``
     and ``--hidden_sizes``; exits 2 on a bad combination."""
     from slamorl_jax.agent.config import validate_config

@@ -30,10 +30,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.run_dirs import path_exists
+
+if TYPE_CHECKING:
+    import argparse
+
+    from slamorl_jax.checkpoint import LoadedPolicy
+    from slamorl_jax.live import LiveJob
 
 PROG = "python -m slamorl_jax.recommend"
 DEFAULT_CHECKPOINT = "checkpoints/default"
@@ -107,7 +114,7 @@ def read_jobs(source: str) -> list:
     return jobs
 
 
-def answer_jobs(args: object) -> int:
+def answer_jobs(args: argparse.Namespace) -> int:
     """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order."""
     jobs = read_jobs(args.jobs)
     policy = load_checkpoint(args.checkpoint)
@@ -129,7 +136,7 @@ def answer_jobs(args: object) -> int:
     return 0
 
 
-def load_checkpoint(path: str) -> object:
+def load_checkpoint(path: str) -> LoadedPolicy:
     """The policy at ``path``; exits 2 with one line when it is missing or cannot be loaded."""
     if not path_exists(path):
         fail(f"--checkpoint {path!r} does not exist", PROG)
@@ -229,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def read_history(path: str, policy: object) -> list:
+def read_history(path: str, policy: LoadedPolicy) -> list:
     """The records of the ``--history`` store, every best allocation in ``policy``'s cluster (exit 2
     with one line when it cannot be used, as ``python -m slamorl_jax.history check`` refuses it)."""
     from slamorl_jax.agent.trainer import env_params_from_config
@@ -242,7 +249,9 @@ def read_history(path: str, policy: object) -> list:
     return []  # unreachable
 
 
-def first_allocation(policy: object, job: object, records: list | None, forecast: bool = False) -> dict:
+def first_allocation(
+    policy: LoadedPolicy, job: LiveJob, records: list | None, forecast: bool = False
+) -> dict:
     """The answer for a job with no epochs: the forecast's first choice (``forecast``), the nearest
     of ``records``, or (neither) the probe plan (exit 2 on bad input)."""
     from slamorl_jax.agent.trainer import env_params_from_config
@@ -260,7 +269,7 @@ def first_allocation(policy: object, job: object, records: list | None, forecast
     return {}  # unreachable
 
 
-def sla_suggestion(policy: object, job: object, left_out: list[str], confidence: float | None) -> dict:
+def sla_suggestion(policy: LoadedPolicy, job: LiveJob, left_out: list[str], confidence: float | None) -> dict:
     """``live_slas.suggested_slas`` for the SLAs ``left_out`` of ``job`` (exit 2 on bad input)."""
     from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.live_slas import suggested_slas

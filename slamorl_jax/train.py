@@ -15,6 +15,7 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from absl import app, flags
 from absl import logging as absl_logging  # defines --log_dir, which we use for metrics too
@@ -294,7 +295,7 @@ def check_run_flags() -> None:
         raise ValueError("--resume needs --run_dir or --checkpoint_dir (the run to continue)")
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Print one line to stderr and exit with code 2 (bad input)."""
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)

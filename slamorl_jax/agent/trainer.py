@@ -19,7 +19,7 @@ one policy for all preferences.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 import jax
 import jax.numpy as jnp
@@ -103,12 +103,33 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5))
 
 
+class TrainableEnv(Protocol):
+    """What the trainer needs of an env: :class:`JobAllocationEnv`, or another gymnax-style env
+    through an adapter (the training benchmark runs CartPole so). ``step_batch`` and ``get_obs`` are
+    used when the env has them."""
+
+    num_actions: int
+    reward_dim: int
+
+    def observation_space(self, params: Any = None) -> Any:
+        """A space whose ``shape[0]`` is the observation's width."""
+        ...
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+        """``(obs, state)`` of a fresh episode."""
+        ...
+
+    def step(self, key: jax.Array, state: Any, action: jax.Array, params: Any) -> tuple:
+        """``(obs, state, reward vector, terminated, truncated, info)`` with auto-reset."""
+        ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Trainer:
     """The pure pieces of one training run (build with :func:`make_train`)."""
 
     config: TrainConfig
-    env: JobAllocationEnv
+    env: TrainableEnv
     network: ActorCritic
     optimizer: optax.GradientTransformation
     mesh: Mesh | None = None  # env batch split over its one axis (slamorl_jax.sharding)
@@ -389,7 +410,7 @@ def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dic
     return new
 
 
-def make_train(config: TrainConfig, env: JobAllocationEnv | None = None, mesh: Mesh | None = None) -> Trainer:
+def make_train(config: TrainConfig, env: TrainableEnv | None = None, mesh: Mesh | None = None) -> Trainer:
     """A validated :class:`Trainer` for ``config`` (raises ``ValueError`` on a bad config, or a
     ``num_envs`` that does not divide by ``mesh``'s device count).
 

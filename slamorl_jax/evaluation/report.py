@@ -36,7 +36,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     ]
 
 
-def _pct(x: float) -> str:
+def _pct(x: float | None) -> str:
     return "n/a" if x is None or math.isnan(x) else f"{100 * x:+.1f} %"
 
 

@@ -14,10 +14,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.run_dirs import path_exists, unusable_path
+
+if TYPE_CHECKING:
+    import argparse
 
 PROG = "python -m slamorl_jax.history"
 DEFAULT_CHECKPOINT = "checkpoints/default"
@@ -57,7 +61,7 @@ def out_problem(out: Path, overwrite: bool) -> str | None:
     return None
 
 
-def build(args: object) -> int:
+def build(args: argparse.Namespace) -> int:
     """The ``build`` sub-command."""
     out = Path(args.out)
     if problem := out_problem(out, args.overwrite):
@@ -94,7 +98,7 @@ def build(args: object) -> int:
     return 0
 
 
-def check(args: object) -> int:
+def check(args: argparse.Namespace) -> int:
     """The ``check`` sub-command: every field valid, every best allocation in the default cluster."""
     from slamorl_jax.env import default_params
     from slamorl_jax.history.records import load_records
