@@ -73,7 +73,7 @@ from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
-from slamorl_jax.live_checks import check_in_cluster, outside_training
+from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many
 from slamorl_jax.live_encoding import READINGS, live_states
 from slamorl_jax.live_encoding import live_state as live_state  # the live tools' one-job state
 
@@ -343,6 +343,40 @@ def job_description(state: EnvState, catalog: Catalog | None = None) -> dict[str
     }
 
 
+def reported_job(
+    state: EnvState, catalog: Catalog | None = None, history: Sequence[tuple[int, int, float]] | None = None
+) -> LiveJob:
+    """What the job of one env state (unbatched) would report to ``recommend``: what it is
+    (:func:`job_description`), its progress and spend, and, once it has run an epoch, the last
+    epoch's readings and its job-so-far figures (a job before its first epoch reports none, as a
+    new job may); ``history`` is its measured epochs (default: the last epoch alone).
+
+    A simulated platform's report: ``recommend`` on it sees the env's own observation of the job
+    (``tests/test_live.py``)."""
+    s = jax.device_get(state)
+    described = job_description(s, catalog)
+    job = {**described, "preference": tuple(described["preference"]), "epochs_done": int(s.epoch)}
+    if int(s.epoch) == 0:
+        return LiveJob(**job)
+    elapsed = float(s.elapsed_s)
+    return LiveJob(
+        **job,
+        elapsed_s=elapsed,
+        cost_usd=float(s.cost_usd),
+        last_epoch_time_s=float(s.epoch_time_s),
+        throughput=float(s.throughput),
+        gpu_util=float(s.gpu_util),
+        cpu_util=float(s.cpu_util),
+        memory_used_gib=float(s.memory_used_gib),
+        memory_alloc_gib=float(s.memory_used_gib / s.memory_util),
+        price_per_hour=float(s.price_per_hour),
+        history=None if history is None else tuple(history),
+        mean_gpu_util=float(s.gpu_busy_s) / elapsed,
+        mean_cpu_util=float(s.cpu_busy_s) / elapsed,
+        peak_memory_gib=float(s.peak_memory_gib),
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class Recommendation:
     """The policy's decision for a live job and what it was based on."""
@@ -373,19 +407,21 @@ class Recommendation:
         return {**dataclasses.asdict(self), "in_training_range": self.in_training_range}
 
 
-def check_recommendable(job: LiveJob, params: EnvParams) -> None:
-    """``ValueError`` for a finished job or an allocation outside the cluster of ``params``."""
+def check_recommendable(job: LiveJob, params: EnvParams | ClusterLimits) -> None:
+    """``ValueError`` for a finished job or an allocation outside the cluster of ``params`` (or its
+    :class:`~slamorl_jax.live_checks.ClusterLimits`, read once for many jobs)."""
+    limits = params if isinstance(params, ClusterLimits) else ClusterLimits.of(params)
     if job.epochs_done >= job.epochs_total:
         raise ValueError(
             f"the job has finished (epochs_done = epochs_total = {job.epochs_total}): nothing to recommend"
         )
-    check_in_cluster("current allocation", job.gpus, job.cpus, params)
+    check_in_cluster("current allocation", job.gpus, job.cpus, limits)
     if job.requested_gpus is not None or job.requested_cpus is not None:
         requested = (job.requested_gpus or job.gpus, job.requested_cpus or job.cpus)
-        check_in_cluster("requested allocation", *requested, params)
+        check_in_cluster("requested allocation", *requested, limits)
     for field in ("history", "probes"):
         for i, (gpus, cpus, _) in enumerate(getattr(job, field) or ()):
-            check_in_cluster(f"{field}[{i}]", gpus, cpus, params)
+            check_in_cluster(f"{field}[{i}]", gpus, cpus, limits)
 
 
 def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = None) -> Recommendation:
@@ -423,9 +459,10 @@ def _recommend_checked(
     if params is not None and not isinstance(params, EnvParams):
         raise TypeError(f"params must be EnvParams (or None for the policy's), got {type(params).__name__}")
     params = params if params is not None else env_params_from_config(policy.config)
+    limits = ClusterLimits.of(params)
     for i, job in enumerate(jobs):
         try:
-            check_recommendable(job, params)
+            check_recommendable(job, limits)
         except ValueError as err:
             raise ValueError(f"{where(i)}{err}") from None
     states = live_states(jobs, params)
@@ -433,6 +470,7 @@ def _recommend_checked(
     obs, probabilities, action, gpus, cpus, relocate = jax.device_get(decided)
     weights, severities = jax.device_get((states.weights, states.severities))
     names = action_sets.action_names(policy.config.actions, params)
+    notes = outside_training_many(jobs, params)
     return [
         Recommendation(
             gpus=int(gpus[i]),
@@ -445,7 +483,7 @@ def _recommend_checked(
             weights=dict(zip(("time", "cost", "sla"), _floats(weights[i]), strict=True)),
             severities=dict(zip(SLA_NAMES, _floats(severities[i]), strict=True)),
             observation=dict(zip(FEATURE_NAMES, _floats(obs[i]), strict=True)),
-            outside_training=outside_training(job, params),
+            outside_training=notes[i],
             relocate=bool(relocate[i]),
         )
         for i, job in enumerate(jobs)

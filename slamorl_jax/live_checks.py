@@ -18,7 +18,8 @@ knows the jobs it was trained on:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,7 +27,7 @@ import numpy as np
 
 from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
-from slamorl_jax.env.job_model import JobConstants, epoch_metrics, job_constants_table
+from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.params import EnvParams, max_gpus
 from slamorl_jax.live_encoding import measured_epochs
 
@@ -41,25 +42,42 @@ def _int(x: object) -> int:
     return int(np.asarray(x))
 
 
-def cluster_limits(gpus: int, params: EnvParams) -> tuple[int, int, int]:
-    """``(max GPUs per job, max CPUs for gpus GPUs, CPU step)`` of the cluster in ``params``."""
-    most_gpus = _int(max_gpus(params))
-    step = _int(params.cpu_step)
-    most_cpus = _int(
-        cpu_cap(jnp.int32(min(gpus, most_gpus)), params.gpus_per_node, params.cpus_per_node, params.cpu_step)
-    )
-    return most_gpus, most_cpus, step
+class ClusterLimits(NamedTuple):
+    """A cluster's bounds on one allocation, as host numbers (read once, checked many times)."""
+
+    most_gpus: int  # GPUs a job may hold
+    gpus_per_node: int
+    cpus_per_node: int
+    cpu_step: int
+    cpu_caps: np.ndarray  # most CPUs a job of g GPUs may hold, at index g (0 to most_gpus)
+
+    @classmethod
+    def of(cls, params: EnvParams) -> ClusterLimits:
+        """The limits of the cluster in ``params``."""
+        most_gpus = _int(max_gpus(params))
+        caps = cpu_cap(jnp.arange(most_gpus + 1), params.gpus_per_node, params.cpus_per_node, params.cpu_step)
+        return cls(
+            most_gpus,
+            _int(params.gpus_per_node),
+            _int(params.cpus_per_node),
+            _int(params.cpu_step),
+            np.asarray(caps),
+        )
 
 
-def check_in_cluster(name: str | tuple[str, str], gpus: int, cpus: int, params: EnvParams) -> None:
-    """Raise ``ValueError`` unless ``gpus`` GPUs and ``cpus`` CPUs fit the cluster of ``params``.
+def check_in_cluster(
+    name: str | tuple[str, str], gpus: int, cpus: int, params: EnvParams | ClusterLimits
+) -> None:
+    """Raise ``ValueError`` unless ``gpus`` GPUs and ``cpus`` CPUs fit the cluster of ``params`` (or
+    its :class:`ClusterLimits`, read once for many checks).
 
     The message starts with ``name``, the allocation's, or, given the names of its GPU and CPU
     fields (``("next_gpus", "next_cpus")``), with the name of the one at fault. The one check of an
     allocation against the cluster: live jobs, logged decisions and history records all use it."""
+    limits = params if isinstance(params, ClusterLimits) else ClusterLimits.of(params)
     gpu_name, cpu_name = (name, name) if isinstance(name, str) else name
-    most_gpus, most_cpus, step = cluster_limits(gpus, params)
-    per_node = _int(params.gpus_per_node)
+    most_gpus, step, per_node = limits.most_gpus, limits.cpu_step, limits.gpus_per_node
+    most_cpus = int(limits.cpu_caps[min(gpus, most_gpus)])
     if gpus > most_gpus:
         raise ValueError(
             f"{gpu_name}: {gpus} GPUs is outside the policy's cluster: at most {most_gpus} GPUs per job "
@@ -69,7 +87,7 @@ def check_in_cluster(name: str | tuple[str, str], gpus: int, cpus: int, params: 
         nodes = -(-gpus // per_node)
         raise ValueError(
             f"{cpu_name}: {cpus} CPUs with {gpus} GPUs is outside the policy's cluster: at most {most_cpus} "
-            f"CPUs on {nodes} node(s) of {_int(params.cpus_per_node)}"
+            f"CPUs on {nodes} node(s) of {limits.cpus_per_node}"
         )
     if cpus % step:
         raise ValueError(
@@ -88,26 +106,81 @@ def _epoch_time_range(params: EnvParams) -> tuple[float, float]:
 def outside_training(job: LiveJob, params: EnvParams) -> tuple[str, ...]:
     """One sentence per reading of ``job`` outside the ranges the policy's training jobs were drawn
     from; empty when every reading is within them."""
-    w, t = workload_index(job.workload), gpu_type_index(job.gpu_type)
-    profile = jax.tree.map(lambda x: x[w, t], job_constants_table(params))
-    notes = []
-    low, high = _int(params.workloads.epochs_min[w]), _int(params.workloads.epochs_max[w])
-    if not low <= job.epochs_total <= high:
-        notes.append(f"epochs_total {job.epochs_total} is outside {low}-{high}, the epochs of {job.workload}")
-    if float(params.workload_probs[w]) <= 0 or float(params.gpu_type_probs[t]) <= 0:
-        notes.append(f"the policy's scenario never drew {job.workload} jobs on {job.gpu_type} GPUs")
-    notes += _sla_notes(job, profile, params)
-    note = _epoch_time_note(job, profile, params)
-    return (*notes, *([note] if note else []))
+    return outside_training_many([job], params)[0]
 
 
-def _sla_notes(job: LiveJob, profile: JobConstants, params: EnvParams) -> list[str]:
-    """The deadline and budget against the SLA factors training jobs were drawn with."""
-    gpus, cpus = job.requested_gpus or job.gpus, job.requested_cpus or job.cpus
-    expected = epoch_metrics(profile, jnp.int32(gpus), jnp.int32(cpus), params)
-    expected_time = job.epochs_total * float(expected.epoch_time_s)
-    expected_cost = expected_time * float(expected.price_per_hour) / 3600.0
-    low, high = np.asarray(params.sla_factor_low), np.asarray(params.sla_factor_high)
+def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tuple[str, ...]]:
+    """:func:`outside_training` of every job of ``jobs``: the profile's forecasts the notes compare
+    against (each job's requested allocation and measured runs) computed in one compiled call."""
+    indices = [(workload_index(job.workload), gpu_type_index(job.gpu_type)) for job in jobs]
+    runs = [(*measured_epochs(job), *(job.probes or ())) for job in jobs]
+    queries = [
+        (w, t, gpus, cpus)
+        for job, (w, t), job_runs in zip(jobs, indices, runs, strict=True)
+        for gpus, cpus in (
+            (job.requested_gpus or job.gpus, job.requested_cpus or job.cpus),
+            *(r[:2] for r in job_runs),
+        )
+    ]
+    epoch_s, price = _profile_forecasts(queries, params)
+    host = jax.device_get(
+        (
+            params.workloads.epochs_min,
+            params.workloads.epochs_max,
+            params.workload_probs,
+            params.gpu_type_probs,
+        )
+    )
+    sla_low, sla_high = np.asarray(params.sla_factor_low), np.asarray(params.sla_factor_high)
+    time_range = _epoch_time_range(params)
+    notes, at = [], 0
+    for job, (w, t), job_runs in zip(jobs, indices, runs, strict=True):
+        job_notes = []
+        low, high = int(host[0][w]), int(host[1][w])
+        if not low <= job.epochs_total <= high:
+            job_notes.append(
+                f"epochs_total {job.epochs_total} is outside {low}-{high}, the epochs of {job.workload}"
+            )
+        if float(host[2][w]) <= 0 or float(host[3][t]) <= 0:
+            job_notes.append(f"the policy's scenario never drew {job.workload} jobs on {job.gpu_type} GPUs")
+        job_notes += _sla_notes(job, float(epoch_s[at]), float(price[at]), sla_low, sla_high)
+        note = _epoch_time_note(job, job_runs, epoch_s[at + 1 : at + 1 + len(job_runs)], time_range)
+        notes.append((*job_notes, *([note] if note else [])))
+        at += 1 + len(job_runs)
+    return notes
+
+
+def _profile_forecasts(
+    queries: list[tuple[int, int, int, int]], params: EnvParams
+) -> tuple[np.ndarray, np.ndarray]:
+    """The profile's epoch time and price per hour for each ``(workload, GPU type, gpus, cpus)`` (host
+    arrays; the queries padded to a power of two so few batch sizes compile)."""
+    size = max(8, 1 << (len(queries) - 1).bit_length())
+    padded = np.array([*queries, *[queries[0]] * (size - len(queries))], np.int32).T
+    epoch_s, price = jax.device_get(_forecast_batch(params, *padded))
+    return epoch_s[: len(queries)], price[: len(queries)]
+
+
+@jax.jit
+def _forecast_batch(
+    params: EnvParams, workload: jax.Array, gpu_type: jax.Array, gpus: jax.Array, cpus: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    table = job_constants_table(params)
+
+    def forecast(w: jax.Array, t: jax.Array, g: jax.Array, c: jax.Array) -> tuple[jax.Array, jax.Array]:
+        metrics = epoch_metrics(jax.tree.map(lambda x: x[w, t], table), g, c, params)
+        return metrics.epoch_time_s, metrics.price_per_hour
+
+    return jax.vmap(forecast)(workload, gpu_type, gpus, cpus)
+
+
+def _sla_notes(
+    job: LiveJob, epoch_s: float, price_per_hour: float, low: np.ndarray, high: np.ndarray
+) -> list[str]:
+    """The deadline and budget against the SLA factors training jobs were drawn with (``low`` and
+    ``high`` per scenario kind and SLA), given the profile's epoch time and price at the request."""
+    expected_time = job.epochs_total * epoch_s
+    expected_cost = expected_time * price_per_hour / 3600.0
     notes = []
     for i, (name, value, reference) in enumerate(
         (("deadline_s", job.deadline_s, expected_time), ("budget_usd", job.budget_usd, expected_cost))
@@ -122,13 +195,17 @@ def _sla_notes(job: LiveJob, profile: JobConstants, params: EnvParams) -> list[s
     return notes
 
 
-def _epoch_time_note(job: LiveJob, profile: JobConstants, params: EnvParams) -> str | None:
-    """The first measured epoch (or probe) further from the profile's forecast than training jobs ever
-    were; a new job's readings are not measurements."""
-    lo, hi = _epoch_time_range(params)
-    for gpus, cpus, seconds in (*measured_epochs(job), *(job.probes or ())):
-        forecast = float(epoch_metrics(profile, jnp.int32(gpus), jnp.int32(cpus), params).epoch_time_s)
-        ratio = seconds / forecast
+def _epoch_time_note(
+    job: LiveJob,
+    runs: Sequence[tuple[int, int, float]],
+    forecasts: np.ndarray,
+    time_range: tuple[float, float],
+) -> str | None:
+    """The first measured epoch (or probe) further from the profile's forecast (``forecasts``, one per
+    run) than training jobs ever were; a new job's readings are not measurements."""
+    lo, hi = time_range
+    for (gpus, cpus, seconds), forecast in zip(runs, forecasts, strict=True):
+        ratio = seconds / float(forecast)
         if not lo <= ratio <= hi:
             return (
                 f"an epoch on {gpus} GPUs x {cpus} CPUs took {ratio:.3g}x the {job.workload} profile's "

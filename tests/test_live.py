@@ -18,43 +18,11 @@ from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
-from slamorl_jax.env.state import EnvState
-from slamorl_jax.live import LiveJob, job_description, live_state, recommend
+from slamorl_jax.live import LiveJob, live_state, recommend, reported_job
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 # The README's example job (``docs/example_job.json``).
 EXAMPLE = json.loads((SHIPPED.parent.parent / "docs" / "example_job.json").read_text(encoding="utf-8"))
-
-
-def _live_job_from_state(state, index: int, history: list, env: JobAllocationEnv) -> LiveJob:
-    """What a running job would report, read off one env state and the epochs it ran."""
-    s = jax.tree.map(lambda x: np.asarray(x)[index], state)
-    elapsed = float(s.elapsed_s)
-    return _reported(
-        s,
-        env,
-        history=tuple(history),
-        mean_gpu_util=float(s.gpu_busy_s) / elapsed,
-        mean_cpu_util=float(s.cpu_busy_s) / elapsed,
-        peak_memory_gib=float(s.peak_memory_gib),
-        epochs_done=int(s.epoch),
-        elapsed_s=float(s.elapsed_s),
-        cost_usd=float(s.cost_usd),
-        last_epoch_time_s=float(s.epoch_time_s),
-        throughput=float(s.throughput),
-        gpu_util=float(s.gpu_util),
-        cpu_util=float(s.cpu_util),
-        memory_used_gib=float(s.memory_used_gib),
-        memory_alloc_gib=float(s.memory_used_gib / s.memory_util),
-        price_per_hour=float(s.price_per_hour),
-    )
-
-
-def _reported(s: EnvState, env: JobAllocationEnv, **readings: object) -> LiveJob:
-    """The job of one env state ``s`` as a live job reports it: what it is, its allocation,
-    request, SLAs and preference, plus ``readings``."""
-    described = job_description(s, env.catalog)
-    return LiveJob(**{**described, "preference": tuple(described["preference"]), **readings})
 
 
 def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> None:
@@ -81,7 +49,8 @@ def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> No
     for index in range(n):
         if ended[index] or float(np.asarray(state.memory_util)[index]) <= 0:
             continue
-        job = _live_job_from_state(state, index, histories[index], env)
+        row = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
+        job = reported_job(row, env.catalog, histories[index])
         live = live_state(job, params)
         np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
@@ -101,7 +70,7 @@ def test_a_new_job_reported_without_readings_observes_as_the_env_resets(env: Job
     starts = set()
     for index in range(n):
         s = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
-        job = _reported(s, env, epochs_done=0)
+        job = reported_job(s, env.catalog)
         live = live_state(job, params)
         np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)

@@ -33,7 +33,7 @@ from slamorl_jax.episodes import step_once
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.history.decisions import NEXT_FIELDS, Decision
 from slamorl_jax.live import check_recommendable
-from slamorl_jax.live_checks import check_in_cluster
+from slamorl_jax.live_checks import ClusterLimits, check_in_cluster
 from slamorl_jax.live_encoding import live_states
 
 # Decisions labelled per compiled call (a chunk's observations: 351 floats each).
@@ -82,10 +82,11 @@ def check_decisions(decisions: Sequence[Decision], params: EnvParams) -> None:
     """``ValueError`` naming the first decision (its ``where``, else its index) of a finished job or
     with an allocation, current, requested, measured or next, outside the cluster of ``params``
     (``live_checks.check_in_cluster``: what ``recommend`` refuses of a job)."""
+    limits = ClusterLimits.of(params)
     for i, decision in enumerate(decisions):
         try:
-            check_recommendable(decision.job, params)
-            check_in_cluster(NEXT_FIELDS, decision.next_gpus, decision.next_cpus, params)
+            check_recommendable(decision.job, limits)
+            check_in_cluster(NEXT_FIELDS, decision.next_gpus, decision.next_cpus, limits)
         except ValueError as err:
             raise ValueError(f"{decision.where or f'decision {i}'}: {err}") from None
 

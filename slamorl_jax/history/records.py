@@ -39,7 +39,7 @@ from typing import Any
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.live_checks import check_in_cluster
+from slamorl_jax.live_checks import ClusterLimits, check_in_cluster
 
 RECORD_FIELDS = (
     "workload",
@@ -75,7 +75,7 @@ class HistoryRecord:
 
 
 def record_from_mapping(
-    data: Any, where: str, catalog: Catalog | None = None, cluster: EnvParams | None = None
+    data: Any, where: str, catalog: Catalog | None = None, cluster: EnvParams | ClusterLimits | None = None
 ) -> HistoryRecord:
     """A record from a JSON object or CSV row; ``ValueError`` (prefixed ``where``) on any bad field,
     and, given a ``cluster``, on a best allocation outside it."""
@@ -181,7 +181,7 @@ def json_list(text: str, source: str, what: str, key: str) -> list:
 
 
 def records_from_json(
-    text: str, source: str, catalog: Catalog | None = None, cluster: EnvParams | None = None
+    text: str, source: str, catalog: Catalog | None = None, cluster: EnvParams | ClusterLimits | None = None
 ) -> list[HistoryRecord]:
     """The records of a JSON document (module docstring)."""
     data = json_list(text, source, "history store", "records")
@@ -191,7 +191,7 @@ def records_from_json(
 
 
 def records_from_csv(
-    text: str, source: str, catalog: Catalog | None = None, cluster: EnvParams | None = None
+    text: str, source: str, catalog: Catalog | None = None, cluster: EnvParams | ClusterLimits | None = None
 ) -> list[HistoryRecord]:
     """The records of a CSV document (module docstring)."""
     reader = csv.DictReader(io.StringIO(text))
@@ -229,7 +229,7 @@ def read_text(source: str, what: str, suffixes: Sequence[str]) -> str:
 
 
 def load_records(
-    path: str | Path, catalog: Catalog | None = None, cluster: EnvParams | None = None
+    path: str | Path, catalog: Catalog | None = None, cluster: EnvParams | ClusterLimits | None = None
 ) -> list[HistoryRecord]:
     """The records of a ``.json`` or ``.csv`` history store; ``ValueError`` with one line on bad input
     (with a ``cluster``, also a best allocation outside it)."""
@@ -237,6 +237,8 @@ def load_records(
     suffix = Path(source).suffix.lower()
     text = read_text(source, "history store", (".json", ".csv"))
     parse = records_from_json if suffix == ".json" else records_from_csv
+    if isinstance(cluster, EnvParams):
+        cluster = ClusterLimits.of(cluster)  # read once, not once a record
     records = parse(text, source, catalog, cluster)
     if not records:
         raise ValueError(f"history store {source!r} holds no records")

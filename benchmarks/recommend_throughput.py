@@ -1,0 +1,169 @@
+"""Live jobs answered per second: ``live.recommend`` one job at a time against ``recommend_many``.
+
+    python -m benchmarks.recommend_throughput [--num-jobs 1,64,1024,4096] [--repeats 5]
+        [--checkpoint checkpoints/default] [--out benchmarks/results/recommend_throughput.json]
+
+The jobs are what simulated jobs of the policy's scenario report after their first epochs
+(``live.reported_job``, each with its measured epochs as history): different workloads, GPU types,
+allocations, SLAs and preferences. ``recommend`` answers a sample of them one call each (what a
+platform looping over its jobs pays per job); ``recommend_many`` answers ``--num-jobs`` of them in
+one call. Both are whole calls as a user makes them, the host's work included (reading each job
+into arrays, the readings-outside-training notes, building the answers); the first call of each
+shape, which compiles, is timed apart and left out of the medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import jax
+import numpy as np
+
+from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recommend_throughput.json"
+DEFAULT_CHECKPOINT = str(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
+EPOCHS_RUN = 3  # epochs each simulated job runs before it reports
+ONE_AT_A_TIME_JOBS = 64  # jobs answered by single recommend calls per timed pass
+MAX_JOBS = 1 << 16
+
+
+def simulated_reports(policy: Any, num_jobs: int, seed: int = 0) -> list[Any]:
+    """``num_jobs`` live jobs: fresh jobs of the policy's env run ``EPOCHS_RUN`` epochs at random
+    actions and reported with their measured epochs (jobs that end sooner are left out)."""
+    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.env import JobAllocationEnv
+    from slamorl_jax.live import reported_job
+
+    env = JobAllocationEnv(action_set=policy.config.actions)
+    params = env_params_from_config(policy.config)
+    drawn = 2 * num_jobs + 64  # a few jobs end within EPOCHS_RUN epochs
+    key = jax.random.key(seed)
+    _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(key, drawn), params)
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    runs, running = [], np.ones(drawn, bool)
+    for i in range(EPOCHS_RUN):
+        actions = jax.random.randint(jax.random.fold_in(key, 2 * i), (drawn,), 0, env.num_actions)
+        _, state, _, terminated, truncated, _ = step(
+            jax.random.split(jax.random.fold_in(key, 2 * i + 1), drawn), state, actions, params
+        )
+        running &= ~np.asarray(terminated | truncated)
+        runs.append((np.asarray(state.gpus), np.asarray(state.cpus), np.asarray(state.epoch_time_s)))
+    host = jax.device_get(state)
+    jobs = []
+    for index in np.flatnonzero(running)[:num_jobs]:
+        history = [(int(g[index]), int(c[index]), float(t[index])) for g, c, t in runs]
+        jobs.append(reported_job(jax.tree.map(lambda x, i=index: x[i], host), env.catalog, history))
+    if len(jobs) < num_jobs:
+        raise RuntimeError(f"only {len(jobs)} of {drawn} simulated jobs ran {EPOCHS_RUN} epochs")
+    return jobs
+
+
+def job_counts(text: str) -> list[int]:
+    """Comma-separated batch sizes, each 1 to ``MAX_JOBS``."""
+    counts = positive_int_list(text)
+    if max(counts) > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_JOBS:,} jobs a call, got {max(counts):,}")
+    return counts
+
+
+def timed(call: Any, repeats: int) -> tuple[float, list[float]]:
+    """``(first call's seconds, the other calls' seconds)``."""
+    times = []
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return times[0], times[1:]
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Time both ways of answering on every batch size."""
+    from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.live import recommend, recommend_many
+
+    policy = load_policy(args.checkpoint)
+    jobs = simulated_reports(policy, max(args.num_jobs))
+    sample = jobs[:ONE_AT_A_TIME_JOBS]
+    first, rest = timed(lambda: [recommend(policy, job) for job in sample], args.repeats)
+    single = {
+        "jobs": len(sample),
+        "first_pass_s": first,
+        "jobs_per_s_median": len(sample) / float(np.median(rest)),
+        "jobs_per_s_best": len(sample) / min(rest),
+    }
+    rows = []
+    for n in args.num_jobs:
+        first, rest = timed(lambda n=n: recommend_many(policy, jobs[:n]), args.repeats)
+        rows.append(
+            {
+                "num_jobs": n,
+                "first_call_s": first,
+                "jobs_per_s_median": n / float(np.median(rest)),
+                "jobs_per_s_best": n / min(rest),
+                "call_s_median": float(np.median(rest)),
+            }
+        )
+    return {
+        "checkpoint": str(args.checkpoint),
+        "repeats": args.repeats,
+        "one_at_a_time": single,
+        "batched": rows,
+        "machine": machine_info(),
+    }
+
+
+def to_markdown(payload: dict[str, Any]) -> str:
+    """A table of jobs/s per batch size against one call per job."""
+    single = payload["one_at_a_time"]
+    rows = [
+        [
+            "`recommend`, one call per job",
+            1,
+            format_rate(single["jobs_per_s_median"]),
+            "1.0x",
+            f"{single['first_pass_s']:.1f}",
+        ]
+    ]
+    for row in payload["batched"]:
+        rows.append(
+            [
+                "`recommend_many`",
+                f"{row['num_jobs']:,}",
+                format_rate(row["jobs_per_s_median"]),
+                f"{row['jobs_per_s_median'] / single['jobs_per_s_median']:.0f}x",
+                f"{row['first_call_s']:.1f}",
+            ]
+        )
+    headers = ["call", "jobs per call", "jobs/s (median)", "vs one call per job", "first call s (compiles)"]
+    return (
+        f"Median of {payload['repeats']} timed passes after the first; `recommend` answers "
+        f"{single['jobs']} jobs a pass. Whole calls, host work included.\n\n"
+        + markdown_table(headers, rows)
+        + f"\n\nMachine: {payload['machine']}\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse flags, run, write the JSON and Markdown."""
+    parser = OneLineArgumentParser(
+        prog="python -m benchmarks.recommend_throughput", description=summary(__doc__)
+    )
+    parser.add_argument("--num-jobs", type=job_counts, default=[1, 64, 1024, 4096], help="batch sizes")
+    parser.add_argument("--repeats", type=bounded(int, 1, 100), default=5, help="timed passes per row")
+    parser.add_argument(
+        "--checkpoint", default=DEFAULT_CHECKPOINT, help="the policy (default: the shipped one)"
+    )
+    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+
+
+if __name__ == "__main__":
+    main()
