@@ -18,9 +18,16 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NoReturn
 
+# Longest message an error line shows: bad input may be echoed (a name, a list of unknown fields),
+# and a megabyte-long value would make a megabyte-long line.
+MAX_MESSAGE_CHARS = 1000
+
 
 def fail(message: str, prog: str | None = None) -> NoReturn:
-    """Print ``prog: error: message`` on one line to stderr and exit with status 2."""
+    """Print ``prog: error: message`` on one line to stderr (at most ``MAX_MESSAGE_CHARS`` of the
+    message) and exit with status 2."""
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message) - MAX_MESSAGE_CHARS:,} more characters)"
     print(f"{prog or Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
     raise SystemExit(2)
 

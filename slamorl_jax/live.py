@@ -74,7 +74,7 @@ from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many
-from slamorl_jax.live_encoding import READINGS, live_states
+from slamorl_jax.live_encoding import READINGS, batch_size, live_states
 from slamorl_jax.live_encoding import live_state as live_state  # the live tools' one-job state
 
 MAX_VALUE = 1e12  # largest reading accepted (seconds, dollars, samples/s, GiB): beyond it, float32 fails
@@ -309,6 +309,11 @@ def _check(job: LiveJob) -> None:
     if job.history is not None:
         if len(job.history) > job.epochs_done:
             raise ValueError(f"history lists {len(job.history)} epochs but epochs_done is {job.epochs_done}")
+        if not job.history and job.epochs_done > 0:  # would silently drop the last epoch's measurement
+            raise ValueError(
+                f"history is empty but the job has run {job.epochs_done} epochs: list them, or leave "
+                "history out (the last epoch alone)"
+            )
         for i, (gpus, cpus, epoch_time) in enumerate(job.history):
             if gpus < 1 or cpus < 1 or not epoch_time > 0:
                 raise ValueError(f"history[{i}] needs gpus, cpus >= 1 and epoch_time_s > 0")
@@ -465,7 +470,9 @@ def _recommend_checked(
             check_recommendable(job, limits)
         except ValueError as err:
             raise ValueError(f"{where(i)}{err}") from None
-    states = live_states(jobs, params)
+    # The batch padded to a power of two (copies of the first job, answers dropped): one compiled
+    # program serves every batch size up to it.
+    states = live_states(jobs, params, size=batch_size(len(jobs)))
     decided = _decide(policy.network, policy.config.actions, policy.params, states, params)
     obs, probabilities, action, gpus, cpus, relocate = jax.device_get(decided)
     weights, severities = jax.device_get((states.weights, states.severities))

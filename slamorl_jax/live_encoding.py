@@ -132,12 +132,19 @@ def encode(job: LiveJob, catalog: Catalog | None = None, length: int | None = No
     )
 
 
-def encode_many(jobs: list[LiveJob], catalog: Catalog | None = None) -> JobReport:
-    """The reports of ``jobs`` stacked on a leading axis, their runs padded to one length."""
+def encode_many(jobs: list[LiveJob], catalog: Catalog | None = None, size: int | None = None) -> JobReport:
+    """The reports of ``jobs`` stacked on a leading axis, their runs padded to one length, and the
+    batch padded to ``size`` rows with copies of the first (default: no padding)."""
     catalog = catalog or load_catalog()
     length = runs_length(max(len(runs_of(job)) for job in jobs))
     reports = [encode(job, catalog, length) for job in jobs]
+    reports += reports[:1] * ((size or len(reports)) - len(reports))
     return JobReport(*(np.stack(field) for field in zip(*reports, strict=True)))
+
+
+def batch_size(count: int) -> int:
+    """The padded batch of ``count`` jobs: the next power of two, so few batch shapes compile."""
+    return 1 << max(count - 1, 0).bit_length()
 
 
 def reported_metrics(report: JobReport, forecast: EpochMetrics) -> EpochMetrics:
@@ -260,6 +267,9 @@ def live_state(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) 
     return _state_from_report(encode(job, catalog), params)
 
 
-def live_states(jobs: list[LiveJob], params: EnvParams, catalog: Catalog | None = None) -> EnvState:
-    """:func:`live_state` of every job in ``jobs``, batched on a leading axis (one compiled call)."""
-    return states_from_reports(encode_many(jobs, catalog), params)
+def live_states(
+    jobs: list[LiveJob], params: EnvParams, catalog: Catalog | None = None, size: int | None = None
+) -> EnvState:
+    """:func:`live_state` of every job in ``jobs``, batched on a leading axis (one compiled call),
+    padded to ``size`` rows with copies of the first job (default: none)."""
+    return states_from_reports(encode_many(jobs, catalog, size), params)

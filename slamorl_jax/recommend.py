@@ -60,21 +60,48 @@ def read_source(source: str, flag: str) -> str:
     except (OSError, ValueError) as err:  # missing, a directory, unreadable, a NUL byte in the path
         fail(f"cannot read {flag} {source!r}: {getattr(err, 'strerror', None) or err}", PROG)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # a byte-order mark some editors write is skipped
     except UnicodeDecodeError as err:
         fail(f"{flag} {source!r} is not UTF-8 text (byte {err.start})", PROG)
     return ""  # unreachable
 
 
 def parse_json(text: str, where: str) -> object:
-    """The JSON value of ``text``; exits 2 naming ``where`` when it is not JSON."""
+    """The JSON value of ``text``; exits 2 naming ``where`` when it is not JSON or repeats a key in an
+    object (which JSON readers resolve differently: Python's keeps the last)."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         fail(f"{where} is not valid JSON: {err.msg} (line {err.lineno})", PROG)
     except RecursionError:
         fail(f"{where} is nested too deeply to be a job", PROG)
+    except DuplicateKeyError as err:
+        fail(f"{where} gives {err} twice", PROG)
     return None  # unreachable
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``json.loads``' object hook: the object, or :class:`DuplicateKeyError` naming a repeated key."""
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKeyError(f"the field {repeated[:80]!r}")
+    return data
+
+
+def json_kind(value: object) -> str:
+    """The JSON name of a parsed value's kind (for messages)."""
+    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"), (list, "a list"))
+    return (
+        "null"
+        if value is None
+        else next((name for kind, name in kinds if isinstance(value, kind)), "a value")
+    )
 
 
 def read_job(source: str) -> dict:
@@ -82,53 +109,67 @@ def read_job(source: str) -> dict:
     is not one JSON object."""
     data = parse_json(read_source(source, "--job"), f"--job {source!r}")
     if not isinstance(data, dict):
-        fail(f"--job {source!r} must hold one JSON object (a job), got {type(data).__name__}", PROG)
+        fail(f"--job {source!r} must hold one JSON object (a job), got {json_kind(data)}", PROG)
     return data
 
 
-def read_jobs(source: str) -> list:
-    """The jobs of the ``--jobs`` file: JSON Lines (one job object a line, blank lines skipped) or
-    one JSON list of job objects; exits 2 naming the line or index of a bad one."""
+def read_jobs(source: str) -> list[tuple[str, LiveJob]]:
+    """The jobs of the ``--jobs`` file, each with where it is (``line N`` or ``item i``): JSON Lines
+    (one job object a line, blank lines skipped), one JSON list of job objects, or one job object
+    over several lines; exits 2 naming the line or item of a bad one."""
     from slamorl_jax.live import LiveJob
 
     text = read_source(source, "--jobs")
-    if text.lstrip().startswith("["):
-        items = parse_json(text, f"--jobs {source!r}")
-        named = [(f"--jobs {source!r} item {i}", item) for i, item in enumerate(items)]
-    else:
-        lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
+        whole = json.loads(text, object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError):  # JSON Lines (or bad JSON, named by its line below)
+        whole = None
+    if isinstance(whole, (list, dict)) or text.lstrip().startswith("["):
+        whole = parse_json(text, f"--jobs {source!r}")  # the reason, if the list is not JSON
+        named = (
+            [(f"item {i}", item) for i, item in enumerate(whole)]
+            if isinstance(whole, list)
+            else [("job", whole)]
+        )
+    else:  # JSON Lines: records end at newlines only (a string may hold U+2028 and the like)
+        lines = [(f"line {n}", line) for n, line in enumerate(text.split("\n"), 1)]
         named = [
-            (f"--jobs {source!r} line {n}", parse_json(line, f"--jobs {source!r} line {n}"))
-            for n, line in lines
+            (where, parse_json(line, f"--jobs {source!r} {where}")) for where, line in lines if line.strip()
         ]
     if not named:
         fail(f"--jobs {source!r} holds no jobs", PROG)
     jobs = []
     for where, item in named:
         if not isinstance(item, dict):
-            fail(f"{where} must be a JSON object (a job), got {type(item).__name__}", PROG)
+            fail(f"--jobs {source!r} {where} must be a JSON object (a job), got {json_kind(item)}", PROG)
         try:
-            jobs.append(LiveJob.from_dict(item))
+            jobs.append((where, LiveJob.from_dict(item)))
         except ValueError as err:
-            fail(f"{where}: {err}", PROG)
+            fail(f"--jobs {source!r} {where}: {err}", PROG)
     return jobs
 
 
 def answer_jobs(args: argparse.Namespace) -> int:
-    """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order."""
-    jobs = read_jobs(args.jobs)
+    """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order; a
+    refused job or a warning names its line (or list item)."""
+    located = read_jobs(args.jobs)
     policy = load_checkpoint(args.checkpoint)
-    from slamorl_jax.live import recommend_many
+    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.live import check_recommendable, recommend_many
+    from slamorl_jax.live_checks import ClusterLimits
 
-    try:
-        answers = recommend_many(policy, jobs)
-    except ValueError as err:
-        fail(str(err), PROG)
-    for i, answer in enumerate(answers):
+    limits = ClusterLimits.of(env_params_from_config(policy.config))
+    for where, job in located:
+        try:
+            check_recommendable(job, limits)
+        except ValueError as err:
+            fail(f"--jobs {args.jobs!r} {where}: {err}", PROG)
+    answers = recommend_many(policy, [job for _, job in located])
+    for (where, _), answer in zip(located, answers, strict=True):
         if answer.outside_training:
             notes = "; ".join(answer.outside_training)
             print(
-                f"{PROG}: warning: job {i} is outside what the policy was trained on: {notes}",
+                f"{PROG}: warning: {where} is outside what the policy was trained on: {notes}",
                 file=sys.stderr,
             )
     for answer in answers:

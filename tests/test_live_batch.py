@@ -151,14 +151,32 @@ def test_the_cli_answers_every_job_a_line(
     policy = load_policy(ROOT / "checkpoints" / "default")
     expected = [recommend(policy, job) for job in jobs]
     checkpoint = f"--checkpoint={ROOT / 'checkpoints' / 'default'}"
-    for name in ("jobs.jsonl", "jobs.json"):
+    # The list as the file's first and only text, after a byte-order mark some editors write.
+    Path("bom.json").write_bytes(b"\xef\xbb\xbf" + Path("jobs.json").read_bytes())
+    for name, where in (("jobs.jsonl", "line 4"), ("jobs.json", "item 2"), ("bom.json", "item 2")):
         outcome = call(lambda name=name: recommend_cli.main([f"--jobs={name}", checkpoint]), capsys, tmp_path)
         assert outcome.code == 0, outcome.report()
         answers = [json.loads(line) for line in outcome.stdout.splitlines()]
         assert [(a["gpus"], a["cpus"], a["action"]) for a in answers] == [
             (e.gpus, e.cpus, e.action) for e in expected
         ]
-        assert "warning: job 2 is outside what the policy was trained on" in outcome.stderr  # squad-bert
+        assert f"warning: {where} is outside what the policy was trained on" in outcome.stderr  # squad-bert
+    # One job pretty-printed over several lines is one job, not a broken JSON Lines file.
+    Path("one.json").write_text(json.dumps(_job_dict(jobs[0]), indent=2))
+    outcome = call(lambda: recommend_cli.main(["--jobs=one.json", checkpoint]), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    assert json.loads(outcome.stdout)["action"] == expected[0].action
+
+
+def test_a_refused_job_is_named_by_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A job the policy's cluster cannot hold, or a finished one, is named by its line in the file
+    (blank lines counted), not by its index among the jobs."""
+    finished = dataclasses.replace(EXAMPLE, epochs_done=60, history=None)
+    lines = [json.dumps(_job_dict(job)) for job in (EXAMPLE, EXAMPLE, finished)]
+    (tmp_path / "jobs.jsonl").write_text(f"{lines[0]}\n\n{lines[1]}\n{lines[2]}\n")
+    argv = [f"--jobs={tmp_path / 'jobs.jsonl'}", f"--checkpoint={ROOT / 'checkpoints' / 'default'}"]
+    outcome = call(lambda: recommend_cli.main(argv), capsys, tmp_path)
+    assert_refused(outcome, "line 4: the job has finished")
 
 
 @pytest.mark.parametrize(
@@ -166,14 +184,31 @@ def test_the_cli_answers_every_job_a_line(
     [
         ("", [], "holds no jobs"),
         ("\n\n", [], "holds no jobs"),
-        ("[1]", [], "item 0 must be a JSON object (a job), got int"),
+        ("[1]", [], "item 0 must be a JSON object (a job), got a number"),
         ('{"workload": "imagenet-resnet50"}\n{', [], "line 2 is not valid JSON"),
-        ('{"workload": "nope"}', [], "line 1: "),
+        ('{"workload": "nope"}', [], "job: "),
+        (json.dumps(_job_dict(EXAMPLE)) + '\n{"workload": "nope"}', [], "line 2: "),
+        ('{"gpus": 4, "gpus": 8}', [], "gives the field 'gpus' twice"),
+        ("null", [], "line 1 must be a JSON object (a job), got null"),
+        (json.dumps(_job_dict(EXAMPLE) | {"workload": "x" * 5000}), [], "more characters)"),
         ("[]", [], "holds no jobs"),
         ("{}", ["--probe_plan"], "ask for a new job's start with --job"),
         ("{}", ["--history=h.json"], "ask for a new job's start with --job"),
     ],
-    ids=["empty", "blank", "not an object", "bad json", "bad job", "empty list", "probe plan", "history"],
+    ids=[
+        "empty",
+        "blank",
+        "not an object",
+        "bad json",
+        "bad job",
+        "bad second job",
+        "repeated key",
+        "null",
+        "huge value",
+        "empty list",
+        "probe plan",
+        "history",
+    ],
 )
 def test_bad_jobs_files_are_refused_with_one_line(
     text: str, flags: list[str], phrase: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -193,3 +228,21 @@ def test_job_and_jobs_are_one_or_the_other(tmp_path: Path, capsys: pytest.Captur
     (tmp_path / "list.json").write_text("[1, 2]")
     single = [f"--job={tmp_path / 'list.json'}", "--suggest_slas"]
     assert_refused(call(lambda: recommend_cli.main(single), capsys, tmp_path), "must hold one JSON object")
+
+
+def test_json_lines_split_at_newlines_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A JSON string may hold U+2028 or U+0085, which ``str.splitlines`` would split a record at."""
+    job = _job_dict(EXAMPLE)
+    separated = json.dumps({**job, "workload": "x\u2028y\u0085z"}, ensure_ascii=False)
+    path = tmp_path / "jobs.jsonl"
+    path.write_text(f"{json.dumps(job)}\n{separated}\n", encoding="utf-8")
+    outcome = call(lambda: recommend_cli.read_jobs(str(path)), capsys, tmp_path)
+    assert_refused(outcome, "line 2: ", "workload")  # the record whole: its workload is unknown
+    assert "not valid JSON" not in outcome.stderr
+
+
+def test_an_empty_history_of_a_running_job_is_refused() -> None:
+    """It would drop the last epoch's measurement silently (the answer changed with it)."""
+    with pytest.raises(ValueError, match="history is empty but the job has run 10 epochs"):
+        dataclasses.replace(EXAMPLE, history=())
+    assert dataclasses.replace(NEW_JOB, history=()).history == ()  # a new job has run none
