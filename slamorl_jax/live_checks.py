@@ -10,7 +10,8 @@ knows the jobs it was trained on:
 * :func:`outside_training` lists, one sentence each, readings outside the ranges the policy's jobs
   were drawn from (``env/job_generator.py``): epochs outside the workload's range, a workload or GPU
   type its scenario never draws, a deadline or budget outside the SLA factors of every scenario kind
-  (relative to the profile's forecast for the requested allocation), and measured epoch times further
+  (relative to the profile's forecast for the requested allocation; the lower end times the smallest
+  deadline or budget cut the scenario's events make, ``env/shifts.py``), and measured epoch times further
   from the profile's forecast than the hidden per-job spread, noise and contention ever put them.
   The recommendation is still given; it says it is an extrapolation.
 """
@@ -29,6 +30,7 @@ from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.params import EnvParams, max_gpus
+from slamorl_jax.env.shifts import BUDGET_CUT, DEADLINE_CUT
 from slamorl_jax.live_encoding import measured_epochs
 
 if TYPE_CHECKING:
@@ -132,6 +134,9 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
         )
     )
     sla_low, sla_high = np.asarray(params.sla_factor_low), np.asarray(params.sla_factor_high)
+    # A deadline or budget cut (shifts.py) takes a training job's SLA below its drawn factor.
+    shift_probs, cut_sizes = np.asarray(params.shift_probs), np.asarray(params.shift_size_low)
+    cuts = tuple(float(cut_sizes[k]) if shift_probs[k] > 0 else 1.0 for k in (DEADLINE_CUT, BUDGET_CUT))
     time_range = _epoch_time_range(params)
     notes, at = [], 0
     for job, (w, t), job_runs in zip(jobs, indices, runs, strict=True):
@@ -143,7 +148,7 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
             )
         if float(host[2][w]) <= 0 or float(host[3][t]) <= 0:
             job_notes.append(f"the policy's scenario never drew {job.workload} jobs on {job.gpu_type} GPUs")
-        job_notes += _sla_notes(job, float(epoch_s[at]), float(price[at]), sla_low, sla_high)
+        job_notes += _sla_notes(job, float(epoch_s[at]), float(price[at]), sla_low, sla_high, cuts)
         note = _epoch_time_note(job, job_runs, epoch_s[at + 1 : at + 1 + len(job_runs)], time_range)
         notes.append((*job_notes, *([note] if note else [])))
         at += 1 + len(job_runs)
@@ -175,10 +180,17 @@ def _forecast_batch(
 
 
 def _sla_notes(
-    job: LiveJob, epoch_s: float, price_per_hour: float, low: np.ndarray, high: np.ndarray
+    job: LiveJob,
+    epoch_s: float,
+    price_per_hour: float,
+    low: np.ndarray,
+    high: np.ndarray,
+    cuts: tuple[float, float] = (1.0, 1.0),
 ) -> list[str]:
     """The deadline and budget against the SLA factors training jobs were drawn with (``low`` and
-    ``high`` per scenario kind and SLA), given the profile's epoch time and price at the request."""
+    ``high`` per scenario kind and SLA; the lower ends times ``cuts``, the smallest deadline and budget
+    cut the scenario's events make, 1 without), given the profile's epoch time and price at the
+    request."""
     expected_time = job.epochs_total * epoch_s
     expected_cost = expected_time * price_per_hour / 3600.0
     notes = []
@@ -186,7 +198,7 @@ def _sla_notes(
         (("deadline_s", job.deadline_s, expected_time), ("budget_usd", job.budget_usd, expected_cost))
     ):
         factor = value / max(reference, 1e-12)
-        lo, hi = float(low[:, i].min()), float(high[:, i].max())
+        lo, hi = float(low[:, i].min()) * cuts[i], float(high[:, i].max())
         if not lo <= factor <= hi:
             notes.append(
                 f"{name} is {factor:.3g}x the profile's forecast for the requested allocation; "

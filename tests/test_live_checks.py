@@ -11,12 +11,15 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
+from slamorl_jax.env.params import with_values
+from slamorl_jax.env.shifts import NUM_SHIFT_KINDS
 from slamorl_jax.live import LiveJob, check_recommendable
 from slamorl_jax.live_checks import outside_training
 
@@ -128,3 +131,18 @@ def test_huge_numbers_are_refused_by_name(field: str, value: object) -> None:
 def test_used_memory_above_the_allocation_is_refused() -> None:
     with pytest.raises(ValueError, match="memory_used_gib"):
         typical_job(memory_used_gib=500.0)
+
+
+def test_a_deadline_a_cut_could_make_is_within_training() -> None:
+    """Training jobs' deadlines go below their drawn factor when the scenario cuts them (shifts.py):
+    a deadline of 0.25x the request's forecast is within the default scenario's (0.3x, cut to 0.6 of
+    it at most), and outside a scenario without events (the fuzz pass found it flagged)."""
+    job = typical_job()
+    tight = dataclasses.replace(job, deadline_s=0.25 * job.deadline_s)
+    assert outside_training(tight, PARAMS) == ()
+    no_events = with_values(PARAMS, shift_probs=np.eye(NUM_SHIFT_KINDS, dtype=np.float32)[0])
+    notes = outside_training(tight, no_events)
+    assert len(notes) == 1 and "deadline_s is 0.25x" in notes[0] and "0.3x-3x" in notes[0], notes
+    assert (
+        "0.18x-3x" in outside_training(dataclasses.replace(job, deadline_s=0.1 * job.deadline_s), PARAMS)[0]
+    )
