@@ -10,6 +10,11 @@ lie outside what the policy was trained on (also one ``warning:`` line on stderr
 (unreadable or non-UTF-8 files, bad JSON, bad or huge values, an allocation outside the policy's
 cluster, a finished job, a damaged checkpoint) exits with code 2 and one line.
 
+``--jobs=FILE`` answers many running jobs in one compiled call (``live.recommend_many``): JSON Lines
+(one job a line), one JSON list of jobs, or one job over several lines; it prints one compact JSON
+answer a line in the jobs' order, and a refused job or a warning names its line (or list item). The
+new-job flags below answer one job, with ``--job``.
+
 A job that has run no epoch yet (``epochs_done`` 0) can start elsewhere than where the policy would
 send it (``slamorl_jax.live_start``): ``--forecast_start`` answers with the allocation the profile's
 forecast ranks first (``"source": "forecast"``; the start ``evaluate`` reports as
