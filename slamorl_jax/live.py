@@ -142,7 +142,10 @@ class LiveJob:
         if missing:
             raise ValueError(f"missing job field(s): {', '.join(missing)}")
         # The runs' JSON form (objects); every other field is checked by the constructor.
-        values = {name: _history(v, name) if name in RUN_FIELDS else v for name, v in data.items()}
+        # null means left out, for the runs as for every optional field.
+        values = {
+            name: _history(v, name) if name in RUN_FIELDS and v is not None else v for name, v in data.items()
+        }
         return cls(**values)
 
 
@@ -446,9 +449,11 @@ def recommend_many(
     running jobs at once (the same answer each job gets alone, ``tests/test_live_batch.py``).
 
     ``ValueError`` naming the job's index (``job 3: ...``) for a job :func:`check_recommendable`
-    refuses, ``TypeError`` for arguments of the wrong type."""
-    if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Sequence) or not jobs:
-        raise TypeError(f"jobs must be a non-empty sequence of LiveJob, got {type(jobs).__name__}")
+    refuses, ``TypeError`` for arguments of the wrong type; no jobs, no answers."""
+    if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Sequence):
+        raise TypeError(f"jobs must be a sequence of LiveJob, got {type(jobs).__name__}")
+    if not jobs:
+        return []  # a platform with no running job
     for i, job in enumerate(jobs):
         if not isinstance(job, LiveJob):
             raise TypeError(f"jobs[{i}] must be a LiveJob, got {type(job).__name__}")

@@ -105,8 +105,8 @@ def test_recommend_many_gives_each_job_its_own_answer(policy: object) -> None:
 @pytest.mark.parametrize(
     ("jobs", "error", "phrase"),
     [
-        ([], TypeError, "non-empty sequence of LiveJob"),
-        (EXAMPLE, TypeError, "non-empty sequence of LiveJob, got LiveJob"),
+        (EXAMPLE, TypeError, "a sequence of LiveJob, got LiveJob"),
+        ((job for job in JOBS), TypeError, "a sequence of LiveJob, got generator"),
         ([EXAMPLE, {"workload": "x"}], TypeError, "jobs[1] must be a LiveJob, got dict"),
         (
             [EXAMPLE, EXAMPLE, dataclasses.replace(EXAMPLE, epochs_done=60, history=None)],
@@ -119,7 +119,7 @@ def test_recommend_many_gives_each_job_its_own_answer(policy: object) -> None:
             "job 0: current allocation: 1000",
         ),
     ],
-    ids=["empty", "one job", "a dict", "finished", "outside the cluster"],
+    ids=["one job", "a generator", "a dict", "finished", "outside the cluster"],
 )
 def test_bad_batches_are_refused_naming_the_job(
     policy: object, jobs: object, error: type[Exception], phrase: str
@@ -246,3 +246,14 @@ def test_an_empty_history_of_a_running_job_is_refused() -> None:
     with pytest.raises(ValueError, match="history is empty but the job has run 10 epochs"):
         dataclasses.replace(EXAMPLE, history=())
     assert dataclasses.replace(NEW_JOB, history=()).history == ()  # a new job has run none
+
+
+def test_no_jobs_get_no_answers(policy: object) -> None:
+    assert recommend_many(policy, []) == [] and recommend_many(policy, ()) == []
+
+
+def test_null_runs_are_left_out() -> None:
+    """``null`` means a field left out, for ``history`` and ``probes`` as for the readings."""
+    data = json.loads((ROOT / "docs" / "example_job.json").read_text(encoding="utf-8"))
+    job = LiveJob.from_dict({**data, "history": None, "probes": None})
+    assert job.history is None and job.probes is None
