@@ -54,6 +54,8 @@ DEFAULT_CHECKPOINT = "checkpoints/default"
 def read_source(source: str, flag: str) -> str:
     """The UTF-8 text of file ``source`` (``-``: standard input); exits 2 naming ``flag`` when it
     cannot be read."""
+    if not source:
+        fail(f"{flag} is empty: give a file path, or - for standard input", PROG)
     try:
         if source == "-":
             stream = getattr(sys.stdin, "buffer", None)

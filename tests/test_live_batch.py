@@ -228,6 +228,9 @@ def test_job_and_jobs_are_one_or_the_other(tmp_path: Path, capsys: pytest.Captur
     (tmp_path / "list.json").write_text("[1, 2]")
     single = [f"--job={tmp_path / 'list.json'}", "--suggest_slas"]
     assert_refused(call(lambda: recommend_cli.main(single), capsys, tmp_path), "must hold one JSON object")
+    for flag in ("--job=", "--jobs="):  # an empty path read "." (Is a directory)
+        outcome = call(lambda flag=flag: recommend_cli.main([flag]), capsys, tmp_path)
+        assert_refused(outcome, f"{flag[:-1]} is empty: give a file path, or - for standard input")
 
 
 def test_json_lines_split_at_newlines_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
