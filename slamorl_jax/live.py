@@ -74,7 +74,7 @@ from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many
-from slamorl_jax.live_encoding import READINGS, batch_size, live_states
+from slamorl_jax.live_encoding import READINGS, live_states, padded_size
 from slamorl_jax.live_encoding import live_state as live_state  # the live tools' one-job state
 
 MAX_VALUE = 1e12  # largest reading accepted (seconds, dollars, samples/s, GiB): beyond it, float32 fails
@@ -127,6 +127,11 @@ class LiveJob:
             value = _field_value(field.name, str(field.type), getattr(self, field.name))
             object.__setattr__(self, field.name, value)
         _check(self)
+
+    @property
+    def request(self) -> tuple[int, int]:
+        """The user's requested ``(gpus, cpus)``; the current allocation where the job gave none."""
+        return self.requested_gpus or self.gpus, self.requested_cpus or self.cpus
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LiveJob:
@@ -425,8 +430,7 @@ def check_recommendable(job: LiveJob, params: EnvParams | ClusterLimits) -> None
         )
     check_in_cluster("current allocation", job.gpus, job.cpus, limits)
     if job.requested_gpus is not None or job.requested_cpus is not None:
-        requested = (job.requested_gpus or job.gpus, job.requested_cpus or job.cpus)
-        check_in_cluster("requested allocation", *requested, limits)
+        check_in_cluster("requested allocation", *job.request, limits)
     for field in ("history", "probes"):
         for i, (gpus, cpus, _) in enumerate(getattr(job, field) or ()):
             check_in_cluster(f"{field}[{i}]", gpus, cpus, limits)
@@ -477,7 +481,7 @@ def _recommend_checked(
             raise ValueError(f"{where(i)}{err}") from None
     # The batch padded to a power of two (copies of the first job, answers dropped): one compiled
     # program serves every batch size up to it.
-    states = live_states(jobs, params, size=batch_size(len(jobs)))
+    states = live_states(jobs, params, size=padded_size(len(jobs)))
     decided = _decide(policy.network, policy.config.actions, policy.params, states, params)
     obs, probabilities, action, gpus, cpus, relocate = jax.device_get(decided)
     weights, severities = jax.device_get((states.weights, states.severities))

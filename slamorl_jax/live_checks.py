@@ -31,7 +31,7 @@ from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.params import EnvParams, max_gpus
 from slamorl_jax.env.shifts import BUDGET_CUT, DEADLINE_CUT
-from slamorl_jax.live_encoding import measured_epochs
+from slamorl_jax.live_encoding import measured_epochs, padded_size
 
 if TYPE_CHECKING:
     from slamorl_jax.live import LiveJob
@@ -114,15 +114,14 @@ def outside_training(job: LiveJob, params: EnvParams) -> tuple[str, ...]:
 def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tuple[str, ...]]:
     """:func:`outside_training` of every job of ``jobs``: the profile's forecasts the notes compare
     against (each job's requested allocation and measured runs) computed in one compiled call."""
+    if not jobs:
+        return []
     indices = [(workload_index(job.workload), gpu_type_index(job.gpu_type)) for job in jobs]
     runs = [(*measured_epochs(job), *(job.probes or ())) for job in jobs]
     queries = [
         (w, t, gpus, cpus)
         for job, (w, t), job_runs in zip(jobs, indices, runs, strict=True)
-        for gpus, cpus in (
-            (job.requested_gpus or job.gpus, job.requested_cpus or job.cpus),
-            *(r[:2] for r in job_runs),
-        )
+        for gpus, cpus in (job.request, *(r[:2] for r in job_runs))
     ]
     epoch_s, price = _profile_forecasts(queries, params)
     host = jax.device_get(
@@ -160,7 +159,7 @@ def _profile_forecasts(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The profile's epoch time and price per hour for each ``(workload, GPU type, gpus, cpus)`` (host
     arrays; the queries padded to a power of two so few batch sizes compile)."""
-    size = max(8, 1 << (len(queries) - 1).bit_length())
+    size = padded_size(len(queries), 8)
     padded = np.array([*queries, *[queries[0]] * (size - len(queries))], np.int32).T
     epoch_s, price = jax.device_get(_forecast_batch(params, *padded))
     return epoch_s[: len(queries)], price[: len(queries)]

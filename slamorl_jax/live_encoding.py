@@ -86,9 +86,15 @@ def runs_of(job: LiveJob) -> tuple[tuple[int, int, float], ...]:
     return (*(job.probes or ()), *measured_epochs(job))
 
 
+def padded_size(count: int, least: int = 1) -> int:
+    """``count`` rounded up to a power of two, at least ``least``: arrays padded to it compile for
+    few shapes."""
+    return max(least, 1 << max(count - 1, 0).bit_length())
+
+
 def runs_length(count: int) -> int:
-    """The padded length of ``count`` runs: the next power of two, at least ``MIN_RUNS``."""
-    return max(MIN_RUNS, 1 << max(count - 1, 0).bit_length())
+    """The padded length of ``count`` runs: :func:`padded_size`, at least ``MIN_RUNS``."""
+    return padded_size(count, MIN_RUNS)
 
 
 def encode(job: LiveJob, catalog: Catalog | None = None, length: int | None = None) -> JobReport:
@@ -115,7 +121,7 @@ def encode(job: LiveJob, catalog: Catalog | None = None, length: int | None = No
         workload=np.int32(workload_index(job.workload, catalog)),
         gpu_type=np.int32(gpu_type_index(job.gpu_type, catalog)),
         allocation=np.array([job.gpus, job.cpus], np.int32),
-        requested=np.array([job.requested_gpus or job.gpus, job.requested_cpus or job.cpus], np.int32),
+        requested=np.array(job.request, np.int32),
         epochs=np.array([job.epochs_done, job.epochs_total], np.int32),
         spent=np.array([job.elapsed_s, job.cost_usd], np.float32),
         slas=np.array([getattr(job, name) for name in SLA_FIELDS], np.float32),
@@ -140,11 +146,6 @@ def encode_many(jobs: list[LiveJob], catalog: Catalog | None = None, size: int |
     reports = [encode(job, catalog, length) for job in jobs]
     reports += reports[:1] * ((size or len(reports)) - len(reports))
     return JobReport(*(np.stack(field) for field in zip(*reports, strict=True)))
-
-
-def batch_size(count: int) -> int:
-    """The padded batch of ``count`` jobs: the next power of two, so few batch shapes compile."""
-    return 1 << max(count - 1, 0).bit_length()
 
 
 def reported_metrics(report: JobReport, forecast: EpochMetrics) -> EpochMetrics:

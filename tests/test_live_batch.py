@@ -16,7 +16,8 @@ from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.live import LiveJob, live_state, recommend, recommend_many
-from slamorl_jax.live_encoding import MIN_RUNS, encode, live_states, runs_length
+from slamorl_jax.live_checks import outside_training_many
+from slamorl_jax.live_encoding import MIN_RUNS, encode, live_states, padded_size, runs_length
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = LiveJob.from_dict(json.loads((ROOT / "docs" / "example_job.json").read_text(encoding="utf-8")))
@@ -57,6 +58,7 @@ def policy() -> object:
 
 def test_runs_pad_to_a_few_lengths() -> None:
     assert [runs_length(n) for n in (0, 1, MIN_RUNS, MIN_RUNS + 1, 100)] == [8, 8, 8, 16, 128]
+    assert [padded_size(n) for n in (1, 2, 3, 64, 65)] == [1, 2, 4, 64, 128]
     report = encode(JOBS[1])
     assert report.run_valid.sum() == 13 and report.run_valid.shape == (16,)
     assert encode(NEW_JOB).run_valid.sum() == 0  # a new job has measured nothing
@@ -253,6 +255,7 @@ def test_an_empty_history_of_a_running_job_is_refused() -> None:
 
 def test_no_jobs_get_no_answers(policy: object) -> None:
     assert recommend_many(policy, []) == [] and recommend_many(policy, ()) == []
+    assert outside_training_many([], scenario_params("mixed")) == []
 
 
 def test_null_runs_are_left_out() -> None:
