@@ -24,7 +24,7 @@ import numpy as np
 
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.epoch_readings import epoch_readings
-from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
+from slamorl_jax.env.job_model import EpochMetrics, JobConstants, epoch_metrics, job_constants_table
 from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.online_model import empty_stats, epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams
@@ -140,7 +140,10 @@ def encode(job: LiveJob, catalog: Catalog | None = None, length: int | None = No
 
 def encode_many(jobs: list[LiveJob], catalog: Catalog | None = None, size: int | None = None) -> JobReport:
     """The reports of ``jobs`` stacked on a leading axis, their runs padded to one length, and the
-    batch padded to ``size`` rows with copies of the first (default: no padding)."""
+    batch padded to ``size`` rows with copies of the first (default: no padding); ``ValueError`` for
+    no jobs."""
+    if not jobs:
+        raise ValueError("no jobs to encode")
     catalog = catalog or load_catalog()
     length = runs_length(max(len(runs_of(job)) for job in jobs))
     reports = [encode(job, catalog, length) for job in jobs]
@@ -161,7 +164,7 @@ def reported_metrics(report: JobReport, forecast: EpochMetrics) -> EpochMetrics:
 
 
 def learn_runs(
-    report: JobReport, profile: jax.Array, params: EnvParams
+    report: JobReport, profile: JobConstants, params: EnvParams
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """The online model's statistics after the job's runs, the last run's surprise against the model
     of the runs before it, and the largest memory the profile forecasts for a run:
