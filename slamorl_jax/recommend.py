@@ -129,6 +129,8 @@ def read_jobs(source: str) -> list[tuple[str, LiveJob]]:
     text = read_source(source, "--jobs")
     try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
         whole = json.loads(text, object_pairs_hook=_unique_keys)
+    except DuplicateKeyError:  # in the first (or only) object: name the key, not a broken line
+        whole = parse_json(text, f"--jobs {source!r}")
     except (ValueError, RecursionError):  # JSON Lines (or bad JSON, named by its line below)
         whole = None
     if isinstance(whole, (list, dict)) or text.lstrip().startswith("["):
