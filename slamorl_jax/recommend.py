@@ -10,6 +10,9 @@ lie outside what the policy was trained on (also one ``warning:`` line on stderr
 (unreadable or non-UTF-8 files, bad JSON, bad or huge values, an allocation outside the policy's
 cluster, a finished job, a damaged checkpoint) exits with code 2 and one line.
 
+``--serve`` keeps one process warm for a stream of jobs: each line of standard input is a job and
+gets its answer line at once (or an error line, and the next job is answered; ``recommend_serve.py``).
+
 ``--jobs=FILE`` answers many running jobs in one compiled call (``live.recommend_many``): JSON Lines
 (one job a line), one JSON list of jobs, or one job over several lines; it prints one compact JSON
 answer a line in the jobs' order, and a refused job or a warning names its line (or list item). The
@@ -39,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
+from slamorl_jax.json_input import DuplicateKeyError, json_kind, loads_strict
 from slamorl_jax.run_dirs import path_exists
 
 if TYPE_CHECKING:
@@ -77,38 +81,14 @@ def parse_json(text: str, where: str) -> object:
     """The JSON value of ``text``; exits 2 naming ``where`` when it is not JSON or repeats a key in an
     object (which JSON readers resolve differently: Python's keeps the last)."""
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        return loads_strict(text)
     except json.JSONDecodeError as err:
         fail(f"{where} is not valid JSON: {err.msg} (line {err.lineno})", PROG)
     except RecursionError:
         fail(f"{where} is nested too deeply to be a job", PROG)
     except DuplicateKeyError as err:
-        fail(f"{where} gives {err} twice", PROG)
+        fail(f"{where}: {err}", PROG)
     return None  # unreachable
-
-
-class DuplicateKeyError(ValueError):
-    """A JSON object names one key twice."""
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    """``json.loads``' object hook: the object, or :class:`DuplicateKeyError` naming a repeated key."""
-    data = dict(pairs)
-    if len(data) < len(pairs):
-        seen: set[str] = set()
-        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise DuplicateKeyError(f"the field {repeated[:80]!r}")
-    return data
-
-
-def json_kind(value: object) -> str:
-    """The JSON name of a parsed value's kind (for messages)."""
-    kinds = ((bool, "a boolean"), (int, "a number"), (float, "a number"), (str, "a string"), (list, "a list"))
-    return (
-        "null"
-        if value is None
-        else next((name for kind, name in kinds if isinstance(value, kind)), "a value")
-    )
 
 
 def read_job(source: str) -> dict:
@@ -128,7 +108,7 @@ def read_jobs(source: str) -> list[tuple[str, LiveJob]]:
 
     text = read_source(source, "--jobs")
     try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
-        whole = json.loads(text, object_pairs_hook=_unique_keys)
+        whole = loads_strict(text)
     except DuplicateKeyError:  # in the first (or only) object: name the key, not a broken line
         whole = parse_json(text, f"--jobs {source!r}")
     except (ValueError, RecursionError):  # JSON Lines (or bad JSON, named by its line below)
@@ -186,6 +166,19 @@ def answer_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+def serve_stdin(args: argparse.Namespace) -> int:
+    """``--serve``: answer the jobs on standard input as they arrive (``recommend_serve.py``)."""
+    import io
+
+    from slamorl_jax.recommend_serve import serve
+
+    policy = load_checkpoint(args.checkpoint)
+    stream = getattr(sys.stdin, "buffer", None)
+    # Bytes that are not UTF-8 become U+FFFD: that line is then refused, the others answered.
+    lines = sys.stdin if stream is None else io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace")
+    return serve(policy, lines, sys.stdout)
+
+
 def load_checkpoint(path: str) -> LoadedPolicy:
     """The policy at ``path``; exits 2 with one line when it is missing or cannot be loaded."""
     if not path_exists(path):
@@ -206,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     jobs.add_argument("--job", help="job state as JSON: a file path, or - for stdin")
     jobs.add_argument(
         "--jobs", help="many jobs (JSON Lines, or a JSON list; - for stdin): one answer a line, in one call"
+    )
+    jobs.add_argument(
+        "--serve",
+        action="store_true",
+        help="answer jobs from stdin as they arrive, a JSON line each, until EOF",
     )
     parser.add_argument(
         "--checkpoint", default=DEFAULT_CHECKPOINT, help="policy checkpoint (default: %(default)s)"
@@ -240,10 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.sla_confidence is not None and not (args.suggest_slas and 0.0 < args.sla_confidence < 1.0):
         fail("--sla_confidence is a probability in (0, 1) for --suggest_slas", PROG)
     new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
-    if args.jobs is not None:
+    if args.jobs is not None or args.serve:
         if new_job_flags or args.sla_confidence is not None:
-            fail("--jobs gives the policy's answer for each job; ask for a new job's start with --job", PROG)
-        return answer_jobs(args)
+            flag = "--jobs" if args.jobs is not None else "--serve"
+            fail(f"{flag} gives the policy's answer for each job; ask for a new job's start with --job", PROG)
+        return answer_jobs(args) if args.jobs is not None else serve_stdin(args)
     if new_job_flags > 1:
         fail(
             "--history, --probe_plan, --forecast_start and --suggest_slas answer a new job: ask for one", PROG

@@ -4,6 +4,7 @@ the state and the answer it gets alone, whatever the other jobs in the batch rep
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.live import LiveJob, live_state, recommend, recommend_many
 from slamorl_jax.live_checks import outside_training_many
 from slamorl_jax.live_encoding import MIN_RUNS, encode, live_states, padded_size, runs_length
+from slamorl_jax.recommend_serve import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = LiveJob.from_dict(json.loads((ROOT / "docs" / "example_job.json").read_text(encoding="utf-8")))
@@ -190,8 +192,8 @@ def test_a_refused_job_is_named_by_its_line(tmp_path: Path, capsys: pytest.Captu
         ('{"workload": "imagenet-resnet50"}\n{', [], "line 2 is not valid JSON"),
         ('{"workload": "nope"}', [], "job: "),
         (json.dumps(_job_dict(EXAMPLE)) + '\n{"workload": "nope"}', [], "line 2: "),
-        ('{"gpus": 4, "gpus": 8}', [], "gives the field 'gpus' twice"),
-        ('{\n  "gpus": 4,\n  "gpus": 8\n}', [], "gives the field 'gpus' twice"),
+        ('{"gpus": 4, "gpus": 8}', [], "the field 'gpus' is given twice"),
+        ('{\n  "gpus": 4,\n  "gpus": 8\n}', [], "the field 'gpus' is given twice"),
         ("null", [], "line 1 must be a JSON object (a job), got null"),
         (json.dumps(_job_dict(EXAMPLE) | {"workload": "x" * 5000}), [], "more characters)"),
         ("[]", [], "holds no jobs"),
@@ -265,3 +267,37 @@ def test_null_runs_are_left_out() -> None:
     data = json.loads((ROOT / "docs" / "example_job.json").read_text(encoding="utf-8"))
     job = LiveJob.from_dict({**data, "history": None, "probes": None})
     assert job.history is None and job.probes is None
+
+
+def test_serve_answers_each_line_as_it_comes_and_goes_on_after_a_bad_one(policy: object) -> None:
+    """``recommend --serve``: one JSON line per non-blank input line, in order, each with its input
+    line; a line it cannot answer gets an error line and the next job is answered."""
+    good = json.dumps(_job_dict(EXAMPLE))
+    outside = json.dumps(_job_dict(dataclasses.replace(EXAMPLE, gpus=1000, history=None)))
+    lines = [good + "\n", "\n", '{"gpus": 4,\n', "[1]\n", outside + "\n", '{"gpus": 4, "gpus": 8}\n', good]
+    out = io.StringIO()
+    assert serve(policy, lines, out) == 0
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [a["line"] for a in answers] == [1, 3, 4, 5, 6, 7]
+    alone = recommend(policy, EXAMPLE)
+    for answer in (answers[0], answers[-1]):
+        assert (answer["gpus"], answer["cpus"], answer["action"]) == (alone.gpus, alone.cpus, alone.action)
+    errors = [a.get("error", "") for a in answers[1:-1]]
+    assert "Expecting property name" in errors[0] and "line 1 column" in errors[0]
+    assert "got a list" in errors[1]
+    assert "1000 GPUs is outside the policy's cluster" in errors[2]
+    assert errors[3] == "the field 'gpus' is given twice"
+
+
+def test_serve_reads_stdin_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(_job_dict(EXAMPLE)) + "\nnot json\n"))
+    argv = ["--serve", f"--checkpoint={ROOT / 'checkpoints' / 'default'}"]
+    outcome = call(lambda: recommend_cli.main(argv), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    first, second = (json.loads(line) for line in outcome.stdout.splitlines())
+    assert first["line"] == 1 and "gpus" in first and second["line"] == 2 and "error" in second
+    assert_refused(
+        call(lambda: recommend_cli.main(["--serve", "--probe_plan"]), capsys, tmp_path), "--serve gives"
+    )

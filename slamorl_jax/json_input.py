@@ -1,0 +1,42 @@
+"""Strict JSON for the commands that read jobs: a repeated key is an error, kinds named as JSON names them.
+
+Python's ``json`` keeps the last of two values for one key, other readers the first; a job that says
+``"gpus": 4`` and ``"gpus": 8`` is refused rather than read either way.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names one key twice."""
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``json.loads``' object hook: the object, or :class:`DuplicateKeyError` naming a repeated key."""
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKeyError(f"the field {repeated[:80]!r} is given twice")
+    return data
+
+
+def loads_strict(text: str) -> object:
+    """``json.loads`` refusing a repeated key (:class:`DuplicateKeyError`, a ``ValueError``)."""
+    return json.loads(text, object_pairs_hook=unique_keys)
+
+
+def json_kind(value: object) -> str:
+    """The JSON name of a parsed value's kind (for messages)."""
+    if value is None:
+        return "null"
+    kinds = (
+        (bool, "a boolean"),
+        ((int, float), "a number"),
+        (str, "a string"),
+        (list, "a list"),
+        (dict, "an object"),
+    )
+    return next((name for kind, name in kinds if isinstance(value, kind)), "a value")
