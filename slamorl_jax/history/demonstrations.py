@@ -34,7 +34,7 @@ from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.history.decisions import NEXT_FIELDS, Decision
 from slamorl_jax.live import check_recommendable
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster
-from slamorl_jax.live_encoding import live_states
+from slamorl_jax.live_encoding import live_states, padded_size
 
 # Decisions labelled per compiled call (a chunk's observations: 351 floats each).
 DECISION_CHUNK = 4096
@@ -69,9 +69,14 @@ def decision_demonstrations(
     chunks: list[tuple] = []
     for start in range(0, len(decisions), DECISION_CHUNK):
         chunk = decisions[start : start + DECISION_CHUNK]
-        states = live_states([decision.job for decision in chunk], params)
-        next_gpus, next_cpus = (np.array([getattr(d, name) for d in chunk], np.int32) for name in NEXT_FIELDS)
-        chunks.append(jax.device_get(label(states, next_gpus, next_cpus, params)))
+        size = padded_size(len(chunk))  # rows padded with the first decision: few sizes compile
+        states = live_states([decision.job for decision in chunk], params, size=size)
+        padded = [*chunk, *chunk[:1] * (size - len(chunk))]
+        next_gpus, next_cpus = (
+            np.array([getattr(d, name) for d in padded], np.int32) for name in NEXT_FIELDS
+        )
+        labelled = jax.device_get(label(states, next_gpus, next_cpus, params))
+        chunks.append(tuple(part[: len(chunk)] for part in labelled))
     obs, weights, actions, exact = (np.concatenate([chunk[k] for chunk in chunks]) for k in range(4))
     moves = sum((d.next_gpus, d.next_cpus) != (d.job.gpus, d.job.cpus) for d in decisions)
     counts = {"decisions": len(decisions), "moves": moves, "inexact": int(np.sum(~exact))}
