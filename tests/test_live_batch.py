@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
@@ -301,3 +303,26 @@ def test_serve_reads_stdin_from_the_command_line(
     assert_refused(
         call(lambda: recommend_cli.main(["--serve", "--probe_plan"]), capsys, tmp_path), "--serve gives"
     )
+
+
+@pytest.mark.slow  # a real process (about 10 s: imports, the policy, a compile)
+def test_serve_answers_before_its_input_ends() -> None:
+    """Each answer comes while standard input is still open: a platform can keep the process."""
+    expected = recommend(load_policy(ROOT / "checkpoints" / "default"), EXAMPLE).gpus
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slamorl_jax.recommend", "--serve"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for number in (1, 2):
+            process.stdin.write(json.dumps(_job_dict(EXAMPLE)) + "\n")
+            process.stdin.flush()
+            answer = json.loads(process.stdout.readline())
+            assert answer["line"] == number and answer["gpus"] == expected
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
+    finally:
+        process.kill()
