@@ -39,12 +39,11 @@ MAX_JOBS = 1 << 16
 def simulated_reports(policy: Any, num_jobs: int, seed: int = 0) -> list[Any]:
     """``num_jobs`` live jobs: fresh jobs of the policy's env run ``EPOCHS_RUN`` epochs at random
     actions and reported with their measured epochs (jobs that end sooner are left out)."""
-    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.env import JobAllocationEnv
     from slamorl_jax.live import reported_job
 
     env = JobAllocationEnv(action_set=policy.config.actions)
-    params = env_params_from_config(policy.config)
+    params = policy.env_params
     drawn = 2 * num_jobs + 64  # a few jobs end within EPOCHS_RUN epochs
     key = jax.random.key(seed)
     _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(key, drawn), params)

@@ -226,12 +226,11 @@ def history_start(path: str | None, policy: LoadedPolicy) -> HistoryStart | None
     the store cannot be used or holds a best allocation outside ``policy``'s cluster."""
     if path is None:
         return None
-    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.history.lookup import HistoryStart
     from slamorl_jax.history.records import load_records
 
     try:
-        return HistoryStart.from_records(load_records(path, cluster=env_params_from_config(policy.config)))
+        return HistoryStart.from_records(load_records(path, cluster=policy.env_params))
     except ValueError as err:
         fail(f"--history: {err}", PROG)
 

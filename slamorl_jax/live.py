@@ -64,7 +64,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
@@ -472,7 +471,7 @@ def _recommend_checked(
         raise TypeError(f"policy must be a LoadedPolicy, got {type(policy).__name__}")
     if params is not None and not isinstance(params, EnvParams):
         raise TypeError(f"params must be EnvParams (or None for the policy's), got {type(params).__name__}")
-    params = params if params is not None else env_params_from_config(policy.config)
+    params = params if params is not None else policy.env_params
     limits = ClusterLimits.of(params)
     for i, job in enumerate(jobs):
         try:

@@ -143,11 +143,10 @@ def answer_jobs(args: argparse.Namespace) -> int:
     refused job or a warning names its line (or list item)."""
     located = read_jobs(args.jobs)
     policy = load_checkpoint(args.checkpoint)
-    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.live import check_recommendable, recommend_many
     from slamorl_jax.live_checks import ClusterLimits
 
-    limits = ClusterLimits.of(env_params_from_config(policy.config))
+    limits = ClusterLimits.of(policy.env_params)
     for where, job in located:
         try:
             check_recommendable(job, limits)
@@ -288,11 +287,10 @@ def main(argv: list[str] | None = None) -> int:
 def read_history(path: str, policy: LoadedPolicy) -> list:
     """The records of the ``--history`` store, every best allocation in ``policy``'s cluster (exit 2
     with one line when it cannot be used, as ``python -m slamorl_jax.history check`` refuses it)."""
-    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.history.records import load_records
 
     try:
-        return load_records(path, cluster=env_params_from_config(policy.config))
+        return load_records(path, cluster=policy.env_params)
     except ValueError as err:
         fail(f"--history: {err}", PROG)
     return []  # unreachable
@@ -303,11 +301,10 @@ def first_allocation(
 ) -> dict:
     """The answer for a job with no epochs: the forecast's first choice (``forecast``), the nearest
     of ``records``, or (neither) the probe plan (exit 2 on bad input)."""
-    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.live_start import forecast_first_allocation, history_first_allocation, probe_plan
 
     try:
-        params = env_params_from_config(policy.config)
+        params = policy.env_params
         if forecast:
             return forecast_first_allocation(job, params)
         if records is None:
@@ -320,11 +317,10 @@ def first_allocation(
 
 def sla_suggestion(policy: LoadedPolicy, job: LiveJob, left_out: list[str], confidence: float | None) -> dict:
     """``live_slas.suggested_slas`` for the SLAs ``left_out`` of ``job`` (exit 2 on bad input)."""
-    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.live_slas import suggested_slas
 
     try:
-        return suggested_slas(job, env_params_from_config(policy.config), left_out, confidence)
+        return suggested_slas(job, policy.env_params, left_out, confidence)
     except ValueError as err:
         fail(str(err), PROG)
     return {}  # unreachable

@@ -70,7 +70,6 @@ def build(args: argparse.Namespace) -> int:
         fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
     import jax
 
-    from slamorl_jax.agent.trainer import env_params_from_config
     from slamorl_jax.checkpoint import CheckpointError, load_policy
     from slamorl_jax.env.scenarios import with_scenario
     from slamorl_jax.history.build import oracle_records
@@ -78,7 +77,7 @@ def build(args: argparse.Namespace) -> int:
 
     try:
         policy = load_policy(args.checkpoint)
-        params = env_params_from_config(policy.config)
+        params = policy.env_params
         if args.scenario is not None:
             params = with_scenario(params, args.scenario)
     except (CheckpointError, ValueError) as err:
