@@ -446,13 +446,17 @@ def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = Non
 
 
 def recommend_many(
-    policy: LoadedPolicy, jobs: Sequence[LiveJob], params: EnvParams | None = None
+    policy: LoadedPolicy,
+    jobs: Sequence[LiveJob],
+    params: EnvParams | None = None,
+    names: Sequence[str] | None = None,
 ) -> list[Recommendation]:
     """:func:`recommend` for every job of ``jobs``, in one compiled call: a platform answers all its
     running jobs at once (the same answer each job gets alone, ``tests/test_live_batch.py``).
 
-    ``ValueError`` naming the job's index (``job 3: ...``) for a job :func:`check_recommendable`
-    refuses, ``TypeError`` for arguments of the wrong type; no jobs, no answers."""
+    ``ValueError`` naming the job (``job 3: ...``, or ``names[3]: ...`` when the caller names its
+    jobs, e.g. by the line they came from) for a job :func:`check_recommendable` refuses,
+    ``TypeError`` for arguments of the wrong type; no jobs, no answers."""
     if isinstance(jobs, (str, bytes, Mapping)) or not isinstance(jobs, Sequence):
         raise TypeError(f"jobs must be a sequence of LiveJob, got {type(jobs).__name__}")
     if not jobs:
@@ -460,7 +464,9 @@ def recommend_many(
     for i, job in enumerate(jobs):
         if not isinstance(job, LiveJob):
             raise TypeError(f"jobs[{i}] must be a LiveJob, got {type(job).__name__}")
-    return _recommend_checked(policy, list(jobs), params, lambda i: f"job {i}: ")
+    if names is not None and len(names) != len(jobs):
+        raise ValueError(f"names holds {len(names)} names for {len(jobs)} jobs")
+    return _recommend_checked(policy, list(jobs), params, lambda i: f"{names[i] if names else f'job {i}'}: ")
 
 
 def _recommend_checked(

@@ -109,12 +109,11 @@ def read_jobs(source: str) -> list[tuple[str, LiveJob]]:
     text = read_source(source, "--jobs")
     try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
         whole = loads_strict(text)
-    except DuplicateKeyError:  # in the first (or only) object: name the key, not a broken line
-        whole = parse_json(text, f"--jobs {source!r}")
-    except (ValueError, RecursionError):  # JSON Lines (or bad JSON, named by its line below)
-        whole = None
-    if isinstance(whole, (list, dict)) or text.lstrip().startswith("["):
-        whole = parse_json(text, f"--jobs {source!r}")  # the reason, if the list is not JSON
+    except (ValueError, RecursionError) as err:
+        if isinstance(err, DuplicateKeyError) or text.lstrip().startswith("["):
+            parse_json(text, f"--jobs {source!r}")  # exits with the reason: a repeated key, a broken list
+        whole = None  # JSON Lines (or bad JSON, named by its line below)
+    if isinstance(whole, (list, dict)):
         named = (
             [(f"item {i}", item) for i, item in enumerate(whole)]
             if isinstance(whole, list)
@@ -143,16 +142,13 @@ def answer_jobs(args: argparse.Namespace) -> int:
     refused job or a warning names its line (or list item)."""
     located = read_jobs(args.jobs)
     policy = load_checkpoint(args.checkpoint)
-    from slamorl_jax.live import check_recommendable, recommend_many
-    from slamorl_jax.live_checks import ClusterLimits
+    from slamorl_jax.live import recommend_many
 
-    limits = ClusterLimits.of(policy.env_params)
-    for where, job in located:
-        try:
-            check_recommendable(job, limits)
-        except ValueError as err:
-            fail(f"--jobs {args.jobs!r} {where}: {err}", PROG)
-    answers = recommend_many(policy, [job for _, job in located])
+    names = [f"--jobs {args.jobs!r} {where}" for where, _ in located]
+    try:
+        answers = recommend_many(policy, [job for _, job in located], names=names)
+    except ValueError as err:  # a job the policy cannot answer, named by its line
+        fail(str(err), PROG)
     for (where, _), answer in zip(located, answers, strict=True):
         if answer.outside_training:
             notes = "; ".join(answer.outside_training)

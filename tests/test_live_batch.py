@@ -326,3 +326,11 @@ def test_serve_answers_before_its_input_ends() -> None:
         assert process.wait(timeout=60) == 0
     finally:
         process.kill()
+
+
+def test_a_caller_may_name_its_jobs(policy: object) -> None:
+    finished = dataclasses.replace(EXAMPLE, epochs_done=60, history=None)
+    with pytest.raises(ValueError, match=r"^line 7: the job has finished"):
+        recommend_many(policy, [EXAMPLE, finished], names=["line 3", "line 7"])
+    with pytest.raises(ValueError, match="names holds 1 names for 2 jobs"):
+        recommend_many(policy, [EXAMPLE, EXAMPLE], names=["line 3"])
