@@ -1,4 +1,5 @@
-"""Strict JSON for the commands that read jobs: a repeated key is an error, kinds named as JSON names them.
+"""Strict JSON for the commands that read jobs: a repeated key is an error, kinds and values named as
+JSON writes them.
 
 Python's ``json`` keeps the last of two values for one key, other readers the first; a job that says
 ``"gpus": 4`` and ``"gpus": 8`` is refused rather than read either way.
@@ -7,6 +8,7 @@ Python's ``json`` keeps the last of two values for one key, other readers the fi
 from __future__ import annotations
 
 import json
+from typing import Any
 
 
 class DuplicateKeyError(ValueError):
@@ -40,3 +42,13 @@ def json_kind(value: object) -> str:
         (dict, "an object"),
     )
     return next((name for kind, name in kinds if isinstance(value, kind)), "a value")
+
+
+def short_value(value: Any, limit: int = 60) -> str:
+    """A value for a message, as JSON writes it where it is JSON (``true``, ``null``, ``{"a": 1}``;
+    the job files and stores are JSON), else its ``repr``; cut to ``limit`` characters."""
+    try:
+        text = json.dumps(value)
+    except (TypeError, ValueError):  # not JSON (a tuple inside a dict key, an object, ...)
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -72,6 +72,7 @@ from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
+from slamorl_jax.json_input import short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many
 from slamorl_jax.live_encoding import READINGS, live_states, padded_size
 from slamorl_jax.live_encoding import live_state as live_state  # the live tools' one-job state
@@ -163,11 +164,11 @@ def _field_value(name: str, kind: str, value: Any) -> Any:
         if isinstance(value, str):
             return value
         if not isinstance(value, (list, tuple, np.ndarray)):
-            raise ValueError(f"preference must be a name or three weights, got {_short_repr(value)}")
+            raise ValueError(f"preference must be a name or three weights, got {short_value(value)}")
         return tuple(_number(name, v) for v in value)
     if name in ("workload", "gpu_type"):
         if not isinstance(value, str):
-            raise ValueError(f"{name} must be a catalogue name (a string), got {_short_repr(value)}")
+            raise ValueError(f"{name} must be a catalogue name (a string), got {short_value(value)}")
         return value
     if value is None and "None" in kind:
         return None
@@ -192,25 +193,20 @@ def _real(value: Any) -> int | float | None:
 def _number(name: str, value: Any) -> float:
     real = _real(value)
     if real is None:
-        raise ValueError(f"job field {name} must be a finite number, got {_short_repr(value)}")
+        raise ValueError(f"job field {name} must be a finite number, got {short_value(value)}")
     try:
         number = float(real)
     except OverflowError:  # an integer beyond any float
         number = math.inf
     if not math.isfinite(number):
-        raise ValueError(f"job field {name} must be a finite number, got {_short_repr(value)}")
+        raise ValueError(f"job field {name} must be a finite number, got {short_value(value)}")
     return number
-
-
-def _short_repr(value: Any, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _integer(name: str, value: Any) -> int:
     number = _number(name, value)
     if number != int(number):
-        raise ValueError(f"job field {name} must be an integer, got {value!r}")
+        raise ValueError(f"job field {name} must be an integer, got {short_value(value)}")
     return int(number)
 
 
@@ -224,7 +220,7 @@ def _runs(value: Any, field: str) -> tuple[tuple[int, int, float], ...]:
         if isinstance(run, Mapping) and set(run) == set(HISTORY_FIELDS):
             run = tuple(run[name] for name in HISTORY_FIELDS)
         if not isinstance(run, (list, tuple)) or len(run) != len(HISTORY_FIELDS):
-            raise ValueError(f"{field}[{i}] must be (gpus, cpus, epoch_time_s), got {_short_repr(run)}")
+            raise ValueError(f"{field}[{i}] must be (gpus, cpus, epoch_time_s), got {short_value(run)}")
         gpus, cpus, epoch_time = run
         runs.append(
             (

@@ -18,6 +18,7 @@ from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
+from slamorl_jax.json_input import short_value
 from slamorl_jax.live import LiveJob, live_state, recommend, reported_job
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
@@ -147,10 +148,10 @@ def test_bad_live_jobs_are_refused_with_the_field_named(change: dict, message: s
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"gpus": "4"}, "job field gpus must be a finite number, got '4'"),
+        ({"gpus": "4"}, 'job field gpus must be a finite number, got "4"'),
         ({"gpus": 2.5}, "job field gpus must be an integer"),
-        ({"gpus": True}, "job field gpus must be a finite number, got True"),
-        ({"cpus": None}, "job field cpus must be a finite number, got None"),
+        ({"gpus": True}, "job field gpus must be a finite number, got true"),
+        ({"cpus": None}, "job field cpus must be a finite number, got null"),
         ({"epochs_total": 60.5}, "job field epochs_total must be an integer"),
         ({"deadline_s": "90000"}, "job field deadline_s must be a finite number"),
         ({"budget_usd": None}, "job field budget_usd must be a finite number"),
@@ -241,3 +242,14 @@ def test_recommend_cli_reads_stdin_and_refuses_bad_input(
     with pytest.raises(SystemExit) as info:
         recommend_cli.main([f"--job={tmp_path / 'missing.json'}", f"--checkpoint={SHIPPED}"])
     assert info.value.code == 2 and "cannot read" in capsys.readouterr().err
+
+
+def test_messages_write_values_as_json_does() -> None:
+    """Job files are JSON, so a refused value reads as the file wrote it (``true``, not ``True``);
+    a value JSON cannot write keeps its ``repr``; long values are cut."""
+    assert short_value(True) == "true"
+    assert short_value({"a": None}) == '{"a": null}'
+    assert short_value(object).startswith("<class")
+    assert short_value("x" * 200, limit=20) == '"' + "x" * 16 + "..."
+    with pytest.raises(ValueError, match=r'workload must be a catalogue name \(a string\), got \{"a": 1\}'):
+        LiveJob.from_dict({**EXAMPLE, "workload": {"a": 1}})

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from slamorl_jax.history.records import json_list, parse_json, read_text
+from slamorl_jax.json_input import short_value
 from slamorl_jax.live import MAX_COUNT, LiveJob
 
 NEXT_FIELDS = ("next_gpus", "next_cpus")
@@ -60,7 +61,7 @@ def decision_from_mapping(data: Any, where: str) -> Decision:
         value = data[name]
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
             raise ValueError(
-                f"{where}: {name} must be a whole number from 1 to {MAX_COUNT}, got {value!r:.40}"
+                f"{where}: {name} must be a whole number from 1 to {MAX_COUNT}, got {short_value(value)}"
             )
         counts.append(value)
     report = {name: value for name, value in data.items() if name not in NEXT_FIELDS}

@@ -39,6 +39,7 @@ from typing import Any
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.json_input import short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster
 
 RECORD_FIELDS = (
@@ -91,7 +92,7 @@ def record_from_mapping(
     try:
         for name in ("workload", "gpu_type"):
             if not isinstance(data[name], str):
-                raise ValueError(f"{name} must be a catalogue name, got {_short(data[name])}")
+                raise ValueError(f"{name} must be a catalogue name, got {short_value(data[name])}")
         workload_index(data["workload"], catalog)
         gpu_type_index(data["gpu_type"], catalog)
         counts = {name: _count(name, data[name]) for name in ("epochs", "best_gpus", "best_cpus")}
@@ -106,39 +107,34 @@ def record_from_mapping(
     )
 
 
-def _short(value: Any, limit: int = 40) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _number(name: str, value: Any) -> float:
     if isinstance(value, str):  # CSV cells
         try:
             value = float(value.strip())
         except ValueError:
-            raise ValueError(f"{name} must be a number, got {_short(value)}") from None
+            raise ValueError(f"{name} must be a number, got {short_value(value)}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {_short(value)}")
+        raise ValueError(f"{name} must be a number, got {short_value(value)}")
     try:
         number = float(value)
     except OverflowError:
         number = math.inf
     if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {_short(value)}")
+        raise ValueError(f"{name} must be finite, got {short_value(value)}")
     return number
 
 
 def _count(name: str, value: Any) -> int:
     number = _number(name, value)
     if number != int(number) or not 1 <= number <= MAX_COUNT:
-        raise ValueError(f"{name} must be a whole number from 1 to {MAX_COUNT:,}, got {_short(value)}")
+        raise ValueError(f"{name} must be a whole number from 1 to {MAX_COUNT:,}, got {short_value(value)}")
     return int(number)
 
 
 def _positive(name: str, value: Any) -> float:
     number = _number(name, value)
     if not 0 < number <= MAX_VALUE:
-        raise ValueError(f"{name} must be > 0 and at most {MAX_VALUE:g}, got {_short(value)}")
+        raise ValueError(f"{name} must be > 0 and at most {MAX_VALUE:g}, got {short_value(value)}")
     return number
 
 
@@ -151,7 +147,7 @@ def _preference(value: Any) -> tuple[float, float, float]:
     elif isinstance(value, (list, tuple)):
         value = [_number("preference", part) for part in value]
     else:
-        raise ValueError(f"preference must be a preset name or three weights, got {_short(value)}")
+        raise ValueError(f"preference must be a preset name or three weights, got {short_value(value)}")
     vector = preference_vector(value)
     return (float(vector[0]), float(vector[1]), float(vector[2]))
 
