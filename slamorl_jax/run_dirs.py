@@ -3,16 +3,20 @@ leaves nothing worth keeping.
 
 ``create_run_dirs`` makes every missing directory (with its missing parents) before anything is
 compiled, so a path that is a file, unwritable or impossible fails at once with one line naming the
-flag; it remembers the top-most directories it created, and ``remove_created`` deletes exactly those
-(used when a run ends before its first checkpoint: bad input found late, Ctrl-C while compiling).
+flag; it remembers what it created, and ``remove_created`` deletes the directories the command asked
+for with what it wrote inside, then their new parents only if they are empty (used when a run
+ends before its first checkpoint: bad input found late, Ctrl-C while compiling). A new parent may
+have been shared since (runs of a sweep started into one new folder), so it is never deleted whole.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 
 class RunDirError(ValueError):
@@ -53,12 +57,20 @@ def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
         raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is not writable")
 
 
-def create_run_dirs(dirs: Iterable[tuple[str, Path]]) -> list[Path]:
-    """Create each ``(flag, path)`` directory; return the top-most directories that were created."""
+class CreatedDirs(NamedTuple):
+    """What :func:`create_run_dirs` created: the directories the command asked for, and their new
+    parents (top-most first)."""
+
+    own: list[Path]
+    parents: list[Path]
+
+
+def create_run_dirs(dirs: Iterable[tuple[str, Path]]) -> CreatedDirs:
+    """Create each ``(flag, path)`` directory; return what was created (:class:`CreatedDirs`)."""
     dirs = list(dirs)
     for flag, path in dirs:
         check_dir(flag, path)
-    created: list[Path] = []
+    created = CreatedDirs([], [])
     for flag, path in dirs:
         new = _missing_ancestors(path)
         try:
@@ -69,14 +81,20 @@ def create_run_dirs(dirs: Iterable[tuple[str, Path]]) -> list[Path]:
                 f"{flag} {str(path)!r} cannot be created: {getattr(err, 'strerror', None) or err}"
             ) from None
         if new:
-            created.append(new[0])
+            created.own.append(new[-1])
+            created.parents.extend(new[:-1])
     return created
 
 
-def remove_created(created: Iterable[Path]) -> None:
-    """Delete the directories :func:`create_run_dirs` created (and what the run wrote inside)."""
-    for path in created:
+def remove_created(created: CreatedDirs) -> None:
+    """Undo :func:`create_run_dirs`: the directories the command asked for are deleted with what it
+    wrote inside; their new parents only when empty, deepest first (another command may have
+    written into them since: runs of a sweep started into one new folder)."""
+    for path in created.own:
         shutil.rmtree(path, ignore_errors=True)
+    for path in sorted(set(created.parents), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):  # not empty (or already gone): not this command's to remove
+            path.rmdir()
 
 
 def path_exists(path: str | Path) -> bool:

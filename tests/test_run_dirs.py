@@ -1,0 +1,35 @@
+"""Run folders: what a command that saved nothing removes again, and what it must leave."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slamorl_jax.run_dirs import create_run_dirs, remove_created
+
+
+def test_a_command_removes_only_its_own_folders(tmp_path: Path) -> None:
+    """Two runs of a sweep start into one new folder; the first stops before saving. Its own folders
+    go, the shared new parent and the other run's finished work stay (the parent was deleted whole)."""
+    sweep = tmp_path / "sweeps" / "new"
+    first = create_run_dirs(
+        [("--checkpoint_dir", sweep / "a" / "checkpoints"), ("--log_dir", sweep / "a" / "logs")]
+    )
+    second = create_run_dirs([("--checkpoint_dir", sweep / "b" / "checkpoints")])
+    (sweep / "a" / "logs" / "metrics.jsonl").write_text("{}\n")
+    (sweep / "b" / "checkpoints" / "10").mkdir()
+    remove_created(first)
+    assert not (sweep / "a").exists()
+    assert (sweep / "b" / "checkpoints" / "10").is_dir()
+    remove_created(second)
+    assert list(sweep.iterdir()) == []  # the parent the first run created was not the second's
+
+
+def test_folders_that_existed_are_left(tmp_path: Path) -> None:
+    """Only what the command created is removed: an existing folder stays, with its files."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "notes.txt").write_text("mine")
+    created = create_run_dirs([("--out_dir", tmp_path / "runs" / "eval")])
+    (tmp_path / "runs" / "eval" / "evaluation.json").write_text("{}")
+    remove_created(created)
+    assert not (tmp_path / "runs" / "eval").exists()
+    assert (tmp_path / "runs" / "notes.txt").read_text() == "mine"
