@@ -194,7 +194,10 @@ def _meta_field_problem(meta: dict[str, Any]) -> str | None:
 
 
 def check_resumable(meta: dict[str, Any], where: str | Path) -> None:
-    """Refuse (``CheckpointError``) to resume a run whose training state has another structure."""
+    """Refuse (``CheckpointError``) to resume from a checkpoint that is not a run of this version's
+    training: another training-state structure, a policy-only checkpoint (exported, imitated or
+    shipped), or another observation or action set. Checked before any step is restored, so
+    ``--resume`` never sets such steps aside as damaged."""
     version = meta.get("state_version", 1)  # runs saved before the version was recorded hold 1
     if version != STATE_VERSION:
         raise CheckpointError(
@@ -202,6 +205,18 @@ def check_resumable(meta: dict[str, Any], where: str | Path) -> None:
             f"(state_version {version!r}, this one {STATE_VERSION}: jobs now carry dual-weight "
             "multipliers, a mid-run event and a square-root online model); its policy still loads for "
             "evaluate and recommend, but to train start a new run"
+        )
+    digests = meta.get(META_KEY)
+    if isinstance(digests, dict) and "state" not in digests:
+        raise CheckpointError(
+            f"--resume: {where} holds a policy only (an exported, imitated or shipped checkpoint), not "
+            "a run's training state; start a new run from it with --init_from"
+        )
+    config = TrainConfig.from_dict(meta["config"])
+    if _check_layout(meta, config, Path(where)) != NUM_FEATURES:
+        raise CheckpointError(
+            f"--resume: {where} was trained on the paper's {NUM_PAPER_FEATURES} features only; its policy "
+            "still loads for evaluate and recommend, but to train start a new run"
         )
 
 

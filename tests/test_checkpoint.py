@@ -281,6 +281,38 @@ def test_a_run_saved_before_the_dual_multipliers_refuses_to_resume(copy_of: Path
     assert ckpt.load_policy(copy_of).step == SAVED_STEP  # the policy still loads
 
 
+@pytest.mark.parametrize(
+    ("source", "change", "phrase"),
+    [
+        ("export", None, "holds a policy only"),
+        ("run", {"observation_layout": "an older layout"}, "trained on another observation"),
+        ("run", {"num_actions": 9}, "actions in its"),
+    ],
+)
+def test_resume_refuses_what_is_not_this_versions_run_and_sets_nothing_aside(
+    copy_of: Path, tmp_path: Path, source: str, change: dict | None, phrase: str
+) -> None:
+    """A policy-only checkpoint (``checkpoints/default``, an export, ``imitate``'s output) and a run
+    of another observation or action set are refused by ``--resume`` with one line before anything
+    is restored. Every restore error used to count as damage: ``--resume`` renamed each step
+    ``damaged-<step>``, after which nothing loaded the shipped policy."""
+    from slamorl_jax.training_loop import RunOptions, resolve_config
+
+    target = copy_of
+    if source == "export":
+        target = tmp_path / "exported"
+        ckpt.export_policy(copy_of, target)
+    step = ckpt.complete_steps(target)[-1]
+    if change:
+        meta_file = target / str(step) / "meta" / "metadata"
+        meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), **change}))
+    options = RunOptions(checkpoint_dir=target, log_dir=tmp_path / "logs", resume=True)
+    with pytest.raises(ckpt.CheckpointError, match=phrase) as err:
+        resolve_config(TINY, options)
+    assert "\n" not in str(err.value)
+    assert ckpt.complete_steps(target) == [step]
+
+
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 LEGACY = Path(__file__).resolve().parent / "data" / "legacy-policy-v1"
 _OBS, _WEIGHTS = np.zeros(NUM_FEATURES, np.float32), np.full(3, 1 / 3, np.float32)
