@@ -184,8 +184,10 @@ def main(argv: list[str] | None = None) -> None:
 
     seeds = args.seeds
     wall: list[float] = []
-    if args.runs:
+    if args.runs is not None:
         runs = [Path(r) for r in args.runs.split(",")]
+        if not all(r.strip() for r in args.runs.split(",")):
+            fail(f"--runs {args.runs!r} names an empty run (an unset variable?); leave it out to train", PROG)
         if len(runs) != len(seeds):
             fail(f"--runs names {len(runs)} runs but --seeds {len(seeds)} seeds", PROG)
         for run in runs:  # every run's meta checked before the first is evaluated

@@ -141,6 +141,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.out_dir = args.out_dir or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S")
     check_out_dir(args.out_dir, args.overwrite)
+    if args.compilation_cache_dir:
+        try:
+            run_dirs.check_dir("--compilation_cache_dir", Path(args.compilation_cache_dir))
+        except run_dirs.RunDirError as err:
+            fail(str(err), PROG)
     have_matplotlib = importlib.util.find_spec("matplotlib") is not None
     if args.plots == "yes" and not have_matplotlib:
         fail("--plots=yes needs matplotlib: pip install 'slamorl_jax[plot]'", PROG)
@@ -216,6 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             done = True
         finally:
             remove_partial()
+    # An --overwrite'd earlier evaluation's plots this one did not make would read as this one's.
+    for name in OUTPUT_NAMES:
+        if args.out_dir / name not in written:
+            (args.out_dir / name).unlink(missing_ok=True)
     print(to_markdown(payload))
     print("wrote " + ", ".join(str(p) for p in written), file=sys.stderr)
     return 0

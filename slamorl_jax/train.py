@@ -291,6 +291,9 @@ def check_run_flags() -> None:
     if FLAGS.keep < 1:
         raise ValueError(f"--keep must be >= 1, got {FLAGS.keep}")
     train_checks.check_eval_episodes(FLAGS.eval_episodes)
+    for name in ("run_dir", "checkpoint_dir", "log_dir"):
+        if getattr(FLAGS, name) == "":  # an unset shell variable: not the default folder
+            raise ValueError(f"--{name} is empty: name a folder (or leave the flag out)")
     if FLAGS.resume and FLAGS.checkpoint_dir is None and FLAGS.run_dir is None:
         raise ValueError("--resume needs --run_dir or --checkpoint_dir (the run to continue)")
 
