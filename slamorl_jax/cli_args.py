@@ -1,9 +1,9 @@
 """Command-line helpers shared by the package's commands and the benchmarks.
 
-Bad input gets one line on stderr and exit status 2 (no usage block, no traceback); Ctrl-C or
-SIGTERM ends a command with status 128 + signal and one line; output piped to a reader that stops
-early (``| head``) ends it quietly with status 141, as SIGPIPE would; an unexpected error is one line
-with status 1 (``SLAMORL_JAX_TRACEBACK=1`` shows its traceback).
+Bad input gets one line on stderr and exit status 2 (no usage block, no traceback); Ctrl-C, SIGTERM
+or SIGHUP (a closed terminal) ends a command with status 128 + signal and one line; output piped to
+a reader that stops early (``| head``) ends it quietly with status 141, as SIGPIPE would; an
+unexpected error is one line with status 1 (``SLAMORL_JAX_TRACEBACK=1`` shows its traceback).
 """
 
 from __future__ import annotations
@@ -77,6 +77,11 @@ def bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[
 
 
 TRACEBACK_ENV = "SLAMORL_JAX_TRACEBACK"
+# The signals that stop a command the way Ctrl-C does: SIGHUP is a closed terminal or SSH session
+# (it killed a run at once, leaving logs and no checkpoint); Windows has no SIGHUP.
+STOP_SIGNALS = tuple(
+    s for s in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
+)
 _cleanups: list[Callable[[], None]] = []
 _interrupted_prog = ["slamorl_jax"]  # the command named in the line an interrupt prints
 
@@ -99,15 +104,16 @@ def _exit_interrupted(signum: int, frame: object) -> None:
 
 
 def exit_on_interrupt(prog: str) -> None:
-    """From now on SIGINT and SIGTERM end the process at once, quietly (see :func:`_exit_interrupted`)."""
+    """From now on the :data:`STOP_SIGNALS` end the process at once, quietly (see
+    :func:`_exit_interrupted`)."""
     _interrupted_prog[0] = prog
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, _exit_interrupted)
 
 
 @contextmanager
 def cleanup_on_interrupt(cleanup: Callable[[], None]) -> Iterator[None]:
-    """Run ``cleanup`` if SIGINT or SIGTERM ends the process inside the block."""
+    """Run ``cleanup`` if one of the :data:`STOP_SIGNALS` ends the process inside the block."""
     _cleanups.append(cleanup)
     try:
         yield
@@ -135,7 +141,7 @@ def quiet_after_closed_stdout() -> int:
 def run_command(main: Callable[[], int | None], prog: str) -> NoReturn:
     """Run a command's ``main`` and exit with its status, never with a traceback.
 
-    SIGINT and SIGTERM end the command with status 128 + signal and one line (after the clean-ups of
+    The :data:`STOP_SIGNALS` end the command with status 128 + signal and one line (after the clean-ups of
     :func:`cleanup_on_interrupt`; a training loop handles them itself while it trains); any other
     unexpected exception is one line and status 1, unless the environment sets ``SLAMORL_JAX_TRACEBACK``.
     """

@@ -5,8 +5,8 @@ to JSONL and TensorBoard, checkpoints with orbax (``--resume`` continues exactly
 an evaluation on fresh jobs of each scenario kind (deadline-critical, budget-constrained, balanced)
 against the jobs' requested static allocations.
 Bad flags, stray arguments and unusable output paths exit with code 2 and one line, before anything
-is written; SIGTERM/SIGINT save a checkpoint before exiting (before the first update they exit with
-128 + signal and remove the directories the run created); a diverged run exits 3.
+is written; SIGTERM, SIGINT and SIGHUP save a checkpoint before exiting (before the first update they
+exit with 128 + signal and remove the directories the run created); a diverged run exits 3.
 """
 
 from __future__ import annotations
@@ -291,7 +291,7 @@ def check_run_flags() -> None:
     if FLAGS.keep < 1:
         raise ValueError(f"--keep must be >= 1, got {FLAGS.keep}")
     train_checks.check_eval_episodes(FLAGS.eval_episodes)
-    for name in ("run_dir", "checkpoint_dir", "log_dir"):
+    for name in ("run_dir", "checkpoint_dir"):  # --log_dir is absl's, whose default is ""
         if getattr(FLAGS, name) == "":  # an unset shell variable: not the default folder
             raise ValueError(f"--{name} is empty: name a folder (or leave the flag out)")
     if FLAGS.resume and FLAGS.checkpoint_dir is None and FLAGS.run_dir is None:

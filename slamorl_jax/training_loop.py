@@ -25,6 +25,7 @@ from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint_resume import newest_readable_meta, restore_newest_intact
+from slamorl_jax.cli_args import STOP_SIGNALS
 from slamorl_jax.distributed import any_process, is_primary
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
@@ -52,7 +53,8 @@ class RunOptions:
 
 
 class StopRequest:
-    """Remembers a SIGTERM/SIGINT so the loop can checkpoint and exit between chunks."""
+    """Remembers a stop signal (``cli_args.STOP_SIGNALS``: SIGINT, SIGTERM, SIGHUP) so the loop can
+    checkpoint and exit between chunks."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
@@ -63,9 +65,9 @@ class StopRequest:
 
 @contextmanager
 def catch_stop_signals() -> Iterator[StopRequest]:
-    """Install SIGTERM/SIGINT handlers for the duration of the block."""
+    """Install the stop signals' handlers for the duration of the block."""
     stop = StopRequest()
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
     try:
         yield stop
     finally:

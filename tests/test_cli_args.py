@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from slamorl_jax.cli_args import run_command, summary
+from slamorl_jax.cli_args import STOP_SIGNALS, run_command, summary
 
 
 @pytest.fixture(autouse=True)
 def _keep_signal_handlers() -> object:
-    """``run_command`` installs its SIGINT/SIGTERM handlers: give the test process its own back."""
-    saved = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    """``run_command`` installs its stop-signal handlers: give the test process its own back."""
+    saved = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
     yield
     for signum, handler in saved.items():
         signal.signal(signum, handler)

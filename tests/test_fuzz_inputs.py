@@ -538,10 +538,13 @@ def test_each_command_refuses_bad_input_in_a_real_process(sandbox: Path) -> None
     assert snapshot(sandbox) == before
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize(
+    "signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["SIGINT", "SIGTERM", "SIGHUP"]
+)
 def test_row_5_a_signal_while_compiling_exits_quietly_and_removes_the_run(sandbox: Path, signum: int) -> None:
-    """Ctrl-C or SIGTERM while the run compiles (no cache, so it is still compiling): status 128 +
-    signal, one line, and the run's new directories removed."""
+    """Ctrl-C, SIGTERM or SIGHUP (a closed terminal: it killed the run at once, leaving its logs)
+    while the run compiles (no cache, so it is still compiling): status 128 + signal, one line, and
+    the run's new directories removed."""
     run_dir = sandbox / "run"
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     process = subprocess.Popen(
