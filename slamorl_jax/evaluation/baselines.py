@@ -12,9 +12,12 @@ A start rule is ``rule(state, params) -> (gpus, cpus)`` for one fresh job (``epi
   ``main-rl-slamorl.py``, reference notes §11.2), applied once to the request with the request's
   expected GPU utilisation, as the code applies it once before its optimised run.
 * :class:`BestStatic`: the best static allocation in hindsight, per job (the oracle).
-* :class:`ProfileBestStatic`: the same choice made from the workload's profile alone, without the
-  job's hidden truth (``env/job_truth.py``), then run on the truth: what the hidden truth costs a
-  static choice, and the best an agent that never measured the job could do with one allocation.
+* :class:`ProfileBestStatic`: the same choice made from the workload's profile instead of the
+  job's hidden constants (``env/job_truth.py``), then run on the truth: what the hidden constants
+  cost a static choice. It still plans with the job's mid-run event (``env/shifts.py``: its kind,
+  epoch and size), as the oracle does, which no agent knows before it happens; on the ``shifting``
+  and ``mixed`` scenarios it is therefore not what an agent that never measured the job could do
+  (the headline's deadline-critical and budget-constrained jobs have no events).
 
 The oracle knows the simulator's noise-free model of the job: over every allocation of the lattice
 it computes the job's expected total time and cost (epochs x epoch time, no pauses; with a mid-run
@@ -124,7 +127,8 @@ class BestStatic:
 
 @dataclasses.dataclass(frozen=True)
 class ProfileBestStatic:
-    """:class:`BestStatic`'s choice with the job's profile in place of its true constants."""
+    """:class:`BestStatic`'s choice with the job's profile in place of its true constants (its
+    mid-run event still known: module docstring)."""
 
     oracle: BestStatic
 

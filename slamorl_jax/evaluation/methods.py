@@ -197,7 +197,8 @@ def baseline_methods(
         methods += (
             Method(
                 "best_static_profile",
-                "the oracle's static choice made from the workload profile alone (no hidden truth)",
+                "the oracle's static choice made from the workload profile instead of the job's hidden "
+                "constants (it still knows a mid-run event, as the oracle does)",
                 start=profile_oracle,
             ),
         )
