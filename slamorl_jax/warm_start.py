@@ -22,7 +22,7 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
-from slamorl_jax.checkpoint import CheckpointError, LoadedPolicy, load_policy
+from slamorl_jax.checkpoint import CheckpointError, LoadedPolicy, load_policy, read_meta
 from slamorl_jax.env.observation import NUM_FEATURES
 
 
@@ -78,6 +78,13 @@ def check_init_from(config: TrainConfig) -> None:
     network = ActorCritic(config.network)
     template = jax.eval_shape(lambda: init_params(network, jax.random.key(0), NUM_FEATURES))
     initial_params(config.init_from, template)
+    # Same layers and shapes under another activation would start from another function, untrained.
+    trained_with = TrainConfig.from_dict(read_meta(config.init_from)[0]["config"]).activation
+    if trained_with != config.activation:
+        raise CheckpointError(
+            f"--init_from {config.init_from}: its network uses --activation={trained_with}, this run's "
+            f"{config.activation}; use the same --activation"
+        )
 
 
 def warm_start(

@@ -79,6 +79,7 @@ def test_the_cli_records_init_from(source: Path, workdir: Path, capsys: pytest.C
     [
         (("--hidden_sizes=8,8",), ("--init_from", "does not match", "has shape")),
         (("--actions=paper",), ("--init_from", "does not match")),
+        (("--activation=relu",), ("--init_from", "--activation=tanh", "this run's relu")),
         (("--init_from=nowhere",), ("--init_from", "does not exist")),
     ],
 )
