@@ -86,13 +86,15 @@ def create_run_dirs(dirs: Iterable[tuple[str, Path]]) -> CreatedDirs:
     return created
 
 
-def remove_created(created: CreatedDirs) -> None:
+def remove_created(created: CreatedDirs, only_empty: bool = False) -> None:
     """Undo :func:`create_run_dirs`: the directories the command asked for are deleted with what it
-    wrote inside; their new parents only when empty, deepest first (another command may have
-    written into them since: runs of a sweep started into one new folder)."""
-    for path in created.own:
-        shutil.rmtree(path, ignore_errors=True)
-    for path in sorted(set(created.parents), key=lambda p: len(p.parts), reverse=True):
+    wrote inside (only if empty with ``only_empty``: another run may be writing there); their new
+    parents only when empty, deepest first (another command may have written into them since: runs
+    of a sweep started into one new folder)."""
+    if not only_empty:
+        for path in created.own:
+            shutil.rmtree(path, ignore_errors=True)
+    for path in sorted({*created.own, *created.parents}, key=lambda p: len(p.parts), reverse=True):
         with contextlib.suppress(OSError):  # not empty (or already gone): not this command's to remove
             path.rmdir()
 
@@ -130,3 +132,28 @@ def checkpoint_marks(checkpoint_dir: Path) -> set[tuple[str, int]]:
         return {(p.name, (p / "meta").stat().st_mtime_ns) for p in steps}
     except OSError:
         return set()
+
+
+def lock_run_dir(directory: Path) -> int | None:
+    """Take the training lock of ``directory`` (an exclusive ``flock`` on the folder itself, so no
+    file is added to it): the open descriptor that holds it (close it to release; the OS releases it
+    when the process ends), ``-1`` where the platform has no ``flock``, or ``None`` when another
+    process holds it (two runs saving into one folder would interleave their checkpoints and logs)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows
+        return -1
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def unlock_run_dir(fd: int | None) -> None:
+    """Release a lock :func:`lock_run_dir` took (nothing for ``None`` or ``-1``)."""
+    if fd is not None and fd >= 0:
+        with contextlib.suppress(OSError):
+            os.close(fd)

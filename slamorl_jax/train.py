@@ -7,6 +7,7 @@ against the jobs' requested static allocations.
 Bad flags, stray arguments and unusable output paths exit with code 2 and one line, before anything
 is written; SIGTERM, SIGINT and SIGHUP save a checkpoint before exiting (before the first update they
 exit with 128 + signal and remove the directories the run created); a diverged run exits 3.
+A run holds its checkpoint folder's lock while it runs: a second run into it is refused (exit 2).
 """
 
 from __future__ import annotations
@@ -376,6 +377,12 @@ def main(argv: list[str]) -> None:
         fail(str(err))
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
     owns_dirs = [True]  # in a multi-process run only process 0 removes the shared folders
+    # One run at a time per checkpoint folder (the processes of one --distributed run share it).
+    lock = None if distributed.enabled else run_dirs.lock_run_dir(checkpoint_dir)
+    if lock is None and not distributed.enabled:
+        # The folders are the other run's now, whoever created them: only empty new ones go.
+        run_dirs.remove_created(created, only_empty=True)
+        fail(f"{checkpoint_flag} {str(checkpoint_dir)!r} is in use by another training run; wait for it")
 
     def remove_if_empty() -> None:
         # A run that saves no checkpoint (bad input found late, Ctrl-C while importing or
@@ -423,6 +430,7 @@ def main(argv: list[str]) -> None:
     finally:
         if code != 0:
             remove_if_empty()
+        run_dirs.unlock_run_dir(lock)
     sys.exit(code)
 
 

@@ -25,7 +25,7 @@ from cli_harness import Outcome, assert_refused, call
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer, trees_equal
 
 from slamorl_jax import checkpoint as ckpt
-from slamorl_jax import train, training_loop
+from slamorl_jax import run_dirs, train, training_loop
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.env.scenarios import SCENARIO_KINDS
 
@@ -197,6 +197,29 @@ def test_existing_checkpoints_without_resume_exit_2(
     assert_one_error_line(train_in_process(args, capsys, tmp_path), str(finished.checkpoint_dir), "--resume")
 
 
+def test_a_folder_another_run_trains_in_is_refused_and_left_alone(
+    flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two runs into one folder both trained and interleaved their checkpoints and metrics. A run
+    holds its checkpoint folder's lock (here taken by the test, as another process would); a second
+    run is refused with one line and leaves the folder, which is the other run's, as it was."""
+    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    held = run_dirs.lock_run_dir(checkpoints)
+    assert held is not None and held >= 0
+    try:
+        outcome = train_in_process(
+            [f"--flagfile={flagfile}", f"--run_dir={tmp_path / 'run'}"], capsys, tmp_path
+        )
+        assert_one_error_line(outcome, str(checkpoints), "in use by another training run")
+        assert checkpoints.is_dir()  # the other run's; the empty logs folder this run made is gone
+    finally:
+        run_dirs.unlock_run_dir(held)
+    again = run_dirs.lock_run_dir(checkpoints)  # released: the next run may take it
+    assert again is not None
+    run_dirs.unlock_run_dir(again)
+
+
 def test_another_runs_logs_without_resume_exit_2_and_stay_as_they_were(
     finished: FinishedRun, flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -299,7 +322,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(flagfile: Path, tmp_path: Path
 # The CLI with the loss of its second chunk replaced by NaN (no flags reliably make the loss NaN).
 NAN_ON_SECOND_CHUNK = """
 import sys
-from slamorl_jax import train, training_loop
+from slamorl_jax import run_dirs, train, training_loop
 real_summarise = training_loop.summarise
 calls = []
 def summarise(metrics):
