@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,26 @@ from tqdm import tqdm
 from slamorl_jax.agent.config import TrainConfig
 
 METRICS_FILE = "metrics.jsonl"  # one JSON line per logged update, in the run's log_dir
+
+
+def drop_records_after(path: Path, update: int) -> None:
+    """Rewrite the JSON lines file ``path`` without its records past ``update`` (and a line cut short
+    by a killed run); untouched when there are none. The new file replaces the old in one rename."""
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+
+    def kept(line: str) -> bool:
+        try:
+            return line.endswith("\n") and int(json.loads(line)["update"]) <= update
+        except (ValueError, KeyError, TypeError):
+            return False
+
+    keep = [line for line in lines if kept(line)]
+    if len(keep) < len(lines):
+        partial = path.with_name(path.name + ".tmp")
+        partial.write_text("".join(keep))
+        os.replace(partial, path)
 
 
 class MetricsLogger:
@@ -35,8 +56,13 @@ class MetricsLogger:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
         (self.log_dir / "config.json").write_text(config.to_json())
+        # A run resumed from a step older than its last logged update (its newest step was damaged, or
+        # it was killed after logging and before saving) logs those updates again: the earlier lines
+        # and TensorBoard points past the step go first, so each update is logged once.
+        drop_records_after(self.log_dir / METRICS_FILE, initial_steps // config.batch_size)
         self._jsonl = (self.log_dir / METRICS_FILE).open("a")
-        self._writer = SummaryWriter(str(self.log_dir))
+        purge = initial_steps + 1 if initial_steps else None  # TensorBoard drops points from this step on
+        self._writer = SummaryWriter(str(self.log_dir), purge_step=purge)
         self._bar = tqdm(
             total=total_steps,
             initial=initial_steps,
