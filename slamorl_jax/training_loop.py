@@ -145,6 +145,10 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         say(f"init: the policy starts from {config.init_from}")
     if options.resume:
         state = restore_newest_intact(options.checkpoint_dir, state, report=say)
+        if int(state.update) >= config.num_updates:  # its summary and logs stay as they are
+            done = f"{int(state.update):,} of {config.num_updates:,} updates"
+            say(f"the run is complete ({done}): nothing to train")
+            return 0
     # After the restore, which may set damaged steps aside: the manager lists the steps it finds.
     manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
     compile_start = time.perf_counter()

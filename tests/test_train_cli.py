@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -195,6 +196,22 @@ def test_existing_checkpoints_without_resume_exit_2(
 ) -> None:
     args = [f"--flagfile={flagfile}", f"--checkpoint_dir={finished.checkpoint_dir}", f"--run_dir={tmp_path}"]
     assert_one_error_line(train_in_process(args, capsys, tmp_path), str(finished.checkpoint_dir), "--resume")
+
+
+def test_resuming_a_finished_run_trains_nothing_and_keeps_its_summary(
+    finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--resume`` of a run that reached its last update says so and exits 0; it used to rewrite
+    ``summary.json`` with its own zero steps (and drop the final evaluation)."""
+    run = tmp_path / "run"
+    shutil.copytree(finished.run_dir, run)
+    kept = {
+        name: (run / "logs" / name).read_bytes() for name in ("summary.json", "metrics.jsonl", "config.json")
+    }
+    outcome = train_in_process(["--resume", f"--run_dir={run}", "--progress=false"], capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    assert "the run is complete" in outcome.stdout + outcome.stderr, outcome.report()
+    assert {name: (run / "logs" / name).read_bytes() for name in kept} == kept
 
 
 def test_a_folder_another_run_trains_in_is_refused_and_left_alone(
