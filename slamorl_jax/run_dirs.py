@@ -137,18 +137,25 @@ def checkpoint_marks(checkpoint_dir: Path) -> set[tuple[str, int]]:
 def lock_run_dir(directory: Path) -> int | None:
     """Take the training lock of ``directory`` (an exclusive ``flock`` on the folder itself, so no
     file is added to it): the open descriptor that holds it (close it to release; the OS releases it
-    when the process ends), ``-1`` where the platform has no ``flock``, or ``None`` when another
-    process holds it (two runs saving into one folder would interleave their checkpoints and logs)."""
+    when the process ends), ``-1`` where the platform or file system has no ``flock`` (the run goes
+    on unlocked), or ``None`` when another process holds it (two runs saving into one folder would
+    interleave their checkpoints and logs)."""
     try:
         import fcntl
     except ImportError:  # Windows
         return -1
-    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # a folder that cannot be opened for reading cannot be locked: run unlocked
+        return -1
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+    except BlockingIOError:  # another process holds it
         os.close(fd)
         return None
+    except OSError:  # a file system without flock (some network mounts): run unlocked
+        os.close(fd)
+        return -1
     return fd
 
 
