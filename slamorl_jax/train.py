@@ -378,8 +378,8 @@ def main(argv: list[str]) -> None:
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
     owns_dirs = [True]  # in a multi-process run only process 0 removes the shared folders
     # One run at a time per checkpoint folder (the processes of one --distributed run share it).
-    lock = None if distributed.enabled else run_dirs.lock_run_dir(checkpoint_dir)
-    if lock is None and not distributed.enabled:
+    lock = -1 if distributed.enabled else run_dirs.lock_run_dir(checkpoint_dir)  # -1: no lock taken
+    if lock is None:
         # The folders are the other run's now, whoever created them: only empty new ones go.
         run_dirs.remove_created(created, only_empty=True)
         fail(f"{checkpoint_flag} {str(checkpoint_dir)!r} is in use by another training run; wait for it")
