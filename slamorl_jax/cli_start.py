@@ -5,6 +5,10 @@ Ctrl-C or SIGTERM there exits at once with status 128 + signal and one line, ins
 through the import machinery. The handlers are installed only when the module is the program being
 run (``python -m slamorl_jax.train`` or a ``slamorl-*`` console script), never on a plain import;
 the command's ``main`` adds its clean-ups (:func:`slamorl_jax.cli_args.cleanup_on_interrupt`).
+
+:func:`require_backend` then starts JAX's backend before the command's other imports, which compute
+arrays: a platform the machine lacks (``JAX_PLATFORMS=gpu`` on a CPU-only machine, a broken CUDA
+install) is one line and status 2 instead of a traceback of the import that first touched a device.
 """
 
 from __future__ import annotations
@@ -12,18 +16,35 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from slamorl_jax.cli_args import exit_on_interrupt
+from slamorl_jax.cli_args import exit_on_interrupt, fail, first_line
 
-COMMANDS = ("train", "evaluate", "recommend")
+COMMANDS = ("train", "evaluate", "recommend", "imitate", "history", "export_policy")
 
 
 def launched_command() -> str | None:
     """The package command this process runs (``python -m`` or console script), else ``None``."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    if spec is not None and spec.name in {f"slamorl_jax.{name}" for name in COMMANDS}:
-        return spec.name
+    name = spec.name.removesuffix(".__main__") if spec is not None else None  # a package's __main__
+    if name in {f"slamorl_jax.{command}" for command in COMMANDS}:
+        return name
     script = Path(sys.argv[0] if sys.argv else "").name
-    return script if script in {f"slamorl-{name}" for name in COMMANDS} else None
+    return script if script in {f"slamorl-{command}" for command in COMMANDS} else None
+
+
+def require_backend() -> None:
+    """When this process is a package command: start JAX's backend now, and if it cannot start, say
+    why in one line and exit with status 2. A multi-process run calls it after joining
+    (``distributed_start``), as the backend must start after ``jax.distributed.initialize``."""
+    command = launched_command()
+    if command is None:
+        return
+    import jax
+
+    try:
+        jax.devices()
+    except RuntimeError as err:
+        advice = "check JAX_PLATFORMS and the accelerator's drivers"
+        fail(f"JAX cannot start its backend ({advice}): {first_line(err)}", command)
 
 
 _command = launched_command()

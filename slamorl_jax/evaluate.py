@@ -23,7 +23,10 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
+
+require_backend()  # a platform the machine lacks: one line, before an import touches a device
+# ruff: noqa: E402  (the imports below may start JAX's backend)
 from slamorl_jax import run_dirs
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,

@@ -7,9 +7,8 @@ which is all ``slamorl_jax.load_policy`` needs.
 
 from __future__ import annotations
 
-import sys
-
-from slamorl_jax.cli_args import OneLineArgumentParser, fail
+import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
+from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command
 
 PROG = "python -m slamorl_jax.export_policy"
 
@@ -20,6 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("source", help="checkpoint directory of a run, or one of its step directories")
     parser.add_argument("destination", help="new or empty directory for the exported policy")
     args = parser.parse_args(argv)
+    slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before loading
     from slamorl_jax.checkpoint import CheckpointError, export_policy
 
     try:
@@ -32,5 +32,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def run() -> None:
+    """Console entry point: Ctrl-C and unexpected errors end in one line (``cli_args.run_command``)."""
+    run_command(main, PROG)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.json_input import DuplicateKeyError, json_kind, loads_strict
 from slamorl_jax.run_dirs import path_exists
@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.sla_confidence is not None and not (args.suggest_slas and 0.0 < args.sla_confidence < 1.0):
         fail("--sla_confidence is a probability in (0, 1) for --suggest_slas", PROG)
+    slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
     new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
     if args.jobs is not None or args.serve:
         if new_job_flags or args.sla_confidence is not None:

@@ -21,10 +21,11 @@ from typing import NoReturn
 from absl import app, flags
 from absl import logging as absl_logging  # defines --log_dir, which we use for metrics too
 
-import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
 from slamorl_jax.distributed_start import join_if_launched
 
 join_if_launched(sys.argv)  # a multi-process run joins before anything touches a device
+require_backend()  # a platform the machine lacks: one line, before an import touches a device
 # ruff: noqa: E402  (the imports below may start JAX's backend)
 from slamorl_jax import run_dirs, train_checks
 from slamorl_jax.agent.config import (
@@ -306,10 +307,17 @@ def fail(message: str) -> NoReturn:
 
 
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl flag parsing with bad flags reported in one line and exit code 2."""
+    """absl flag parsing with bad flags reported in one line and exit code 2; ``-h`` is ``--help``,
+    and the help flags (absl ends them with status 1) end with status 0."""
     FLAGS.unparse_flags()  # a fresh parse: no value of an earlier in-process run carries over
+    end = argv.index("--") if "--" in argv else len(argv)
+    argv = [*("--help" if arg == "-h" else arg for arg in argv[:end]), *argv[end:]]
     try:
         return FLAGS(argv)
+    except SystemExit as exit_:
+        # absl's --help, --helpshort, --helpfull and --helpxml print and exit with status 1; a
+        # bad flag raises flags.Error instead, so status 1 here is a help that was asked for.
+        raise SystemExit(0 if exit_.code == 1 else exit_.code) from None
     except flags.Error as err:
         fail(str(err).splitlines()[0])
     except (OSError, UnicodeError, ValueError) as err:  # a --flagfile that cannot be read as text

@@ -16,7 +16,10 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import slamorl_jax.cli_start  # noqa: F401  (first of ours: a quiet Ctrl-C while JAX loads)
+from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
+
+require_backend()  # a platform the machine lacks: one line, before an import touches a device
+# ruff: noqa: E402  (the imports below may start JAX's backend)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.run_dirs import path_exists, unusable_path
 

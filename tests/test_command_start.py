@@ -1,0 +1,83 @@
+"""How the package's commands start: which processes count as a command, a machine without the
+platform asked for, and help that is asked for."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+from absl import app
+from learner_fixtures import REPO_ROOT
+
+from slamorl_jax import cli_start, train
+
+
+@pytest.mark.parametrize(
+    ("main_spec", "argv0", "expected"),
+    [
+        ("slamorl_jax.train", "train.py", "slamorl_jax.train"),
+        ("slamorl_jax.history.__main__", "__main__.py", "slamorl_jax.history"),  # python -m <package>
+        ("slamorl_jax.export_policy", "export_policy.py", "slamorl_jax.export_policy"),
+        (None, "/usr/bin/slamorl-imitate", "slamorl-imitate"),
+        ("slamorl_jax.checkpoint", "checkpoint.py", None),  # a module, not a command
+        (None, "pytest", None),
+    ],
+)
+def test_a_command_is_known_by_its_module_or_script(
+    monkeypatch: pytest.MonkeyPatch, main_spec: str | None, argv0: str, expected: str | None
+) -> None:
+    main = types.ModuleType("__main__")
+    main.__spec__ = types.SimpleNamespace(name=main_spec) if main_spec else None  # type: ignore[assignment]
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert cli_start.launched_command() == expected
+
+
+@pytest.mark.parametrize(
+    ("module", "args"),
+    [
+        ("slamorl_jax.train", ["--help"]),  # its imports compute arrays: checked before them
+        ("slamorl_jax.history", ["check", "--store=missing.json"]),  # a package: its __init__ first
+        ("slamorl_jax.recommend", ["--job=missing.json"]),  # imports JAX only once the flags parsed
+        ("slamorl_jax.export_policy", ["checkpoints/default", "exported"]),
+    ],
+)
+def test_a_platform_the_machine_lacks_is_one_line_and_status_2(
+    tmp_path: Path, module: str, args: list[str]
+) -> None:
+    """``JAX_PLATFORMS=gpu`` on a CPU-only machine (or a broken CUDA install): one line naming the
+    backend, status 2, nothing written, instead of a 60-line traceback of the first import that
+    touched a device."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path, "JAX_PLATFORMS": "no_such_platform"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    report = f"exit {result.returncode}\n{result.stderr[-3000:]}"
+    assert result.returncode == 2, report
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr, report
+    assert "JAX cannot start its backend" in result.stderr and "no_such_platform" in result.stderr, report
+    assert not any(tmp_path.iterdir()), report
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help", "--helpfull"])
+def test_train_help_is_status_0_and_h_is_help(capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    """absl ends its help flags with status 1 and knows no ``-h``: asked-for help is a success."""
+    app.define_help_flags()  # what app.run does before it parses
+    with pytest.raises(SystemExit) as ended:
+        train.parse_flags(["slamorl_jax.train", flag])
+    assert ended.value.code == 0
+    assert "USAGE" in capsys.readouterr().out
+
+
+def test_train_h_after_a_double_dash_is_left_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    """Past ``--`` every argument is positional, ``-h`` included (train then refuses it as one)."""
+    assert train.parse_flags(["slamorl_jax.train", "--", "-h"])[-1] == "-h"
