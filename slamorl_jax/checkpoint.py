@@ -132,7 +132,9 @@ def _step_dir_and_root(path: Path) -> tuple[Path, int]:
     except OSError as err:
         raise CheckpointError(f"cannot read checkpoint path {path}: {err.strerror or err}") from None
     if not steps:
-        raise CheckpointError(f"no complete checkpoint in {path} (expected numbered step directories)")
+        inner = path / "checkpoints"  # a training run's folder (--run_dir) keeps its steps there
+        hint = f"; a run's folder keeps them in {inner}" if has_checkpoint(inner) else ""
+        raise CheckpointError(f"no complete checkpoint in {path} (expected numbered step directories{hint})")
     return path, steps[-1]
 
 
@@ -329,10 +331,12 @@ def _check_layout(meta: dict[str, Any], config: TrainConfig, where: Path) -> int
     obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
     same_layout = meta.get("observation_layout") == OBSERVATION_LAYOUT
     if obs_dim != NUM_PAPER_FEATURES and not (obs_dim == NUM_FEATURES and same_layout):
-        raise CheckpointError(
-            f"checkpoint {where} was trained on another observation ({obs_dim} features; this "
-            f"slamorl_jax has {NUM_FEATURES}): train it again with this version"
+        what = (
+            f"another layout of its {obs_dim} features (their order or meaning changed since)"
+            if obs_dim == NUM_FEATURES
+            else f"another observation ({obs_dim} features; this slamorl_jax has {NUM_FEATURES})"
         )
+        raise CheckpointError(f"checkpoint {where} was trained on {what}: train it again with this version")
     if "num_actions" in meta and int(meta["num_actions"]) != config.network.num_actions:
         raise CheckpointError(
             f"checkpoint {where} was trained with {meta['num_actions']} actions in its "

@@ -19,6 +19,20 @@ from tqdm import tqdm
 from slamorl_jax.agent.config import TrainConfig
 
 METRICS_FILE = "metrics.jsonl"  # one JSON line per logged update, in the run's log_dir
+CONFIG_FILE = "config.json"  # the run's TrainConfig
+SUMMARY_FILE = "summary.json"  # the finished run's figures and evaluation
+EVENTS_PREFIX = "events.out.tfevents"  # TensorBoard event files (tensorboardX's names)
+
+
+def run_log_files(log_dir: str | Path) -> list[str]:
+    """The names of a training run's log files already in ``log_dir`` (config, metrics, summary,
+    TensorBoard events), sorted; empty where the folder is new, empty or unreadable."""
+    try:
+        names = [entry.name for entry in Path(log_dir).iterdir()]
+    except OSError:
+        return []
+    ours = {CONFIG_FILE, METRICS_FILE, SUMMARY_FILE}
+    return sorted(name for name in names if name in ours or name.startswith(EVENTS_PREFIX))
 
 
 def drop_records_after(path: Path, update: int) -> None:
@@ -55,7 +69,7 @@ class MetricsLogger:
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
-        (self.log_dir / "config.json").write_text(config.to_json())
+        (self.log_dir / CONFIG_FILE).write_text(config.to_json())
         # A run resumed from a step older than its last logged update (its newest step was damaged, or
         # it was killed after logging and before saving) logs those updates again: the earlier lines
         # and TensorBoard points past the step go first, so each update is logged once.

@@ -29,7 +29,7 @@ from slamorl_jax.cli_args import STOP_SIGNALS
 from slamorl_jax.distributed import any_process, is_primary
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
-from slamorl_jax.run_logging import METRICS_FILE, MetricsLogger
+from slamorl_jax.run_logging import SUMMARY_FILE, MetricsLogger, run_log_files
 from slamorl_jax.sharding import env_mesh
 from slamorl_jax.train_checks import budget_note
 from slamorl_jax.warm_start import warm_start
@@ -90,10 +90,12 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
                 f"{options.checkpoint_dir} holds files that are not checkpoints; choose an empty or new "
                 "--checkpoint_dir"
             )
-        if (Path(options.log_dir) / METRICS_FILE).exists():
+        if existing := run_log_files(options.log_dir):
+            # Another run's config, summary and TensorBoard events would be overwritten or mixed in.
+            shown = ", ".join(existing[:3]) + (f" and {len(existing) - 3} more" if len(existing) > 3 else "")
             raise ckpt.CheckpointError(
-                f"{options.log_dir} already holds a run's logs; pass --resume to continue that run "
-                "or choose another --log_dir"
+                f"{options.log_dir} already holds a run's logs ({shown}); pass --resume to continue that "
+                "run or choose another --log_dir"
             )
         return config
     meta = newest_readable_meta(options.checkpoint_dir)
@@ -126,7 +128,7 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         say(note)
     say(
         f"run: checkpoints in {Path(options.checkpoint_dir).absolute()}, metrics, TensorBoard events and "
-        f"summary.json in {Path(options.log_dir).absolute()}"
+        f"{SUMMARY_FILE} in {Path(options.log_dir).absolute()}"
     )
     mesh = env_mesh()
     if mesh.size > 1:
@@ -225,7 +227,7 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
     if not primary:
         return code
     Path(options.log_dir).mkdir(parents=True, exist_ok=True)
-    (Path(options.log_dir) / "summary.json").write_text(json.dumps(summary, indent=2))
+    (Path(options.log_dir) / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
     print_summary(summary)
     return code
 

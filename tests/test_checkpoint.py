@@ -147,7 +147,7 @@ BROKEN = {
     "no format_version": (edit_meta(format_version=None), "format_version None"),
     "unknown config key": (edit_meta(config_extra={"warp_factor": 9}), "incompatible config.*warp_factor"),
     # Trained on another version's observation or action grid: refused, not read with today's meaning.
-    "another observation layout": (edit_meta(observation_layout="0" * 16), "another observation"),
+    "another observation layout": (edit_meta(observation_layout="0" * 16), "another layout of its \\d+ feat"),
     "another observation size": (edit_meta(observation_dim=221), "another observation \\(221 features"),
     "another action count": (edit_meta(num_actions=73), "73 actions"),
     # Malformed fields: refused in one CheckpointError, never an AttributeError or an unchecked load.
@@ -187,6 +187,13 @@ def test_missing_and_empty_directories_raise_checkpoint_error(tmp_path: Path, co
         ckpt.load_policy(tmp_path)
     assert not ckpt.has_checkpoint(tmp_path) and not ckpt.has_checkpoint(tmp_path / "nope")
     assert issubclass(ckpt.CheckpointError, ValueError)
+
+
+def test_a_run_folder_points_at_its_checkpoints(copy_of: Path) -> None:
+    """``load_policy(runs/x)`` (a run's ``--run_dir``, its steps in ``checkpoints/``) says where they are."""
+    with pytest.raises(ckpt.CheckpointError, match=f"a run's folder keeps them in {copy_of}"):
+        ckpt.load_policy(copy_of.parent)
+    assert ckpt.load_policy(copy_of).step == SAVED_STEP
 
 
 def test_missing_arrays_raise_checkpoint_error(copy_of: Path, compiled: Compiled, saved: Saved) -> None:
@@ -285,7 +292,7 @@ def test_a_run_saved_before_the_dual_multipliers_refuses_to_resume(copy_of: Path
     ("source", "change", "phrase"),
     [
         ("export", None, "holds a policy only"),
-        ("run", {"observation_layout": "an older layout"}, "trained on another observation"),
+        ("run", {"observation_layout": "an older layout"}, "trained on another layout"),
         ("run", {"num_actions": 9}, "actions in its"),
     ],
 )
