@@ -5,7 +5,7 @@
 this module second (after :mod:`slamorl_jax.cli_start`): when it is the program being run, it reads
 the multi-process flags straight from the command line (``--distributed``, ``--coordinator_address``,
 ``--num_processes``, ``--process_id``, ``--distributed_heartbeat_s``, ``--distributed_init_timeout_s``,
-as ``--flag=value`` or ``--flag value``; not from a ``--flagfile``) and the environment, and joins the
+as ``--flag=value`` or ``--flag value``, in a ``--flagfile`` too) and the environment, and joins the
 run. absl parses and checks the same flags again later. Bad values: one line and exit status 2.
 """
 
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+
+from absl import flags
 
 from slamorl_jax.cli_args import fail
 from slamorl_jax.cli_start import launched_command
@@ -71,12 +73,21 @@ def early_options(args: Sequence[str]) -> DistributedOptions:
     return DistributedOptions(**values)  # type: ignore[arg-type]
 
 
+def expand_flagfiles(argv: Sequence[str]) -> list[str]:
+    """``argv`` with each ``--flagfile`` replaced by the flags it holds (absl's reading of them, nested
+    files included); ``argv`` as it is when a file cannot be read, which absl reports later."""
+    try:
+        return flags.FlagValues().read_flags_from_files(list(argv), force_gnu=True)
+    except (flags.Error, OSError, UnicodeError, ValueError):
+        return list(argv)
+
+
 def join_if_launched(argv: Sequence[str]) -> bool:
     """Join the multi-process run the command line asks for, when this process is a package command."""
     if launched_command() is None:
         return False
     try:
-        options = resolve(early_options(argv[1:]))
+        options = resolve(early_options(expand_flagfiles(argv)[1:]))
     except ValueError as err:
         fail(str(err), launched_command())
     try:

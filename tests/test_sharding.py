@@ -25,7 +25,7 @@ import pytest
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer
 
 from slamorl_jax.distributed import DistributedOptions, resolve
-from slamorl_jax.distributed_start import early_options
+from slamorl_jax.distributed_start import early_options, expand_flagfiles
 from slamorl_jax.sharding import check_divisible
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
@@ -145,6 +145,21 @@ def test_divisibility_message() -> None:
     check_divisible(64, 8)
     with pytest.raises(ValueError, match=r"--num_envs=12 must be a multiple of the 8 devices"):
         check_divisible(12, 8)
+
+
+def test_multi_process_flags_in_a_flagfile_join_at_start_up(tmp_path: Path) -> None:
+    """A ``--flagfile`` holding ``--distributed`` is read before the run joins (it used to be missed
+    there, and the run was then told to start the way it had been started); a file that cannot be
+    read is left for absl to report."""
+    inner = tmp_path / "inner.flags"
+    inner.write_text("--process_id=1\n")
+    outer = tmp_path / "run.flags"
+    outer.write_text(f"# the cluster\n--distributed\n--num_processes=2\n--flagfile={inner}\n")
+    args = expand_flagfiles(["train", f"--flagfile={outer}", "--num_envs=8"])
+    options = early_options(args[1:])
+    assert (options.enabled, options.num_processes, options.process_id) == (True, 2, 1)
+    missing = ["train", f"--flagfile={tmp_path / 'none.flags'}"]
+    assert expand_flagfiles(missing) == missing
 
 
 def test_distributed_settings_from_flags_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
