@@ -20,7 +20,7 @@ from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
 from slamorl_jax.env.plans import plan_outcomes
 from slamorl_jax.env.scenario_kinds import SCENARIO_KINDS
-from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.evaluation.baselines import BestStatic, ProfileBestStatic
 from slamorl_jax.evaluation.replanning import Replanning
 
 ENV = JobAllocationEnv(action_set=WIDEST_ACTION_SET)  # every set's actions, relocate included
@@ -352,6 +352,34 @@ def test_a_gpu_change_or_a_relocation_leaves_random_contention_and_a_cpu_change_
     np.testing.assert_allclose(
         np.asarray(s3.epoch_time_s)[live], _epoch_times(s3, params, 1.0, False)[live], rtol=1e-5
     )
+
+
+def test_the_profile_oracle_knows_neither_the_hidden_constants_nor_the_event() -> None:
+    """``best_static_profile`` chooses from what is known before a job runs: another event (kind,
+    epoch, size) or other true constants leave its choice as it is, and it is the oracle's choice
+    for the job with its profile and no event. It used to plan with the event, which no agent
+    knows before it happens."""
+    params = scenario_params("shifting")
+    profile_oracle = ProfileBestStatic.for_params(params)
+    states = jax.tree.map(lambda x: x[:256], _jobs("shifting"))
+    choose = jax.jit(jax.vmap(lambda s: profile_oracle(s, params)))
+    chosen = np.asarray(choose(states))
+    job = states.job
+
+    def scaled(x: jax.Array) -> jax.Array:
+        return x * 1.3 if jnp.issubdtype(x.dtype, jnp.floating) else x
+
+    other = job.replace(
+        shift_kind=job.shift_kind % (shifts.NUM_SHIFT_KINDS - 1) + 1,  # every job another event kind
+        shift_epoch=job.shift_epoch // 2,
+        shift_value=job.shift_value * 0.8,
+        constants=jax.tree.map(scaled, job.constants),
+    )
+    np.testing.assert_array_equal(np.asarray(choose(states.replace(job=other))), chosen)
+    oracle = BestStatic.for_params(params)
+    known = job.replace(constants=job.profile, shift_kind=jnp.zeros_like(job.shift_kind))
+    by_oracle = jax.jit(jax.vmap(lambda s: oracle(s, params)))(states.replace(job=known))
+    np.testing.assert_array_equal(np.asarray(by_oracle), chosen)
 
 
 def test_the_replanning_oracle_is_the_static_oracle_without_events() -> None:

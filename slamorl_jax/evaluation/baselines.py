@@ -12,12 +12,12 @@ A start rule is ``rule(state, params) -> (gpus, cpus)`` for one fresh job (``epi
   ``main-rl-slamorl.py``, reference notes §11.2), applied once to the request with the request's
   expected GPU utilisation, as the code applies it once before its optimised run.
 * :class:`BestStatic`: the best static allocation in hindsight, per job (the oracle).
-* :class:`ProfileBestStatic`: the same choice made from the workload's profile instead of the
-  job's hidden constants (``env/job_truth.py``), then run on the truth: what the hidden constants
-  cost a static choice. It still plans with the job's mid-run event (``env/shifts.py``: its kind,
-  epoch and size), as the oracle does, which no agent knows before it happens; on the ``shifting``
-  and ``mixed`` scenarios it is therefore not what an agent that never measured the job could do
-  (the headline's deadline-critical and budget-constrained jobs have no events).
+* :class:`ProfileBestStatic`: the same choice made from what a platform knows before the job runs,
+  then run on the truth: the workload's profile instead of the job's hidden constants
+  (``env/job_truth.py``), and no mid-run event (``env/shifts.py``; no one knows one before it
+  happens), so it plans against the job's SLAs as they stand at the start. On jobs without events
+  (the headline's deadline-critical and budget-constrained ones) it is what the hidden constants
+  cost a static choice; on ``shifting`` jobs also what not foreseeing the event costs it.
 
 The oracle knows the simulator's noise-free model of the job: over every allocation of the lattice
 it computes the job's expected total time and cost (epochs x epoch time, no pauses; with a mid-run
@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.params import EnvParams, max_gpus
 from slamorl_jax.env.plans import best_index, plan_outcomes
+from slamorl_jax.env.shifts import NONE as NO_EVENT
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.static_allocations import full_lattice
 
@@ -74,7 +75,11 @@ def maximum(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
 
 
 def reference_heuristic(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
-    """The reference code's one-shot heuristic option for the job's preference, from its request."""
+    """The reference code's one-shot heuristic option for the job's preference, from its request.
+
+    The code reads the GPU utilisation and throughput it measured; here they are the job's own
+    noise-free ones at the request (its hidden constants: what a measured epoch there shows, less
+    the noise), so the heuristic is judged on its rule, not on a profile's error."""
     job = state.job
     gpus, cpus = requested(state, params)
     m = epoch_metrics(job.constants, gpus, cpus, params)
@@ -127,8 +132,8 @@ class BestStatic:
 
 @dataclasses.dataclass(frozen=True)
 class ProfileBestStatic:
-    """:class:`BestStatic`'s choice with the job's profile in place of its true constants (its
-    mid-run event still known: module docstring)."""
+    """:class:`BestStatic`'s choice with the job's profile in place of its true constants and no
+    mid-run event (module docstring)."""
 
     oracle: BestStatic
 
@@ -138,8 +143,11 @@ class ProfileBestStatic:
         return cls(BestStatic.for_params(params))
 
     def __call__(self, state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
-        """The allocation the profile says is best (the job then runs on its truth)."""
-        return self.oracle(state.replace(job=state.job.replace(constants=state.job.profile)), params)
+        """The allocation the profile says is best for the job as it starts (it then runs on its
+        truth, event included)."""
+        no_event = jnp.full_like(state.job.shift_kind, NO_EVENT)
+        known = state.job.replace(constants=state.job.profile, shift_kind=no_event)
+        return self.oracle(state.replace(job=known), params)
 
 
 def expected_static_outcomes(

@@ -197,8 +197,8 @@ def baseline_methods(
         methods += (
             Method(
                 "best_static_profile",
-                "the oracle's static choice made from the workload profile instead of the job's hidden "
-                "constants (it still knows a mid-run event, as the oracle does)",
+                "the oracle's static choice made from what is known before the job runs: the workload "
+                "profile instead of the job's hidden constants, and no mid-run event",
                 start=profile_oracle,
             ),
         )
