@@ -11,8 +11,10 @@ knows the jobs it was trained on:
   were drawn from (``env/job_generator.py``): epochs outside the workload's range, a workload or GPU
   type its scenario never draws, a deadline or budget outside the SLA factors of every scenario kind
   (relative to the profile's forecast for the requested allocation; the lower end times the smallest
-  deadline or budget cut the scenario's events make, ``env/shifts.py``), and measured epoch times further
-  from the profile's forecast than the hidden per-job spread, noise and contention ever put them.
+  deadline or budget cut the scenario's events make, ``env/shifts.py``), measured epoch times further
+  from the profile's forecast than the hidden per-job spread, noise and contention ever put them,
+  and a reported price per hour below the catalogue's for the allocation or above it by more than
+  the scenario's largest price rise.
   The recommendation is still given; it says it is an extrapolation.
 """
 
@@ -30,7 +32,7 @@ from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.params import EnvParams, max_gpus
-from slamorl_jax.env.shifts import BUDGET_CUT, DEADLINE_CUT
+from slamorl_jax.env.shifts import BUDGET_CUT, DEADLINE_CUT, PRICE_RISE
 from slamorl_jax.live_encoding import measured_epochs, padded_size
 
 if TYPE_CHECKING:
@@ -121,7 +123,7 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
     queries = [
         (w, t, gpus, cpus)
         for job, (w, t), job_runs in zip(jobs, indices, runs, strict=True)
-        for gpus, cpus in (job.request, *(r[:2] for r in job_runs))
+        for gpus, cpus in (job.request, *(r[:2] for r in job_runs), (job.gpus, job.cpus))
     ]
     epoch_s, price = _profile_forecasts(queries, params)
     host = jax.device_get(
@@ -136,6 +138,8 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
     # A deadline or budget cut (shifts.py) takes a training job's SLA below its drawn factor.
     shift_probs, cut_sizes = np.asarray(params.shift_probs), np.asarray(params.shift_size_low)
     cuts = tuple(float(cut_sizes[k]) if shift_probs[k] > 0 else 1.0 for k in (DEADLINE_CUT, BUDGET_CUT))
+    # A price rise multiplies the GPU price, so an allocation's price by at most its factor.
+    rise = float(np.asarray(params.shift_size_high)[PRICE_RISE]) if shift_probs[PRICE_RISE] > 0 else 1.0
     time_range = _epoch_time_range(params)
     notes, at = [], 0
     for job, (w, t), job_runs in zip(jobs, indices, runs, strict=True):
@@ -149,8 +153,14 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
             job_notes.append(f"the policy's scenario never drew {job.workload} jobs on {job.gpu_type} GPUs")
         job_notes += _sla_notes(job, float(epoch_s[at]), float(price[at]), sla_low, sla_high, cuts)
         note = _epoch_time_note(job, job_runs, epoch_s[at + 1 : at + 1 + len(job_runs)], time_range)
+        listed = float(price[at + 1 + len(job_runs)])
+        if job.price_per_hour is not None and not 0.99 <= job.price_per_hour / listed <= 1.01 * rise:
+            job_notes.append(
+                f"price_per_hour is {job.price_per_hour / listed:.3g}x the catalogue's for {job.gpus} "
+                f"{job.gpu_type} GPUs x {job.cpus} CPUs; training jobs paid 1x-{rise:g}x"
+            )
         notes.append((*job_notes, *([note] if note else [])))
-        at += 1 + len(job_runs)
+        at += 2 + len(job_runs)
     return notes
 
 

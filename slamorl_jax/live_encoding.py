@@ -24,7 +24,13 @@ import numpy as np
 
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.epoch_readings import epoch_readings
-from slamorl_jax.env.job_model import EpochMetrics, JobConstants, epoch_metrics, job_constants_table
+from slamorl_jax.env.job_model import (
+    EpochMetrics,
+    JobConstants,
+    epoch_metrics,
+    gpu_price_of,
+    job_constants_table,
+)
 from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.online_model import empty_stats, epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams
@@ -191,8 +197,18 @@ def state_from_report(report: JobReport, params: EnvParams) -> EnvState:
     """The env state the policy would see for one job's ``report`` on ``params``' cluster (pure and
     jittable; ``vmap`` it over a batch of reports)."""
     zero = jnp.zeros((), jnp.float32)
-    profile = jax.tree.map(lambda x: x[report.workload, report.gpu_type], job_constants_table(params))
+    listed = jax.tree.map(lambda x: x[report.workload, report.gpu_type], job_constants_table(params))
     gpus, cpus = report.allocation[0], report.allocation[1]
+    # The GPU price the job pays: its measured price where it reports one (a price rise reprices every
+    # allocation the forecast compares, as the env's event does), else the catalogue's.
+    paid = report.readings[READINGS.index("price_per_hour")]
+    profile = listed.replace(
+        gpu_price_per_hour=jnp.where(
+            report.has_readings[READINGS.index("price_per_hour")],
+            gpu_price_of(paid, gpus.astype(jnp.float32), cpus.astype(jnp.float32), params),
+            listed.gpu_price_per_hour,
+        )
+    )
     done, total = report.epochs[0], report.epochs[1]
     elapsed, cost = report.spent[0], report.spent[1]
     at_request = epoch_metrics(profile, report.requested[0], report.requested[1], params)

@@ -16,8 +16,9 @@ from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
-from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params
+from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params, shifts, validate_params
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
+from slamorl_jax.env.params import with_values
 from slamorl_jax.json_input import short_value
 from slamorl_jax.live import LiveJob, live_state, recommend, reported_job
 
@@ -57,6 +58,42 @@ def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> No
         np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
         checked += 1
     assert checked >= n // 2
+
+
+def test_a_reported_price_rise_reprices_the_forecast_as_the_env_does(env: JobAllocationEnv) -> None:
+    """After a spot-price rise (``shifts.py`` raises the job's GPU price) the job reports the price it
+    pays; the live state carries it into every allocation's forecast, as the env's event does. It
+    used to price them at the catalogue's, and the policy could answer otherwise."""
+    params = validate_params(
+        with_values(
+            scenario_params("shifting", env.catalog),
+            shift_probs=np.eye(shifts.NUM_SHIFT_KINDS)[shifts.PRICE_RISE],
+            shift_at_low=0.0,  # every job's price rises after its first epoch
+            shift_at_high=0.0,
+        )
+    )
+    n = 16
+    _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(jax.random.key(3), n), params)
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    histories: list[list] = [[] for _ in range(n)]
+    for i in range(2):
+        obs, state, _, terminated, truncated, _ = step(
+            jax.random.split(jax.random.key(40 + i), n), state, jnp.full((n,), i % 2), params
+        )
+        for index in range(n):
+            histories[index].append(
+                (int(state.gpus[index]), int(state.cpus[index]), float(state.epoch_time_s[index]))
+            )
+    ended = np.asarray(terminated | truncated)
+    risen = (
+        np.asarray(state.job.profile.gpu_price_per_hour)
+        > 1.4 * np.asarray(params.gpu_price_per_hour)[np.asarray(state.job.gpu_type)]
+    )
+    assert risen[~ended].sum() >= n // 2
+    for index in np.flatnonzero(risen & ~ended):
+        row = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
+        live = live_state(reported_job(row, env.catalog, histories[index]), params)
+        np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-5)
 
 
 def test_a_new_job_reported_without_readings_observes_as_the_env_resets(env: JobAllocationEnv) -> None:

@@ -107,8 +107,11 @@ def longer(job: LiveJob, epochs: int) -> LiveJob:
         (typical_job(deadline_s=10.0), "deadline_s is"),
         (typical_job(budget_usd=1e9), "budget_usd is"),
         (typical_job(last_epoch_time_s=1e6, history=None), "took"),
+        # A price rise multiplies the GPU price by 1.5-3 (shifts.py): a discount or 10x is unseen.
+        (typical_job(price_per_hour=0.5 * typical_job().price_per_hour), "price_per_hour is 0.5x"),
+        (typical_job(price_per_hour=10 * typical_job().price_per_hour), "training jobs paid 1x-3x"),
     ],
-    ids=["epochs", "deadline", "budget", "epoch time"],
+    ids=["epochs", "deadline", "budget", "epoch time", "price discount", "price 10x"],
 )
 def test_readings_outside_training_are_flagged(job: LiveJob, phrase: str) -> None:
     """Row 11: each reading outside the training ranges gets its own sentence."""
@@ -131,6 +134,14 @@ def test_huge_numbers_are_refused_by_name(field: str, value: object) -> None:
 def test_used_memory_above_the_allocation_is_refused() -> None:
     with pytest.raises(ValueError, match="memory_used_gib"):
         typical_job(memory_used_gib=500.0)
+
+
+def test_a_price_a_rise_could_make_is_within_training() -> None:
+    """2.5x the catalogue's price is a price rise the default scenario makes; without events it is not."""
+    job = typical_job(price_per_hour=2.5 * typical_job().price_per_hour)
+    assert outside_training(job, PARAMS) == ()
+    no_events = with_values(PARAMS, shift_probs=np.eye(NUM_SHIFT_KINDS, dtype=np.float32)[0])
+    assert "training jobs paid 1x-1x" in outside_training(job, no_events)[0]
 
 
 def test_a_deadline_a_cut_could_make_is_within_training() -> None:

@@ -162,3 +162,12 @@ def allocation_price_per_hour(
         + cpus * params.vcpu_price_per_hour
         + allocated_memory_gib(gpus, cpus, params) * params.gib_price_per_hour
     )
+
+
+def gpu_price_of(price_per_hour: jax.Array, gpus: jax.Array, cpus: jax.Array, params: EnvParams) -> jax.Array:
+    """The GPU price per hour under which an allocation of ``gpus`` and ``cpus`` costs
+    ``price_per_hour`` (:func:`allocation_price_per_hour` solved for it; 0 where the vCPUs and host
+    memory alone cost more). A job's measured price carries a price rise (``shifts.py`` raises the GPU
+    price) into the forecasts of every other allocation."""
+    rest = allocation_price_per_hour(jnp.zeros_like(price_per_hour), gpus, cpus, params)
+    return jnp.maximum(price_per_hour - rest, 0.0) / jnp.maximum(gpus, 1).astype(jnp.float32)
