@@ -18,7 +18,8 @@ allocation (``requested_gpus``/``requested_cpus``, default the current allocatio
 hold (current, requested or in ``history``; ``live_checks.check_in_cluster``) instead of clipping it,
 and lists the readings outside the ranges the policy was trained on in
 ``Recommendation.outside_training`` (``live_checks.outside_training``); the recommended allocation
-always fits the cluster. Every number is finite and at most ``MAX_VALUE`` (``MAX_COUNT`` for counts).
+always fits the cluster. Every number is finite and at most ``MAX_VALUE`` (``MAX_COUNT`` for counts);
+one that must be positive (a time, budget, memory or throughput) is at least ``MIN_POSITIVE``.
 
 JSON form (``LiveJob.from_dict``; ``python -m slamorl_jax.recommend --job=job.json``)::
 
@@ -79,7 +80,11 @@ from slamorl_jax.live_encoding import live_state as live_state  # the live tools
 
 MAX_VALUE = 1e12  # largest reading accepted (seconds, dollars, samples/s, GiB): beyond it, float32 fails
 MAX_COUNT = 1_000_000  # largest GPU, CPU or epoch count accepted
+# Smallest value accepted where a reading must be positive (a time, budget, memory or throughput):
+# float32 holds nothing below about 1e-45, and ratios of a value near it overflow to NaN.
+MIN_POSITIVE = 1e-6
 HISTORY_FIELDS = ("gpus", "cpus", "epoch_time_s")
+LAST_EPOCH_TOLERANCE = 1e-3  # relative: history's last epoch time against last_epoch_time_s
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,16 +145,19 @@ class LiveJob:
             raise ValueError("a job must be a JSON object of its fields")
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(fields))
-        if unknown:
-            raise ValueError(f"unknown job field(s): {', '.join(unknown)}")
+        if unknown:  # written as JSON writes them: a name may hold a newline or be any length
+            raise ValueError(f"unknown job field(s): {', '.join(short_value(name) for name in unknown)}")
         required = [n for n, f in fields.items() if f.default is dataclasses.MISSING]
         missing = [n for n in required if n not in data]
         if missing:
             raise ValueError(f"missing job field(s): {', '.join(missing)}")
         # The runs' JSON form (objects); every other field is checked by the constructor.
-        # null means left out, for the runs as for every optional field.
+        # null means left out, for the runs as for every optional field (a platform may write an
+        # unset field as null); a required field that is null is refused by the constructor.
         values = {
-            name: _history(v, name) if name in RUN_FIELDS and v is not None else v for name, v in data.items()
+            name: _history(v, name) if name in RUN_FIELDS and v is not None else v
+            for name, v in data.items()
+            if v is not None or name in required
         }
         return cls(**values)
 
@@ -263,6 +271,22 @@ def _check_magnitudes(job: LiveJob) -> None:
                 raise ValueError(f"{field}[{i}] must hold counts <= {MAX_COUNT:g} and times <= {MAX_VALUE:g}")
 
 
+def _check_last_epoch(job: LiveJob) -> None:
+    """The last ``history`` entry is the last epoch: it ran on the reported allocation and took
+    ``last_epoch_time_s`` (within ``LAST_EPOCH_TOLERANCE``, for a time rounded in one place); a report
+    that contradicts itself would feed the online model one epoch and the severities another."""
+    if not job.history or job.last_epoch_time_s is None:
+        return
+    gpus, cpus, seconds = job.history[-1]
+    same_time = abs(seconds - job.last_epoch_time_s) <= LAST_EPOCH_TOLERANCE * job.last_epoch_time_s
+    if (gpus, cpus) != (job.gpus, job.cpus) or not same_time:
+        raise ValueError(
+            f"history's last entry ({gpus} GPUs x {cpus} CPUs, {seconds:g} s) is not the last epoch the "
+            f"job reports ({job.gpus} x {job.cpus}, last_epoch_time_s {job.last_epoch_time_s:g}): list "
+            "the epochs oldest first, ending with the last one"
+        )
+
+
 def _check(job: LiveJob) -> None:
     """Ranges of every field; ``ValueError`` naming the first bad one."""
     workload_index(job.workload)
@@ -290,9 +314,10 @@ def _check(job: LiveJob) -> None:
             f"({job.memory_alloc_gib:g})"
         )
     positive = ("last_epoch_time_s", "memory_alloc_gib", "deadline_s", "budget_usd")
-    for name in positive:
-        if getattr(job, name) is not None and not getattr(job, name) > 0:
-            raise ValueError(f"{name} must be > 0, got {getattr(job, name)}")
+    for name in (*positive, "peak_memory_gib", "reference_throughput"):
+        value = getattr(job, name)
+        if value is not None and not value >= MIN_POSITIVE:
+            raise ValueError(f"{name} must be at least {MIN_POSITIVE:g}, got {value:g}")
     non_negative = ("elapsed_s", "cost_usd", "throughput", "memory_used_gib", "price_per_hour")
     for name in (*non_negative, "min_throughput", "max_memory_gib"):
         if getattr(job, name) is not None and not getattr(job, name) >= 0:
@@ -301,10 +326,6 @@ def _check(job: LiveJob) -> None:
         value = getattr(job, name)
         if value is not None and not 0 <= value <= 1:
             raise ValueError(f"{name} is a fraction in [0, 1], got {value}")
-    for name in ("peak_memory_gib", "reference_throughput"):
-        value = getattr(job, name)
-        if value is not None and not value > 0:
-            raise ValueError(f"{name} must be > 0, got {value}")
     for name in ("requested_gpus", "requested_cpus"):
         value = getattr(job, name)
         if value is not None and value < 1:
@@ -317,12 +338,11 @@ def _check(job: LiveJob) -> None:
                 f"history is empty but the job has run {job.epochs_done} epochs: list them, or leave "
                 "history out (the last epoch alone)"
             )
-        for i, (gpus, cpus, epoch_time) in enumerate(job.history):
-            if gpus < 1 or cpus < 1 or not epoch_time > 0:
-                raise ValueError(f"history[{i}] needs gpus, cpus >= 1 and epoch_time_s > 0")
-    for i, (gpus, cpus, epoch_time) in enumerate(job.probes or ()):
-        if gpus < 1 or cpus < 1 or not epoch_time > 0:
-            raise ValueError(f"probes[{i}] needs gpus, cpus >= 1 and epoch_time_s > 0")
+    for field in ("history", "probes"):
+        for i, (gpus, cpus, epoch_time) in enumerate(getattr(job, field) or ()):
+            if gpus < 1 or cpus < 1 or not epoch_time >= MIN_POSITIVE:
+                raise ValueError(f"{field}[{i}] needs gpus, cpus >= 1 and epoch_time_s >= {MIN_POSITIVE:g}")
+    _check_last_epoch(job)
     preference_vector(job.preference)  # raises for a bad preference
 
 
@@ -486,6 +506,14 @@ def _recommend_checked(
     decided = _decide(policy.network, policy.config.actions, policy.params, states, params)
     obs, probabilities, action, gpus, cpus, relocate = jax.device_get(decided)
     weights, severities = jax.device_get((states.weights, states.severities))
+    for i in range(len(jobs)):  # a NaN would pick action 0 silently and print as invalid JSON
+        if not (np.isfinite(obs[i]).all() and np.isfinite(weights[i]).all()):
+            bad = [name for name, value in zip(FEATURE_NAMES, obs[i], strict=True) if not np.isfinite(value)]
+            raise ValueError(
+                f"{where(i)}the job's figures give a non-finite observation "
+                f"({', '.join(bad[:3]) or 'weights'}): check the readings for values too small or too "
+                "large to compare"
+            )
     names = action_sets.action_names(policy.config.actions, params)
     notes = outside_training_many(jobs, params)
     return [

@@ -114,11 +114,11 @@ def read_jobs(source: str) -> list[tuple[str, LiveJob]]:
             parse_json(text, f"--jobs {source!r}")  # exits with the reason: a repeated key, a broken list
         whole = None  # JSON Lines (or bad JSON, named by its line below)
     if isinstance(whole, (list, dict)):
-        named = (
-            [(f"item {i}", item) for i, item in enumerate(whole)]
-            if isinstance(whole, list)
-            else [("job", whole)]
-        )
+        named = [(f"item {i}", item) for i, item in enumerate(whole)] if isinstance(whole, list) else []
+        if isinstance(whole, dict):  # one job: named by its line(s), as JSON Lines names a job
+            filled = [n for n, line in enumerate(text.split("\n"), 1) if line.strip()]
+            first, last = filled[0], filled[-1]
+            named = [(f"line {first}" if first == last else f"lines {first}-{last}", whole)]
     else:  # JSON Lines: records end at newlines only (a string may hold U+2028 and the like)
         lines = [(f"line {n}", line) for n, line in enumerate(text.split("\n"), 1)]
         named = [
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.suggest_slas:
         print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=2))
         return 0
-    if (records is not None and new_job) or args.probe_plan or (args.forecast_start and new_job):
+    if (records is not None and new_job) or args.probe_plan or args.forecast_start:
         print(json.dumps(first_allocation(policy, job, records, args.forecast_start), indent=2))
         return 0
     try:

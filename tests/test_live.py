@@ -167,11 +167,19 @@ def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
     ("change", "message"),
     [
         ({"colour": 1}, "unknown job field"),
+        ({"a\nb": 1}, 'unknown job field\\(s\\): "a\\\\nb"$'),  # one line, the name as JSON writes it
         ({"gpus": None}, "gpus must be a finite number"),
         ({"gpus": 2.5}, "gpus must be an integer"),
         ({"gpu_util": 1.5}, "gpu_util is a fraction"),
         ({"epochs_done": 70}, "epochs_done <= epochs_total"),
-        ({"deadline_s": 0}, "deadline_s must be > 0"),
+        ({"deadline_s": 0}, "deadline_s must be at least 1e-06"),
+        # float32 holds nothing this small: it gave NaN features and a silent action 0
+        ({"deadline_s": 1e-50}, "deadline_s must be at least 1e-06"),
+        ({"memory_used_gib": 0, "memory_alloc_gib": 1e-50}, "memory_alloc_gib must be at least"),
+        ({"history": [{"gpus": 4, "cpus": 32, "epoch_time_s": 1e-50}]}, "history\\[0\\] needs"),
+        # the last history entry is the last epoch: its allocation and time are the reported ones
+        ({"last_epoch_time_s": 3100}, "history's last entry .* is not the last epoch"),
+        ({"gpus": 8}, "history's last entry \\(4 GPUs x 32 CPUs"),
         ({"preference": "fast"}, "unknown preference"),
         ({"preference": 3}, "preference must be a name or three weights"),
     ],
@@ -180,6 +188,33 @@ def test_bad_live_jobs_are_refused_with_the_field_named(change: dict, message: s
     """Every bad field gives a ValueError that names it."""
     with pytest.raises(ValueError, match=message):
         LiveJob.from_dict({**EXAMPLE, **change})
+
+
+def test_null_leaves_an_optional_field_out() -> None:
+    """A platform that writes unset fields as null gets their defaults (it was refused for every
+    optional field with a default other than null); a required field stays required."""
+    optional = ("min_throughput", "max_memory_gib", "min_gpu_util", "min_cpu_util", "preference", "history")
+    assert LiveJob.from_dict({**EXAMPLE, **dict.fromkeys(optional)}) == LiveJob.from_dict(
+        {k: v for k, v in EXAMPLE.items() if k not in optional}
+    )
+    with pytest.raises(ValueError, match="deadline_s must be a finite number, got null"):
+        LiveJob.from_dict({**EXAMPLE, "deadline_s": None})
+
+
+def test_a_non_finite_observation_is_refused_not_answered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Should a job's figures still make a NaN feature, the answer is refused naming it: a NaN picks
+    action 0 silently and prints as invalid JSON."""
+    import slamorl_jax.live as live
+
+    real = live._decide
+
+    def poisoned(*args: object) -> tuple:
+        obs, *rest = real(*args)
+        return (obs.at[:, 0].set(jnp.nan), *rest)
+
+    monkeypatch.setattr(live, "_decide", poisoned)
+    with pytest.raises(ValueError, match=f"non-finite observation \\({FEATURE_NAMES[0]}\\)"):
+        recommend(load_policy(SHIPPED), LiveJob.from_dict(EXAMPLE))
 
 
 @pytest.mark.parametrize(

@@ -192,7 +192,8 @@ def test_a_refused_job_is_named_by_its_line(tmp_path: Path, capsys: pytest.Captu
         ("\n\n", [], "holds no jobs"),
         ("[1]", [], "item 0 must be a JSON object (a job), got a number"),
         ('{"workload": "imagenet-resnet50"}\n{', [], "line 2 is not valid JSON"),
-        ('{"workload": "nope"}', [], "job: "),
+        ('{"workload": "nope"}', [], "line 1: "),  # one job on one line: JSON Lines names it so
+        ('\n{\n"workload": "nope"\n}', [], "lines 2-4: "),  # one job over several lines
         (json.dumps(_job_dict(EXAMPLE)) + '\n{"workload": "nope"}', [], "line 2: "),
         ('{"gpus": 4, "gpus": 8}', [], "the field 'gpus' is given twice"),
         ('{\n  "gpus": 4,\n  "gpus": 8\n}', [], "the field 'gpus' is given twice"),
@@ -208,6 +209,7 @@ def test_a_refused_job_is_named_by_its_line(tmp_path: Path, capsys: pytest.Captu
         "not an object",
         "bad json",
         "bad job",
+        "bad job over lines",
         "bad second job",
         "repeated key",
         "repeated key, pretty-printed",

@@ -145,6 +145,10 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     assert_refused(outcome, "ask for one")
     outcome = call(_recommend(NEW_JOB, "--suggest_slas", "--forecast_start"), capsys, workdir)
     assert_refused(outcome, "ask for one")
+    # A running job asked for a forecast start is refused as the library refuses it (it was answered
+    # with the policy's next move, as if the flag were not there).
+    running = json.loads((Path(SHIPPED).parent.parent / "docs" / "example_job.json").read_text())
+    assert_refused(call(_recommend(running, "--forecast_start"), capsys, workdir), "no epoch yet")
     outcome = call(_recommend(NEW_JOB, "--sla_confidence=0.9"), capsys, workdir)
     assert_refused(outcome, "for --suggest_slas")
     no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
