@@ -49,7 +49,11 @@ profile's forecast of what its probes used, 0 without probes, as the env's reset
 ``requested_cpus`` and ``reference_throughput`` (see above); ``probes``, short runs made before the
 first epoch (``slamorl_jax.live_start.probe_plan``), each ``{"gpus", "cpus", "epoch_time_s"}`` with
 the probe's time over its fraction of an epoch: they feed the online model as epochs do but are not
-epochs (``epochs_done`` does not count them).
+epochs (``epochs_done`` does not count them); ``multipliers``, the per-SLA dual multipliers the
+previous answer returned (``Recommendation.multipliers``, an object by SLA name): a policy trained
+with ``--weights=dual`` carries each SLA's pressure from epoch to epoch in them, so a platform passes
+them back with its next report (left out: every SLA's starts at 0, as at a job's first reading;
+the other weight modes do not read them). ``null`` leaves any optional field out.
 """
 
 from __future__ import annotations
@@ -68,6 +72,7 @@ import numpy as np
 from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
+from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import EnvParams
@@ -123,6 +128,8 @@ class LiveJob:
     requested_cpus: int | None = None
     reference_throughput: float | None = None
     probes: tuple[tuple[int, int, float], ...] | None = None  # (gpus, cpus, epoch_time_s) per probe run
+    # Per-SLA dual multipliers before this report (SLA_NAMES order; the previous answer's): --weights=dual
+    multipliers: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         # Each field as the plain Python value its annotation names (NumPy and JAX scalars become
@@ -180,9 +187,23 @@ def _field_value(name: str, kind: str, value: Any) -> Any:
         return value
     if value is None and "None" in kind:
         return None
+    if name == "multipliers":
+        return _multipliers(value)
     if name in RUN_FIELDS:
         return _runs(value, name)
     return _integer(name, value) if kind.startswith("int") else _number(name, value)
+
+
+def _multipliers(value: Any) -> tuple[float, ...]:
+    """The dual multipliers as a tuple in ``SLA_NAMES`` order, from an object by SLA name (what an
+    answer returns) or a sequence of six numbers."""
+    if isinstance(value, Mapping):
+        if set(value) != set(SLA_NAMES):
+            raise ValueError(f"multipliers must name exactly the SLAs {', '.join(SLA_NAMES)}")
+        value = [value[name] for name in SLA_NAMES]
+    if not isinstance(value, (list, tuple, np.ndarray)) or len(value) != len(SLA_NAMES):
+        raise ValueError(f"multipliers must be an object by SLA name or {len(SLA_NAMES)} numbers")
+    return tuple(_number("multipliers", v) for v in value)
 
 
 def _real(value: Any) -> int | float | None:
@@ -343,6 +364,8 @@ def _check(job: LiveJob) -> None:
             if gpus < 1 or cpus < 1 or not epoch_time >= MIN_POSITIVE:
                 raise ValueError(f"{field}[{i}] needs gpus, cpus >= 1 and epoch_time_s >= {MIN_POSITIVE:g}")
     _check_last_epoch(job)
+    if job.multipliers is not None and not all(0 <= m <= MAX_MULTIPLIER for m in job.multipliers):
+        raise ValueError(f"multipliers must be in [0, {MAX_MULTIPLIER:g}], got {list(job.multipliers)}")
     preference_vector(job.preference)  # raises for a bad preference
 
 
@@ -372,12 +395,17 @@ def job_description(state: EnvState, catalog: Catalog | None = None) -> dict[str
 
 
 def reported_job(
-    state: EnvState, catalog: Catalog | None = None, history: Sequence[tuple[int, int, float]] | None = None
+    state: EnvState,
+    catalog: Catalog | None = None,
+    history: Sequence[tuple[int, int, float]] | None = None,
+    multipliers: Sequence[float] | None = None,
 ) -> LiveJob:
     """What the job of one env state (unbatched) would report to ``recommend``: what it is
     (:func:`job_description`), its progress and spend, and, once it has run an epoch, the last
     epoch's readings and its job-so-far figures (a job before its first epoch reports none, as a
-    new job may); ``history`` is its measured epochs (default: the last epoch alone).
+    new job may); ``history`` is its measured epochs (default: the last epoch alone) and
+    ``multipliers`` its dual multipliers before the last epoch's reading (the state before its step;
+    default: none, as at a first reading).
 
     A simulated platform's report: ``recommend`` on it sees the env's own observation of the job
     (``tests/test_live.py``)."""
@@ -402,6 +430,7 @@ def reported_job(
         mean_gpu_util=float(s.gpu_busy_s) / elapsed,
         mean_cpu_util=float(s.cpu_busy_s) / elapsed,
         peak_memory_gib=float(s.peak_memory_gib),
+        multipliers=None if multipliers is None else tuple(float(m) for m in np.asarray(multipliers)),
     )
 
 
@@ -424,6 +453,8 @@ class Recommendation:
     # Restart the job on other nodes at the same allocation (a targets_relocate policy's relocate
     # action: its nodes look slow, action_sets.py); False for every other action.
     relocate: bool = False
+    # The per-SLA dual multipliers after this report: the job's ``multipliers`` next time.
+    multipliers: dict[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def in_training_range(self) -> bool:
@@ -505,7 +536,7 @@ def _recommend_checked(
     states = live_states(jobs, params, size=padded_size(len(jobs)))
     decided = _decide(policy.network, policy.config.actions, policy.params, states, params)
     obs, probabilities, action, gpus, cpus, relocate = jax.device_get(decided)
-    weights, severities = jax.device_get((states.weights, states.severities))
+    weights, severities, multipliers = jax.device_get((states.weights, states.severities, states.multipliers))
     for i in range(len(jobs)):  # a NaN would pick action 0 silently and print as invalid JSON
         if not (np.isfinite(obs[i]).all() and np.isfinite(weights[i]).all()):
             bad = [name for name, value in zip(FEATURE_NAMES, obs[i], strict=True) if not np.isfinite(value)]
@@ -530,6 +561,7 @@ def _recommend_checked(
             observation=dict(zip(FEATURE_NAMES, _floats(obs[i]), strict=True)),
             outside_training=notes[i],
             relocate=bool(relocate[i]),
+            multipliers=dict(zip(SLA_NAMES, _floats(multipliers[i]), strict=True)),
         )
         for i, job in enumerate(jobs)
     ]

@@ -13,8 +13,9 @@ knows the jobs it was trained on:
   (relative to the profile's forecast for the requested allocation; the lower end times the smallest
   deadline or budget cut the scenario's events make, ``env/shifts.py``), measured epoch times further
   from the profile's forecast than the hidden per-job spread, noise and contention ever put them,
-  and a reported price per hour below the catalogue's for the allocation or above it by more than
-  the scenario's largest price rise.
+  a reported price per hour below the catalogue's for the allocation or above it by more than
+  the scenario's largest price rise, and a job past its first epoch that gives a dual-weights policy
+  no ``multipliers`` (its SLA pressures then restart from 0).
   The recommendation is still given; it says it is an extrapolation.
 """
 
@@ -31,7 +32,7 @@ import numpy as np
 from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
-from slamorl_jax.env.params import EnvParams, max_gpus
+from slamorl_jax.env.params import WEIGHT_MODES, EnvParams, max_gpus
 from slamorl_jax.env.shifts import BUDGET_CUT, DEADLINE_CUT, PRICE_RISE
 from slamorl_jax.live_encoding import measured_epochs, padded_size
 
@@ -141,6 +142,7 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
     # A price rise multiplies the GPU price, so an allocation's price by at most its factor.
     rise = float(np.asarray(params.shift_size_high)[PRICE_RISE]) if shift_probs[PRICE_RISE] > 0 else 1.0
     time_range = _epoch_time_range(params)
+    dual = int(np.asarray(params.weights_mode)) == WEIGHT_MODES.index("dual")
     notes, at = [], 0
     for job, (w, t), job_runs in zip(jobs, indices, runs, strict=True):
         job_notes = []
@@ -158,6 +160,11 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
             job_notes.append(
                 f"price_per_hour is {job.price_per_hour / listed:.3g}x the catalogue's for {job.gpus} "
                 f"{job.gpu_type} GPUs x {job.cpus} CPUs; training jobs paid 1x-{rise:g}x"
+            )
+        if dual and job.multipliers is None and job.epochs_done > 1:
+            job_notes.append(
+                "no multipliers for a dual-weights policy: its SLA pressures restart from 0 (pass back the "
+                "previous answer's multipliers)"
             )
         notes.append((*job_notes, *([note] if note else [])))
         at += 2 + len(job_runs)

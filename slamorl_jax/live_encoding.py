@@ -76,6 +76,7 @@ class JobReport(NamedTuple):
     run_allocation: np.ndarray  # int32 [R, 2]: probes, then the measured epochs, then padding
     run_seconds: np.ndarray  # float32 [R]
     run_valid: np.ndarray  # bool [R]
+    multipliers: np.ndarray  # float32 [6]: the dual multipliers before this report (0 when left out)
 
 
 def measured_epochs(job: LiveJob) -> tuple[tuple[int, int, float], ...]:
@@ -141,6 +142,7 @@ def encode(job: LiveJob, catalog: Catalog | None = None, length: int | None = No
         run_allocation=np.array(allocation, np.int32).reshape(length, 2),
         run_seconds=np.array([s for _, _, s in runs] + [1.0] * padding, np.float32),
         run_valid=np.arange(length) < len(runs),
+        multipliers=np.array(job.multipliers or (0.0,) * len(SLA_FIELDS), np.float32),
     )
 
 
@@ -244,6 +246,7 @@ def state_from_report(report: JobReport, params: EnvParams) -> EnvState:
         cost,
         done,
         params,
+        report.multipliers,
     )
     # Probes first, then the epochs, as the env measures them; the surprise is the last epoch's
     # against the model of everything measured before it (online_model.epoch_surprise), 0 before

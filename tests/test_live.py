@@ -17,8 +17,9 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params, shifts, validate_params
+from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
-from slamorl_jax.env.params import with_values
+from slamorl_jax.env.params import WEIGHT_MODES, with_values
 from slamorl_jax.json_input import short_value
 from slamorl_jax.live import LiveJob, live_state, recommend, reported_job
 
@@ -94,6 +95,51 @@ def test_a_reported_price_rise_reprices_the_forecast_as_the_env_does(env: JobAll
         row = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
         live = live_state(reported_job(row, env.catalog, histories[index]), params)
         np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-5)
+
+
+def test_a_dual_weights_job_that_passes_its_multipliers_back_gets_the_envs_weights(
+    env: JobAllocationEnv,
+) -> None:
+    """Under ``--weights=dual`` the weights depend on per-SLA multipliers carried across epochs: a job
+    that reports the multipliers of its previous answer gets the env's weights and multipliers (it
+    got a first reading's, 0.25 on SLA where the env had 0.87); one that does not is told so."""
+    params = with_values(
+        scenario_params("deadline-critical", env.catalog), weights_mode=WEIGHT_MODES.index("dual")
+    )
+    n = 16
+    _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(jax.random.key(5), n), params)
+    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
+    histories: list[list] = [[] for _ in range(n)]
+    ended = np.zeros(n, bool)
+    for i in range(4):
+        before = np.asarray(state.multipliers)
+        actions = jax.random.randint(jax.random.key(50 + i), (n,), 0, env.num_actions)
+        _, state, _, terminated, truncated, _ = step(
+            jax.random.split(jax.random.key(60 + i), n), state, actions, params
+        )
+        ended |= np.asarray(terminated | truncated)
+        for index in range(n):
+            histories[index].append(
+                (int(state.gpus[index]), int(state.cpus[index]), float(state.epoch_time_s[index]))
+            )
+    running = np.flatnonzero(~ended)
+    assert (before[running] > 0).any(), "no job carried an SLA pressure: the test would prove nothing"
+    for index in running:
+        row = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
+        live = live_state(reported_job(row, env.catalog, histories[index], before[index]), params)
+        np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            live.multipliers, np.asarray(state.multipliers)[index], rtol=1e-5, atol=1e-6
+        )
+    job = reported_job(
+        jax.tree.map(lambda x: np.asarray(x)[running[0]], state), env.catalog, histories[running[0]]
+    )
+    answer = recommend(load_policy(SHIPPED), job, params)
+    assert any("no multipliers for a dual-weights policy" in note for note in answer.outside_training)
+    again = LiveJob.from_dict({**EXAMPLE, "multipliers": answer.multipliers})  # an answer's form is a job's
+    assert again.multipliers == tuple(answer.multipliers[name] for name in SLA_NAMES)
+    with pytest.raises(ValueError, match="multipliers must be in"):
+        LiveJob.from_dict({**EXAMPLE, "multipliers": [9.0] * len(SLA_NAMES)})
 
 
 def test_a_new_job_reported_without_readings_observes_as_the_env_resets(env: JobAllocationEnv) -> None:
