@@ -67,9 +67,9 @@ def test_a_typical_job_is_within_the_training_range() -> None:
 @pytest.mark.parametrize(
     ("changes", "phrases"),
     [
-        ({"gpus": 1000}, ["1000 GPUs", "outside the policy's cluster", "at most 16"]),
-        ({"cpus": 100_000}, ["100000 CPUs", "outside the policy's cluster"]),
-        ({"cpus": 30}, ["30 CPUs", "CPU step"]),
+        ({"gpus": 1000, "history": None}, ["1000 GPUs", "outside the policy's cluster", "at most 16"]),
+        ({"cpus": 100_000, "history": None}, ["100000 CPUs", "outside the policy's cluster"]),
+        ({"cpus": 30, "history": None}, ["30 CPUs", "CPU step"]),
         ({"requested_gpus": 64}, ["requested allocation", "64 GPUs"]),
         ({"epochs_done": 60}, ["finished", "nothing to recommend"]),
     ],
@@ -87,7 +87,8 @@ def test_allocations_outside_the_cluster_and_finished_jobs_are_refused(
 
 
 def test_history_outside_the_cluster_is_refused() -> None:
-    job = typical_job(history=((4, 32, 100.0), (40, 32, 100.0)))
+    last = typical_job().last_epoch_time_s
+    job = typical_job(history=((4, 32, 100.0), (40, 32, 100.0), (4, 32, last)))
     with pytest.raises(ValueError, match=r"history\[1\]: 40 GPUs"):
         check_recommendable(job, PARAMS)
 
