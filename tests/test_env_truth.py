@@ -20,8 +20,10 @@ from slamorl_jax.env import (
     EnvParams,
     EnvState,
     JobAllocationEnv,
+    draws,
     num_actions,
     observe,
+    scenario_params,
     validate_params,
     with_derived_tables,
 )
@@ -133,6 +135,30 @@ def test_observation_is_bitwise_unchanged_by_other_truth(
         np.testing.assert_array_equal(np.asarray(batch_observe(swapped, params)), obs)
         actions = jnp.full((NUM_JOBS,), NUM_MOVES + 5 * t, jnp.int32)  # targets: 1, 2, 3 GPUs
         _, states, *_ = batch_step(keys(10 + t), states, actions, params)
+
+
+@pytest.mark.parametrize("scenario", ["deadline-critical", "budget-constrained", "mixed", "shifting"])
+def test_jobs_drawn_with_other_truth_start_with_the_same_targets_and_observation(
+    env: JobAllocationEnv, scenario: str
+) -> None:
+    """The same jobs drawn twice, only their hidden deviations apart (the fastest and the slowest the
+    spread allows): the same SLA targets, mid-run event and first observation, bit for bit. The
+    deadline and budget floors were the true job's fastest and cheapest epochs, so a floor that bound
+    revealed the true speed in the first observation (349 of 512 deadline-critical jobs differed)."""
+    params = scenario_params(scenario, env.catalog)
+    u = jax.vmap(lambda k: jnp.stack(draws.uniforms(k, draws.RESET_DRAWS)))(keys(21, 512))
+    apart = [
+        u.at[:, draws.COMPUTE_DEVIATION].set(q).at[:, draws.SYNC_DEVIATION].set(q) for q in (0.001, 0.999)
+    ]
+    reset = jax.jit(jax.vmap(env.reset_from_draws, in_axes=(0, None)))
+    fast, slow = (reset(x, params) for x in apart)
+    assert np.all(np.asarray(fast.job.deviation) < 0) and np.all(np.asarray(slow.job.deviation) > 0)
+    for name in ("sla_targets", "shift_kind", "shift_epoch", "shift_value"):
+        jax.tree.map(np.testing.assert_array_equal, getattr(fast.job, name), getattr(slow.job, name))
+    observe_all = jax.jit(jax.vmap(observe, in_axes=(0, None)))
+    np.testing.assert_array_equal(
+        np.asarray(observe_all(fast, params)), np.asarray(observe_all(slow, params))
+    )
 
 
 def test_other_truth_changes_observations_only_through_measured_epochs(

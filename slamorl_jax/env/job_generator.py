@@ -68,8 +68,6 @@ def job_table(params: EnvParams) -> dict:
         "epochs_max": full(params.workloads.epochs_max[:, None, None, None]),
         "fastest_epoch": full(params.fastest_epoch_s[:, :, None, None]),
         "cheapest_epoch": full(params.cheapest_epoch_usd[:, :, None, None]),
-        "fastest_shares": jnp.broadcast_to(params.fastest_shares[:, :, None, None, :], (*shape, 2)),
-        "cheapest_shares": jnp.broadcast_to(params.cheapest_shares[:, :, None, None, :], (*shape, 2)),
     }
 
 
@@ -114,32 +112,28 @@ def sample_job_row(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> t
     deviation = deviation_draws(u[d.COMPUTE_DEVIATION], u[d.SYNC_DEVIATION], params)
     truth = true_constants(profile, deviation)
     expected = row["requested"]  # the profile's forecast of the request: what the user plans with
-    # True / profile epoch time at the request (the reward scale and evaluation reference) and at the
-    # profile's fastest and cheapest allocations (so the tight SLAs stay feasible for the true job).
-    ratio_request, ratio_fastest, ratio_cheapest = (
-        true_time_ratio(compute, sync, profile.gamma, deviation)
-        for compute, sync in (
-            (expected.compute_share, expected.sync_share),
-            (row["fastest_shares"][0], row["fastest_shares"][1]),
-            (row["cheapest_shares"][0], row["cheapest_shares"][1]),
-        )
-    )
+    # True / profile epoch time at the request: the reward scale and evaluation reference, never an
+    # input of the targets (the agent sees those).
+    ratio_request = true_time_ratio(expected.compute_share, expected.sync_share, profile.gamma, deviation)
     epochs = d.uniform_int(u[d.EPOCHS], row["epochs_min"], row["epochs_max"])
     epochs_f = epochs.astype(jnp.float32)
     expected_time = epochs_f * expected.epoch_time_s
     expected_cost = expected_time * expected.price_per_hour / 3600.0
-    true_fastest_epoch = row["fastest_epoch"] * ratio_fastest
     low = take_small(params.sla_factor_low, kind)
     high = take_small(params.sla_factor_high, kind)
     f = [lo + (hi - lo) * u[i] for lo, hi, i in zip(low, high, d.SLA_FACTORS, strict=True)]
+    # Floors that keep the tight SLAs within reach of the profile's fastest and cheapest static
+    # allocations, as a user plans them: from the profile, not the job's hidden truth, which the
+    # targets would otherwise reveal (a floor that binds would be the true speed, read off the first
+    # observation). A job slower than its profile may therefore miss a floored SLA whatever it does.
     margin = params.feasibility_margin
-    deadline_floor = margin * epochs_f * true_fastest_epoch
-    budget_floor = margin * epochs_f * row["cheapest_epoch"] * ratio_cheapest
+    deadline_floor = margin * epochs_f * row["fastest_epoch"]
+    budget_floor = margin * epochs_f * row["cheapest_epoch"]
     targets = SlaTargets(
         deadline_s=jnp.maximum(f[0] * expected_time, deadline_floor),
         budget_usd=jnp.maximum(f[1] * expected_cost, budget_floor),
         min_throughput=jnp.minimum(
-            f[2] * expected.throughput, profile.samples_per_epoch / true_fastest_epoch / margin
+            f[2] * expected.throughput, profile.samples_per_epoch / row["fastest_epoch"] / margin
         ),
         max_memory_gib=f[3] * expected.memory_used_gib,
         min_gpu_util=f[4],

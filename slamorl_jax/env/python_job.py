@@ -12,18 +12,18 @@ parameters are read into Python numbers by ``python_params.py``.
 What it re-writes from the formulas (nothing of it imported): the job model (epoch time, throughput,
 utilisation, memory, price, and the compute and sync shares, each computed directly), each job's
 hidden truth (its two log deviations from its workload's profile and the true constants they give),
-the job generator (request, SLA targets planned on the profile's forecast, feasibility floors from
-the truth, references), the initial allocation of every init strategy (``mixed`` included), both
-action sets (the absolute targets are computed here from ``target_gpus`` x ``target_cpus_per_gpu``),
+the job generator (request, SLA targets planned on the profile's forecast with feasibility floors
+from the profile, references from the truth), the initial allocation of every init strategy
+(``mixed`` included), both action sets (the absolute targets are computed here from ``target_gpus``
+x ``target_cpus_per_gpu``),
 the online model (its five sums and Bayesian posterior mean, each term clipped to the range the truth
 is drawn from), the whole observation (the paper's 21 features and the forecast block, whose
 per-target profile metrics are evaluated here), the adaptive weights, the reward and every ``info``
 entry.
 
-What it reads from ``EnvParams`` besides the plain fields: four derived tables, the profile's
-fastest and cheapest static epoch per (workload, GPU type) and the (compute, sync) shares of the
-allocations that achieve them (``fastest_epoch_s``, ``cheapest_epoch_usd``, ``fastest_shares``,
-``cheapest_shares``): they are lattice searches whose argmin it does not repeat. It reads no
+What it reads from ``EnvParams`` besides the plain fields: two derived tables, the profile's
+fastest and cheapest static epoch per (workload, GPU type) (``fastest_epoch_s``,
+``cheapest_epoch_usd``): they are lattice searches whose argmin it does not repeat. It reads no
 other derived table (not ``target_allocation``, ``target_profile``, nor the job generator's packed
 rows). From the JAX modules it imports only constants and names (slot layout, move deltas, action-set
 sizes, strategy and derived-table names, clip bounds, feature counts and scales, preset preferences).
@@ -308,14 +308,6 @@ class PythonJob:
         z_sync = min(max(_logistic(u[d.SYNC_DEVIATION]), -MAX_DEVIATION_SD), MAX_DEVIATION_SD)
         return v["compute_spread"] * z_compute, v["sync_spread"] * z_sync
 
-    @staticmethod
-    def _true_over_profile(shares: Sequence[float], gamma: float, deviation: tuple[float, float]) -> float:
-        """True / profile uncontended epoch time where the profile's (compute, sync) shares are
-        ``shares``: the step time ``(T_c^g + T_s^g)^(1/g)`` with ``T_c x e^dc``, ``T_s x e^ds``, over the
-        profile's, is ``(s e^(g dc) + q e^(g ds))^(1/g)``."""
-        grown = shares[0] * math.exp(gamma * deviation[0]) + shares[1] * math.exp(gamma * deviation[1])
-        return grown ** (1.0 / gamma)
-
     def _record_epoch(self, measured_s: float, profile_s: float, s: float, q: float) -> None:
         """Rotate one measured epoch, where the profile forecast ``profile_s`` with compute and sync
         shares ``s`` and ``q``, into the online model's square-root statistics
@@ -376,18 +368,14 @@ class PythonJob:
                 v["sla_factor_low"][kind], v["sla_factor_high"][kind], d.SLA_FACTORS, strict=True
             )
         ]
-        # Feasibility floors: the true job at the profile's fastest and cheapest static allocations.
+        # Feasibility floors: the profile's fastest and cheapest static epochs (never the truth).
         margin = v["feasibility_margin"]
-        true_fastest = v["fastest_epoch_s"][workload][gpu_type] * self._true_over_profile(
-            v["fastest_shares"][workload][gpu_type], profile.gamma, deviation
-        )
-        true_cheapest = v["cheapest_epoch_usd"][workload][gpu_type] * self._true_over_profile(
-            v["cheapest_shares"][workload][gpu_type], profile.gamma, deviation
-        )
+        fastest = v["fastest_epoch_s"][workload][gpu_type]
+        cheapest = v["cheapest_epoch_usd"][workload][gpu_type]
         targets = (
-            max(f[0] * planned_time, margin * epochs * true_fastest),
-            max(f[1] * planned_cost, margin * epochs * true_cheapest),
-            min(f[2] * throughput, profile.samples_per_epoch / true_fastest / margin),
+            max(f[0] * planned_time, margin * epochs * fastest),
+            max(f[1] * planned_cost, margin * epochs * cheapest),
+            min(f[2] * throughput, profile.samples_per_epoch / fastest / margin),
             f[3] * memory,
             f[4],
             f[5],
@@ -405,8 +393,8 @@ class PythonJob:
             preference = p.opposed_preferences[kind]
         else:
             preference = p.kind_preferences[kind]
-        shift = self._draw_shift(u, epochs, targets[0], targets[1], margin * epochs * true_fastest,
-                                 margin * epochs * true_cheapest)  # fmt: skip
+        shift = self._draw_shift(u, epochs, targets[0], targets[1], margin * epochs * fastest,
+                                 margin * epochs * cheapest)  # fmt: skip
         return Job(
             workload, gpu_type, kind, epochs, truth, profile, deviation, requested, tuple(preference),
             targets, time_ref, time_ref * price / 3600.0, throughput, shift,

@@ -20,7 +20,7 @@ from slamorl_jax.env.derived import DERIVED_FIELDS
 from slamorl_jax.env.params import EnvParams
 
 # The derived tables read (module docstring); the others are left out of ``HostParams.values``.
-READ_DERIVED = ("fastest_epoch_s", "cheapest_epoch_usd", "fastest_shares", "cheapest_shares")
+READ_DERIVED = ("fastest_epoch_s", "cheapest_epoch_usd")
 UNREAD_DERIVED = tuple(name for name in DERIVED_FIELDS if name not in READ_DERIVED)
 
 

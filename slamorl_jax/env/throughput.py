@@ -89,10 +89,13 @@ def step_time(t_comp: ArrayLike, t_sync: ArrayLike, gamma: ArrayLike) -> jnp.nda
 
 
 def cpu_supply_fraction(cpus_per_gpu: ArrayLike, c_sat: ArrayLike, p: ArrayLike) -> jnp.ndarray:
-    """Fraction ``phi`` of the GPU-bound rate that ``cpus_per_gpu`` data-loading CPUs sustain."""
+    """Fraction ``phi`` of the GPU-bound rate that ``cpus_per_gpu`` data-loading CPUs sustain:
+    ``(1 + (c_sat / x) ** p) ** (-1 / p)``, computed as ``exp(-softplus(p log(c_sat / x)) / p)`` so that
+    no power overflows float32 (``(c_sat / x) ** p`` does for large ``p`` or ``c_sat``, and ``phi``
+    then came out 0 where it is about ``x / c_sat``)."""
     x = jnp.maximum(jnp.asarray(cpus_per_gpu), 1e-6)
     p = jnp.asarray(p)
-    return jnp.exp(-jnp.log1p(positive_power(jnp.asarray(c_sat) / x, p)) / p)
+    return jnp.exp(-jnp.logaddexp(0.0, p * jnp.log(jnp.asarray(c_sat) / x)) / p)
 
 
 def synergy_normalized_throughput(cpus_per_gpu: ArrayLike, c_sat: ArrayLike, p: ArrayLike) -> jnp.ndarray:
