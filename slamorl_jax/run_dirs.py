@@ -18,6 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from slamorl_jax.atomic_files import probe_writable
+
 
 class RunDirError(ValueError):
     """An output directory cannot be used (the message names the flag and the path)."""
@@ -109,7 +111,8 @@ def path_exists(path: str | Path) -> bool:
 
 def new_folder_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot take a checkpoint of its own (an exported or pre-trained policy), or
-    ``None`` when it can: it must be absent or an empty folder, in a folder that exists, at a path the
+    ``None`` when it can: it must be absent or an empty folder, in a folder that exists and can be
+    written (a file is made and removed to find out, before the work it is to hold), at a path the
     filesystem can hold (not a name too long)."""
     path = Path(path)
     if "\0" in str(path):
@@ -119,7 +122,8 @@ def new_folder_problem(path: str | Path) -> str | None:
             return "must be a new or empty folder"
         if not path.parent.is_dir():
             return "its folder does not exist"
-    except (OSError, ValueError) as err:  # a name too long, a folder it may not list
+        probe_writable(path / "probe" if path.exists() else path)
+    except (OSError, ValueError) as err:  # a name too long, a folder it may not list or write
         return unusable_path(err)
     return None
 

@@ -106,3 +106,30 @@ def test_numpy_seeds_work_in_both_envs() -> None:
     env took NumPy's too; both take them now, and the same seed gives the same job."""
     one = JobAllocationMOEnv(params=short_jobs())
     np.testing.assert_array_equal(one.reset(seed=np.int64(3))[0], one.reset(seed=3)[0])
+
+
+def test_switching_params_at_reset_switches_the_reward_space() -> None:
+    """Another reward clip and SLA bonuses bound the rewards otherwise: after
+    ``reset(options={"env_params": ...})`` ``reward_space`` is the new params' (it stayed the first
+    params', and MO-Gymnasium's clipping and normalising wrappers read it), and every reward lies in it."""
+    from slamorl_jax.env import JobAllocationEnv
+    from slamorl_jax.env.params import with_values
+
+    other = with_values(short_jobs(), reward_clip=0.5, sla_met_bonus=10.0, all_slas_bonus=50.0)
+    bounds = JobAllocationEnv().reward_space(other)
+    for env in (JobAllocationMOEnv(scenario="balanced"), JobAllocationVectorEnv(4, scenario="balanced")):
+        before = env.reward_space.high.copy()
+        env.reset(seed=0, options={"env_params": other})
+        np.testing.assert_array_equal(env.reward_space.high, np.asarray(bounds.high, np.float32))
+        np.testing.assert_array_equal(env.reward_space.low, np.asarray(bounds.low, np.float32))
+        assert not np.array_equal(before, env.reward_space.high)
+        for _ in range(8):
+            rewards = np.reshape(env.step(_keep(env))[1], (-1, 3))
+            assert all(env.reward_space.contains(r.astype(np.float32)) for r in rewards)
+
+
+def _keep(env: JobAllocationMOEnv | JobAllocationVectorEnv) -> object:
+    """The no-op action, one per job."""
+    from slamorl_jax.env import NO_OP_ACTION
+
+    return np.full((env.num_envs,), NO_OP_ACTION) if isinstance(env, JobAllocationVectorEnv) else NO_OP_ACTION

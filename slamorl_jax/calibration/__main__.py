@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import csv
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slamorl_jax.atomic_files import probe_writable
 from slamorl_jax.calibration import loaders
 from slamorl_jax.calibration.loaders import DEFAULT_OUTPUT
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command
@@ -84,15 +84,6 @@ def describe(err: BaseException) -> str:
     if isinstance(err, OSError) and err.strerror:
         return f"{err.strerror}: {err.filename!r}" if err.filename else err.strerror
     return first_line(err)
-
-
-def probe_writable(path: Path) -> None:
-    """Create and remove a file named like :func:`~slamorl_jax.calibration.build.write_json`'s
-    temporary one beside ``path``: ``OSError`` where that write would fail (folder not writable, name
-    too long)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.unlink(tmp)
 
 
 def check_output(text: str) -> Path:

@@ -7,15 +7,13 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from slamorl_jax.atomic_files import write_text_atomically
 from slamorl_jax.calibration import (
     cpu_profiles,
     gavel_fit,
@@ -34,7 +32,6 @@ from slamorl_jax.calibration.workloads import (
     WorkloadSpec,
     epoch_range,
 )
-from slamorl_jax.cli_args import cleanup_on_interrupt
 
 FORMAT_VERSION = 1
 GENERATED_BY = "python -m slamorl_jax.calibration"
@@ -308,21 +305,7 @@ def write_json(obj: dict[str, Any], path: Path) -> None:
     or a Ctrl-C under :func:`slamorl_jax.cli_args.run_command` removes the temporary file and leaves
     an existing ``path`` as it was.
     """
-    path = Path(path)
-    text = dumps(obj)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    remove_tmp = partial(Path(tmp).unlink, missing_ok=True)
-    try:
-        with cleanup_on_interrupt(remove_tmp):
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-    except BaseException:
-        remove_tmp()
-        raise
+    write_text_atomically(path, dumps(obj))
 
 
 def markdown_tables(obj: dict[str, Any], report: Report) -> str:

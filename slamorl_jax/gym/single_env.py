@@ -21,7 +21,7 @@ from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.gym.batched import BatchedJobEnv, check_in_action_space
 from slamorl_jax.gym.options import build_params, draw_seed, params_option, seed_option
-from slamorl_jax.gym.spaces import single_spaces
+from slamorl_jax.gym.spaces import reward_box, single_spaces
 
 
 class JobAllocationMOEnv(gymnasium.Env):
@@ -52,9 +52,14 @@ class JobAllocationMOEnv(gymnasium.Env):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start a new job; ``options={"env_params": params}`` switches params."""
+        """Start a new job; ``options={"env_params": params}`` switches params (and ``reward_space``
+        with them)."""
         super().reset(seed=seed_option(seed))
-        return self._job.reset(draw_seed(self.np_random), params_option(options))[0], {}
+        params = params_option(options)
+        obs = self._job.reset(draw_seed(self.np_random), params)[0]
+        if params is not None:
+            self.reward_space = reward_box(self._job.env, self._job.params)
+        return obs, {}
 
     def step(self, action: Any) -> tuple[np.ndarray, np.ndarray, bool, bool, dict[str, Any]]:
         """One decision (one integer in ``action_space``): observation, reward vector, terminated,

@@ -24,7 +24,7 @@ from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.gym.batched import BatchedJobEnv
 from slamorl_jax.gym.options import build_params, draw_seed, params_option, seed_option
-from slamorl_jax.gym.spaces import single_spaces
+from slamorl_jax.gym.spaces import reward_box, single_spaces
 
 
 class JobAllocationVectorEnv(VectorEnv):
@@ -63,9 +63,14 @@ class JobAllocationVectorEnv(VectorEnv):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
-        """Start ``num_envs`` new jobs; ``options={"env_params": params}`` switches params."""
+        """Start ``num_envs`` new jobs; ``options={"env_params": params}`` switches params (and
+        ``reward_space`` with them)."""
         super().reset(seed=seed_option(seed))
-        return self._jobs.reset(draw_seed(self.np_random), params_option(options)), {}
+        params = params_option(options)
+        obs = self._jobs.reset(draw_seed(self.np_random), params)
+        if params is not None:
+            self.reward_space = reward_box(self._jobs.env, self._jobs.params)
+        return obs, {}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One decision per job: observations, reward vectors, terminated, truncated, info."""

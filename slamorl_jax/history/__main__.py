@@ -20,6 +20,7 @@ from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl
 
 require_backend()  # a platform the machine lacks: one line, before an import touches a device
 # ruff: noqa: E402  (the imports below may start JAX's backend)
+from slamorl_jax.atomic_files import probe_writable
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.run_dirs import path_exists, unusable_path
 
@@ -49,7 +50,8 @@ def parser() -> OneLineArgumentParser:
 
 def out_problem(out: Path, overwrite: bool) -> str | None:
     """Why ``build`` cannot write its store to ``out`` (``None`` when it can): a ``.json`` or ``.csv``
-    file, new unless ``overwrite``, in a folder that exists, at a path the filesystem can hold."""
+    file, new unless ``overwrite``, in a folder that exists and can be written (found before any job is
+    simulated), at a path the filesystem can hold."""
     if out.suffix.lower() not in (".json", ".csv"):
         return "must end in .json or .csv"
     try:
@@ -59,7 +61,8 @@ def out_problem(out: Path, overwrite: bool) -> str | None:
             return "already exists; pass --overwrite to replace it"
         if not out.parent.is_dir():
             return "its folder does not exist"
-    except (OSError, ValueError) as err:  # a name too long, a NUL byte, an unreadable folder
+        probe_writable(out)
+    except (OSError, ValueError) as err:  # a name too long, a NUL byte, a folder it may not read or write
         return unusable_path(err)
     return None
 

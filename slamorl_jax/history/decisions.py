@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from slamorl_jax.atomic_files import write_text_atomically
 from slamorl_jax.history.records import json_list, parse_json, read_text
 from slamorl_jax.json_input import short_value
 from slamorl_jax.live import MAX_COUNT, LiveJob
@@ -98,9 +99,10 @@ def load_decisions(path: str | Path) -> list[Decision]:
 
 def save_decisions(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
     """Write decision objects (job fields plus ``next_gpus``/``next_cpus``) as JSON Lines or JSON, by
-    the file's suffix."""
+    the file's suffix, whole or not at all (``atomic_files``)."""
     path = Path(path)
     if path.suffix.lower() == ".jsonl":
-        path.write_text("".join(json.dumps(dict(row)) + "\n" for row in rows))
+        text = "".join(json.dumps(dict(row)) + "\n" for row in rows)
     else:
-        path.write_text(json.dumps({"decisions": [dict(row) for row in rows]}, indent=1) + "\n")
+        text = json.dumps({"decisions": [dict(row) for row in rows]}, indent=1) + "\n"
+    write_text_atomically(path, text)

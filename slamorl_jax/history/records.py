@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from slamorl_jax.atomic_files import write_text_atomically
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.params import EnvParams
@@ -244,16 +245,18 @@ def load_records(
 def save_records(
     records: Sequence[HistoryRecord], path: str | Path, notes: Mapping[str, Any] | None = None
 ) -> None:
-    """Write ``records`` as JSON (``notes`` beside them) or CSV, by the file's suffix."""
+    """Write ``records`` as JSON (``notes`` beside them) or CSV, by the file's suffix, whole or not at
+    all (``atomic_files``: a failed write leaves an existing store as it was)."""
     path = Path(path)
     if path.suffix.lower() == ".csv":
-        with path.open("w", newline="") as stream:
-            writer = csv.DictWriter(stream, fieldnames=RECORD_FIELDS)
-            writer.writeheader()
-            for record in records:
-                row = record.as_dict()
-                row["preference"] = ";".join(f"{w:g}" for w in row["preference"])
-                writer.writerow(row)
+        stream = io.StringIO(newline="")
+        writer = csv.DictWriter(stream, fieldnames=RECORD_FIELDS)
+        writer.writeheader()
+        for record in records:
+            row = record.as_dict()
+            row["preference"] = ";".join(f"{w:g}" for w in row["preference"])
+            writer.writerow(row)
+        write_text_atomically(path, stream.getvalue())
         return
     payload = {**(notes or {}), "records": [record.as_dict() for record in records]}
-    path.write_text(json.dumps(payload, indent=1) + "\n")
+    write_text_atomically(path, json.dumps(payload, indent=1) + "\n")

@@ -1,0 +1,44 @@
+"""Files written whole or not at all: a temporary file in the target's folder, then one rename.
+
+A failed write (a full disk, a file-size limit) or a Ctrl-C under
+:func:`slamorl_jax.cli_args.run_command` removes the temporary file and leaves an existing target as
+it was, so a store or report that a command replaces is never left cut short.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from functools import partial
+from pathlib import Path
+
+from slamorl_jax.cli_args import cleanup_on_interrupt
+
+
+def write_text_atomically(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` whole or not at all (module docstring). The folder must
+    exist: a mistyped path makes no new folders."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_tmp = partial(Path(tmp).unlink, missing_ok=True)
+    try:
+        with cleanup_on_interrupt(remove_tmp):
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+    except BaseException:
+        remove_tmp()
+        raise
+
+
+def probe_writable(path: str | Path) -> None:
+    """Create and remove a file named like :func:`write_text_atomically`'s temporary one beside
+    ``path``: ``OSError`` where that write would fail (a folder that cannot be written, a name too
+    long), found before the work whose result it is to hold."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)
