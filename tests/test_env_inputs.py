@@ -69,6 +69,9 @@ def test_out_of_range_actions_clip_to_the_set(name: str) -> None:
     clipped = np.asarray(clip_action(np.array([-1, -7, 0, last, last + 1, 99, 2**40, -(2**40)]), name))
     np.testing.assert_array_equal(clipped, [0, 0, 0, last, last, last, last, 0])
     assert int(clip_action(2**31, name)) == last  # a Python int beyond int32 clips too
+    # A JAX unsigned index past int32 clips in its own type (the cast wrapped it to action 0).
+    assert int(clip_action(jnp.uint32(2**31 + 5), name)) == last
+    assert int(jax.jit(lambda a: clip_action(a, name))(jnp.array([2**32 - 1, 1], jnp.uint32))[0]) == last
 
 
 def _step(action: Any) -> Any:

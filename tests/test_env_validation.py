@@ -31,6 +31,7 @@ from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.params import MIXED_INIT_STRATEGIES
 from slamorl_jax.env.params import with_values as with_same_dtype
+from slamorl_jax.env.shifts import SHIFT_KINDS, SLOW_NODE
 
 
 def with_values(tree: Any, **values: Any) -> Any:
@@ -248,6 +249,24 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
         "stale tables after a sync change",
         lambda p: with_workload_values(p, sync_node_alpha_s=np.asarray(p.workloads.sync_node_alpha_s) * 3),
         "fastest_shares",
+    ),
+    (  # a slower node of factor 0 made a 0 s step and NaN utilisations
+        "a slow_node event of size 0",
+        lambda p: with_values(
+            p, shift_size_low=np.where(np.arange(len(SHIFT_KINDS)) == SLOW_NODE, 0.0, p.shift_size_low)
+        ),
+        "shift_size_low of a slow_node event",
+    ),
+    (  # the tables come out NaN: this was reported as stale, even right after recomputing them
+        "a workload without compute time",
+        lambda p: fresh(
+            with_workload_values(
+                p,
+                compute_alpha_s=np.zeros_like(p.workloads.compute_alpha_s),
+                compute_beta_s=np.zeros_like(p.workloads.compute_beta_s),
+            )
+        ),
+        "come out non-finite from the workload",
     ),
     (
         "stale tables after a speed change",

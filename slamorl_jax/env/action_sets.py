@@ -167,9 +167,11 @@ def clip_action(action: jax.Array | int, name: str) -> jax.Array:
     integers: :func:`check_action_dtype`)."""
     check_action_dtype(action)
     last = num_actions(name) - 1
-    if not isinstance(action, jax.Array):  # a host index: clipped before the int32 cast could wrap it
-        action = np.clip(np.asarray(action), 0, last)
-    return jnp.clip(jnp.asarray(action, jnp.int32), 0, last)
+    # Clipped in its own integer type before the int32 cast, which would wrap a large index (a host
+    # int64, or a JAX uint32 of 2**31 or more) to a negative one, clipped to action 0.
+    if not isinstance(action, jax.Array):
+        return jnp.asarray(np.clip(np.asarray(action), 0, last), jnp.int32)
+    return jnp.asarray(jnp.clip(action, 0, last), jnp.int32)
 
 
 def nearest_action(

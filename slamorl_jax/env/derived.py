@@ -74,10 +74,16 @@ def with_derived_tables(params: EnvParams) -> EnvParams:
     return params.replace(job_rows=pack_table(job_table(params)))  # reads the tables above
 
 
-def stale_derived_fields(params: EnvParams, rtol: float = 1e-3) -> list[str]:
+def non_finite_derived_fields(fresh: EnvParams) -> list[str]:
+    """Names of the derived tables of ``fresh`` (computed by :func:`with_derived_tables`) that are not
+    finite: its workload fields admit no job (one without compute time, a CPU supply that vanishes)."""
+    return [name for name in DERIVED_FIELDS if not np.isfinite(np.asarray(getattr(fresh, name))).all()]
+
+
+def stale_derived_fields(params: EnvParams, rtol: float = 1e-3, fresh: EnvParams | None = None) -> list[str]:
     """Names of the derived tables in concrete ``params`` that disagree with a recomputation (in shape
-    or in value)."""
-    fresh = with_derived_tables(params)
+    or in value; ``fresh``: that recomputation, where the caller has it)."""
+    fresh = with_derived_tables(params) if fresh is None else fresh
 
     def stale(name: str) -> bool:
         given, wanted = np.asarray(getattr(params, name)), np.asarray(getattr(fresh, name))

@@ -14,7 +14,12 @@ from __future__ import annotations
 import numpy as np
 
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
-from slamorl_jax.env.derived import DERIVED_FIELDS, stale_derived_fields
+from slamorl_jax.env.derived import (
+    DERIVED_FIELDS,
+    non_finite_derived_fields,
+    stale_derived_fields,
+    with_derived_tables,
+)
 from slamorl_jax.env.objectives import NUM_OBJECTIVES, NUM_SLAS
 from slamorl_jax.env.params import (
     FIELD_ALIASES,
@@ -26,7 +31,7 @@ from slamorl_jax.env.params import (
     EnvParams,
     WorkloadParams,
 )
-from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, PREEMPTION
+from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, PREEMPTION, SLOW_NODE
 
 INF = float("inf")
 
@@ -249,6 +254,10 @@ def validate_params(params: EnvParams) -> EnvParams:
         host["shift_size_high"][..., PREEMPTION] > 1
     ):
         raise ValueError("EnvParams.shift_size_* of a preemption (the share of GPUs kept) must lie in (0, 1]")
+    if np.any(host["shift_size_low"][..., SLOW_NODE] <= 0):
+        raise ValueError(
+            "EnvParams.shift_size_low of a slow_node event (the factor on the job's compute time) must be > 0"
+        )
     if np.any(host["sla_factor_low"] > host["sla_factor_high"]):
         raise ValueError("EnvParams.sla_factor_low must not exceed sla_factor_high")
     if host["sla_factor_low"][:, :4].min() <= 0:
@@ -273,7 +282,15 @@ def validate_params(params: EnvParams) -> EnvParams:
         )
     if np.any(host["fixed_preference"].sum(axis=-1) <= 0):
         raise ValueError("EnvParams.fixed_preference must have a positive sum")
-    stale = stale_derived_fields(params)
+    fresh = with_derived_tables(params)
+    broken = non_finite_derived_fields(fresh)
+    if broken:
+        raise ValueError(
+            f"EnvParams.{', '.join(broken)} come out non-finite from the workload, cluster and price "
+            "fields (a workload without compute time, or a CPU supply curve that vanishes): no job could "
+            "run on them"
+        )
+    stale = stale_derived_fields(params, fresh=fresh)
     if stale:
         raise ValueError(
             f"EnvParams.{', '.join(stale)} are stale: call "
