@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from benchmarks.common import machine_info, markdown_table, parse_and_report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
 
 
@@ -98,4 +98,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.batched_evaluation")

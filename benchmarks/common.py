@@ -108,17 +108,18 @@ def time_python_loop(
     """Steps per second of a host loop; ``step_chunk(n)`` runs ``n`` steps.
 
     One chunk warms up; then each of ``repeats`` windows of ``seconds / repeats`` runs whole chunks
-    and is recorded as its mean seconds per chunk (``Timing.work`` = ``chunk`` steps).
+    (at least one, however short the window) and is recorded as its mean seconds per chunk
+    (``Timing.work`` = ``chunk`` steps).
     """
     step_chunk(chunk)
     window = seconds / repeats
     rates = []
     for _ in range(repeats):
         steps, start = 0, time.perf_counter()
-        while (elapsed := time.perf_counter() - start) < window:
+        while steps == 0 or (time.perf_counter() - start) < window:
             step_chunk(chunk)
             steps += chunk
-        rates.append(steps / elapsed)
+        rates.append(steps / (time.perf_counter() - start))
     work = float(chunk)
     return Timing(work=work, run_s=[work / r for r in rates])
 
@@ -350,13 +351,21 @@ def child_or_report(
 ) -> None:
     """The two sides of a benchmark that measures in child processes (:func:`run_in_child`): adds
     the hidden ``--child`` flag, and ``--out`` as :func:`parse_and_report` does; parses ``argv``.
-    A child prints ``measure(args)`` as one JSON line; the parent checks ``--out`` and reports."""
+    A child prints ``measure(args)`` as one JSON line; the parent checks ``--out`` and every device
+    count against ``--num-envs`` (the batch splits evenly over each, or no child starts) and reports."""
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=default_out, help="JSON output (Markdown beside it)")
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(measure(args)), flush=True)
         return
+    from slamorl_jax.sharding import check_divisible
+
+    for devices in getattr(args, "devices", ()):
+        try:
+            check_divisible(args.num_envs, devices)
+        except ValueError as error:
+            fail(f"--devices {devices}: {str(error).replace('--num_envs', '--num-envs')}", parser.prog)
     args.out = Path(args.out)
     check_out_path(args.out, parser.prog)
     report(args, run, to_markdown)

@@ -31,7 +31,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import REPO_ROOT, check_out_path, machine_info, markdown_table, report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.xla_flags import FUSION_EMITTERS_FLAG, LLVM_LEVEL_FLAG, with_xla_flags
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "compile_flags.json"
@@ -176,4 +176,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.compile_flags")

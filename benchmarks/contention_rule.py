@@ -30,6 +30,7 @@ import jax
 from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.cli_args import run_command
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
@@ -103,4 +104,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.contention_rule")

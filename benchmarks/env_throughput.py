@@ -46,7 +46,7 @@ from benchmarks.common import (
     time_python_loop,
 )
 from benchmarks.scaling import TARGET_VS_PYTHON  # issue 10 on a CPU (1000x is the GPU's)
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
 from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.python_job import PythonJob
@@ -340,4 +340,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.env_throughput")

@@ -64,7 +64,7 @@ from benchmarks.common import add_job_flags, machine_info, markdown_table, parse
 from slamorl_jax.agent.imitation import ImitationConfig, fit
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams, with_values
@@ -327,4 +327,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.exploration_overhead")

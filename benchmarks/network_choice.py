@@ -32,7 +32,7 @@ from benchmarks.common import (
 )
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.quality_bar import evaluate_against_request, quality_bar
 
 DEFAULT_SIZES = ((64, 64), (128, 128), (256, 256))
@@ -163,4 +163,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.network_choice")

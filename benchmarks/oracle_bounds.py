@@ -40,7 +40,7 @@ import numpy as np
 
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from benchmarks.target_grid import SCENARIO_FIGURE, against_oracle
-from slamorl_jax.cli_args import OneLineArgumentParser, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import NUM_MOVES
 from slamorl_jax.env.actions import NO_OP_ACTION
@@ -158,4 +158,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.oracle_bounds")

@@ -42,7 +42,7 @@ from benchmarks.common import (
     parse_and_report,
     random_action_rollout,
 )
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env import JobAllocationEnv, forecast
 from slamorl_jax.env.online_model import posterior_deviation
 from slamorl_jax.env.params import EnvParams
@@ -143,4 +143,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.ranking_layout")

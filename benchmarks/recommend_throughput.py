@@ -27,7 +27,7 @@ import jax
 import numpy as np
 
 from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recommend_throughput.json"
 DEFAULT_CHECKPOINT = str(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
@@ -165,4 +165,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.recommend_throughput")

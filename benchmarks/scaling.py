@@ -37,7 +37,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import REPO_ROOT, check_out_path, format_rate, machine_info, markdown_table, report
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_cpu.json"
@@ -331,4 +331,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.scaling")

@@ -33,7 +33,7 @@ from benchmarks.common import (
     markdown_table,
     run_in_child,
 )
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sharded_step.json"
 STEPS = {"step_envs": False, "vmap(step)": True}  # name -> per_env_step
@@ -108,4 +108,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.sharded_step")

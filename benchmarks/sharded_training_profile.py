@@ -29,7 +29,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.common import child_or_report, format_rate, markdown_table, run_in_child
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sharded_training_profile.json"
 COLLECTIVE = re.compile(
@@ -127,6 +127,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
     """Timing table and the collectives of each device count."""
     m = payload["machine"]
     rows = [r for r in payload["rows"] if "error" not in r]
+    failed = [f"{r['devices']} devices: {r['error']}" for r in payload["rows"] if "error" in r]
     table = [
         [
             r["devices"],
@@ -155,6 +156,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
             ],
             table,
         ),
+        *(["", "Failed: " + "; ".join(failed)] if failed else []),
     ]
     for r in rows:
         if r["devices"] == 1:
@@ -188,4 +190,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.sharded_training_profile")

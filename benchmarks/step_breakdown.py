@@ -46,7 +46,7 @@ from benchmarks.common import (
     random_action_rollout,
 )
 from benchmarks.env_throughput import PerEnvStep, measure_jax
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.env import JobAllocationEnv, forecast
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.action_sets import NUM_TARGETS
@@ -229,4 +229,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.step_breakdown")

@@ -50,7 +50,7 @@ from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
 
@@ -206,4 +206,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.step_profile")

@@ -43,7 +43,7 @@ import numpy as np
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
@@ -169,4 +169,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.suggested_slas")

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
-from slamorl_jax.cli_args import OneLineArgumentParser, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import NUM_TARGET_GPUS, target_cpus
 from slamorl_jax.env.scenarios import with_preference, with_scenario
@@ -129,4 +129,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.target_grid")

@@ -41,7 +41,7 @@ from benchmarks.common import (
 )
 from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
 from slamorl_jax.env.job_env import JobAllocationEnv
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096, 16384)
@@ -232,4 +232,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.train_throughput")

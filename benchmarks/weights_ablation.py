@@ -29,7 +29,7 @@ import jax
 
 from benchmarks.common import add_job_flags, check_out_path, machine_info, markdown_table, report
 from benchmarks.training_seeds import spread
-from slamorl_jax.cli_args import OneLineArgumentParser, fail, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
 
 BASELINE = "static"
@@ -47,6 +47,13 @@ def parse_runs(specs: list[str]) -> dict[str, list[Path]]:
         missing = [str(r) for r in runs if not (r / "checkpoints").is_dir()]
         if missing:
             fail(f"--runs {name}: no checkpoints under {', '.join(missing)}", PROG)
+        from slamorl_jax.checkpoint import CheckpointError, read_meta
+
+        for r in runs:  # a run stopped before its first save has the folder and no checkpoint
+            try:
+                read_meta(r / "checkpoints")
+            except CheckpointError as err:
+                fail(f"--runs {name}: {err}", PROG)
         forms[name] = runs
     if BASELINE not in forms:
         fail(f"--runs needs a {BASELINE!r} form to compare with", PROG)
@@ -176,4 +183,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main, "python -m benchmarks.weights_ablation")

@@ -171,3 +171,39 @@ def test_an_interrupted_report_write_leaves_no_temporary_file(
     monkeypatch.undo()
     assert left == ["r.json", "r.md"]
     assert out.with_suffix(".md").read_text() == "old table\n"
+
+
+@pytest.mark.parametrize("name", ["sharded_step", "sharded_training_profile"])
+def test_a_device_count_that_does_not_split_the_batch_is_refused_before_any_child(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--devices=3 --num-envs=4`` ran a child that failed and wrote a report of the failure with
+    exit 0 (over the committed result, by default): one line and exit 2 now, no child, nothing written."""
+    main = importlib.import_module(f"benchmarks.{name}").main
+    monkeypatch.chdir(tmp_path)
+    argv = ["--devices=1,3", "--num-envs=4", "--out=report.json"]
+    if name == "sharded_training_profile":  # reads sys.argv itself
+        monkeypatch.setattr("sys.argv", [name, *argv])
+        outcome = call(main, capsys, tmp_path)
+    else:
+        outcome = call(lambda: main(argv), capsys, tmp_path)
+    assert_refused(outcome, "--devices 3", "--num-envs=4 must be a multiple of the 3 devices")
+
+
+def test_a_weights_ablation_run_stopped_before_its_first_save_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run folder whose ``checkpoints/`` holds no step gave a 28-line traceback after the imports."""
+    from benchmarks.weights_ablation import main
+
+    (tmp_path / "stopped" / "checkpoints").mkdir(parents=True)
+    argv = [f"--runs=static={tmp_path / 'stopped'}", "--episodes=1", f"--out={tmp_path / 'wa.json'}"]
+    assert_refused(call(lambda: main(argv), capsys, tmp_path), "--runs static", "no complete checkpoint")
+
+
+def test_a_python_loop_window_shorter_than_a_chunk_still_times_one() -> None:
+    """``--python-seconds=1e-12`` (accepted) divided by zero: every window now runs a chunk."""
+    from benchmarks.common import time_python_loop
+
+    timing = time_python_loop(lambda n: None, 1e-12, repeats=3, chunk=10)
+    assert len(timing.run_s) == 3 and all(s > 0 for s in timing.run_s)
