@@ -204,3 +204,38 @@ def test_build_keeps_an_existing_store_unless_told_to_overwrite(
     outcome = call(lambda: history_cli.main(["build", f"--out={store}", "--jobs=2"]), capsys, tmp_path)
     assert_refused(outcome, "already exists", "--overwrite")
     assert store.read_text() == "keep me\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, a folder no one can write")
+def test_build_refuses_an_out_in_a_folder_it_cannot_write_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The folder exists but takes no new file (``/proc``: even root cannot write there): one line,
+    exit 2, before the checkpoint is read (it was found after every job was simulated)."""
+    argv = ["build", "--out=/proc/store.json", "--checkpoint=no/such/run", "--jobs=2"]
+    assert_refused(call(lambda: history_cli.main(argv), capsys, tmp_path), "--out", "/proc/store.json")
+
+
+@pytest.mark.parametrize("name", ["store.json", "store.csv"])
+def test_a_failed_store_write_leaves_the_old_store_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """A write that fails part way (a full disk) used to leave a cut-short store, the old one lost
+    under ``--overwrite``: the store is written to a temporary file and renamed, so the old one stays
+    and no temporary file is left."""
+    import slamorl_jax.atomic_files as atomic_files
+
+    store = tmp_path / name
+    save_records(TINY_STORE[:1], store)
+    before = store.read_bytes()
+
+    def full_disk(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic_files.os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        save_records(TINY_STORE, store)
+    assert store.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == [name]
+    monkeypatch.undo()
+    save_records(TINY_STORE, store)
+    assert len(load_records(store)) == len(TINY_STORE)

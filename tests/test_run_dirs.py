@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from slamorl_jax.run_dirs import create_run_dirs, remove_created
+import pytest
+
+from slamorl_jax.run_dirs import create_run_dirs, new_folder_problem, remove_created
 
 
 def test_a_command_removes_only_its_own_folders(tmp_path: Path) -> None:
@@ -33,3 +35,11 @@ def test_folders_that_existed_are_left(tmp_path: Path) -> None:
     remove_created(created)
     assert not (tmp_path / "runs" / "eval").exists()
     assert (tmp_path / "runs" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, a folder no one can write")
+def test_a_new_folder_where_nothing_can_be_written_is_a_problem_found_first() -> None:
+    """``imitate --out`` and ``export_policy`` destinations: a folder that takes no new entry is
+    refused before the work (imitate found it after training), as a missing one is."""
+    assert new_folder_problem("/proc/imitated") is not None
+    assert new_folder_problem("/proc/self") is not None  # not empty
