@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import slamorl_jax.atomic_files as atomic_files
 import slamorl_jax.calibration.__main__ as cli
 from slamorl_jax.calibration import build, job_spread
 from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR
@@ -198,6 +199,20 @@ MALFORMED: list[tuple[str, Callable[[str], str], str, str]] = [
     (GAVEL, lambda text: "[]", GAVEL, "has no attribute 'items'"),
     (GAVEL, lambda text: '{"v100": {"bad key": {"null": 1.0}}}', GAVEL, "invalid syntax"),
     (GAVEL, lambda text: '{"v100": {"(\\"a\\", 1)": {}}}', GAVEL, "missing 'null'"),
+    # Values a loader reads but no measurement can be: they changed the fits silently (exit 0).
+    (GAVEL, lambda text: text.replace("4.795294551566172", "NaN", 1), GAVEL, "every throughput must be"),
+    (
+        "pollux-osdi21/traces/philly.csv",
+        lambda text: text.replace(",1,66.0", ",-4,66.0", 1),
+        "pollux-osdi21/traces/philly.csv",
+        "every num_gpus must be a finite number >= 1, found -4",
+    ),
+    (
+        "pollux-osdi21/traces/bert/validation-12.csv",
+        lambda text: "",
+        "pollux-osdi21/traces/bert/validation-*.csv",
+        "every iteration must be a finite number >= 0, found no values",
+    ),
 ]
 
 
@@ -285,7 +300,7 @@ def test_output_in_a_folder_that_refuses_new_files_is_refused(capsys, monkeypatc
     def denied(*args: object, **kwargs: object) -> None:
         raise PermissionError(errno.EACCES, "Permission denied")
 
-    monkeypatch.setattr(cli.tempfile, "mkstemp", denied)
+    monkeypatch.setattr(atomic_files.tempfile, "mkstemp", denied)
     message = refused_calibration(capsys, ["--data-dir", str(pristine), "--output", str(output)], output)
     assert message == f"cannot write --output {str(output)!r}: Permission denied"
 
@@ -309,7 +324,7 @@ def test_a_failed_write_keeps_the_old_file_and_removes_the_temporary_one(
     def disk_full(src: object, dst: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(build.os, "replace", disk_full)
+    monkeypatch.setattr(atomic_files.os, "replace", disk_full)
     message = refused_calibration(capsys, ["--data-dir", str(pristine), "--output", str(output)], output)
     assert message == f"cannot write --output {str(output)!r}: No space left on device"
 

@@ -31,6 +31,16 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return [row for row in csv.DictReader(f) if any((v or "").strip() for v in row.values())]
 
 
+def _checked(values: np.ndarray, path: Path, what: str, least: float) -> np.ndarray:
+    """``values`` when every one is finite and at least ``least``, else ``ValueError`` naming ``path``
+    and ``what`` (a damaged or edited data file must not silently change the fits)."""
+    bad = ~(np.isfinite(values) & (values >= least))
+    if values.size == 0 or bad.any():
+        found = "no values" if values.size == 0 else f"{float(values[bad][0]):g}"
+        raise ValueError(f"{path}: every {what} must be a finite number >= {least:g}, found {found}")
+    return values
+
+
 @dataclass(frozen=True)
 class StepTimes:
     """Measured step times of one Pollux application (rows of one or both trace files)."""
@@ -112,7 +122,7 @@ def load_pollux_validation(app: str, data_dir: Path = DEFAULT_DATA_DIR) -> list[
     for path in root.glob("validation-*.csv"):
         m = int(path.stem.split("-", 1)[1])
         it = np.asarray([float(r["iteration"]) for r in _rows(path)], dtype=np.float64)
-        traces.append(ValidationTrace(global_batch=m, iteration=it))
+        traces.append(ValidationTrace(global_batch=m, iteration=_checked(it, path, "iteration", 0.0)))
     return sorted(traces, key=lambda t: t.global_batch)
 
 
@@ -122,13 +132,19 @@ def load_pollux_requested_replicas(data_dir: Path = DEFAULT_DATA_DIR) -> dict[st
     for path in sorted((Path(data_dir) / "pollux-osdi21" / "workloads").glob("workload-*.csv")):
         for row in _rows(path):
             out.setdefault(row["application"], []).append(int(row["num_replicas"]))
-    return {k: np.asarray(v, dtype=np.int64) for k, v in sorted(out.items())}
+    return {
+        k: _checked(
+            np.asarray(v, dtype=np.int64), Path(data_dir) / "pollux-osdi21" / "workloads", "num_replicas", 1
+        )
+        for k, v in sorted(out.items())
+    }
 
 
 def load_philly_num_gpus(data_dir: Path = DEFAULT_DATA_DIR) -> np.ndarray:
     """Requested GPUs of every job in the Philly-derived trace (``traces/philly.csv``)."""
     path = Path(data_dir) / "pollux-osdi21" / "traces" / "philly.csv"
-    return np.asarray([int(float(r["num_gpus"])) for r in _rows(path)], dtype=np.int64)
+    gpus = np.asarray([float(r["num_gpus"]) for r in _rows(path)], dtype=np.float64)
+    return _checked(gpus, path, "num_gpus", 1).astype(np.int64)
 
 
 @lru_cache(maxsize=4)
@@ -145,6 +161,7 @@ def load_gavel_isolated(data_dir: Path = DEFAULT_DATA_DIR) -> dict[tuple[str, st
         for key, entry in jobs.items():
             job_type, scale_factor = ast.literal_eval(key)
             out[(worker_type, str(job_type), int(scale_factor))] = float(entry["null"])
+    _checked(np.asarray(list(out.values()), np.float64), path, "throughput", 0.0)  # 0.0: a failed run
     return out
 
 
@@ -215,4 +232,4 @@ def load_alibaba_cpus_per_gpu(data_dir: Path = DEFAULT_DATA_DIR) -> np.ndarray:
         num_gpu = int(row["num_gpu"])
         if num_gpu >= 1:
             vals.append(float(row["cpu_milli"]) / 1000.0 / num_gpu)
-    return np.asarray(vals, dtype=np.float64)
+    return _checked(np.asarray(vals, dtype=np.float64), path, "cpu_milli", 0.0)
