@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 PROG = "python -m slamorl_jax.imitate"
 MAX_JOBS = 1 << 20
+# Most demonstrations one run builds (--oracle_jobs x --decisions_per_job): each holds an observation
+# of a few hundred float32 features, so 2**23 of them already take about 12 GB.
+MAX_DEMONSTRATIONS = 1 << 23
 DEFAULTS = ImitationConfig()
 
 
@@ -105,6 +108,12 @@ def check_out(out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Parse, build the demonstrations, imitate them, save; the exit status."""
     args = parser().parse_args(argv)
+    if args.oracle_jobs is not None and args.oracle_jobs * args.decisions_per_job > MAX_DEMONSTRATIONS:
+        fail(
+            f"--oracle_jobs x --decisions_per_job = {args.oracle_jobs * args.decisions_per_job:,} "
+            f"demonstrations; at most {MAX_DEMONSTRATIONS:,} fit in memory",
+            PROG,
+        )
     out = Path(args.out)
     check_out(out)
     config = policy_config(args)

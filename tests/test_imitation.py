@@ -110,6 +110,15 @@ def test_bad_logs_are_refused_with_one_line(
     assert set(tmp_path.iterdir()) == before
 
 
+def test_more_oracle_demonstrations_than_fit_in_memory_are_refused_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each flag within its bound, their product about 1.5 TB of observations: XLA aborted with a C++
+    stack trace (exit 134); one line and exit 2 now, before anything is built."""
+    argv = ["--oracle_jobs=1048576", "--decisions_per_job=1000", f"--out={tmp_path / 'policy'}"]
+    assert_refused(call(lambda: imitate.main(argv), capsys, tmp_path), "--decisions_per_job", "fit in memory")
+
+
 # A second decision (line 2 of the log) changed so that one allocation leaves the default cluster
 # (16 GPUs a job, 48 CPUs a node, CPU step 4), and what its one line must name.
 OUTSIDE_THE_CLUSTER = {
