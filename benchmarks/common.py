@@ -223,9 +223,10 @@ def write_report(out: Path, payload: Mapping[str, Any], markdown: str) -> tuple[
 
 def check_out_path(out: Path, prog: str) -> None:
     """Exit 2 with one line unless the report can be written: ``out`` ends in ``.json``, its name
-    fits a file system's 255 bytes, neither it nor its Markdown twin is a folder, and its folder
-    exists writable or can be created (checked before a benchmark runs, so a long run is not lost
-    to a bad ``--out``)."""
+    fits a file system's 255 bytes, neither it nor its Markdown twin is a folder, the twin is not a
+    file of the user's (a Markdown file with no JSON report beside it: ``--out=README.json`` would
+    replace ``README.md``), and its folder exists writable or can be created (checked before a
+    benchmark runs, so a long run is not lost to a bad ``--out``)."""
     if out.suffix != ".json":
         fail(f"--out must end in .json, got {str(out)!r}", prog)
     if len(os.fsencode(out.name)) > NAME_MAX:
@@ -239,6 +240,12 @@ def check_out_path(out: Path, prog: str) -> None:
         fail(f"--out {str(out)!r}: {first_line(error)}", prog)
     if folder is not None:
         fail(f"--out {str(out)!r}: {str(folder)!r} is a directory", prog)
+    twin = out.with_suffix(".md")
+    if twin.exists() and not out.exists():
+        fail(
+            f"--out {str(out)!r} would replace {str(twin)!r}, which is not its report; choose another --out",
+            prog,
+        )
 
 
 def report(

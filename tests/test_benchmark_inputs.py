@@ -45,6 +45,7 @@ def _check(out: Path, capsys: pytest.CaptureFixture[str], root: Path):
         ({}, "r.txt", "must end in .json"),
         ({}, "x" * 300 + "/r.json", "not a usable path"),
         ({}, "r" * 251 + ".json", "longer than 255 bytes"),
+        ({"notes.md": "mine"}, "notes.json", "would replace"),  # a Markdown file with no report beside it
     ],
 )
 def test_an_unwritable_report_path_is_refused_before_the_run(
