@@ -248,7 +248,7 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
     (
         "stale tables after a sync change",
         lambda p: with_workload_values(p, sync_node_alpha_s=np.asarray(p.workloads.sync_node_alpha_s) * 3),
-        "fastest_shares",
+        "target_profile",
     ),
     (  # a slower node of factor 0 made a 0 s step and NaN utilisations
         "a slow_node event of size 0",

@@ -1,8 +1,7 @@
 """Tables derived from ``EnvParams`` and cached in it, so a vectorised step need not compute them.
 
-* ``fastest_epoch_s``, ``cheapest_epoch_usd`` and the compute and sync shares of the allocations
-  that achieve them: the profile's fastest and cheapest static allocation per (workload, GPU type), over the
-  search lattice (with the share, ``job_truth.true_time_ratio`` gives a true job's time there);
+* ``fastest_epoch_s``, ``cheapest_epoch_usd``: the profile's fastest and cheapest static epoch per
+  (workload, GPU type), over the search lattice (the job generator's deadline and budget floors);
 * ``target_allocation``: the clipped allocation of every absolute target (``action_sets.py``);
 * ``target_profile``: the profile's metrics at every target per (workload, GPU type), field-major
   (``TARGET_PROFILE_ROWS`` x targets), read by the forecast block of the observation;
@@ -26,8 +25,6 @@ from slamorl_jax.env.static_allocations import fastest_and_cheapest_epoch, latti
 DERIVED_FIELDS = (
     "fastest_epoch_s",
     "cheapest_epoch_usd",
-    "fastest_shares",
-    "cheapest_shares",
     "target_allocation",
     "target_profile",
     "job_rows",
@@ -59,15 +56,11 @@ def with_derived_tables(params: EnvParams) -> EnvParams:
     Call it after changing any workload, cluster, price or target field with ``params.replace``.
     Jitted, so a host call compiles once instead of dispatching every small operation on its own.
     """
-    fastest, cheapest, fastest_share, cheapest_share = fastest_and_cheapest_epoch(
-        job_constants_table(params), params
-    )
+    fastest, cheapest = fastest_and_cheapest_epoch(job_constants_table(params), params)
     target_gpus, target_cpus = target_allocations(params)
     params = params.replace(
         fastest_epoch_s=fastest,
         cheapest_epoch_usd=cheapest,
-        fastest_shares=fastest_share,
-        cheapest_shares=cheapest_share,
         target_allocation=jnp.stack([target_gpus, target_cpus], axis=-1),
         target_profile=target_profile_table(params),
     )

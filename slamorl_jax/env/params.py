@@ -135,8 +135,6 @@ class EnvParams:
     # refuses params whose tables are stale.
     fastest_epoch_s: jax.Array  # (W, T) shortest epoch over static allocations (the profile's)
     cheapest_epoch_usd: jax.Array  # (W, T) lowest epoch cost over static allocations
-    fastest_shares: jax.Array  # (W, T, 2) compute and sync shares of the profile's fastest allocation
-    cheapest_shares: jax.Array  # (W, T, 2) the same for the profile's cheapest allocation
     target_allocation: jax.Array  # (K, 2) int32 (GPUs, CPUs) of every target (action_sets.py)
     target_profile: jax.Array  # (W * T, 6 * K) the profile's metrics at every target (forecast.py)
     job_rows: jax.Array  # (W * T * B * R, F) job_generator.job_table, packed (lookup.pack_table)

@@ -61,23 +61,11 @@ def lattice_metrics(
     return epoch_metrics(expand, gpus, cpus, params, contended)
 
 
-def fastest_and_cheapest_epoch(
-    job: JobConstants, params: EnvParams
-) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array]:
-    """Shortest epoch time (s) and lowest epoch cost ($) over the search lattice, per job, and the
-    compute and sync shares (``EpochMetrics.compute_share``, ``sync_share``) of the allocations that
-    achieve them, stacked on a trailing axis of 2."""
+def fastest_and_cheapest_epoch(job: JobConstants, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """Shortest epoch time (s) and lowest epoch cost ($) over the search lattice, per job."""
     gpus, cpus, valid = search_lattice(params)
     m = lattice_metrics(job, gpus, cpus, params)
     lead = m.epoch_time_s.shape[: m.epoch_time_s.ndim - gpus.ndim]
     epoch_time = jnp.where(valid, m.epoch_time_s, jnp.inf).reshape((*lead, -1))
     epoch_cost = jnp.where(valid, m.epoch_time_s * m.price_per_hour / 3600.0, jnp.inf).reshape((*lead, -1))
-    share = jnp.stack([m.compute_share.reshape((*lead, -1)), m.sync_share.reshape((*lead, -1))], axis=-1)
-    fastest = jnp.argmin(epoch_time, axis=-1)[..., None]
-    cheapest = jnp.argmin(epoch_cost, axis=-1)[..., None]
-    return (
-        jnp.min(epoch_time, axis=-1),
-        jnp.min(epoch_cost, axis=-1),
-        jnp.take_along_axis(share, fastest[..., None], axis=-2)[..., 0, :],
-        jnp.take_along_axis(share, cheapest[..., None], axis=-2)[..., 0, :],
-    )
+    return jnp.min(epoch_time, axis=-1), jnp.min(epoch_cost, axis=-1)
