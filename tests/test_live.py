@@ -5,7 +5,9 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -16,7 +18,15 @@ from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
-from slamorl_jax.env import JobAllocationEnv, action_sets, scenario_params, shifts, validate_params
+from slamorl_jax.env import (
+    EnvParams,
+    EnvState,
+    JobAllocationEnv,
+    action_sets,
+    scenario_params,
+    shifts,
+    validate_params,
+)
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import WEIGHT_MODES, with_values
@@ -28,35 +38,72 @@ SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 EXAMPLE = json.loads((SHIPPED.parent.parent / "docs" / "example_job.json").read_text(encoding="utf-8"))
 
 
-def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> None:
-    """Jobs mid-run in the env, reported as live jobs with their history, give the env's observation
-    (the paper's 21 features and the forecast block) and weights."""
-    params = scenario_params("mixed", env.catalog)
-    n = 24
-    reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))  # eager, every op would compile on its own
-    obs, state = reset(jax.random.split(jax.random.key(0), n), params)
+class Simulated(NamedTuple):
+    """Jobs run in the env: the last observation and state, each job's history of measured epochs
+    (allocation and epoch time), which jobs ended, and the dual multipliers before the last step."""
+
+    obs: np.ndarray
+    state: EnvState
+    histories: list[list[tuple[int, int, float]]]
+    ended: np.ndarray
+    multipliers_before: np.ndarray
+
+
+def simulate(
+    env: JobAllocationEnv,
+    params: EnvParams,
+    n: int,
+    steps: int,
+    seeds: tuple[int, int, int],
+    actions: Callable[[int], jax.Array] | None = None,
+) -> Simulated:
+    """``n`` jobs reset and stepped ``steps`` times (random actions, or ``actions(step)``), from the
+    ``(reset, action, step)`` key seeds; jitted under ``vmap`` (eager, every op would compile on its own)."""
+    reset_seed, action_seed, step_seed = seeds
+    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
+        jax.random.split(jax.random.key(reset_seed), n), params
+    )
     step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
-    histories: list[list] = [[] for _ in range(n)]
+    histories: list[list[tuple[int, int, float]]] = [[] for _ in range(n)]
     ended = np.zeros(n, bool)
-    for i in range(3):
-        actions = jax.random.randint(jax.random.key(10 + i), (n,), 0, env.num_actions)
+    before = np.asarray(state.multipliers)
+    for i in range(steps):
+        before = np.asarray(state.multipliers)
+        chosen = (
+            jax.random.randint(jax.random.key(action_seed + i), (n,), 0, env.num_actions)
+            if actions is None
+            else actions(i)
+        )
         obs, state, _, terminated, truncated, _ = step(
-            jax.random.split(jax.random.key(20 + i), n), state, actions, params
+            jax.random.split(jax.random.key(step_seed + i), n), state, chosen, params
         )
         ended |= np.asarray(terminated | truncated)
         for index in range(n):
             histories[index].append(
                 (int(state.gpus[index]), int(state.cpus[index]), float(state.epoch_time_s[index]))
             )
+    return Simulated(np.asarray(obs), state, histories, ended, before)
+
+
+def job_row(state: EnvState, index: int) -> EnvState:
+    """Job ``index`` of a batch of states, on the host."""
+    return jax.tree.map(lambda x: np.asarray(x)[index], state)
+
+
+def test_live_observation_and_weights_match_the_env(env: JobAllocationEnv) -> None:
+    """Jobs mid-run in the env, reported as live jobs with their history, give the env's observation
+    (the paper's 21 features and the forecast block) and weights."""
+    params = scenario_params("mixed", env.catalog)
+    n = 24
+    run = simulate(env, params, n, 3, (0, 10, 20))
     checked = 0
     for index in range(n):
-        if ended[index] or float(np.asarray(state.memory_util)[index]) <= 0:
+        if run.ended[index] or float(np.asarray(run.state.memory_util)[index]) <= 0:
             continue
-        row = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
-        job = reported_job(row, env.catalog, histories[index])
+        job = reported_job(job_row(run.state, index), env.catalog, run.histories[index])
         live = live_state(job, params)
-        np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(observe(live, params), run.obs[index], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(live.weights, np.asarray(run.state.weights)[index], rtol=1e-5, atol=1e-6)
         checked += 1
     assert checked >= n // 2
 
@@ -74,27 +121,16 @@ def test_a_reported_price_rise_reprices_the_forecast_as_the_env_does(env: JobAll
         )
     )
     n = 16
-    _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(jax.random.key(3), n), params)
-    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
-    histories: list[list] = [[] for _ in range(n)]
-    for i in range(2):
-        obs, state, _, terminated, truncated, _ = step(
-            jax.random.split(jax.random.key(40 + i), n), state, jnp.full((n,), i % 2), params
-        )
-        for index in range(n):
-            histories[index].append(
-                (int(state.gpus[index]), int(state.cpus[index]), float(state.epoch_time_s[index]))
-            )
-    ended = np.asarray(terminated | truncated)
+    run = simulate(env, params, n, 2, (3, 0, 40), actions=lambda i: jnp.full((n,), i % 2))
+    job = run.state.job
     risen = (
-        np.asarray(state.job.profile.gpu_price_per_hour)
-        > 1.4 * np.asarray(params.gpu_price_per_hour)[np.asarray(state.job.gpu_type)]
+        np.asarray(job.profile.gpu_price_per_hour)
+        > 1.4 * np.asarray(params.gpu_price_per_hour)[np.asarray(job.gpu_type)]
     )
-    assert risen[~ended].sum() >= n // 2
-    for index in np.flatnonzero(risen & ~ended):
-        row = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
-        live = live_state(reported_job(row, env.catalog, histories[index]), params)
-        np.testing.assert_allclose(observe(live, params), np.asarray(obs)[index], rtol=1e-5, atol=1e-5)
+    assert risen[~run.ended].sum() >= n // 2
+    for index in np.flatnonzero(risen & ~run.ended):
+        live = live_state(reported_job(job_row(run.state, index), env.catalog, run.histories[index]), params)
+        np.testing.assert_allclose(observe(live, params), run.obs[index], rtol=1e-5, atol=1e-5)
 
 
 def test_a_dual_weights_job_that_passes_its_multipliers_back_gets_the_envs_weights(
@@ -107,33 +143,16 @@ def test_a_dual_weights_job_that_passes_its_multipliers_back_gets_the_envs_weigh
         scenario_params("deadline-critical", env.catalog), weights_mode=WEIGHT_MODES.index("dual")
     )
     n = 16
-    _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(jax.random.key(5), n), params)
-    step = jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
-    histories: list[list] = [[] for _ in range(n)]
-    ended = np.zeros(n, bool)
-    for i in range(4):
-        before = np.asarray(state.multipliers)
-        actions = jax.random.randint(jax.random.key(50 + i), (n,), 0, env.num_actions)
-        _, state, _, terminated, truncated, _ = step(
-            jax.random.split(jax.random.key(60 + i), n), state, actions, params
-        )
-        ended |= np.asarray(terminated | truncated)
-        for index in range(n):
-            histories[index].append(
-                (int(state.gpus[index]), int(state.cpus[index]), float(state.epoch_time_s[index]))
-            )
-    running = np.flatnonzero(~ended)
+    run = simulate(env, params, n, 4, (5, 50, 60))
+    running = np.flatnonzero(~run.ended)
+    before = run.multipliers_before
     assert (before[running] > 0).any(), "no job carried an SLA pressure: the test would prove nothing"
     for index in running:
-        row = jax.tree.map(lambda x, i=index: np.asarray(x)[i], state)
-        live = live_state(reported_job(row, env.catalog, histories[index], before[index]), params)
-        np.testing.assert_allclose(live.weights, np.asarray(state.weights)[index], rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(
-            live.multipliers, np.asarray(state.multipliers)[index], rtol=1e-5, atol=1e-6
-        )
-    job = reported_job(
-        jax.tree.map(lambda x: np.asarray(x)[running[0]], state), env.catalog, histories[running[0]]
-    )
+        row = job_row(run.state, index)
+        live = live_state(reported_job(row, env.catalog, run.histories[index], before[index]), params)
+        np.testing.assert_allclose(live.weights, row.weights, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(live.multipliers, row.multipliers, rtol=1e-5, atol=1e-6)
+    job = reported_job(job_row(run.state, running[0]), env.catalog, run.histories[running[0]])
     answer = recommend(load_policy(SHIPPED), job, params)
     assert any("no multipliers for a dual-weights policy" in note for note in answer.outside_training)
     again = LiveJob.from_dict({**EXAMPLE, "multipliers": answer.multipliers})  # an answer's form is a job's
