@@ -367,10 +367,15 @@ def test_the_policy_without_relocate_takes_its_best_other_action() -> None:
     assert masked is greedy_policy_without(load_policy(SHIPPED).network, RELOCATE_ACTION)
     obs = jax.random.uniform(jax.random.key(4), (256, NUM_FEATURES))
     weights = jax.random.dirichlet(jax.random.key(5), jnp.ones(3), (256,))
-    # Push the relocate logit up on half the rows so the greedy policy relocates there.
-    surprise = obs.at[::2, FEATURE_NAMES.index("surprise")].set(1.0)
+    # A slow last epoch on half the rows (none on the others), and a relocate gain raised so that the
+    # greedy policy relocates there whatever the shipped policy learned.
+    column = FEATURE_NAMES.index("surprise")
+    surprise = obs.at[::2, column].set(1.0).at[1::2, column].set(0.5)
+    params = jax.tree.map(lambda x: x, policy.params)
+    gain = params["params"]["actor"]["relocate_gain"]
+    params["params"]["actor"]["relocate_gain"] = {**gain, "bias": gain["bias"] + 100.0}
     key = jax.random.key(0)
-    first, second = (np.asarray(f(policy.params, surprise, weights, key)) for f in (greedy, masked))
+    first, second = (np.asarray(f(params, surprise, weights, key)) for f in (greedy, masked))
     assert np.any(first == RELOCATE_ACTION) and not np.any(second == RELOCATE_ACTION)
     keeps = first != RELOCATE_ACTION
     np.testing.assert_array_equal(first[keeps], second[keeps])
