@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnax
 import jax
 import jax.numpy as jnp
 
@@ -35,6 +34,8 @@ class CartPoleForTrainer:
     ) -> None:
         if obs_width < CARTPOLE_FEATURES or num_actions < CARTPOLE_ACTIONS or reward_dim < 1:
             raise ValueError("CartPole can only be padded: at least 4 features, 2 actions, 1 objective")
+        import gymnax  # here: it computes arrays on import, after the backend check
+
         self.env, self.default_params = gymnax.make("CartPole-v1")
         self.obs_width = obs_width
         self.num_actions = num_actions

@@ -39,7 +39,12 @@ from slamorl_jax.cli_args import (
     first_line,
     summary,
 )
+from slamorl_jax.cli_start import require_backend
 from slamorl_jax.run_dirs import RunDirError, check_dir
+
+# Run as a program (every benchmark imports this module before the package's env): a platform the
+# machine lacks is one line and status 2, before the benchmark's own imports touch a device.
+require_backend()
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NAME_MAX = 255  # the longest file name (bytes) of common file systems (ext4, XFS, APFS, NTFS)

@@ -29,7 +29,6 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import gymnax
 import jax
 import jax.numpy as jnp
 
@@ -228,6 +227,8 @@ def to_markdown(payload: dict) -> str:
 
 def run(args: argparse.Namespace) -> dict:
     """All measurements of one run as a JSON-ready dict."""
+    import gymnax  # here: it computes arrays on import, after the backend check
+
     cart_env, cart_params = gymnax.make("CartPole-v1")
     ours_env = JobAllocationEnv()
     ours_params = scenario_params(args.scenario, ours_env.catalog)

@@ -33,7 +33,6 @@ from unittest import mock
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -168,6 +167,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """Time every variant and CartPole at each ``--num-envs``; a JSON-ready payload."""
     env = JobAllocationEnv()
     params = env.default_params
+    import gymnax  # here: it computes arrays on import, after the backend check
+
     cartpole, cartpole_params = gymnax.make("CartPole-v1")
     variants = {
         "CartPole-v1": (cartpole, cartpole_params, 2),

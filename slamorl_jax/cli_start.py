@@ -19,16 +19,46 @@ from pathlib import Path
 from slamorl_jax.cli_args import exit_on_interrupt, fail, first_line
 
 COMMANDS = ("train", "evaluate", "recommend", "imitate", "history", "export_policy")
+#: The package's other programs (``python -m``), which start the same way.
+TOOL_MODULES = (
+    "slamorl_jax.env.feasibility",
+    "slamorl_jax.calibration",
+    "slamorl_jax.calibration.job_spread",
+)
+#: The benchmark harness's package: each of its modules run as a program starts the same way.
+BENCHMARKS = "benchmarks"
 
 
 def launched_command() -> str | None:
-    """The package command this process runs (``python -m`` or console script), else ``None``."""
+    """The package command this process runs (``python -m`` or console script), else ``None``; also
+    one of :data:`TOOL_MODULES` or a benchmark (``python -m benchmarks.X`` or ``python benchmarks/X.py``)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    name = spec.name.removesuffix(".__main__") if spec is not None else None  # a package's __main__
-    if name in {f"slamorl_jax.{command}" for command in COMMANDS}:
+    # While ``python -m a.b.c`` imports the packages ``a`` and ``a.b``, ``__main__`` has no spec yet.
+    name = spec.name if spec is not None else module_after_dash_m(getattr(sys, "orig_argv", []))
+    name = name.removesuffix(".__main__") if name is not None else None  # a package's __main__
+    if name in {f"slamorl_jax.{command}" for command in COMMANDS} or name in TOOL_MODULES:
         return name
-    script = Path(sys.argv[0] if sys.argv else "").name
-    return script if script in {f"slamorl-{command}" for command in COMMANDS} else None
+    if name is not None and name.startswith(f"{BENCHMARKS}."):
+        return name
+    script = Path(sys.argv[0] if sys.argv else "")
+    if spec is None and script.suffix == ".py" and script.parent.name == BENCHMARKS:
+        return f"{BENCHMARKS}.{script.stem}"
+    return script.name if script.name in {f"slamorl-{command}" for command in COMMANDS} else None
+
+
+def module_after_dash_m(argv: list[str]) -> str | None:
+    """The module a Python command line (``sys.orig_argv``) runs with ``-m``, else ``None``."""
+    rest = iter(argv[1:])
+    for arg in rest:
+        if arg == "-m":
+            return next(rest, None)
+        if arg.startswith("-m"):
+            return arg[2:]
+        if arg in ("-X", "-W"):  # options whose value is the next argument
+            next(rest, None)
+        elif arg == "-c" or arg == "-" or not arg.startswith("-"):  # a command, stdin or a script
+            return None
+    return None
 
 
 def require_backend() -> None:

@@ -23,6 +23,9 @@ from slamorl_jax import cli_start, train
         ("slamorl_jax.history.__main__", "__main__.py", "slamorl_jax.history"),  # python -m <package>
         ("slamorl_jax.export_policy", "export_policy.py", "slamorl_jax.export_policy"),
         (None, "/usr/bin/slamorl-imitate", "slamorl-imitate"),
+        ("slamorl_jax.env.feasibility", "feasibility.py", "slamorl_jax.env.feasibility"),  # a tool
+        ("benchmarks.oracle_bounds", "oracle_bounds.py", "benchmarks.oracle_bounds"),
+        (None, "benchmarks/oracle_bounds.py", "benchmarks.oracle_bounds"),  # python benchmarks/X.py
         ("slamorl_jax.checkpoint", "checkpoint.py", None),  # a module, not a command
         (None, "pytest", None),
     ],
@@ -38,8 +41,28 @@ def test_a_command_is_known_by_its_module_or_script(
 
 
 @pytest.mark.parametrize(
+    ("orig_argv", "expected"),
+    [
+        (["python", "-m", "slamorl_jax.env.feasibility", "--num-jobs=4"], "slamorl_jax.env.feasibility"),
+        (["python", "-X", "dev", "-W", "error", "-mbenchmarks.oracle_bounds"], "benchmarks.oracle_bounds"),
+        (["python", "-u", "train.py", "-m", "x"], None),  # a script's own arguments
+        (["python", "-c", "pass", "-m", "x"], None),
+        (["python"], None),
+    ],
+)
+def test_the_module_run_with_dash_m_is_read_from_the_command_line(
+    orig_argv: list[str], expected: str | None
+) -> None:
+    """While ``python -m a.b.c`` imports its packages, ``__main__`` has no spec: the command line tells."""
+    assert cli_start.module_after_dash_m(orig_argv) == expected
+
+
+@pytest.mark.parametrize(
     ("module", "args"),
     [
+        ("slamorl_jax.env.feasibility", ["--num-jobs=8"]),  # its package's gymnax import computes arrays
+        ("slamorl_jax.calibration", ["--output=calibrated.json"]),
+        ("benchmarks.oracle_bounds", ["--episodes=8"]),  # every benchmark checks in benchmarks.common
         ("slamorl_jax.train", ["--help"]),  # its imports compute arrays: checked before them
         ("slamorl_jax.history", ["check", "--store=missing.json"]),  # a package: its __init__ first
         ("slamorl_jax.recommend", ["--job=missing.json"]),  # imports JAX only once the flags parsed

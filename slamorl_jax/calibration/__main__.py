@@ -22,6 +22,7 @@ from slamorl_jax.atomic_files import probe_writable
 from slamorl_jax.calibration import loaders
 from slamorl_jax.calibration.loaders import DEFAULT_OUTPUT
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command
+from slamorl_jax.cli_start import require_backend
 
 if TYPE_CHECKING:  # build imports JAX and SciPy: main imports it once the arguments are checked
     from slamorl_jax.calibration.build import Report
@@ -163,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     output = check_output(str(DEFAULT_OUTPUT) if args.output is None else args.output)
     data_dir = check_data_dir(args.data_dir)
+    require_backend()  # a platform the machine lacks: one line and status 2, before any fit runs
     obj, report = run_fits(data_dir)
     from slamorl_jax.calibration.build import markdown_tables
 

@@ -14,6 +14,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
+
+require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
+# ruff: noqa: E402  (the imports below start JAX's backend)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.job_generator import sample_job
