@@ -5,11 +5,16 @@ chunk decodes to different numbers without an error. A checkpoint therefore carr
 ``meta``, one digest per array (over dtype, shape and the bytes in C order); loading recomputes the
 digests of what was restored and names the first array that differs. Checkpoints written before
 digests existed have none and load unchecked.
+
+The ``meta`` JSON itself carries a digest too (:func:`signed_meta`, over its canonical text without
+that digest): a changed config value, counter or array digest in it is refused at load instead of
+read as another run's settings. Checkpoints written before it have none and load unchecked.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import jax
@@ -17,6 +22,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 META_KEY = "array_sha256"
+#: The key of ``meta``'s own digest.
+META_DIGEST_KEY = "meta_sha256"
 
 
 def array_digest(leaf: Any) -> str:
@@ -44,3 +51,22 @@ def first_mismatch(tree: Any, expected: dict[str, str]) -> str | None:
         if actual.get(path) != expected.get(path):
             return path
     return None
+
+
+def meta_digest(meta: dict[str, Any]) -> str:
+    """SHA-256 (hex) of ``meta`` without its :data:`META_DIGEST_KEY`, over its canonical JSON (keys
+    sorted, no spaces; tuples as lists, as JSON reads them back)."""
+    body = json.loads(json.dumps({k: v for k, v in meta.items() if k != META_DIGEST_KEY}))
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def signed_meta(meta: dict[str, Any]) -> dict[str, Any]:
+    """``meta`` with its digest (:data:`META_DIGEST_KEY`) set to what it holds now."""
+    return {**meta, META_DIGEST_KEY: meta_digest(meta)}
+
+
+def meta_digest_matches(meta: dict[str, Any]) -> bool:
+    """Whether ``meta`` read from a checkpoint matches its saved digest (one without a digest, saved
+    before they existed, matches)."""
+    saved = meta.get(META_DIGEST_KEY)
+    return saved is None or saved == meta_digest(meta)

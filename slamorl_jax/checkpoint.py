@@ -8,9 +8,10 @@ writes each step to a temporary directory first, so an interrupted save never re
 
 ``meta`` also holds a SHA-256 digest of every array of ``state`` and ``policy``
 (:mod:`slamorl_jax.array_checksum`), checked when they are restored: damaged array data is refused
-with a :class:`CheckpointError` naming the step and the array, never loaded as different numbers.
-Checkpoints from before the digests load unchecked. On ``--resume`` a damaged newest step is set
-aside and the run continues from the newest intact one (``checkpoint_resume.py``).
+with a :class:`CheckpointError` naming the step and the array, never loaded as different numbers;
+and one of itself, checked when it is read. Checkpoints from before the digests load unchecked. On
+``--resume`` a damaged newest step is set aside and the run continues from the newest intact one
+(``checkpoint_resume.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,13 @@ import orbax.checkpoint as ocp
 from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState, env_params_from_config
-from slamorl_jax.array_checksum import META_KEY, first_mismatch, tree_digests
+from slamorl_jax.array_checksum import (
+    META_KEY,
+    first_mismatch,
+    meta_digest_matches,
+    signed_meta,
+    tree_digests,
+)
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, OBSERVATION_LAYOUT
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.restore_noise import silence_abandoned_restores
@@ -81,7 +88,7 @@ def save(
         args=ocp.args.Composite(
             state=ocp.args.StandardSave(host_state),
             policy=ocp.args.StandardSave(policy),
-            meta=ocp.args.JsonSave(meta),
+            meta=ocp.args.JsonSave(signed_meta(meta)),
         ),
         force=True,
     )
@@ -163,6 +170,10 @@ def read_meta(path: str | Path) -> tuple[dict[str, Any], Path, int]:
         raise CheckpointError(f"checkpoint {root / str(step)} is partial: unreadable meta ({err})") from None
     if not isinstance(meta, dict):
         raise CheckpointError(f"checkpoint {root / str(step)} is damaged: its meta is not a JSON object")
+    if not meta_digest_matches(meta):
+        raise CheckpointError(
+            f"checkpoint {root / str(step)} is damaged: its meta does not match the checksum saved with it"
+        )
     version = meta.get("format_version")
     if version != FORMAT_VERSION:
         raise CheckpointError(
@@ -403,7 +414,7 @@ def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any]
         step,
         args=ocp.args.Composite(
             policy=ocp.args.StandardSave(arrays),
-            meta=ocp.args.JsonSave({**meta, META_KEY: {"policy": tree_digests(arrays)}}),
+            meta=ocp.args.JsonSave(signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})),
         ),
     )
     manager.wait_until_finished()

@@ -19,6 +19,7 @@ from learner_fixtures import TINY, Compiled, random_inputs, shared_trainer, to_h
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
+from slamorl_jax.array_checksum import signed_meta
 from slamorl_jax.env.observation import NUM_FEATURES, TARGET_BLOCK
 
 SAVED_STEP = TINY.updates_per_chunk  # the good checkpoint holds the state after one chunk
@@ -123,8 +124,9 @@ def write_meta(text: str) -> Callable[[Path], None]:
     return lambda step_dir: (step_dir / "meta" / "metadata").write_text(text)
 
 
-def edit_meta(**changes: object) -> Callable[[Path], None]:
-    """Damage: change fields of the saved step's meta JSON (``config_extra`` adds a config key)."""
+def edit_meta(signed: bool = True, **changes: object) -> Callable[[Path], None]:
+    """Damage: change fields of the saved step's meta JSON (``config_extra`` adds a config key),
+    its checksum re-made to match (so the field's own check is what refuses it) unless not ``signed``."""
 
     def apply(step_dir: Path) -> None:
         meta_file = step_dir / "meta" / "metadata"
@@ -134,7 +136,7 @@ def edit_meta(**changes: object) -> Callable[[Path], None]:
         meta.update(fields)
         if extra:
             meta["config"].update(extra)
-        meta_file.write_text(json.dumps(meta))
+        meta_file.write_text(json.dumps(signed_meta(meta) if signed else meta))
 
     return apply
 
@@ -158,6 +160,11 @@ BROKEN = {
     "observation size missing a value": (edit_meta(observation_dim=None), "observation_dim is not an"),
     "digests a string": (edit_meta(array_sha256="abc"), "damaged: its meta's array_sha256 is not a map"),
     "digests of an item a list": (edit_meta(array_sha256={"policy": ["a"]}), "array_sha256 is not a map"),
+    # A value changed on disk (a flipped digit of a config value): refused, not read as other settings.
+    "meta edited, checksum not": (
+        edit_meta(signed=False, config_extra={"learning_rate": 0.5}),
+        "damaged: its meta does not match the checksum",
+    ),
 }
 
 
@@ -279,7 +286,7 @@ def test_a_run_saved_before_the_dual_multipliers_refuses_to_resume(copy_of: Path
     meta_file = copy_of / str(SAVED_STEP) / "meta" / "metadata"
     meta = json.loads(meta_file.read_text())
     assert meta.pop("state_version") == ckpt.STATE_VERSION
-    meta_file.write_text(json.dumps(meta))
+    meta_file.write_text(json.dumps(signed_meta(meta)))
     options = RunOptions(checkpoint_dir=copy_of, log_dir=tmp_path / "logs", resume=True)
     with pytest.raises(ckpt.CheckpointError, match=r"state_version 1.*start a new run") as err:
         resolve_config(TINY, options)
@@ -312,7 +319,7 @@ def test_resume_refuses_what_is_not_this_versions_run_and_sets_nothing_aside(
     step = ckpt.complete_steps(target)[-1]
     if change:
         meta_file = target / str(step) / "meta" / "metadata"
-        meta_file.write_text(json.dumps({**json.loads(meta_file.read_text()), **change}))
+        meta_file.write_text(json.dumps(signed_meta({**json.loads(meta_file.read_text()), **change})))
     options = RunOptions(checkpoint_dir=target, log_dir=tmp_path / "logs", resume=True)
     with pytest.raises(ckpt.CheckpointError, match=phrase) as err:
         resolve_config(TINY, options)

@@ -18,7 +18,7 @@ from learner_fixtures import REPO_ROOT, TINY, Compiled, shared_trainer, trees_eq
 
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import training_loop
-from slamorl_jax.array_checksum import META_KEY
+from slamorl_jax.array_checksum import META_DIGEST_KEY, META_KEY, meta_digest, signed_meta
 from slamorl_jax.checkpoint_resume import restore_newest_intact
 
 LEGACY = REPO_ROOT / "tests" / "data" / "legacy-policy-v1"
@@ -67,7 +67,7 @@ def edit_digest(step_dir: Path, item: str) -> None:
     meta = json.loads(meta_file.read_text())
     first = sorted(meta[META_KEY][item])[0]
     meta[META_KEY][item][first] = "0" * 64
-    meta_file.write_text(json.dumps(meta))
+    meta_file.write_text(json.dumps(signed_meta(meta)))  # the meta's own checksum re-made to match
 
 
 def assert_one_line(error: pytest.ExceptionInfo[ckpt.CheckpointError], *phrases: str) -> None:
@@ -85,6 +85,22 @@ def test_saves_carry_a_digest_of_every_array(two_steps: Path, compiled: Compiled
     assert set(digests) == {"state", "policy"}
     assert len(digests["policy"]) == len(jax.tree.leaves(compiled.fresh().params))
     assert all(len(d) == 64 for d in digests["state"].values())
+    assert meta[META_DIGEST_KEY] == meta_digest(meta)  # and one of the meta itself
+
+
+def test_a_changed_meta_value_is_refused_and_resume_sets_its_step_aside(
+    run_copy: Path, compiled: Compiled
+) -> None:
+    """A meta value changed on disk (here the update counter, as a flipped digit would) is refused
+    with one line, never read as another run's settings; ``--resume`` sets that step aside."""
+    meta_file = run_copy / "2" / "meta" / "metadata"
+    meta_file.write_text(meta_file.read_text().replace('"update": 2', '"update": 7'))
+    with pytest.raises(ckpt.CheckpointError) as error:
+        ckpt.load_policy(run_copy)
+    assert_one_line(error, str(run_copy / "2"), "meta does not match the checksum")
+    lines: list[str] = []
+    state = restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
+    assert int(state.update) == 1 and (run_copy / "damaged-2").is_dir(), lines
 
 
 def test_a_file_is_not_a_checkpoint(tmp_path: Path) -> None:
