@@ -50,14 +50,18 @@ def module_after_dash_m(argv: list[str]) -> str | None:
     """The module a Python command line (``sys.orig_argv``) runs with ``-m``, else ``None``."""
     rest = iter(argv[1:])
     for arg in rest:
-        if arg == "-m":
-            return next(rest, None)
-        if arg.startswith("-m"):
-            return arg[2:]
-        if arg in ("-X", "-W"):  # options whose value is the next argument
-            next(rest, None)
-        elif arg == "-c" or arg == "-" or not arg.startswith("-"):  # a command, stdin or a script
+        if arg.startswith("--") and arg != "--":
+            continue  # a long option (the value of one that takes a value reads as a script: None)
+        if arg in ("-", "--") or not arg.startswith("-"):  # stdin or a script
             return None
+        for index, letter in enumerate(arg[1:], start=1):  # a cluster of short options, e.g. -Im
+            if letter in "mcWX":  # each takes a value: the rest of the cluster or the next argument
+                value = arg[index + 1 :] or next(rest, None)
+                if letter == "m":
+                    return value
+                if letter == "c":
+                    return None
+                break
     return None
 
 

@@ -47,6 +47,9 @@ def test_a_command_is_known_by_its_module_or_script(
         (["python", "-X", "dev", "-W", "error", "-mbenchmarks.oracle_bounds"], "benchmarks.oracle_bounds"),
         (["python", "-u", "train.py", "-m", "x"], None),  # a script's own arguments
         (["python", "-c", "pass", "-m", "x"], None),
+        (["python", "-Im", "slamorl_jax.env.feasibility"], "slamorl_jax.env.feasibility"),  # -I -m
+        (["python", "-Wmodule", "-m", "benchmarks.oracle_bounds"], "benchmarks.oracle_bounds"),
+        (["python", "--check-hash-based-pycs", "never", "-m", "x"], None),  # its value reads as a script
         (["python"], None),
     ],
 )
