@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
+from absl import logging as absl_logging
 
 from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.networks import ActorCritic, init_params
@@ -55,6 +56,11 @@ ITEMS = ("state", "policy", "meta")
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, partial or incompatible (the message says which and where)."""
+
+
+class IncompatibleCheckpointError(CheckpointError):
+    """An item whose stored arrays have other shapes or types than the ones asked for: not damage (the
+    data may be intact) but another program's layout, e.g. another JAX PRNG implementation."""
 
 
 def make_manager(directory: str | Path, keep: int = 3) -> ocp.CheckpointManager:
@@ -153,6 +159,13 @@ def _path(path: str | Path) -> Path:
         raise CheckpointError(f"bad checkpoint path {path!r}: {err}") from None
 
 
+def checkpoint_step_dir(path: str | Path) -> Path:
+    """The absolute step folder a checkpoint path (a run's checkpoint folder: its latest step; or a
+    step folder) names (:class:`CheckpointError` if none)."""
+    root, step = _step_dir_and_root(_path(path))
+    return root / str(step)
+
+
 def run_root(directory: str | Path) -> Path:
     """``directory`` made absolute, checked to be a run directory with a complete step."""
     root = _path(directory)
@@ -240,10 +253,37 @@ def _short(error: BaseException) -> str:
     return line if len(line) <= 240 else line[:237] + "..."
 
 
+def _array_layout(tree: Any) -> list[tuple[tuple[int, ...], str]]:
+    """The sorted (shape, dtype) of every array of ``tree`` (arrays, shape structs or orbax metadata)."""
+    return sorted((tuple(leaf.shape), np.dtype(leaf.dtype).str) for leaf in jax.tree.leaves(tree))
+
+
+def _check_stored_layout(where: Path, item: str, abstract: Any, what: str) -> None:
+    """Raise :class:`IncompatibleCheckpointError` when ``item``'s stored arrays (orbax's metadata) differ in
+    shape or type from ``abstract``'s; metadata that cannot be read is left to the restore to report."""
+    verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)  # orbax warns that a step's item has no step metadata
+    try:
+        with ocp.StandardCheckpointer() as checkpointer:
+            stored = checkpointer.metadata(where / item)
+        stored_layout = _array_layout(getattr(stored, "item_metadata", stored))
+    except Exception:  # damaged or unreadable metadata: the restore itself says so
+        silence_abandoned_restores()
+        return
+    finally:
+        absl_logging.set_verbosity(verbosity)
+    if stored_layout != _array_layout(abstract):
+        raise IncompatibleCheckpointError(
+            f"cannot restore {what} from {where}: its arrays have other shapes or types than this "
+            "program's (another JAX PRNG implementation, network or batch size?)"
+        )
+
+
 def _restore_item(meta: dict[str, Any], root: Path, step: int, item: str, abstract: Any, what: str) -> Any:
     """Restore ``item`` of ``step`` onto ``abstract`` and check it against the digests in ``meta``."""
     manager = make_manager(root)
     where = root / str(step)
+    _check_stored_layout(where, item, abstract, what)
     try:
         restored = manager.restore(
             step, args=ocp.args.Composite(**{item: ocp.args.StandardRestore(abstract)})

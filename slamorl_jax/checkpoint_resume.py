@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from slamorl_jax.agent.trainer import TrainState
-from slamorl_jax.checkpoint import CheckpointError, complete_steps, read_meta, restore_state, run_root
+from slamorl_jax.checkpoint import (
+    CheckpointError,
+    IncompatibleCheckpointError,
+    complete_steps,
+    read_meta,
+    restore_state,
+    run_root,
+)
 
 
 def newest_readable_meta(directory: str | Path) -> dict[str, Any]:
@@ -47,12 +54,15 @@ def restore_newest_intact(
     """The training state of the newest step of ``directory`` that restores and checks out.
 
     Each newer damaged step is set aside (:func:`set_aside`) with one ``report`` line saying so;
-    :class:`CheckpointError` when no step is intact.
+    :class:`CheckpointError` when no step is intact. A step whose arrays have another layout than
+    ``template``'s (:class:`IncompatibleCheckpointError`) is not damage: it stops the walk, nothing set aside.
     """
     root = run_root(directory)  # a missing or empty directory is an error of its own
     for step in reversed(complete_steps(root)):
         try:
             return restore_state(root / str(step), template)
+        except IncompatibleCheckpointError as err:  # intact data of another layout: nothing is set aside
+            raise IncompatibleCheckpointError(f"--resume: {err}; no checkpoint was set aside") from None
         except CheckpointError as err:
             moved = set_aside(root / str(step))
             report(f"{err}; set aside as {moved.name}, trying the previous checkpoint")

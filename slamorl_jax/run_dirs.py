@@ -78,7 +78,8 @@ def create_run_dirs(dirs: Iterable[tuple[str, Path]]) -> CreatedDirs:
         try:
             path.mkdir(parents=True, exist_ok=True)
         except (OSError, ValueError) as err:
-            remove_created(created)
+            # mkdir may have made some of the missing parents before it failed: they go too if empty
+            remove_created(CreatedDirs(created.own, [*created.parents, *(p for p in new if path_exists(p))]))
             raise RunDirError(
                 f"{flag} {str(path)!r} cannot be created: {getattr(err, 'strerror', None) or err}"
             ) from None
@@ -168,3 +169,20 @@ def unlock_run_dir(fd: int | None) -> None:
     if fd is not None and fd >= 0:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def claim_new_folder(base: Path) -> tuple[Path, CreatedDirs]:
+    """Create a folder named ``base`` (``base-2``, ``base-3``, ... when taken) atomically, so that
+    commands started in the same second never share a default folder; the folder and what was
+    created (for :func:`remove_created`)."""
+    parents = _missing_ancestors(base.parent)
+    base.parent.mkdir(parents=True, exist_ok=True)
+    suffix = 1
+    while True:
+        folder = base if suffix == 1 else base.with_name(f"{base.name}-{suffix}")
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            suffix += 1
+            continue
+        return folder, CreatedDirs([folder], parents)

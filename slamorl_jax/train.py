@@ -325,12 +325,19 @@ def parse_flags(argv: list[str]) -> list[str]:
     return argv  # unreachable
 
 
-def resolve_paths() -> tuple[Path, Path, str, str]:
-    """Checkpoint and log directories from the flags, and the flag each comes from.
+def default_run_dir_needed() -> bool:
+    """Whether a new run's folders come from the default run folder (no ``--run_dir``, and not both
+    of ``--checkpoint_dir`` and ``--log_dir``)."""
+    return not (FLAGS.run_dir or FLAGS.resume or (FLAGS.checkpoint_dir and FLAGS.log_dir))
+
+
+def resolve_paths(default_run_dir: Path | None = None) -> tuple[Path, Path, str, str]:
+    """Checkpoint and log directories from the flags, and the flag each comes from;
+    ``default_run_dir`` (else ``runs/<date-time>``) stands in for an unset ``--run_dir``.
 
     A resumed run given only ``--checkpoint_dir=<run>/checkpoints`` keeps its logs in ``<run>/logs``,
     so its metrics stay in one folder."""
-    run_dir = Path(FLAGS.run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
+    run_dir = Path(FLAGS.run_dir or default_run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
     if FLAGS.resume and not FLAGS.run_dir and Path(FLAGS.checkpoint_dir).name == "checkpoints":
         run_dir = Path(FLAGS.checkpoint_dir).parent
     checkpoint_dir = Path(FLAGS.checkpoint_dir) if FLAGS.checkpoint_dir else run_dir / "checkpoints"
@@ -348,20 +355,26 @@ def resolve_paths() -> tuple[Path, Path, str, str]:
 def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
     """The validated config and multi-process settings of the command line (``fail`` with one line
     on any bad value)."""
-    from slamorl_jax.warm_start import check_init_from  # loads JAX: only once the flags parsed
+    from slamorl_jax.checkpoint import checkpoint_step_dir  # loads JAX: only once the flags parsed
+    from slamorl_jax.warm_start import check_init_from
 
     try:
         train_checks.check_no_positional(argv)
         config = config_from_flags()
         train_checks.check_finite(config)
-        validate_config(config)
-        train_checks.check_sizes(config)
-        if not FLAGS.resume:  # a resumed run keeps its checkpoint's budget
+        if not FLAGS.resume:  # a resumed run keeps its checkpoint's (checked) config and budget; a
+            # flag given with --resume must equal it (training_loop.resolve_config), so the flags'
+            # defaults are never checked against the ones given
+            validate_config(config)
+            train_checks.check_sizes(config)
             train_checks.check_budget(config)
         check_run_flags()
         if config.init_from is not None and not FLAGS.resume:
             absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every restore at INFO
             check_init_from(config)
+            # Recorded as the step folder it loads (the typed path is relative to where the command
+            # ran, and a run folder's latest step moves on as that run trains).
+            config = dataclasses.replace(config, init_from=str(checkpoint_step_dir(config.init_from)))
         distributed = distributed_options()
         if FLAGS.compilation_cache_dir:
             run_dirs.check_dir("--compilation_cache_dir", Path(FLAGS.compilation_cache_dir))
@@ -373,16 +386,27 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
 def main(argv: list[str]) -> None:
     """Validate everything, then hand over to :func:`slamorl_jax.training_loop.run_training`."""
     config, distributed = validated_config(argv)
-    checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths()
+    claimed = run_dirs.CreatedDirs([], [])
+    default_run_dir = None
+    if default_run_dir_needed():  # runs started in the same second get folders of their own
+        try:
+            default_run_dir, claimed = run_dirs.claim_new_folder(
+                Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+            )
+        except OSError as err:
+            fail(f"cannot create the run's folder in {str(Path('runs').absolute())!r}: {err.strerror or err}")
+    checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths(default_run_dir)
     if FLAGS.resume:
         try:
             run_dirs.check_dir(checkpoint_flag, checkpoint_dir, must_exist=True)
         except run_dirs.RunDirError as err:
             fail(f"--resume: no run to continue: {err} (pass the run's --run_dir or --checkpoint_dir)")
     try:
-        created = run_dirs.create_run_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])
+        made = run_dirs.create_run_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])
     except run_dirs.RunDirError as err:
+        run_dirs.remove_created(claimed)
         fail(str(err))
+    created = run_dirs.CreatedDirs([*claimed.own, *made.own], [*claimed.parents, *made.parents])
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
     owns_dirs = [True]  # in a multi-process run only process 0 removes the shared folders
     # One run at a time per checkpoint folder (the processes of one --distributed run share it).
@@ -410,7 +434,7 @@ def main(argv: list[str]) -> None:
             from slamorl_jax.checkpoint import CheckpointError
             from slamorl_jax.distributed import join
             from slamorl_jax.sharding import check_divisible
-            from slamorl_jax.training_loop import RunOptions, run_training
+            from slamorl_jax.training_loop import SAVED_RUN_OPTIONS, RunOptions, run_training
 
             try:
                 if distributed.enabled:
@@ -429,6 +453,7 @@ def main(argv: list[str]) -> None:
                 eval_episodes=FLAGS.eval_episodes,
                 progress=FLAGS.progress,
                 explicit_flags=tuple(name for name in CONFIG_FLAGS if FLAGS[name].present),
+                explicit_run_options=tuple(name for name in SAVED_RUN_OPTIONS if FLAGS[name].present),
             )
             try:
                 code = run_training(config, options)

@@ -26,12 +26,21 @@ def check_no_positional(argv: list[str]) -> None:
         )
 
 
+#: The largest float32: a setting beyond it becomes ``inf`` in the learner's arithmetic.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 def check_finite(config: TrainConfig) -> None:
-    """Every floating-point setting is a finite number (``inf`` passes ``>= 0`` checks)."""
+    """Every floating-point setting is a finite number that float32, in which the learner computes,
+    can hold (``inf`` passes ``>= 0`` checks; 1e39 becomes ``inf`` there)."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"--{field.name} must be a finite number, got {value}")
+        values = value if isinstance(value, tuple) else (value,)
+        for number in values:
+            if isinstance(number, float) and not (math.isfinite(number) and abs(number) <= FLOAT32_MAX):
+                raise ValueError(
+                    f"--{field.name} must be a finite number within float32's range, got {value}"
+                )
 
 
 def check_sizes(config: TrainConfig) -> None:

@@ -30,7 +30,7 @@ from slamorl_jax.distributed import any_process, is_primary
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
 from slamorl_jax.run_logging import SUMMARY_FILE, MetricsLogger, run_log_files
-from slamorl_jax.sharding import env_mesh
+from slamorl_jax.sharding import check_divisible, env_mesh
 from slamorl_jax.train_checks import budget_note
 from slamorl_jax.warm_start import warm_start
 
@@ -50,6 +50,35 @@ class RunOptions:
     eval_episodes: int = 1024
     progress: bool = True
     explicit_flags: tuple[str, ...] = ()
+    #: Which of :data:`SAVED_RUN_OPTIONS` the command line gave: a resumed run keeps its own others.
+    explicit_run_options: tuple[str, ...] = ()
+
+
+#: The run options a checkpoint records (``meta["run_options"]``) and ``--resume`` keeps unless given.
+SAVED_RUN_OPTIONS = ("save_interval", "keep", "eval_episodes")
+
+
+def saved_run_options(options: RunOptions) -> dict[str, Any]:
+    """The ``extra`` a checkpoint's ``meta`` records of ``options``."""
+    return {"run_options": {name: getattr(options, name) for name in SAVED_RUN_OPTIONS}}
+
+
+def resumed_options(options: RunOptions, meta: dict[str, Any], steps_held: int) -> RunOptions:
+    """``options`` for resuming the run whose newest ``meta`` is given: each of
+    :data:`SAVED_RUN_OPTIONS` the command line left out is the run's own. A run saved before they
+    were recorded keeps at least the ``steps_held`` checkpoints it holds (``--keep`` would delete the
+    others at its next save)."""
+    stored = meta.get("run_options")
+    stored = stored if isinstance(stored, dict) else {}
+    changes: dict[str, int] = {}
+    for name in SAVED_RUN_OPTIONS:
+        value = stored.get(name)
+        lowest = 0 if name == "eval_episodes" else 1
+        if name not in options.explicit_run_options and type(value) is int and value >= lowest:
+            changes[name] = value
+    if "keep" not in options.explicit_run_options and "keep" not in changes:
+        changes["keep"] = max(options.keep, steps_held)
+    return dataclasses.replace(options, **changes)
 
 
 class StopRequest:
@@ -96,8 +125,17 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
             raise ckpt.CheckpointError(
                 f"{options.log_dir} already holds a run's logs ({shown}); pass --resume to continue that "
                 "run or choose another --log_dir"
+                if ckpt.has_checkpoint(Path(options.log_dir).parent / "checkpoints")
+                else f"{options.log_dir} already holds run logs ({shown}) and no run's checkpoint beside "
+                "them, so --resume has nothing to continue: remove them to start again there, or choose "
+                "another --log_dir or --run_dir"
             )
         return config
+    if not ckpt.has_checkpoint(options.checkpoint_dir) and run_log_files(options.log_dir):
+        raise ckpt.CheckpointError(
+            f"--resume: the run in {options.checkpoint_dir} saved no checkpoint before it stopped, so "
+            f"there is nothing to continue: remove its logs in {options.log_dir} and start it again"
+        )
     meta = newest_readable_meta(options.checkpoint_dir)
     ckpt.check_resumable(meta, options.checkpoint_dir)
     stored = TrainConfig.from_dict(meta["config"])
@@ -121,6 +159,13 @@ def diverged_message(update: int, last_saved: int, checkpoint_dir: Path) -> str:
 def run_training(config: TrainConfig, options: RunOptions) -> int:
     """Train (or resume) per ``options``; returns the process exit code."""
     config = resolve_config(config, options)
+    if options.resume:
+        meta = newest_readable_meta(options.checkpoint_dir)
+        options = resumed_options(options, meta, len(ckpt.complete_steps(Path(options.checkpoint_dir))))
+        try:
+            check_divisible(config.num_envs, jax.device_count())  # the run's, not the flags' count
+        except ValueError as err:
+            raise ckpt.CheckpointError(f"--resume: the run's {err}") from None
     primary = is_primary()
     say = print_error if primary else _quiet
     note = budget_note(config)
@@ -187,18 +232,18 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
             steps_this_run = (update - first_chunk * config.updates_per_chunk) * config.batch_size
             logger.log(update, metrics, steps_per_s=steps_this_run / max(train_s, 1e-9))
             if update - last_saved >= options.save_interval:
-                last_saved = ckpt.save(manager, state, config)
+                last_saved = ckpt.save(manager, state, config, saved_run_options(options))
             # Every process stops after the same chunk (each saves its share of the checkpoint), even
             # when the signal reaches them between different chunks.
             if any_process(stop.signum is not None):
                 if update != last_saved:
-                    last_saved = ckpt.save(manager, state, config)
+                    last_saved = ckpt.save(manager, state, config, saved_run_options(options))
                 signum = stop.signum or signal.SIGTERM
                 name = signal.Signals(signum).name
                 logger.message(f"{name}: saved checkpoint at update {update} in {options.checkpoint_dir}")
                 return 128 + signum
         if int(state.update) != last_saved:
-            last_saved = ckpt.save(manager, state, config)
+            last_saved = ckpt.save(manager, state, config, saved_run_options(options))
     env_steps = (int(state.update) - first_chunk * config.updates_per_chunk) * config.batch_size
     summary: dict[str, Any] = {
         "config": dataclasses.asdict(config),

@@ -174,6 +174,22 @@ def test_resume_sets_a_damaged_newest_step_aside(run_copy: Path, compiled: Compi
         restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
 
 
+def test_resume_sets_nothing_aside_for_a_state_of_another_layout(run_copy: Path, compiled: Compiled) -> None:
+    """Intact steps whose arrays have other shapes than the template's (another PRNG implementation's
+    keys, another network) are not damage: ``--resume`` refuses them in one line and renames none
+    (each used to be set aside as ``damaged-<step>``, after which nothing resumed)."""
+    fresh = compiled.fresh()
+    leaves, treedef = jax.tree.flatten(fresh.params)
+    leaves[0] = jnp.zeros((leaves[0].shape[0] + 1, *leaves[0].shape[1:]), leaves[0].dtype)
+    other = fresh.replace(params=jax.tree.unflatten(treedef, leaves))
+    lines: list[str] = []
+    with pytest.raises(ckpt.IncompatibleCheckpointError) as error:
+        restore_newest_intact(run_copy, other, report=lines.append)
+    assert_one_line(error, "other shapes or types", "no checkpoint was set aside")
+    assert ckpt.complete_steps(run_copy) == [1, 2] and not lines
+    assert int(restore_newest_intact(run_copy, fresh, report=lines.append).update) == 2
+
+
 @pytest.mark.slow  # trains TINY twice (about 7 s warm); the fallback itself is tested above
 def test_a_resumed_run_continues_past_a_damaged_step(
     compiled: Compiled, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -69,9 +69,12 @@ def test_the_cli_records_init_from(source: Path, workdir: Path, capsys: pytest.C
     meta = json.loads(
         (workdir / "run" / "checkpoints" / str(ONE_CHUNK.num_updates) / "meta" / "metadata").read_text()
     )
-    assert meta["config"]["init_from"] == str(source)
+    # Recorded as the step folder it loaded, absolute (not as typed: a run folder's latest step moves on).
+    assert (
+        meta["config"]["init_from"] == str(ckpt.checkpoint_step_dir(source)) == str(source.absolute() / "0")
+    )
     summary = json.loads((workdir / "run" / "logs" / "summary.json").read_text())
-    assert summary["config"]["init_from"] == str(source)
+    assert summary["config"]["init_from"] == str(ckpt.checkpoint_step_dir(source))
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,75 @@
+"""What a training run keeps between its start and ``--resume`` besides its config, and how its
+folders and bad settings are handled before anything trains (no training here)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from learner_fixtures import TINY
+
+from slamorl_jax import checkpoint as ckpt
+from slamorl_jax import run_dirs, train_checks
+from slamorl_jax.training_loop import RunOptions, resolve_config, resumed_options, saved_run_options
+
+OPTIONS = RunOptions(
+    checkpoint_dir=Path("c"), log_dir=Path("l"), save_interval=100, keep=3, eval_episodes=1024
+)
+
+
+def test_a_resumed_run_keeps_its_own_run_options_unless_given() -> None:
+    """``--keep=50 --save_interval=2 --eval_episodes=0`` at the start used to become 3, 100 and 1,024
+    on ``--resume``, whose first save then deleted 47 of the run's checkpoints."""
+    started = RunOptions(
+        checkpoint_dir=Path("c"), log_dir=Path("l"), save_interval=2, keep=50, eval_episodes=0
+    )
+    meta = saved_run_options(started)
+    resumed = resumed_options(OPTIONS, meta, steps_held=10)
+    assert (resumed.save_interval, resumed.keep, resumed.eval_episodes) == (2, 50, 0)
+    given = dataclasses.replace(OPTIONS, keep=5, explicit_run_options=("keep",))
+    assert resumed_options(given, meta, steps_held=10).keep == 5  # a flag given wins
+
+
+def test_a_run_saved_before_its_options_were_recorded_keeps_what_it_holds() -> None:
+    resumed = resumed_options(OPTIONS, {"update": 20}, steps_held=10)
+    assert resumed.keep == 10 and resumed.save_interval == 100  # no step is deleted by a default
+    assert resumed_options(OPTIONS, {"run_options": {"keep": True, "save_interval": -1}}, 2).keep == 3
+
+
+def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path: Path) -> None:
+    base = tmp_path / "runs" / "20261204-120000"
+    first, made = run_dirs.claim_new_folder(base)
+    second, _ = run_dirs.claim_new_folder(base)
+    assert first == base and second == base.with_name("20261204-120000-2") and second.is_dir()
+    assert made.own == [base] and made.parents == [tmp_path / "runs"]
+    run_dirs.remove_created(made)
+    assert not base.exists() and (tmp_path / "runs").is_dir()  # the other run's folder stays
+
+
+def test_a_folder_that_cannot_be_made_leaves_none_of_its_new_parents(tmp_path: Path) -> None:
+    too_long = tmp_path / "new" / ("a" * 300)
+    with pytest.raises(run_dirs.RunDirError, match="cannot be created"):
+        run_dirs.create_run_dirs([("--checkpoint_dir", too_long)])
+    assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("field", ["entropy_coef", "value_coef", "learning_rate"])
+def test_settings_beyond_float32_are_refused(field: str) -> None:
+    """1e39 passed the finiteness check as a Python float and became ``inf`` in the learner (exit 3
+    after compiling instead of one line and exit 2)."""
+    with pytest.raises(ValueError, match=f"--{field} must be a finite number within float32's range"):
+        train_checks.check_finite(dataclasses.replace(TINY, **{field: 1e39}))
+
+
+def test_logs_of_a_run_that_saved_no_checkpoint_are_not_told_to_resume(tmp_path: Path) -> None:
+    """A run killed before its first save: starting it again was told to ``--resume``, and
+    ``--resume`` then found no checkpoint; each now says what to do."""
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "metrics.jsonl").write_text("{}\n")
+    options = RunOptions(checkpoint_dir=tmp_path / "checkpoints", log_dir=tmp_path / "logs")
+    with pytest.raises(ckpt.CheckpointError, match=r"no run's checkpoint beside them.*remove them"):
+        resolve_config(TINY, options)
+    with pytest.raises(ckpt.CheckpointError, match="saved no checkpoint before it stopped"):
+        resolve_config(TINY, dataclasses.replace(options, resume=True))
