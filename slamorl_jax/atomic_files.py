@@ -15,19 +15,38 @@ from pathlib import Path
 from slamorl_jax.cli_args import cleanup_on_interrupt
 
 
+def temporary_beside(path: str | Path) -> Path:
+    """A new empty file in ``path``'s folder, named to be hidden and recognisable beside it, for
+    writing what will replace ``path`` (the folder must exist)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    return Path(tmp)
+
+
+def stage_text(path: str | Path, text: str) -> Path:
+    """``text`` (UTF-8) written whole and flushed to disk in a :func:`temporary_beside` ``path``; the
+    temporary file, for ``os.replace`` onto ``path`` (removed again if the write fails)."""
+    tmp = temporary_beside(path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
 def write_text_atomically(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` whole or not at all (module docstring). The folder must
     exist: a mistyped path makes no new folders."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    remove_tmp = partial(Path(tmp).unlink, missing_ok=True)
+    tmp = stage_text(path, text)
+    remove_tmp = partial(tmp.unlink, missing_ok=True)
     try:
         with cleanup_on_interrupt(remove_tmp):
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, 0o644)
             os.replace(tmp, path)
     except BaseException:
         remove_tmp()

@@ -291,7 +291,10 @@ def _restore_item(meta: dict[str, Any], root: Path, step: int, item: str, abstra
     except Exception as err:  # orbax raises many types for partial, damaged or mismatched trees
         silence_abandoned_restores()
         raise CheckpointError(f"cannot restore {what} from {where}: {_short(err)}") from None
-    expected = meta.get(META_KEY, {}).get(item) if isinstance(meta.get(META_KEY), dict) else None
+    digests = meta.get(META_KEY)
+    expected = digests.get(item) if isinstance(digests, dict) else None
+    if isinstance(digests, dict) and expected is None:  # digests saved, but none of this item's
+        raise CheckpointError(f"checkpoint {where} is damaged: its meta holds no checksums of its {item}")
     if expected is not None:
         bad = first_mismatch(restored, expected)
         if bad is not None:
@@ -426,7 +429,9 @@ def export_policy(source: str | Path, destination: str | Path) -> Path:
     state): enough for :func:`load_policy`, not for ``--resume``. Returns the new step directory.
     """
     policy = load_policy(source)
-    meta, _, _ = read_meta(source)
+    # The meta of the step loaded, not the run's latest again: a run still training may have saved
+    # another step since, whose config and counters would be paired with these parameters.
+    meta, _, _ = read_meta(checkpoint_step_dir(source).parent / str(policy.step))
     return _save_policy_only(destination, policy.params, meta, policy.step)
 
 

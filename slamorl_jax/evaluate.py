@@ -56,7 +56,16 @@ def scenario_list(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(
             f"unknown scenario(s) {', '.join(unknown) or text!r}; choose from: {', '.join(SCENARIOS)}"
         )
+    if twice := sorted({n for n in names if names.count(n) > 1}):
+        raise argparse.ArgumentTypeError(f"scenario {twice[0]!r} given twice")
     return names
+
+
+def out_dir_path(text: str) -> Path:
+    """``argparse`` type: a folder path; empty (which would read as the current folder) is refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a folder (it was empty)")
+    return Path(text)
 
 
 def front_points(text: str) -> int:
@@ -123,7 +132,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--front_scenario", choices=SCENARIOS, default="balanced", help="jobs of the preference front"
     )
     parser.add_argument(
-        "--out_dir", type=Path, default=None, help="output directory (default: runs/eval-<date-time>)"
+        "--out_dir", type=out_dir_path, default=None, help="output directory (default: runs/eval-<date-time>)"
     )
     parser.add_argument(
         "--plots",
@@ -142,8 +151,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--compilation_cache_dir", default=DEFAULT_CACHE_DIR, help="JAX compilation cache ('' disables)"
     )
     args = parser.parse_args(argv)
-    args.out_dir = args.out_dir or Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S")
-    check_out_dir(args.out_dir, args.overwrite)
+    if args.out_dir is not None:  # the default is a new folder, claimed when the results are written
+        check_out_dir(args.out_dir, args.overwrite)
     if args.compilation_cache_dir:
         try:
             run_dirs.check_dir("--compilation_cache_dir", Path(args.compilation_cache_dir))
@@ -182,7 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         policy = load_policy(args.checkpoint)
         compare = {name: load_policy(path) for name, path in args.compare.items()}
-    except CheckpointError as err:
+        for loaded in (policy, *compare.values()):
+            _ = loaded.env_params  # a config that loads but builds no env: one line here, not later
+    except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
     history = history_start(args.history, policy)
     config = SuiteConfig(
@@ -199,18 +210,28 @@ def main(argv: list[str] | None = None) -> int:
             print(f"evaluating {message}", file=sys.stderr, flush=True)
 
     try:
-        created = run_dirs.create_run_dirs([("--out_dir", args.out_dir)])
+        if args.out_dir is None:  # evaluations started in the same second get folders of their own
+            args.out_dir, created = run_dirs.claim_new_folder(
+                Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S")
+            )
+        else:
+            created = run_dirs.create_run_dirs([("--out_dir", args.out_dir)])
     except run_dirs.RunDirError as err:
         fail(str(err), PROG)
-    # Nothing of an interrupted or failed evaluation stays: the new directory, or new output files.
+    except OSError as err:
+        fail(
+            f"cannot create the output folder in {str(Path('runs').absolute())!r}: {err.strerror or err}",
+            PROG,
+        )
+    # Nothing of an interrupted or failed evaluation stays: its outputs appear all at once at the end
+    # (``write_outputs``), and the folders it made go if nothing else was written into them since
+    # (another evaluation into the same --out_dir, whose results stay).
     new_files = [args.out_dir / name for name in OUTPUT_NAMES if not (args.out_dir / name).exists()]
     done = False
 
     def remove_partial() -> None:
         if not done:
-            run_dirs.remove_created(created)
-            for path in new_files:
-                path.unlink(missing_ok=True)
+            run_dirs.remove_created(created, only_empty=True)
 
     with cleanup_on_interrupt(remove_partial):
         try:
@@ -220,6 +241,14 @@ def main(argv: list[str] | None = None) -> int:
                 compare={name: str(path) for name, path in args.compare.items()},
                 history=args.history,
             )
+            # Another evaluation may have written into --out_dir while this one ran: never replaced
+            # without --overwrite, and never removed by this one's clean-up.
+            if not args.overwrite and (taken := [p for p in new_files if p.exists()]):
+                fail(
+                    f"--out_dir {str(args.out_dir)!r} received {taken[0].name} from another evaluation while "
+                    "this one ran; pass --overwrite to replace it, or another --out_dir",
+                    PROG,
+                )
             written = write_outputs(args.out_dir, payload, args.plots)
             done = True
         finally:

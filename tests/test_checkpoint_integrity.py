@@ -212,3 +212,27 @@ def test_a_resumed_run_continues_past_a_damaged_step(
     err = capsys.readouterr().err
     assert f"damaged-{last}" in err and "trying the previous checkpoint" in err, err
     assert ckpt.load_policy(options.checkpoint_dir).step == last
+
+
+def test_digests_without_the_policys_are_refused_not_loaded_unchecked(run_copy: Path) -> None:
+    """Meta whose digests name the state's arrays only: the policy loaded unchecked, so damaged
+    parameters read as other numbers. Only a checkpoint with no digests at all (older) loads so."""
+    meta_file = run_copy / "2" / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    meta[META_KEY] = {"state": meta[META_KEY]["state"]}
+    meta_file.write_text(json.dumps(signed_meta(meta)))
+    with pytest.raises(ckpt.CheckpointError) as error:
+        ckpt.load_policy(run_copy)
+    assert_one_line(error, "holds no checksums of its policy")
+
+
+def test_an_export_pairs_the_parameters_with_their_own_steps_meta(
+    run_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that saves step 2 between the export's loading step 1 and reading the meta: the copy
+    held step 1's parameters with step 2's config and counters (and fresh digests hid it)."""
+    load = ckpt.load_policy
+    monkeypatch.setattr(ckpt, "load_policy", lambda source: load(Path(source) / "1"))
+    exported = ckpt.export_policy(run_copy, tmp_path / "exported")
+    meta, _, step = ckpt.read_meta(exported)
+    assert step == 1 and meta["update"] == 1

@@ -6,8 +6,11 @@ import csv
 import io
 import json
 import math
+import os
 from pathlib import Path
+from typing import Any
 
+from slamorl_jax.atomic_files import stage_text, temporary_beside
 from slamorl_jax.evaluation.headline import COST_SCENARIO, TIME_SCENARIO
 
 ORACLE = "best_static_oracle"
@@ -257,47 +260,70 @@ def to_csv(payload: dict) -> str:
 
 
 def write_outputs(out_dir: Path, payload: dict, plots: bool) -> list[Path]:
-    """Write ``evaluation.{json,md,csv}`` (and PNG plots when asked) into ``out_dir``; the paths."""
+    """Write ``evaluation.{json,md,csv}`` (and PNG plots when asked) into ``out_dir``; the paths.
+
+    Every file is written to a temporary file beside it first, and all replace their targets only
+    once all are written: a failure (a full disk, a file-size limit) leaves an earlier evaluation's
+    files as they were, never cut short or mixed with this one's."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in (
-        ("evaluation.json", json.dumps(payload, indent=2, sort_keys=True) + "\n"),
-        ("evaluation.md", to_markdown(payload)),
-        ("evaluation.csv", to_csv(payload)),
-    ):
-        path = out_dir / name
-        path.write_text(text)
-        written.append(path)
-    if plots:
-        written += write_plots(out_dir, payload)
-    return written
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, text in (
+            ("evaluation.json", json.dumps(payload, indent=2, sort_keys=True) + "\n"),
+            ("evaluation.md", to_markdown(payload)),
+            ("evaluation.csv", to_csv(payload)),
+        ):
+            staged.append((stage_text(out_dir / name, text), out_dir / name))
+        if plots:
+            staged += stage_plots(out_dir, payload)
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+    return [path for _, path in staged]
 
 
-def write_plots(out_dir: Path, payload: dict) -> list[Path]:
-    """``scenarios.png`` (time and cost per method and scenario) and ``front.png`` (the front)."""
+#: Markers that, with ten colours each, tell up to 60 methods apart on one plot.
+MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def method_style(index: int) -> dict[str, str]:
+    """A colour and marker that none other of the first 60 methods shares."""
+    return {"color": f"C{index % 10}", "marker": MARKERS[(index // 10) % len(MARKERS)]}
+
+
+def stage_plots(out_dir: Path, payload: dict) -> list[tuple[Path, Path]]:
+    """``scenarios.png`` (time and cost per method and scenario) and ``front.png`` (the front),
+    each written to a temporary file beside it: ``(temporary, target)`` pairs."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    written = []
+    staged: list[tuple[Path, Path]] = []
+
+    def stage(fig: Any, name: str) -> None:
+        tmp = temporary_beside(out_dir / name)
+        staged.append((tmp, out_dir / name))
+        fig.savefig(tmp, dpi=120, format="png", bbox_inches="tight")
+        plt.close(fig)
+
     summaries = payload["summaries"]
     scenarios = list(summaries)
     fig, axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 4), squeeze=False)
     for ax, scenario in zip(axes[0], scenarios, strict=True):
-        for name, r in summaries[scenario].items():
-            ax.scatter(r["time_vs_request"], r["cost_vs_request"], label=name)
+        for index, (name, r) in enumerate(summaries[scenario].items()):
+            ax.scatter(r["time_vs_request"], r["cost_vs_request"], label=name, **method_style(index))
         ax.set_title(scenario)
         ax.set_xlabel("time / request")
         ax.set_ylabel("cost / request")
         ax.set_xscale("log")
         ax.set_yscale("log")
-    axes[0][-1].legend(fontsize="small")
+    # Outside the axes: inside, the legend of 13-15 methods hid some of their points.
+    axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.tight_layout()
-    path = out_dir / "scenarios.png"
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    written.append(path)
+    stage(fig, "scenarios.png")
 
     front = payload.get("front")
     if front:
@@ -314,8 +340,5 @@ def write_plots(out_dir: Path, payload: dict) -> list[Path]:
         ax.set_title(f"preference front ({front['scenario']})")
         ax.legend(fontsize="small")
         fig.tight_layout()
-        path = out_dir / "front.png"
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        written.append(path)
-    return written
+        stage(fig, "front.png")
+    return staged

@@ -1,0 +1,116 @@
+"""How ``evaluate`` writes its results: whole or not at all, never over or away another evaluation's,
+plots whose methods can be told apart (no evaluation runs here: the suite is replaced)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from slamorl_jax import evaluate
+from slamorl_jax.array_checksum import signed_meta
+from slamorl_jax.evaluation import report, suite
+
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
+
+
+def test_a_failed_write_leaves_the_earlier_results_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file-size limit hit while writing the CSV used to leave a JSON cut short beside the
+    earlier evaluation's Markdown and CSV; now nothing is replaced and no temporary file stays."""
+    for name in ("evaluation.json", "evaluation.md", "evaluation.csv"):
+        (tmp_path / name).write_text(f"earlier {name}\n")
+    monkeypatch.setattr(report, "to_markdown", lambda payload: "new markdown\n")
+
+    def full_disk(payload: dict) -> str:
+        raise OSError(27, "File too large")
+
+    monkeypatch.setattr(report, "to_csv", full_disk)
+    with pytest.raises(OSError, match="File too large"):
+        report.write_outputs(tmp_path, {"new": True}, plots=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "evaluation.csv",
+        "evaluation.json",
+        "evaluation.md",
+    ]
+    assert all(p.read_text() == f"earlier {p.name}\n" for p in tmp_path.iterdir())
+
+
+def test_sixty_methods_each_get_their_own_colour_and_marker() -> None:
+    """Every method was an ``o`` in a 10-colour cycle: a default run's 13-15 methods shared colours."""
+    styles = {tuple(sorted(report.method_style(i).items())) for i in range(60)}
+    assert len(styles) == 60
+
+
+def test_results_another_evaluation_wrote_meanwhile_are_neither_replaced_nor_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two evaluations into one ``--out_dir``: the one that finishes second used to replace the
+    other's results without ``--overwrite``, and one interrupted removed the folder with them."""
+    out = tmp_path / "out"
+
+    def other_evaluation_meanwhile(*args: object, **kwargs: object) -> tuple[dict, None]:
+        (out / "evaluation.json").write_text("the other evaluation's\n")
+        return {"config": {}}, None
+
+    monkeypatch.setattr(suite, "run_suite", other_evaluation_meanwhile)
+    argv = [f"--checkpoint={SHIPPED}", "--no-progress", "--compilation_cache_dir=", f"--out_dir={out}"]
+    with pytest.raises(SystemExit) as ended:
+        evaluate.main(argv)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and len(err.strip().splitlines()) == 1 and "--overwrite" in err, err
+    assert (out / "evaluation.json").read_text() == "the other evaluation's\n"
+
+    out = tmp_path / "second"  # one interrupted after the other wrote there: the other's stays
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        (out / "evaluation.json").write_text("the other evaluation's\n")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(suite, "run_suite", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate.main([*argv[:-1], f"--out_dir={out}"])
+    assert (out / "evaluation.json").read_text() == "the other evaluation's\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["--out_dir="], "--out_dir: must name a folder"),  # read as the current folder before
+        (["--scenarios=deadline-critical,deadline-critical"], "given twice"),  # ran twice before
+    ],
+)
+def test_an_empty_out_dir_and_a_scenario_twice_are_refused(
+    argv: list[str],
+    phrase: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as ended:
+        evaluate.main(argv)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and len(err.strip().splitlines()) == 1 and phrase in err, err
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_checkpoint_whose_config_builds_no_env_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its config loads but the env's params refuse a value: exit 1 ("unexpected ValueError") before."""
+    copy = Path(shutil.copytree(SHIPPED, tmp_path / "ck"))
+    meta_file = next(copy.glob("*/meta/metadata"))
+    meta = json.loads(meta_file.read_text())
+    meta["config"]["moves_leave_contention"] = "yes"
+    meta_file.write_text(json.dumps(signed_meta(meta)))
+    with pytest.raises(SystemExit) as ended:
+        evaluate.main([f"--checkpoint={copy}", "--no-progress", f"--out_dir={tmp_path / 'out'}"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and len(err.strip().splitlines()) == 1 and "moves_leave_contention" in err, (
+        err
+    )
+    assert not (tmp_path / "out").exists()
