@@ -156,6 +156,11 @@ BROKEN = {
     "unknown action set": (edit_meta(config_extra={"actions": "bogus"}), "config: --actions must be"),
     "config value of another type": (edit_meta(config_extra={"learning_rate": "x"}), "incompatible config"),
     "a preference that is not text": (edit_meta(config_extra={"preference": 5}), "incompatible config"),
+    # Types the checks after it assume: a float seed ended "unexpected TypeError" in the PRNG (exit 1).
+    "a seed that is not an integer": (edit_meta(config_extra={"seed": 0.5}), "incompatible config.*seed"),
+    "a coefficient that is text": (edit_meta(config_extra={"shaping": "yes"}), "config.*shaping must"),
+    "a switch that is not a bool": (edit_meta(config_extra={"suggestion_prior": 1}), "suggestion_prior must"),
+    "layer sizes not integers": (edit_meta(config_extra={"hidden_sizes": [8.5]}), "hidden_sizes must be"),
     "action count not an integer": (edit_meta(num_actions="9"), "num_actions is not an integer"),
     "observation size missing a value": (edit_meta(observation_dim=None), "observation_dim is not an"),
     "digests a string": (edit_meta(array_sha256="abc"), "damaged: its meta's array_sha256 is not a map"),

@@ -204,8 +204,32 @@ class TrainConfig:
         values.setdefault("weights", "severity")  # the paper's form was the only one
         values.setdefault("minibatch_shuffle", "global")  # and every pass shuffled all steps together
         if "hidden_sizes" in values:
-            values["hidden_sizes"] = tuple(int(h) for h in values["hidden_sizes"])
+            sizes = values["hidden_sizes"]
+            if not isinstance(sizes, list | tuple) or not all(type(h) is int for h in sizes):
+                raise ValueError(f"hidden_sizes must be a list of integers, got {sizes!r}")
+            values["hidden_sizes"] = tuple(sizes)
+        for field in dataclasses.fields(cls):
+            if field.name in values and field.name != "hidden_sizes":
+                values[field.name] = _typed(field.name, str(field.type), values[field.name])
         return cls(**values)
+
+
+def _typed(name: str, annotation: str, value: Any) -> Any:
+    """``value`` of a stored config field checked against its annotation (``int``, ``float``, ``bool``,
+    ``str``, optionally ``| None``): a float seed or a text flag would pass ``validate_config`` and fail
+    later with another error. A stored integer is a float field's value too."""
+    kind, _, none = annotation.partition(" | ")
+    if none and value is None:
+        return value
+    ok = {
+        "int": type(value) is int,
+        "bool": type(value) is bool,
+        "str": type(value) is str,
+        "float": type(value) in (int, float),
+    }[kind]
+    if not ok:
+        raise ValueError(f"{name} must be {annotation}, got {value!r}")
+    return float(value) if kind == "float" else value
 
 
 def suggestion_features(actions: str) -> tuple[int, ...]:
