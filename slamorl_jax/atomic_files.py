@@ -53,6 +53,18 @@ def write_text_atomically(path: str | Path, text: str) -> None:
         raise
 
 
+def write_new_text_atomically(path: str | Path, text: str) -> None:
+    """:func:`write_text_atomically` for a file that must not exist yet: published by a hard link,
+    which fails (``FileExistsError``) rather than replace a file another program made meanwhile."""
+    tmp = stage_text(path, text)
+    remove_tmp = partial(tmp.unlink, missing_ok=True)
+    try:
+        with cleanup_on_interrupt(remove_tmp):
+            os.link(tmp, path)
+    finally:
+        remove_tmp()
+
+
 def probe_writable(path: str | Path) -> None:
     """Create and remove a file named like :func:`write_text_atomically`'s temporary one beside
     ``path``: ``OSError`` where that write would fail (a folder that cannot be written, a name too

@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     from slamorl_jax.agent.imitation import fit
     from slamorl_jax.agent.networks import init_params
     from slamorl_jax.agent.trainer import make_train
-    from slamorl_jax.checkpoint import save_policy
+    from slamorl_jax.checkpoint import CheckpointError, save_policy
     from slamorl_jax.history.decisions import load_decisions
     from slamorl_jax.history.demonstrations import decision_demonstrations, oracle_demonstrations
 
@@ -146,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     report = {"source": source, "settings": dataclasses.asdict(imitation), "seed": args.seed, **report}
     try:
         step_dir = save_policy(out, params, config, extra={"imitation": report})
+    except CheckpointError as err:  # --out filled up while it trained (another run, another program)
+        fail(f"--out: {err}", PROG)
     except OSError as err:
         fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
     print(json.dumps({"checkpoint": str(step_dir.parent), **report}, indent=2))

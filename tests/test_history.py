@@ -84,6 +84,17 @@ def test_lookup_returns_the_known_nearest_record() -> None:
     assert int(nearest_record(only_other, state, params)[0]) == 0
 
 
+def test_the_jobs_gpu_type_wins_over_any_feature_distance() -> None:
+    """A record of the job's workload and GPU type is chosen over one of another type however much
+    closer the other's figures: the +10 penalty alone lost to two slacks 1e7 s and $1e5 away."""
+    state, params = query_state()
+    same_type = HistoryRecord(WORKLOAD, "T4", 60, 1e7, 1e5, (0.6, 0.2, 0.2), 16, 64)
+    other_type = HistoryRecord(WORKLOAD, "K80", 60, 99_000.0, 80.0, (0.6, 0.2, 0.2), 2, 8)
+    table = table_from_records([other_type, same_type])
+    index, distance = nearest_record(table, state, params)
+    assert int(index) == 1 and float(distance) > 10.0  # farther than the other type's record
+
+
 def test_lookup_vmaps_over_jobs() -> None:
     state, params = query_state()
     batch = jax.tree.map(lambda x: jnp.stack([x, x]), state)
@@ -155,7 +166,7 @@ OUTSIDE_THE_CLUSTER = {
     "gpus.json": (json.dumps([GOOD, {**GOOD, "best_gpus": 1000}]), ["record 1", "best_gpus", "1000 GPUs"]),
     "cpus.json": (json.dumps([{**GOOD, "best_cpus": 100_000}]), ["record 0", "best_cpus", "100000 CPUs"]),
     "off_step.json": (json.dumps([{**GOOD, "best_cpus": 18}]), ["record 0", "best_cpus", "CPU step"]),
-    "gpus.csv": (CSV_HEADER + f"{WORKLOAD},T4,60,90000,80,time,64,16\n", ["row 2", "best_gpus", "64 GPUs"]),
+    "gpus.csv": (CSV_HEADER + f"{WORKLOAD},T4,60,90000,80,time,64,16\n", ["line 2", "best_gpus", "64 GPUs"]),
 }
 
 
@@ -239,3 +250,78 @@ def test_a_failed_store_write_leaves_the_old_store_whole(
     monkeypatch.undo()
     save_records(TINY_STORE, store)
     assert len(load_records(store)) == len(TINY_STORE)
+
+
+GOOD_JSON_RECORD = (
+    '"workload": "imagenet-resnet50", "gpu_type": "T4", "epochs": 60, "deadline_s": 90000, '
+    '"budget_usd": 80, "preference": "time", "best_gpus": 8, "best_cpus": 32'
+)
+
+
+def json_store(**changes: tuple[str, str]) -> str:
+    """A one-record JSON store of :data:`GOOD_JSON_RECORD` with each ``old=new`` text swapped."""
+    record = GOOD_JSON_RECORD
+    for old, new in changes.values():
+        record = record.replace(old, new)
+    return '{"records": [{' + record + "}]}"
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        # The last of a repeated field won (the record counted as squad-bert); recommend --job refuses it.
+        ('{"records": [{' + GOOD_JSON_RECORD + ', "workload": "squad-bert"}]}', "given twice"),
+        (json_store(a=('"epochs": 60', '"epochs": "60"')), "epochs must be a number"),
+        (json_store(a=('"time"', '"0.6;0.2;0.2"')), "preference must be"),
+        (json_store(a=('"time"', '["1", "0", "0"]')), "weights must be"),
+        (json_store(a=("60", "9" * 5000)), "store.json: "),
+    ],
+)
+def test_json_stores_refuse_repeated_fields_and_numbers_as_text(
+    tmp_path: Path, text: str, phrase: str
+) -> None:
+    store = tmp_path / "store.json"
+    store.write_text(text)
+    with pytest.raises(ValueError, match=phrase) as error:
+        load_records(store)
+    assert "\n" not in str(error.value)
+
+
+def test_a_csv_row_is_named_by_its_file_line(tmp_path: Path) -> None:
+    """Blank lines used to shift the reported row (line 5 read as "row 3")."""
+    store = tmp_path / "rows.csv"
+    good = f"{WORKLOAD},T4,60,90000,80,time,8,32\n"
+    store.write_text(CSV_HEADER + "\n" + good + "\n" + good.replace("90000", "-1"))
+    with pytest.raises(ValueError, match=r"rows\.csv line 5: deadline_s"):
+        load_records(store)
+
+
+def test_build_keeps_an_out_file_made_while_its_jobs_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The check for an existing --out ran before the jobs only: a file made meanwhile was replaced."""
+    from slamorl_jax.history import build
+
+    out = tmp_path / "h.json"
+    real = build.oracle_records
+
+    def meanwhile(*args: object) -> object:
+        out.write_text('{"mine": true}\n')
+        return real(*args)
+
+    monkeypatch.setattr(build, "oracle_records", meanwhile)
+    outcome = call(lambda: history_cli.main(["build", f"--out={out}", "--jobs=4"]), capsys, tmp_path)
+    assert outcome.code == 2 and "was created while the jobs ran" in outcome.stderr, outcome.report()
+    assert out.read_text() == '{"mine": true}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["h.json"]
+
+
+def test_a_decision_log_splits_lines_at_newlines_only() -> None:
+    """``splitlines`` also split at \\x1c inside a line: two decisions on line 1 were accepted and a
+    bad one on line 2 was named line 3."""
+    from slamorl_jax.history.decisions import decisions_from_text
+
+    first = (Path(__file__).resolve().parent.parent / "docs" / "example_decisions.jsonl").read_text()
+    first = first.splitlines()[0]
+    with pytest.raises(ValueError, match=r"log\.jsonl is not valid JSON: Extra data \(log line 1"):
+        decisions_from_text(first + "\x1c" + first + "\n" + first, "log.jsonl", lines=True)
+    assert len(decisions_from_text(first + "\r\n" + first + "\n", "log.jsonl", lines=True)) == 2

@@ -222,6 +222,29 @@ def test_the_cli_writes_a_policy_that_loads_and_warm_starts(
     assert_refused(again, "new or empty folder")
 
 
+def test_an_out_folder_filled_while_it_trained_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another run saving into --out while this one trained ended "unexpected CheckpointError", exit 1."""
+    from slamorl_jax import checkpoint
+
+    log = tmp_path / "log.jsonl"
+    save_decisions([DECISION], log)
+    out = tmp_path / "imitated"
+    real = checkpoint.save_policy
+
+    def another_run_first(destination: Path, *args: object, **kwargs: object) -> Path:
+        real(destination, *args, **kwargs)  # what the other run wrote
+        return real(destination, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "save_policy", another_run_first)
+    argv = [f"--decisions={log}", f"--out={out}", "--steps=2", "--holdout=0"]
+    outcome = call(lambda: imitate.main(argv), capsys, tmp_path)
+    assert outcome.code == 2 and "--out:" in outcome.stderr and "unexpected" not in outcome.stderr, (
+        outcome.report()
+    )
+
+
 def test_the_policy_config_follows_like_and_the_network_flags(tmp_path: Path) -> None:
     shipped = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
     args = imitate.parser().parse_args(["--oracle_jobs=4", "--out=x", f"--like={shipped}", "--actions=paper"])

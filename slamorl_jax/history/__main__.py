@@ -96,7 +96,9 @@ def build(args: argparse.Namespace) -> int:
         "seed": args.seed,
     }
     try:
-        save_records(records, out, notes)
+        save_records(records, out, notes, replace=args.overwrite)
+    except FileExistsError:  # made by another program while the jobs ran: kept
+        fail(f"--out {args.out!r} was created while the jobs ran; pass --overwrite to replace it", PROG)
     except OSError as err:
         fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
     print(f"wrote {len(records):,} records to {out}")

@@ -78,7 +78,8 @@ def decisions_from_text(text: str, source: str, lines: bool) -> list[Decision]:
     if lines:
         items = [
             (f"{source} line {number}", parse_json(line, source, WHAT, f"log line {number}, "))
-            for number, line in enumerate(text.splitlines(), start=1)
+            # Lines end at "\n" only: splitlines also splits at \x1c, \x85 or U+2028 inside a line.
+            for number, line in enumerate(text.split("\n"), start=1)
             if line.strip()
         ]
     else:

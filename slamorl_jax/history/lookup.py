@@ -20,9 +20,12 @@ them too). Distance between a job and a record:
     d = 100 [workload differs] + 10 [GPU type differs] + sum_k weight_k |f_k(job) - f_k(record)|
 
 with weights :data:`FEATURE_WEIGHTS` (epochs count a quarter: for the same slack, the length of a
-job changes little about where it should run). The record of least distance (the first on ties)
-gives the job's first allocation. A record of another workload is used only when none of the job's
-workload is in the store; another GPU type only when none of its type.
+job changes little about where it should run). The job's first allocation is the record of least
+distance among those that match it best (the first on ties): its workload and GPU type, else its
+workload on another type, else another workload on its type, else any. So a record of another
+workload is used only when none of the job's workload is in the store, and another GPU type only
+when none of its type, however far the features (the penalties alone could not promise that: a
+slack's log can differ by more than 10).
 """
 
 from __future__ import annotations
@@ -141,7 +144,11 @@ def nearest_record(table: HistoryTable, state: EnvState, params: EnvParams) -> t
         job.workload, job.gpu_type, job.epochs, targets.deadline_s, targets.budget_usd, job.preference, params
     )
     d = distances(table, job.workload, job.gpu_type, features, params)
-    index = jnp.argmin(d)
+    # Workload first, then GPU type (module docstring), then the distance.
+    tier = 2 * (table.workload != job.workload).astype(jnp.int32) + (table.gpu_type != job.gpu_type).astype(
+        jnp.int32
+    )
+    index = jnp.argmin(jnp.where(tier == jnp.min(tier), d, jnp.inf))
     return index, d[index]
 
 

@@ -36,11 +36,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slamorl_jax.atomic_files import write_text_atomically
+from slamorl_jax.atomic_files import write_new_text_atomically, write_text_atomically
+from slamorl_jax.cli_args import first_line
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.json_input import short_value
+from slamorl_jax.json_input import loads_strict, short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster
 
 RECORD_FIELDS = (
@@ -157,11 +158,13 @@ def parse_json(text: str, source: str, what: str, where: str = "") -> Any:
     """The JSON value of ``text`` (from ``source``, a ``what``); ``ValueError`` with one line naming
     ``where`` in it (e.g. ``"log line 3, "``) and the line of a syntax error."""
     try:
-        return json.loads(text)
+        return loads_strict(text)  # a field given twice is refused, as in recommend --job
     except json.JSONDecodeError as err:
         raise ValueError(f"{source} is not valid JSON: {err.msg} ({where}line {err.lineno})") from None
     except RecursionError:
         raise ValueError(f"{source} is nested too deeply to be a {what}") from None
+    except ValueError as err:  # a key given twice; an integer of more digits than Python converts
+        raise ValueError(f"{source}: {where}{first_line(err)}") from None
 
 
 def json_list(text: str, source: str, what: str, key: str) -> list:
@@ -182,9 +185,32 @@ def records_from_json(
 ) -> list[HistoryRecord]:
     """The records of a JSON document (module docstring)."""
     data = json_list(text, source, "history store", "records")
+    for i, item in enumerate(data):
+        if problem := json_types_problem(item):
+            raise ValueError(f"{source} record {i}: {problem}")
     return [
         record_from_mapping(item, f"{source} record {i}", catalog, cluster) for i, item in enumerate(data)
     ]
+
+
+#: The fields a JSON record holds as numbers (a CSV cell is text and is parsed; a JSON string is not).
+NUMBER_FIELDS = ("epochs", "deadline_s", "budget_usd", "best_gpus", "best_cpus")
+
+
+def json_types_problem(item: Any) -> str | None:
+    """What in a JSON record is text where a number belongs (``"60"``, a preference of ``"0.6;0.2;0.2"``
+    or ``["1", "0", "0"]``), or ``None``."""
+    if not isinstance(item, Mapping):
+        return None  # record_from_mapping says what it is
+    for name in NUMBER_FIELDS:
+        if isinstance(item.get(name), str):
+            return f"{name} must be a number, got {short_value(item[name])}"
+    preference = item.get("preference")
+    if isinstance(preference, str) and preference.strip() not in PREFERENCES:
+        return f"preference must be a preset name ({', '.join(PREFERENCES)}) or a list of three numbers"
+    if isinstance(preference, list) and any(isinstance(w, str) for w in preference):
+        return f"preference weights must be numbers, got {short_value(preference)}"
+    return None
 
 
 def records_from_csv(
@@ -198,12 +224,12 @@ def records_from_csv(
             raise ValueError(
                 f"{source}: the CSV header must name exactly the columns {','.join(RECORD_FIELDS)}"
             )
-        rows = list(reader)
+        rows = [(reader.line_num, row) for row in reader]  # the file line each row ends on
     except csv.Error as err:
         raise ValueError(f"{source} is not valid CSV: {err}") from None
     records = []
-    for i, row in enumerate(rows):
-        where = f"{source} row {i + 2}"  # the header is row 1
+    for line, row in rows:
+        where = f"{source} line {line}"  # the header is line 1; blank lines count
         if None in row or any(value is None for value in row.values()):
             raise ValueError(f"{where}: expected {len(RECORD_FIELDS)} cells")
         records.append(record_from_mapping(row, where, catalog, cluster))
@@ -243,11 +269,16 @@ def load_records(
 
 
 def save_records(
-    records: Sequence[HistoryRecord], path: str | Path, notes: Mapping[str, Any] | None = None
+    records: Sequence[HistoryRecord],
+    path: str | Path,
+    notes: Mapping[str, Any] | None = None,
+    replace: bool = True,
 ) -> None:
     """Write ``records`` as JSON (``notes`` beside them) or CSV, by the file's suffix, whole or not at
-    all (``atomic_files``: a failed write leaves an existing store as it was)."""
+    all (``atomic_files``: a failed write leaves an existing store as it was). Unless ``replace``, a
+    file that exists by then is left alone (``FileExistsError``)."""
     path = Path(path)
+    write = write_text_atomically if replace else write_new_text_atomically
     if path.suffix.lower() == ".csv":
         stream = io.StringIO(newline="")
         writer = csv.DictWriter(stream, fieldnames=RECORD_FIELDS)
@@ -256,7 +287,7 @@ def save_records(
             row = record.as_dict()
             row["preference"] = ";".join(f"{w:g}" for w in row["preference"])
             writer.writerow(row)
-        write_text_atomically(path, stream.getvalue())
+        write(path, stream.getvalue())
         return
     payload = {**(notes or {}), "records": [record.as_dict() for record in records]}
-    write_text_atomically(path, json.dumps(payload, indent=1) + "\n")
+    write(path, json.dumps(payload, indent=1) + "\n")
