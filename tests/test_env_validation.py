@@ -75,7 +75,7 @@ def nan_at_first(array: Any) -> np.ndarray:
 BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
     ("zero cpu_step", lambda p: fresh(with_values(p, cpu_step=0)), "cpu_step"),
     ("negative cpu_step", lambda p: fresh(with_values(p, cpu_step=-4)), "cpu_step"),
-    ("fractional cpu_step", lambda p: p.replace(cpu_step=jnp.float32(2.5)), "cpu_step"),
+    # A float cpu_step or target_gpus is a TypeError now: tests/test_env_api_edges.py.
     (
         "workload probs sum to 1.3",
         lambda p: with_values(p, workload_probs=np.full(p.workload_probs.shape, 0.1)),
@@ -148,11 +148,6 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
     (
         "target GPUs above MAX_GPUS",
         lambda p: fresh(with_values(p, target_gpus=target_gpus(last=MAX_GPUS + 1))),
-        "target_gpus",
-    ),
-    (
-        "fractional target GPUs",
-        lambda p: p.replace(target_gpus=jnp.asarray([1.5, *target_gpus()[1:]], jnp.float32)),
         "target_gpus",
     ),
     (

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, PartitionSpec
 
 from slamorl_jax.env import draws as d
+from slamorl_jax.env.action_sets import clip_action
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState, check_state
 from slamorl_jax.sharding import ENV_AXIS
@@ -141,6 +142,9 @@ def step_batch(
     finished jobs (module docstring); ``reset_slots`` defaults to :func:`default_reset_slots`."""
     num_envs = keys.shape[0] if jnp.ndim(keys) else 0
     check_state(state, batch=num_envs)
+    if not isinstance(action, jax.Array):  # host actions (a list, NumPy int64): clipped in their own
+        # type here, as env.step does; vmap would cast them to int32 first, wrapping 2**32 + 5 to 5
+        action = clip_action(action, env.action_set)
     if jnp.shape(action) != (num_envs,):  # static: checked when traced, free in a compiled step
         raise ValueError(
             f"step_batch takes one action per env: action must have shape ({num_envs},) like the "

@@ -34,7 +34,9 @@ class ScalarRewardWrapper(GymnaxWrapper):
     """A gymnax wrapper paying ``weights . reward_vector`` (see the module docstring)."""
 
     def __init__(self, env: Any, weights: str | Sequence[float] | np.ndarray = ADAPTIVE) -> None:
-        super().__init__(env)
+        # Weighting a reward that is already scalar would multiply a number by a vector: these
+        # weights replace the wrapped env's instead, on the same vector env.
+        super().__init__(env._env if isinstance(env, ScalarRewardWrapper) else env)
         self.adaptive = isinstance(weights, str) and weights == ADAPTIVE
         self.weights = None if self.adaptive else preference_vector(weights).astype(np.float32)
 
@@ -60,6 +62,16 @@ class ScalarRewardWrapper(GymnaxWrapper):
         obs, state, vector, terminated, truncated, info = self._env.step(key, state, action, params)
         reward, info = self._scalarise(vector, info)
         return obs, state, reward, terminated, truncated, info
+
+    def step_env(
+        self, key: jax.Array, state: Any, action: jax.Array | int, params: Any = None
+    ) -> tuple[jax.Array, Any, jax.Array, jax.Array, dict[str, Any]]:
+        """gymnax's step hook without the auto-reset, ``(obs, state, reward, terminated, info)``, its
+        reward scalarised as :meth:`step`'s (it reached the wrapped env through ``__getattr__`` and
+        paid the vector)."""
+        obs, state, vector, terminated, info = self._env.step_env(key, state, action, params)
+        reward, info = self._scalarise(vector, info)
+        return obs, state, reward, terminated, info
 
     def step_batch(
         self,
@@ -98,7 +110,11 @@ REWARDS = (VECTOR, ADAPTIVE, *PREFERENCES)
 
 def with_reward(env: Any, reward: str | Sequence[float] | np.ndarray = VECTOR) -> Any:
     """``env`` itself for ``reward="vector"``, else ``ScalarRewardWrapper(env, reward)``: ``"adaptive"``,
-    a preference preset or 3 non-negative weights (time, cost, sla). ``ValueError`` on anything else."""
+    a preference preset or 3 non-negative weights (time, cost, sla). ``ValueError`` on anything else.
+    An env that already pays a scalar (a :class:`ScalarRewardWrapper`, e.g. ``JobAllocationScalar-v0``)
+    gets the new reward in place of its own."""
+    if isinstance(env, ScalarRewardWrapper):
+        env = env._env
     if isinstance(reward, str):
         if reward == VECTOR:
             return env

@@ -88,8 +88,16 @@ def check_scenario(name: str) -> str:
     return name
 
 
+def check_params_type(params: object, function: str) -> None:
+    """``TypeError`` naming ``function`` unless ``params`` is ``EnvParams`` (dataclasses' own error
+    names neither)."""
+    if not isinstance(params, EnvParams):
+        raise TypeError(f"{function} takes EnvParams first, got {type(params).__name__}")
+
+
 def with_scenario(params: EnvParams, name: str) -> EnvParams:
     """``params`` with the job generator set to the named scenario."""
+    check_params_type(params, "with_scenario")
     check_scenario(name)
     probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
     random_preference, opposed, shifts = 0.0, 0.0, no_shift_probs()
@@ -118,6 +126,7 @@ def with_scenario(params: EnvParams, name: str) -> EnvParams:
 
 def with_preference(params: EnvParams, preference: str | list[float] | np.ndarray | None) -> EnvParams:
     """``params`` where every job uses ``preference`` (a preset name or weights); ``None`` = scenario's."""
+    check_params_type(params, "with_preference")
     if preference is None:
         return with_values(params, use_fixed_preference=False)
     return with_values(params, use_fixed_preference=True, fixed_preference=preference_vector(preference))

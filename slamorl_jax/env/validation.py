@@ -11,6 +11,8 @@ GPUs per node for an integer field).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
@@ -171,12 +173,30 @@ def _leaves(params: EnvParams) -> dict[str, np.ndarray]:
     fields = {k: v for k, v in vars(params).items() if k != "workloads" and k not in DERIVED}
     fields.update({f"workloads.{k}": v for k, v in vars(params.workloads).items()})
     host = {}
+    integer_fields = _integer_fields()
     for name, value in fields.items():
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"EnvParams.{name} must hold numbers, got {array.dtype} {_short(value)}")
+        if name in integer_fields and (isinstance(value, int | float) or array.dtype.kind == "f"):
+            # A Python int has no .astype and a float array turns the job's counts into floats.
+            raise TypeError(
+                f"EnvParams.{name} must be an integer array such as jnp.int32(4), got "
+                f"{type(value).__name__} {_short(value)}"
+            )
         host[name] = array
     return host
+
+
+@functools.cache
+def _integer_fields() -> frozenset[str]:
+    """The fields the default params hold as integer arrays (the job's counts and sizes)."""
+    from slamorl_jax.env.defaults import default_params
+
+    params = default_params()
+    fields = {k: v for k, v in vars(params).items() if k != "workloads" and k not in DERIVED}
+    fields.update({f"workloads.{k}": v for k, v in vars(params.workloads).items()})
+    return frozenset(name for name, value in fields.items() if np.asarray(value).dtype.kind in "iu")
 
 
 def _short(value: object, limit: int = 60) -> str:
@@ -211,7 +231,9 @@ def _check_range(name: str, value: np.ndarray, low: float, high: float, integer:
         raise ValueError(f"EnvParams.{name} must be finite, got {value.tolist()}")
     if integer and not np.all(np.equal(np.round(value), value)):
         raise ValueError(f"EnvParams.{name} must be an integer, got {value.tolist()}")
-    if np.any(value < low) or np.any(value > high):
+    # A bound as float32 holds it (1e-6 rounds to 9.99999997e-07) is within it too.
+    lowest, highest = min(low, float(np.float32(low))), max(high, float(np.float32(high)))
+    if np.any(value < lowest) or np.any(value > highest):
         raise ValueError(f"EnvParams.{name} must lie in [{low}, {high}], got {value.tolist()}")
 
 

@@ -8,12 +8,16 @@ import numpy as np
 
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.scenarios import with_scenario
 from slamorl_jax.env.validation import validate_params
 
 
-def build_params(env: JobAllocationEnv, params: EnvParams | None) -> EnvParams:
-    """``params`` (validated) or the env's scenario defaults."""
-    return validate_params(params if params is not None else env.default_params)
+def build_params(env: JobAllocationEnv, params: EnvParams | None, scenario: str | None = None) -> EnvParams:
+    """``params`` (validated) or the env's scenario defaults (``mixed`` when no ``scenario`` is
+    named); ``params`` given with a ``scenario`` draw that scenario's jobs (it was ignored)."""
+    if params is None:
+        return validate_params(env.default_params)
+    return validate_params(with_scenario(params, scenario) if scenario is not None else params)
 
 
 def params_option(options: dict[str, Any] | None) -> EnvParams | None:

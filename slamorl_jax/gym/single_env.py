@@ -32,16 +32,16 @@ class JobAllocationMOEnv(gymnasium.Env):
 
     def __init__(
         self,
-        scenario: str = "mixed",
+        scenario: str | None = None,
         action_set: str = DEFAULT_ACTION_SET,
         params: EnvParams | None = None,
         render_mode: str | None = None,
     ) -> None:
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (this env does not render), got {render_mode!r}")
-        env = JobAllocationEnv(action_set=action_set, scenario=scenario)
+        env = JobAllocationEnv(action_set=action_set, scenario=scenario or "mixed")
         self.render_mode = None
-        self._job = BatchedJobEnv(env, build_params(env, params), 1)
+        self._job = BatchedJobEnv(env, build_params(env, params, scenario), 1)
         self.observation_space, self.action_space, self.reward_space = single_spaces(env, self._job.params)
 
     @property

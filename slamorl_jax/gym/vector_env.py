@@ -36,7 +36,7 @@ class JobAllocationVectorEnv(VectorEnv):
     def __init__(
         self,
         num_envs: int = 8,
-        scenario: str = "mixed",
+        scenario: str | None = None,
         action_set: str = DEFAULT_ACTION_SET,
         params: EnvParams | None = None,
         render_mode: str | None = None,
@@ -45,10 +45,10 @@ class JobAllocationVectorEnv(VectorEnv):
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (this env does not render), got {render_mode!r}")
-        env = JobAllocationEnv(action_set=action_set, scenario=scenario)
+        env = JobAllocationEnv(action_set=action_set, scenario=scenario or "mixed")
         self.num_envs = int(num_envs)
         self.render_mode = None
-        self._jobs = BatchedJobEnv(env, build_params(env, params), self.num_envs)
+        self._jobs = BatchedJobEnv(env, build_params(env, params, scenario), self.num_envs)
         self.single_observation_space, self.single_action_space, self.reward_space = single_spaces(
             env, self._jobs.params
         )
