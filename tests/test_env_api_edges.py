@@ -87,3 +87,13 @@ def test_host_actions_beyond_int32_are_clipped_not_wrapped_in_step_batch(balance
 def test_scenario_helpers_name_what_they_take(function: object) -> None:
     with pytest.raises(TypeError, match=f"{function.__name__} takes EnvParams first, got NoneType"):
         function(None, "time" if function is envlib.with_preference else "mixed")
+
+
+def test_reward_space_of_traced_or_stacked_params_says_what_it_needs(balanced: tuple) -> None:
+    """A 5-line ConcretizationTypeError under jit, "Only scalar arrays ..." for a stacked sweep."""
+    env, params = balanced
+    stacked = jax.tree.map(lambda x: jnp.stack([x, x]), params)
+    with pytest.raises(TypeError, match="concrete params of one configuration"):
+        env.reward_space(stacked)
+    with pytest.raises(TypeError, match="concrete params of one configuration"):
+        jax.jit(lambda p: env.reward_space(p).low)(params)

@@ -32,8 +32,16 @@ def observation_space() -> Box:
 
 
 def reward_space(params: EnvParams) -> Box:
-    """Bounds of the (time, cost, sla) reward vector under concrete ``params``."""
-    clip = float(params.reward_clip)
+    """Bounds of the (time, cost, sla) reward vector under concrete ``params`` (``TypeError`` for
+    params traced under ``jit`` or stacked for a sweep: the bounds are fixed numbers of one setting)."""
+    try:
+        clip = float(params.reward_clip)
+        float(params.sla_met_bonus), float(params.all_slas_bonus)
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        raise TypeError(
+            "reward_space needs the concrete params of one configuration: call it outside jit, on one "
+            "setting of a stacked sweep"
+        ) from None
     low = np.array([-clip, -clip, -1.0], dtype=np.float32)
     # The most the end-of-job term can pay, as the env computes it in float32: rounded once (a fused
     # multiply-add) or twice (the product, then the sum), which may be one ulp above the first.
