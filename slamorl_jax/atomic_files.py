@@ -69,7 +69,4 @@ def probe_writable(path: str | Path) -> None:
     """Create and remove a file named like :func:`write_text_atomically`'s temporary one beside
     ``path``: ``OSError`` where that write would fail (a folder that cannot be written, a name too
     long), found before the work whose result it is to hold."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.unlink(tmp)
+    temporary_beside(path).unlink()

@@ -440,7 +440,8 @@ def main(argv: list[str]) -> None:
                 if distributed.enabled:
                     join(distributed)  # already done at start-up when launched as a command
                     owns_dirs[0] = jax.process_index() == 0
-                check_divisible(config.num_envs, jax.device_count())
+                if not FLAGS.resume:  # a resumed run's own num_envs is checked once it is read
+                    check_divisible(config.num_envs, jax.device_count())
             except ValueError as err:
                 fail(str(err))
 

@@ -36,7 +36,7 @@ def reward_space(params: EnvParams) -> Box:
     params traced under ``jit`` or stacked for a sweep: the bounds are fixed numbers of one setting)."""
     try:
         clip = float(params.reward_clip)
-        float(params.sla_met_bonus), float(params.all_slas_bonus)
+        per_sla, all_six = np.float32(float(params.sla_met_bonus)), np.float32(float(params.all_slas_bonus))
     except (TypeError, jax.errors.ConcretizationTypeError):
         raise TypeError(
             "reward_space needs the concrete params of one configuration: call it outside jit, on one "
@@ -45,7 +45,6 @@ def reward_space(params: EnvParams) -> Box:
     low = np.array([-clip, -clip, -1.0], dtype=np.float32)
     # The most the end-of-job term can pay, as the env computes it in float32: rounded once (a fused
     # multiply-add) or twice (the product, then the sum), which may be one ulp above the first.
-    per_sla, all_six = np.float32(params.sla_met_bonus), np.float32(params.all_slas_bonus)
     top = max(np.float32(6.0 * float(per_sla) + float(all_six)), per_sla * np.float32(6.0) + all_six)
     high = np.array([0.0, 0.0, top], dtype=np.float32)
     return Box(low, high, (NUM_OBJECTIVES,))

@@ -170,11 +170,9 @@ def _leaves(params: EnvParams) -> dict[str, np.ndarray]:
         raise TypeError(f"params must be EnvParams, got {type(params).__name__}")
     if not isinstance(params.workloads, WorkloadParams):
         raise TypeError(f"EnvParams.workloads must be WorkloadParams, got {type(params.workloads).__name__}")
-    fields = {k: v for k, v in vars(params).items() if k != "workloads" and k not in DERIVED}
-    fields.update({f"workloads.{k}": v for k, v in vars(params.workloads).items()})
     host = {}
     integer_fields = _integer_fields()
-    for name, value in fields.items():
+    for name, value in _fields(params).items():
         array = np.asarray(value)
         if array.dtype.kind not in "biuf":
             raise TypeError(f"EnvParams.{name} must hold numbers, got {array.dtype} {_short(value)}")
@@ -193,10 +191,15 @@ def _integer_fields() -> frozenset[str]:
     """The fields the default params hold as integer arrays (the job's counts and sizes)."""
     from slamorl_jax.env.defaults import default_params
 
-    params = default_params()
+    fields = _fields(default_params())
+    return frozenset(name for name, value in fields.items() if np.asarray(value).dtype.kind in "iu")
+
+
+def _fields(params: EnvParams) -> dict[str, object]:
+    """Every non-derived field of ``params`` by name, workload fields as ``workloads.<name>``."""
     fields = {k: v for k, v in vars(params).items() if k != "workloads" and k not in DERIVED}
     fields.update({f"workloads.{k}": v for k, v in vars(params.workloads).items()})
-    return frozenset(name for name, value in fields.items() if np.asarray(value).dtype.kind in "iu")
+    return fields
 
 
 def _short(value: object, limit: int = 60) -> str:
