@@ -1,7 +1,9 @@
-"""Where an env step's (or a PPO update's) time goes, by the Python function that computes it (XLA:CPU).
+"""Where an env step's (or a PPO update's) time goes, by the Python function that computes it (XLA:CPU
+or XLA:GPU).
 
     python -m benchmarks.step_profile [--program env|train] [--num-envs 4096] [--steps 64]
         [--step batch|vmap] [--top 20] [--out benchmarks/results/step_profile.json]
+        [--keep-trace PREFIX | --from-trace PREFIX]
 
 The rollout of ``env_throughput`` (reset, then ``lax.scan`` of the batched step with random
 actions) is compiled and run twice, then once under ``jax.profiler.trace``. On a CPU the trace
@@ -24,6 +26,13 @@ find the large instructions and where they come from; judge a change by timing i
 per-env ``step`` under ``vmap``. ``--program train`` profiles one jitted chunk of the default
 learner's PPO updates at ``--num-envs`` instead (rollout, GAE and the minibatch passes), charged
 per update. Writes JSON and a Markdown table beside it.
+
+On a GPU the trace times kernels instead: a kernel launched from a command buffer (XLA:GPU runs
+loop bodies as CUDA graphs) names the buffer as its instruction, and is charged to the fusion its
+own name gives. ``--keep-trace PREFIX`` keeps the trace and the compiled program's text
+(``PREFIX.trace.json.gz``, ``PREFIX.hlo.txt.gz``); ``--from-trace PREFIX`` charges a run kept so (with
+``--out PREFIX.json``) again on any machine, with no JAX program run (``benchmarks/gpu_session.sh``
+keeps the GPU's).
 """
 
 from __future__ import annotations
@@ -34,6 +43,7 @@ import functools
 import glob
 import gzip
 import json
+import shutil
 import sys
 import tempfile
 from collections import Counter
@@ -60,20 +70,37 @@ GROUPS = ("file", "function", "line", "instruction")
 KEPT_ROWS = 100  # rows of each group in the JSON, largest first (the total counts every instruction)
 
 
-def thunk_times_us(trace_dir: str, module_name: str) -> Counter[str]:
-    """Microseconds per HLO instruction of ``module_name`` in the Perfetto trace under ``trace_dir``."""
-    paths = glob.glob(f"{trace_dir}/**/*.trace.json.gz", recursive=True)
-    if not paths:
-        raise RuntimeError(f"the profiler wrote no Perfetto trace under {trace_dir}")
-    with gzip.open(paths[0]) as stream:
+def timed_instruction(hlo_op: str, event_name: str) -> str:
+    """The instruction a trace event times: its ``hlo_op``, except for a GPU kernel launched from a
+    command buffer (a CUDA graph), whose ``hlo_op`` names the buffer and whose event is named by the
+    kernel: the fusion's name with ``_`` for the ``.`` before its number (``input_scatter_fusion_75``
+    is ``input_scatter_fusion.75``; :func:`charge` tries both)."""
+    return event_name if hlo_op.startswith("command_buffer") and event_name else hlo_op
+
+
+def instruction_named(name: str, sources: dict[str, Any]) -> str:
+    """``name`` as the module spells it: itself, or a kernel's name with its last ``_`` made ``.``."""
+    if name in sources:
+        return name
+    head, _, number = name.rpartition("_")
+    return f"{head}.{number}" if head and number.isdigit() and f"{head}.{number}" in sources else name
+
+
+def thunk_times_us(trace_path: str, module_name: str) -> tuple[Counter[str], int]:
+    """Microseconds per HLO instruction of ``module_name`` in the Perfetto trace at ``trace_path``
+    (``.trace.json.gz``), and how many timed events (thunks on a CPU, kernels on a GPU) it holds."""
+    with gzip.open(trace_path) as stream:
         trace = json.load(stream)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     times: Counter[str] = Counter()
+    count = 0
     for event in events:
         args = event.get("args") or {}
         if event.get("ph") == "X" and args.get("hlo_module") == module_name and "hlo_op" in args:
-            times[args["hlo_op"]] += float(event.get("dur", 0.0))
-    return times
+            instruction = timed_instruction(args["hlo_op"], str(event.get("name", "")))
+            times[instruction] += float(event.get("dur", 0.0))
+            count += 1
+    return times, count
 
 
 def short_location(location: str) -> str:
@@ -86,7 +113,8 @@ def charge(times_us: Counter[str], sources: dict[str, tuple[str, Counter[str]]])
     """Split each traced instruction's time over its source locations (module docstring):
     microseconds by ``file``, by ``function`` (``file:function``), by ``line`` and by ``instruction``."""
     by: dict[str, Counter[str]] = {group: Counter() for group in GROUPS}
-    for name, micros in times_us.items():
+    for timed, micros in times_us.items():
+        name = instruction_named(timed, sources)
         opcode, locations = sources.get(name, ("?", Counter({"(not in the module)": 1})))
         if opcode in CONTROL_FLOW:
             continue
@@ -110,18 +138,35 @@ def module_name(hlo_text: str) -> str:
     return first[1].rstrip(",")
 
 
-def profile(compiled: Any, args: tuple) -> dict[str, Counter[str]]:
-    """Run ``compiled(*args)`` warm, then once under the profiler; its charged times (:func:`charge`)."""
+def profile(compiled: Any, args: tuple, keep_trace: Path | None = None) -> tuple[str, Counter[str], int]:
+    """Run ``compiled(*args)`` warm, then once under the profiler: the program's text and
+    :func:`thunk_times_us`. ``keep_trace``: a path prefix to keep the trace and the text at
+    (``PREFIX.trace.json.gz``, ``PREFIX.hlo.txt.gz``; ``--from-trace`` reads them back)."""
     for _ in range(WARMUP_CALLS):
         jax.block_until_ready(compiled(*args))
     text = compiled.as_text()
     with tempfile.TemporaryDirectory() as trace_dir:
         with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
             jax.block_until_ready(compiled(*args))
-        times = thunk_times_us(trace_dir, module_name(text))
-    if not times:
-        raise RuntimeError("the trace timed no instruction of the program (is this a CPU backend?)")
-    return charge(times, instruction_sources(parse_module(text)))
+        paths = glob.glob(f"{trace_dir}/**/*.trace.json.gz", recursive=True)
+        if not paths:
+            raise RuntimeError(f"the profiler wrote no Perfetto trace under {trace_dir}")
+        if keep_trace is not None:
+            shutil.copyfile(paths[0], f"{keep_trace}.trace.json.gz")
+            with gzip.open(f"{keep_trace}.hlo.txt.gz", "wt") as stream:
+                stream.write(text)
+        times, events = thunk_times_us(paths[0], module_name(text))
+    return text, times, events
+
+
+def kept_trace(prefix: Path) -> tuple[dict[str, Any], str, Counter[str], int]:
+    """A run kept by ``--keep-trace PREFIX --out PREFIX.json``, read back: its payload (for what it
+    profiled, on which machine), the program's text and :func:`thunk_times_us`."""
+    recorded = json.loads(Path(f"{prefix}.json").read_text())
+    with gzip.open(f"{prefix}.hlo.txt.gz", "rt") as stream:
+        text = stream.read()
+    times, events = thunk_times_us(f"{prefix}.trace.json.gz", module_name(text))
+    return recorded, text, times, events
 
 
 def env_rollout(args: argparse.Namespace) -> tuple[Any, tuple, int]:
@@ -150,30 +195,39 @@ def training_chunk(args: argparse.Namespace) -> tuple[Any, tuple, int]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Compile, warm up and profile the program; a JSON-ready payload of the charged times per
     env step (``--program env``) or per PPO update (``--program train``)."""
-    if jax.default_backend() != "cpu":
-        fail(
-            f"profiles XLA:CPU's thunks, but JAX runs on {jax.default_backend()}; run it with "
-            "JAX_PLATFORMS=cpu",
-            "python -m benchmarks.step_profile",
-        )
-    compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
-    charged = profile(compiled, call_args)
+    if args.from_trace is not None:
+        recorded, text, times, events = kept_trace(args.from_trace)
+        what = {name: recorded[name] for name in ("program", "num_envs", "steps", "step", "units")}
+        machine = recorded["machine"]
+    else:
+        if jax.default_backend() not in ("cpu", "gpu"):
+            fail(
+                f"profiles XLA:CPU's thunks or XLA:GPU's kernels, but JAX runs on {jax.default_backend()}; "
+                "run it with JAX_PLATFORMS=cpu",
+                "python -m benchmarks.step_profile",
+            )
+        compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
+        text, times, events = profile(compiled, call_args, args.keep_trace)
+        what = {"program": args.program, "num_envs": args.num_envs, "steps": args.steps, "step": args.step}
+        what["units"] = units
+        machine = machine_info()
+    if not times:
+        raise RuntimeError(f"the trace timed no instruction of the program on {machine['backend']}")
+    charged = charge(times, instruction_sources(parse_module(text)))
+    units = what["units"]
     total = sum(charged["instruction"].values())
     per_unit = {
         group: [(name, micros / units / 1e3) for name, micros in counter.most_common(KEPT_ROWS)]
         for group, counter in charged.items()
     }
     return {
-        "program": args.program,
-        "num_envs": args.num_envs,
-        "steps": args.steps,
-        "step": args.step,
-        "units": units,
-        "unit": "env step" if args.program == "env" else "PPO update",
+        **what,
+        "unit": "env step" if what["program"] == "env" else "PPO update",
         "top": args.top,
         "total_ms_per_unit": total / units / 1e3,
+        "events_per_unit": events / units,
         "ms_per_unit": per_unit,
-        "machine": machine_info(),
+        "machine": machine,
     }
 
 
@@ -185,7 +239,13 @@ def to_markdown(payload: dict[str, Any]) -> str:
         if payload["program"] == "env"
         else f"the default learner, {payload['units']} updates profiled"
     )
-    sections = [f"Thunk time per {unit}, summed: {total:.3f} ms ({payload['num_envs']} envs, {what})."]
+    timed = "kernels" if payload["machine"].get("backend") == "gpu" else "thunks"
+    events = payload.get("events_per_unit")  # absent from payloads written before it was counted
+    count = f"; {events:,.0f} {timed} per {unit}" if events is not None else ""
+    sections = [
+        f"{timed.capitalize()}' time per {unit}, summed: {total:.3f} ms{count} "
+        f"({payload['num_envs']} envs, {what})."
+    ]
     for group in GROUPS:
         top = payload["ms_per_unit"][group][: payload["top"]]
         rows = [[name, f"{ms:.3f}", f"{ms / total:.1%}"] for name, ms in top]
@@ -202,6 +262,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--program", choices=("env", "train"), default="env", help="env steps or PPO updates")
     parser.add_argument("--step", choices=("batch", "vmap"), default="batch", help="step_batch or vmap(step)")
     parser.add_argument("--top", type=bounded(int, 1, KEPT_ROWS), default=20, help="rows per table")
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument(
+        "--keep-trace",
+        type=Path,
+        default=None,
+        help="also keep the trace and the program's text (PREFIX.trace.json.gz, PREFIX.hlo.txt.gz)",
+    )
+    kept.add_argument(
+        "--from-trace",
+        type=Path,
+        default=None,
+        help="charge a run kept with --keep-trace PREFIX --out PREFIX.json again instead of running",
+    )
     parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 
 

@@ -1,0 +1,69 @@
+#!/bin/bash
+# Issue 7's speed bars, issue 10's scaling and where the time goes, on one GPU, in one call of under
+# 10 minutes:
+#   1. benchmarks.env_throughput: our env step against gymnax CartPole-v1 (issue 7: >= 0.3x at 4,096)
+#   2. benchmarks.train_throughput: PPO on our env against PPO on CartPole with the same learner, at
+#      CartPole's own width and at ours (issue 7: >= 0.7x at 4,096)
+#   3. benchmarks.step_profile of the env step and of a PPO update at 4,096 envs: each kernel's time
+#      charged to the Python lines it was traced from (the trace and the program's text are kept, so
+#      `python -m benchmarks.step_profile --from-trace PREFIX` charges them again on any machine)
+#   4. benchmarks.scaling: steps/s up to 2**20 envs, compile time and peak device memory (issue 10),
+#      and the plain-Python job loop on the machine's CPU
+# Each part has its own time limit, and a part that fails leaves the others running. Results are
+# written to $RESULTS (default benchmarks/results) as *_gpu.* files; with $OUT set (the device tool's
+# folder of files to bring back, which takes at most 8) they are also packed, after every part, into
+# $OUT/gpu_session.tgz: `tar xzf gpu_session.tgz -C benchmarks/results` puts them in place.
+#
+#   bash benchmarks/gpu_session.sh          # on the GPU machine, from the repository root
+#   DRY=1 bash benchmarks/gpu_session.sh    # tiny sizes on any machine: checks the script itself
+#
+# A machine with no registry access takes the pure-Python wheels this project needs beyond what its
+# image has from ./.gpuwheels (made here with
+# `pip download --no-deps -d .gpuwheels gymnax==1.0.1 gymnasium==1.3.0 tensorboardX==2.6.5
+#  Farama-Notifications==0.0.6`), installed with --no-deps --no-index.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+RESULTS=${RESULTS:-benchmarks/results}
+mkdir -p "$RESULTS"
+LOG="$RESULTS/gpu_session.log"
+: >"$LOG"
+export PYTHONPATH=.
+export PYTHONUNBUFFERED=1
+export XLA_PYTHON_CLIENT_PREALLOCATE=false  # peak memory then measures what a row needs
+if [ -d .gpuwheels ]; then
+    "$PYTHON" -m pip install -q --no-deps --no-index .gpuwheels/*.whl 2>&1 | grep -v WARNING | tee -a "$LOG"
+fi
+if [ "${DRY:-0}" = 1 ]; then
+    ENV_SIZES=64 TRAIN_SIZES=64 PROFILE_ENVS=64 SCALE_ENV=64 SCALE_TRAIN=64 BUDGET=20 ROW=120
+else
+    ENV_SIZES=4096,65536,1048576 TRAIN_SIZES=4096,65536 PROFILE_ENVS=4096
+    SCALE_ENV=1048576 SCALE_TRAIN=16384,65536,262144 BUDGET=100 ROW=90
+fi
+pack() {  # the results so far, into the one file the device tool brings back
+    if [ -n "${OUT:-}" ]; then
+        (cd "$RESULTS" && tar czf "$OUT/gpu_session.tgz" gpu_session.log ./*_gpu*)
+    fi
+}
+part() {  # part SECONDS NAME COMMAND...: one part under its own limit, its exit status logged
+    local limit=$1 name=$2
+    shift 2
+    echo "== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$LOG"
+    timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
+    echo "== $name: exit ${PIPESTATUS[0]} $(date -u +%T)" | tee -a "$LOG"
+    pack
+}
+part 45 machine bash -c "nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv 2>&1;
+    $PYTHON -c 'import jax, flax, optax, orbax.checkpoint, gymnax; print(jax.__version__, jax.devices())'"
+part 140 env_throughput "$PYTHON" -m benchmarks.env_throughput --num-envs "$ENV_SIZES" \
+    --python-seconds 0 --repeats 5 --out "$RESULTS/env_throughput_gpu.json"
+part 140 train_throughput "$PYTHON" -m benchmarks.train_throughput --num-envs "$TRAIN_SIZES" \
+    --repeats 3 --out "$RESULTS/train_throughput_gpu.json"
+part 60 step_profile "$PYTHON" -m benchmarks.step_profile --num-envs "$PROFILE_ENVS" --steps 32 --top 30 \
+    --out "$RESULTS/step_profile_gpu.json" --keep-trace "$RESULTS/step_profile_gpu"
+part 75 step_profile_train "$PYTHON" -m benchmarks.step_profile --program train \
+    --num-envs "$PROFILE_ENVS" --top 30 --out "$RESULTS/step_profile_train_gpu.json" \
+    --keep-trace "$RESULTS/step_profile_train_gpu"
+part $((BUDGET + ROW + 20)) scaling "$PYTHON" -m benchmarks.scaling --devices=native \
+    --env-num-envs="$SCALE_ENV" --train-num-envs="$SCALE_TRAIN" --rounds=1 --repeats=3 \
+    --python-seconds=3 --row-timeout="$ROW" --budget-s="$BUDGET" --out="$RESULTS/scaling_gpu.json"
