@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -210,19 +209,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"evaluating {message}", file=sys.stderr, flush=True)
 
     try:
-        if args.out_dir is None:  # evaluations started in the same second get folders of their own
-            args.out_dir, created = run_dirs.claim_new_folder(
-                Path("runs") / time.strftime("eval-%Y%m%d-%H%M%S")
-            )
+        if args.out_dir is None:
+            args.out_dir, created = run_dirs.claim_stamped_folder("eval-")
         else:
             created = run_dirs.create_run_dirs([("--out_dir", args.out_dir)])
     except run_dirs.RunDirError as err:
         fail(str(err), PROG)
     except OSError as err:
-        fail(
-            f"cannot create the output folder in {str(Path('runs').absolute())!r}: {err.strerror or err}",
-            PROG,
-        )
+        fail(run_dirs.unclaimable("the output folder", err), PROG)
     # Nothing of an interrupted or failed evaluation stays: its outputs appear all at once at the end
     # (``write_outputs``), and the folders it made go if nothing else was written into them since
     # (another evaluation into the same --out_dir, whose results stay).

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -169,6 +170,25 @@ def unlock_run_dir(fd: int | None) -> None:
     if fd is not None and fd >= 0:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+RUNS_ROOT = Path("runs")  # relative: the default outputs of train and evaluate go under the working folder
+
+
+def stamped_folder(prefix: str = "") -> Path:
+    """``runs/<prefix><YYYYmmdd-HHMMSS>``: the folder a command writes to when none is named."""
+    return RUNS_ROOT / time.strftime(f"{prefix}%Y%m%d-%H%M%S")
+
+
+def claim_stamped_folder(prefix: str = "") -> tuple[Path, CreatedDirs]:
+    """:func:`claim_new_folder` of :func:`stamped_folder`: commands started in the same second get
+    folders of their own."""
+    return claim_new_folder(stamped_folder(prefix))
+
+
+def unclaimable(what: str, err: OSError) -> str:
+    """The one-line error for a default folder ``what`` that cannot be created under ``runs``."""
+    return f"cannot create {what} in {str(RUNS_ROOT.absolute())!r}: {err.strerror or err}"
 
 
 def claim_new_folder(base: Path) -> tuple[Path, CreatedDirs]:

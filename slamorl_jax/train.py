@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-import time
 from pathlib import Path
 from typing import NoReturn
 
@@ -337,7 +336,7 @@ def resolve_paths(default_run_dir: Path | None = None) -> tuple[Path, Path, str,
 
     A resumed run given only ``--checkpoint_dir=<run>/checkpoints`` keeps its logs in ``<run>/logs``,
     so its metrics stay in one folder."""
-    run_dir = Path(FLAGS.run_dir or default_run_dir or Path("runs") / time.strftime("%Y%m%d-%H%M%S"))
+    run_dir = Path(FLAGS.run_dir or default_run_dir or run_dirs.stamped_folder())
     if FLAGS.resume and not FLAGS.run_dir and Path(FLAGS.checkpoint_dir).name == "checkpoints":
         run_dir = Path(FLAGS.checkpoint_dir).parent
     checkpoint_dir = Path(FLAGS.checkpoint_dir) if FLAGS.checkpoint_dir else run_dir / "checkpoints"
@@ -388,13 +387,11 @@ def main(argv: list[str]) -> None:
     config, distributed = validated_config(argv)
     claimed = run_dirs.CreatedDirs([], [])
     default_run_dir = None
-    if default_run_dir_needed():  # runs started in the same second get folders of their own
+    if default_run_dir_needed():
         try:
-            default_run_dir, claimed = run_dirs.claim_new_folder(
-                Path("runs") / time.strftime("%Y%m%d-%H%M%S")
-            )
+            default_run_dir, claimed = run_dirs.claim_stamped_folder()
         except OSError as err:
-            fail(f"cannot create the run's folder in {str(Path('runs').absolute())!r}: {err.strerror or err}")
+            fail(run_dirs.unclaimable("the run's folder", err))
     checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths(default_run_dir)
     if FLAGS.resume:
         try:

@@ -4,6 +4,7 @@ folders and bad settings are handled before anything trains (no training here)."
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,19 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path: Path
     assert made.own == [base] and made.parents == [tmp_path / "runs"]
     run_dirs.remove_created(made)
     assert not base.exists() and (tmp_path / "runs").is_dir()  # the other run's folder stays
+
+
+def test_train_and_evaluate_name_their_default_folders_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One helper names both commands' default folders (``runs/<stamp>``, ``runs/eval-<stamp>``)."""
+    monkeypatch.chdir(tmp_path)
+    run, _ = run_dirs.claim_stamped_folder()
+    evaluation, _ = run_dirs.claim_stamped_folder("eval-")
+    assert run.parent == evaluation.parent == Path("runs") and run.is_dir() and evaluation.is_dir()
+    assert re.fullmatch(r"\d{8}-\d{6}", run.name) and re.fullmatch(r"eval-\d{8}-\d{6}", evaluation.name)
+    message = run_dirs.unclaimable("the run's folder", PermissionError(13, "Permission denied"))
+    assert message == f"cannot create the run's folder in {str(tmp_path / 'runs')!r}: Permission denied"
 
 
 def test_a_folder_that_cannot_be_made_leaves_none_of_its_new_parents(tmp_path: Path) -> None:
