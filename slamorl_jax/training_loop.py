@@ -106,6 +106,12 @@ def catch_stop_signals() -> Iterator[StopRequest]:
 
 def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
     """The config to run: the checkpoint's when resuming (explicit flags must agree with it)."""
+    return resolve_run(config, options)[0]
+
+
+def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
+    """:func:`resolve_config`, with the newest readable checkpoint meta it resumes from (``None``
+    for a fresh run), read once for the config and the run options."""
     if not options.resume:
         if ckpt.has_checkpoint(options.checkpoint_dir):
             raise ckpt.CheckpointError(
@@ -130,7 +136,7 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
                 "them, so --resume has nothing to continue: remove them to start again there, or choose "
                 "another --log_dir or --run_dir"
             )
-        return config
+        return config, None
     if not ckpt.has_checkpoint(options.checkpoint_dir) and run_log_files(options.log_dir):
         raise ckpt.CheckpointError(
             f"--resume: the run in {options.checkpoint_dir} saved no checkpoint before it stopped, so "
@@ -144,7 +150,7 @@ def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
         raise ckpt.CheckpointError(
             f"--resume: flags differ from the checkpoint's config: {', '.join(sorted(conflicts))}"
         )
-    return stored
+    return stored, meta
 
 
 def diverged_message(update: int, last_saved: int, checkpoint_dir: Path) -> str:
@@ -158,9 +164,8 @@ def diverged_message(update: int, last_saved: int, checkpoint_dir: Path) -> str:
 
 def run_training(config: TrainConfig, options: RunOptions) -> int:
     """Train (or resume) per ``options``; returns the process exit code."""
-    config = resolve_config(config, options)
-    if options.resume:
-        meta = newest_readable_meta(options.checkpoint_dir)
+    config, meta = resolve_run(config, options)
+    if meta is not None:  # resuming
         options = resumed_options(options, meta, len(ckpt.complete_steps(Path(options.checkpoint_dir))))
         try:
             check_divisible(config.num_envs, jax.device_count())  # the run's, not the flags' count
