@@ -17,13 +17,23 @@
 #   bash benchmarks/gpu_session.sh          # on the GPU machine, from the repository root
 #   DRY=1 bash benchmarks/gpu_session.sh    # tiny sizes on any machine: checks the script itself
 #
-# A machine with no registry access takes the pure-Python wheels this project needs beyond what its
-# image has from ./.gpuwheels (made here with
-# `pip download --no-deps -d .gpuwheels gymnax==1.0.1 gymnasium==1.3.0 tensorboardX==2.6.5
-#  Farama-Notifications==0.0.6`), installed with --no-deps --no-index.
+#   bash benchmarks/gpu_session.sh wheels  # here, before the call: fetch the wheels below
+#
+# A machine with no registry access takes the pure-Python packages this project needs beyond what
+# its image has (the device tool's nvidia-h200 image lacks gymnax, gymnasium, Farama-Notifications
+# and tensorboardX) as wheels from ./.gpuwheels, installed with --no-deps --no-index. `wheels`
+# downloads the versions installed here and keeps the folder out of git (.git/info/exclude); the
+# device tool's call then names it: carry [".gpuwheels"].
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+if [ "${1:-}" = wheels ]; then
+    pins=$("$PYTHON" -c 'import importlib.metadata as m
+print(" ".join(f"{n}=={m.version(n)}" for n in ("gymnax", "gymnasium", "Farama-Notifications", "tensorboardX")))') || exit 2
+    grep -qx '/.gpuwheels/' .git/info/exclude 2>/dev/null || echo '/.gpuwheels/' >>.git/info/exclude
+    # shellcheck disable=SC2086  # one argument per pin
+    exec "$PYTHON" -m pip download -q --no-deps -d .gpuwheels $pins
+fi
 RESULTS=${RESULTS:-benchmarks/results}
 mkdir -p "$RESULTS"
 LOG="$RESULTS/gpu_session.log"
