@@ -67,6 +67,7 @@ from slamorl_jax.env.batched_step import step_envs
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "step_profile.json"
 WARMUP_CALLS = 2
 GROUPS = ("file", "function", "line", "instruction")
+RECORDED = ("program", "num_envs", "steps", "step", "units", "machine")  # what --from-trace reads back
 KEPT_ROWS = 100  # rows of each group in the JSON, largest first (the total counts every instruction)
 
 
@@ -162,10 +163,15 @@ def profile(compiled: Any, args: tuple, keep_trace: Path | None = None) -> tuple
 def kept_trace(prefix: Path) -> tuple[dict[str, Any], str, Counter[str], int]:
     """A run kept by ``--keep-trace PREFIX --out PREFIX.json``, read back: its payload (for what it
     profiled, on which machine), the program's text and :func:`thunk_times_us`."""
-    recorded = json.loads(Path(f"{prefix}.json").read_text())
-    with gzip.open(f"{prefix}.hlo.txt.gz", "rt") as stream:
-        text = stream.read()
-    times, events = thunk_times_us(f"{prefix}.trace.json.gz", module_name(text))
+    try:
+        recorded = json.loads(Path(f"{prefix}.json").read_text())
+        if not isinstance(recorded, dict) or not all(name in recorded for name in RECORDED):
+            raise ValueError(f"{prefix}.json is not a step_profile result")
+        with gzip.open(f"{prefix}.hlo.txt.gz", "rt") as stream:
+            text = stream.read()
+        times, events = thunk_times_us(f"{prefix}.trace.json.gz", module_name(text))
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as err:
+        fail(f"--from-trace {prefix}: {err}", "python -m benchmarks.step_profile")
     return recorded, text, times, events
 
 
@@ -197,7 +203,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     env step (``--program env``) or per PPO update (``--program train``)."""
     if args.from_trace is not None:
         recorded, text, times, events = kept_trace(args.from_trace)
-        what = {name: recorded[name] for name in ("program", "num_envs", "steps", "step", "units")}
+        what = {name: recorded[name] for name in RECORDED if name != "machine"}
         machine = recorded["machine"]
     else:
         if jax.default_backend() not in ("cpu", "gpu"):

@@ -8,6 +8,9 @@ import copy
 import json
 from pathlib import Path
 
+import pytest
+from cli_harness import assert_refused, call
+
 RESULTS = Path(__file__).resolve().parent.parent / "benchmarks" / "results"
 
 
@@ -64,3 +67,15 @@ def test_a_gpu_trace_charges_kernels_launched_from_command_buffers_to_their_fusi
     total = sum(charged["file"].values())
     assert charged["file"]["(not in the module)"] < 0.15 * total
     assert charged["file"]["slamorl_jax/env/forecast.py"] > 0.05 * total
+
+
+@pytest.mark.parametrize("kept", [None, '{"program": "env"}', "not json"])
+def test_a_kept_trace_that_is_missing_or_not_one_is_refused_in_one_line(
+    kept: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.step_profile import main
+
+    if kept is not None:
+        (tmp_path / "run.json").write_text(kept)
+    argv = ["--from-trace", str(tmp_path / "run"), "--out", str(tmp_path / "again.json")]
+    assert_refused(call(lambda: main(argv), capsys, tmp_path), "--from-trace", str(tmp_path / "run"))
