@@ -212,6 +212,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "run it with JAX_PLATFORMS=cpu",
                 "python -m benchmarks.step_profile",
             )
+        if args.keep_trace is not None and not args.keep_trace.absolute().parent.is_dir():
+            fail(
+                f"--keep-trace {args.keep_trace}: no folder to keep it in",
+                "python -m benchmarks.step_profile",
+            )
         compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
         text, times, events = profile(compiled, call_args, args.keep_trace)
         what = {"program": args.program, "num_envs": args.num_envs, "steps": args.steps, "step": args.step}

@@ -79,3 +79,12 @@ def test_a_kept_trace_that_is_missing_or_not_one_is_refused_in_one_line(
         (tmp_path / "run.json").write_text(kept)
     argv = ["--from-trace", str(tmp_path / "run"), "--out", str(tmp_path / "again.json")]
     assert_refused(call(lambda: main(argv), capsys, tmp_path), "--from-trace", str(tmp_path / "run"))
+
+
+def test_a_trace_kept_where_no_folder_is_refused_before_compiling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.step_profile import main
+
+    argv = ["--keep-trace", str(tmp_path / "no" / "run"), "--out", str(tmp_path / "run.json")]
+    assert_refused(call(lambda: main(argv), capsys, tmp_path), "--keep-trace", "no folder to keep it in")
