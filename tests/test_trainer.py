@@ -66,6 +66,16 @@ def test_same_seed_is_bitwise_reproducible_and_other_seeds_differ(compiled: Comp
     assert int(other.update) == int(first.update) == 2 * TINY.updates_per_chunk
 
 
+def test_a_rollouts_episode_sums_count_the_jobs_it_finished(compiled: Compiled) -> None:
+    """Each env's figures add up in its own slot and are summed over the batch after the rollout."""
+    _, traj, sums = jax.jit(compiled.trainer._rollout)(compiled.fresh(), compiled.env_params)
+    finished = np.logical_or(np.asarray(traj["terminated"]), np.asarray(traj["truncated"]))
+    assert all(np.shape(v) == () for v in sums.values())
+    assert float(sums["episodes"]) == finished.sum() > 0
+    assert 0 <= float(sums["all_slas_met"]) <= min(float(sums["deadline_met"]), float(sums["budget_met"]))
+    assert float(sums["deadline_met"]) <= float(sums["episodes"])
+
+
 def test_metrics_are_scalars_whatever_the_chunk_length(compiled: Compiled) -> None:
     _, history = compiled.run(compiled.fresh(), 1)
     assert all(np.shape(v) == () for v in history[0].values())

@@ -228,9 +228,15 @@ class Trainer:
             )
             return (new_state, sums), transition
 
-        zero_sums = {name: jnp.zeros((), jnp.float32) for name in (*EPISODE_SUMS, "episodes")}
+        # Each env's figures add up in its own slot over the rollout, summed over the batch once after
+        # it: a batch-wide sum at every step is a cross-device reduction per step on a mesh, and on a
+        # GPU XLA can fuse a step's per-env work into a one-block reduction kernel (the env benchmark's
+        # per-step reward sum did: benchmarks/results/step_profile_gpu.md).
+        zero_sums = {
+            name: self._split(jnp.zeros((c.num_envs,), jnp.float32)) for name in (*EPISODE_SUMS, "episodes")
+        }
         (state, sums), traj = jax.lax.scan(step, (state, zero_sums), None, c.rollout_length)
-        return state, traj, sums
+        return state, traj, {name: jnp.sum(per_env) for name, per_env in sums.items()}
 
     def _learn(self, state: TrainState, traj: dict) -> tuple[TrainState, dict]:
         """Per-objective GAE, then the PPO epochs over shuffled minibatches."""
@@ -392,7 +398,7 @@ def sample_actions(key: jax.Array, logits: jax.Array) -> tuple[jax.Array, jax.Ar
 
 
 def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dict) -> dict:
-    """Add the figures of the jobs that finished this step to the running sums."""
+    """Add the figures of the jobs that finished this step to each env's running sums (``[envs]``)."""
     d = done.astype(jnp.float32)
     scalar_return = jnp.sum(returns * info["preference"], axis=-1)
     figures = {
@@ -405,8 +411,8 @@ def _add_episode_sums(sums: dict, done: jax.Array, returns: jax.Array, info: dic
         "sla_compliance": info["sla_compliance"],
         "reallocations": info["reallocations"].astype(jnp.float32),
     }
-    new = {name: sums[name] + jnp.sum(d * value) for name, value in figures.items()}
-    new["episodes"] = sums["episodes"] + jnp.sum(d)
+    new = {name: sums[name] + d * value for name, value in figures.items()}
+    new["episodes"] = sums["episodes"] + d
     return new
 
 
