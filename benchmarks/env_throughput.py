@@ -78,6 +78,14 @@ class PerEnvStep:
         return self.env.step(key, state, action, params)
 
 
+def add_rewards(total: jax.Array, reward: jax.Array) -> jax.Array:
+    """``total`` (``[envs]``) plus each env's reward (summed over its objectives): a rollout's rewards
+    add up per env and are summed over the batch once after it. A batch-wide sum at every step
+    made XLA:GPU fuse the env's per-job work into a one-block reduction kernel
+    (``benchmarks/results/step_profile_gpu.md``), a cost of the harness, not of the env."""
+    return total + reward.reshape(total.shape[0], -1).sum(axis=1).astype(total.dtype)
+
+
 def make_rollout(
     reset: Callable[..., Any], step: Callable[..., Any], num_actions: int, num_envs: int, num_steps: int
 ) -> Rollout:
@@ -95,11 +103,7 @@ def make_rollout(
             action_key, step_key = jax.random.split(key)
             actions = jax.random.randint(action_key, (num_envs,), 0, num_actions)
             obs, state, reward, _, _, _ = step(jax.random.split(step_key, num_envs), state, actions, params)
-            # Each env's rewards add up in its own slot, summed over the batch once after the scan: a
-            # batch-wide sum at every step made XLA:GPU fuse the env's per-job work into a one-block
-            # reduction kernel (benchmarks/results/step_profile_gpu.md), a cost of the harness.
-            per_env = reward.reshape(num_envs, -1).sum(axis=1).astype(jnp.float32)
-            return (obs, state, total + per_env), None
+            return (obs, state, add_rewards(total, reward)), None
 
         carry = (obs, state, jnp.zeros((num_envs,), jnp.float32))
         (obs, _, total), _ = jax.lax.scan(body, carry, jax.random.split(run_key, num_steps))

@@ -25,17 +25,26 @@
 # downloads the versions installed here and keeps the folder out of git (.git/info/exclude); the
 # device tool's call then names it: carry [".gpuwheels"].
 set -uo pipefail
-cd "$(dirname "$0")/.."
+if [ -n "${OUT:-}" ]; then
+    OUT=$(cd "$OUT" && pwd) || exit 2  # from where the script was started; pack runs in $RESULTS
+fi
+cd "$(dirname "$0")/.." || exit 2
 PYTHON=${PYTHON:-python3}
 if [ "${1:-}" = wheels ]; then
     pins=$("$PYTHON" -c 'import importlib.metadata as m
 print(" ".join(f"{n}=={m.version(n)}" for n in ("gymnax", "gymnasium", "Farama-Notifications", "tensorboardX")))') || exit 2
     grep -qx '/.gpuwheels/' .git/info/exclude 2>/dev/null || echo '/.gpuwheels/' >>.git/info/exclude
+    rm -rf .gpuwheels  # wheels of other versions would make the install there fail
     # shellcheck disable=SC2086  # one argument per pin
-    exec "$PYTHON" -m pip download -q --no-deps -d .gpuwheels $pins
+    exec "$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d .gpuwheels $pins
 fi
-RESULTS=${RESULTS:-benchmarks/results}
-mkdir -p "$RESULTS"
+if [ "${DRY:-0}" = 1 ]; then  # a check of the script must not replace the committed GPU results
+    RESULTS=${RESULTS:-$(mktemp -d)}
+else
+    RESULTS=${RESULTS:-benchmarks/results}
+fi
+mkdir -p "$RESULTS" || exit 2
+echo "results in $RESULTS"
 LOG="$RESULTS/gpu_session.log"
 : >"$LOG"
 export PYTHONPATH=.
@@ -45,33 +54,37 @@ if [ -d .gpuwheels ]; then
     "$PYTHON" -m pip install -q --no-deps --no-index .gpuwheels/*.whl 2>&1 | grep -v WARNING | tee -a "$LOG"
 fi
 if [ "${DRY:-0}" = 1 ]; then
-    ENV_SIZES=64 TRAIN_SIZES=64 PROFILE_ENVS=64 SCALE_ENV=64 SCALE_TRAIN=64 BUDGET=20 ROW=120
+    ENV_SIZES=64 TRAIN_SIZES=64 PROFILE_ENVS=64 SCALE_ENV=64 SCALE_TRAIN=64 BUDGET=20 ROW=60
 else
     ENV_SIZES=4096,65536,1048576 TRAIN_SIZES=4096,65536 PROFILE_ENVS=4096
-    SCALE_ENV=1048576 SCALE_TRAIN=16384,65536,262144 BUDGET=100 ROW=90
+    SCALE_ENV=1048576 SCALE_TRAIN=16384,65536,262144 BUDGET=90 ROW=80
 fi
-pack() {  # the results so far, into the one file the device tool brings back
+STARTED=$(mktemp)  # what this run wrote is newer than this file
+pack() {  # this run's results so far (not older ones beside them), into the one file brought back
     if [ -n "${OUT:-}" ]; then
-        (cd "$RESULTS" && tar czf "$OUT/gpu_session.tgz" gpu_session.log ./*_gpu*)
+        (cd "$RESULTS" && find . -maxdepth 1 -name '*_gpu*' -newer "$STARTED" -print0 |
+            xargs -0 tar czf "$OUT/gpu_session.tgz" gpu_session.log) ||
+            echo "packing the results failed" | tee -a "$LOG"
     fi
 }
 part() {  # part SECONDS NAME COMMAND...: one part under its own limit, its exit status logged
     local limit=$1 name=$2
     shift 2
     echo "== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$LOG"
-    timeout "$limit" "$@" 2>&1 | tee -a "$LOG"
+    timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
     echo "== $name: exit ${PIPESTATUS[0]} $(date -u +%T)" | tee -a "$LOG"
     pack
 }
-part 45 machine bash -c "nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv 2>&1;
-    $PYTHON -c 'import jax, flax, optax, orbax.checkpoint, gymnax; print(jax.__version__, jax.devices())'"
-part 140 env_throughput "$PYTHON" -m benchmarks.env_throughput --num-envs "$ENV_SIZES" \
+# The limits add up to 570 s, inside the device tool's 600 s a command.
+part 30 machine bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv 2>&1;
+    "$1" -c "import jax, flax, optax, orbax.checkpoint, gymnax; print(jax.__version__, jax.devices())"' _ "$PYTHON"
+part 120 env_throughput "$PYTHON" -m benchmarks.env_throughput --num-envs "$ENV_SIZES" \
     --python-seconds 0 --repeats 5 --out "$RESULTS/env_throughput_gpu.json"
-part 140 train_throughput "$PYTHON" -m benchmarks.train_throughput --num-envs "$TRAIN_SIZES" \
+part 120 train_throughput "$PYTHON" -m benchmarks.train_throughput --num-envs "$TRAIN_SIZES" \
     --repeats 3 --out "$RESULTS/train_throughput_gpu.json"
-part 60 step_profile "$PYTHON" -m benchmarks.step_profile --num-envs "$PROFILE_ENVS" --steps 32 --top 30 \
+part 50 step_profile "$PYTHON" -m benchmarks.step_profile --num-envs "$PROFILE_ENVS" --steps 32 --top 30 \
     --out "$RESULTS/step_profile_gpu.json" --keep-trace "$RESULTS/step_profile_gpu"
-part 75 step_profile_train "$PYTHON" -m benchmarks.step_profile --program train \
+part 60 step_profile_train "$PYTHON" -m benchmarks.step_profile --program train \
     --num-envs "$PROFILE_ENVS" --top 30 --out "$RESULTS/step_profile_train_gpu.json" \
     --keep-trace "$RESULTS/step_profile_train_gpu"
 part $((BUDGET + ROW + 20)) scaling "$PYTHON" -m benchmarks.scaling --devices=native \

@@ -43,7 +43,7 @@ from slamorl_jax.xla_flags import fake_cpu_devices_env
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_cpu.json"
 TARGET_TWO_DEVICES = 1.3  # env-only, 2 fake devices vs 1 (issue 10)
 TARGET_VS_PYTHON = 100.0  # env-only at 4096 envs vs the Python loop, this CPU (issue 10)
-BUDGET_SKIP = "skipped"  # the error of a row --budget-s left unrun (the table says so, not "failed")
+BUDGET_SKIP = "skipped: --budget-s"  # starts the error of a row --budget-s left unrun (shown as such)
 
 
 def device_list(text: str) -> list[int | str]:
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for round_index in range(args.rounds):
         for devices, kind, num_envs, one_core in sweep:
             if args.budget_s and time.monotonic() - start > args.budget_s:
-                error = f"{BUDGET_SKIP}: --budget-s={args.budget_s:g} spent"
+                error = f"{BUDGET_SKIP}={args.budget_s:g} spent"
                 row = {**row_identity(kind, devices, num_envs, one_core), "error": error}
             else:
                 row = run_row(kind, devices, num_envs, args, one_core)

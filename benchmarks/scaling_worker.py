@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks.common import Timing, time_call
-from benchmarks.env_throughput import default_steps
+from benchmarks.env_throughput import add_rewards, default_steps
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
@@ -66,11 +66,11 @@ def sharded_rollout(
             actions = constrain_batch(jax.random.randint(action_key, (num_envs,), 0, env.num_actions), mesh)
             keys = constrain_batch(jax.random.split(step_key, num_envs), mesh)
             obs, state, reward, _, _, _ = constrain_batch(step(keys, state, actions, params), mesh)
-            return (obs, state, total + jnp.sum(reward)), None
+            return (obs, state, add_rewards(total, reward)), None
 
-        carry = (obs, state, jnp.zeros((), jnp.float32))
+        carry = (obs, state, constrain_batch(jnp.zeros((num_envs,), jnp.float32), mesh))
         (obs, _, total), _ = jax.lax.scan(body, carry, jax.random.split(run_key, num_steps))
-        return obs, total
+        return obs, jnp.sum(total)
 
     return rollout
 

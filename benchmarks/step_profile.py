@@ -46,6 +46,7 @@ import json
 import shutil
 import sys
 import tempfile
+import zlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -165,12 +166,20 @@ def kept_trace(prefix: Path) -> tuple[dict[str, Any], str, Counter[str], int]:
     profiled, on which machine), the program's text and :func:`thunk_times_us`."""
     try:
         recorded = json.loads(Path(f"{prefix}.json").read_text())
-        if not isinstance(recorded, dict) or not all(name in recorded for name in RECORDED):
+        if (
+            not isinstance(recorded, dict)
+            or not all(name in recorded for name in RECORDED)
+            or not isinstance(recorded["units"], int)
+            or recorded["units"] < 1
+            or not isinstance(recorded["machine"], dict)
+        ):
             raise ValueError(f"{prefix}.json is not a step_profile result")
         with gzip.open(f"{prefix}.hlo.txt.gz", "rt") as stream:
             text = stream.read()
         times, events = thunk_times_us(f"{prefix}.trace.json.gz", module_name(text))
-    except (OSError, ValueError, RuntimeError, KeyError, TypeError) as err:
+        if not times:
+            raise ValueError(f"the trace times no instruction of the program in {prefix}.hlo.txt.gz")
+    except (OSError, EOFError, zlib.error, ValueError, RuntimeError, KeyError, TypeError) as err:
         fail(f"--from-trace {prefix}: {err}", "python -m benchmarks.step_profile")
     return recorded, text, times, events
 

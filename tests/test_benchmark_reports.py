@@ -4,7 +4,6 @@ scaling sweep runs out of ``--budget-s``). The stored GPU results are the payloa
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -40,14 +39,14 @@ def test_scaling_rows_left_by_the_budget_are_not_called_failed() -> None:
     from benchmarks.scaling import to_markdown
 
     payload = json.loads((RESULTS / "scaling_gpu.json").read_text())
-    skipped = [r for r in payload["rows"] if r.get("error", "").startswith("skipped")]
-    assert skipped, "the stored GPU sweep has rows --budget-s left unrun"
-    failed = copy.deepcopy(skipped[0])
-    failed.update(error="exit 1: out of memory", num_envs=123_456)
-    payload["rows"].append(failed)
+    row = {"kind": "train", "requested_devices": "native", "num_envs": 123_456, "one_core": False}
+    payload["rows"] = [r for r in payload["rows"] if "error" not in r] + [
+        {**row, "error": "skipped: --budget-s=120 spent"},
+        {**row, "num_envs": 654_321, "error": "exit 1: skipped a beat, then ran out of memory"},
+    ]
     lines = to_markdown(payload).splitlines()
-    assert sum("not run (--budget-s spent)" in line for line in lines) == len(skipped)
-    assert [line for line in lines if "123,456" in line and "| failed |" in line]
+    assert [line for line in lines if "123,456" in line and "| not run (--budget-s spent) |" in line]
+    assert [line for line in lines if "654,321" in line and "| failed |" in line]
 
 
 def test_a_gpu_trace_charges_kernels_launched_from_command_buffers_to_their_fusions() -> None:
@@ -69,7 +68,12 @@ def test_a_gpu_trace_charges_kernels_launched_from_command_buffers_to_their_fusi
     assert charged["file"]["slamorl_jax/env/forecast.py"] > 0.05 * total
 
 
-@pytest.mark.parametrize("kept", [None, '{"program": "env"}', "not json"])
+UNITS_ZERO = json.dumps(
+    {"program": "env", "num_envs": 4, "steps": 1, "step": "batch", "units": 0, "machine": {"backend": "cpu"}}
+)
+
+
+@pytest.mark.parametrize("kept", [None, '{"program": "env"}', "not json", UNITS_ZERO])
 def test_a_kept_trace_that_is_missing_or_not_one_is_refused_in_one_line(
     kept: str | None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -62,13 +62,18 @@ def test_trace_events_are_summed_per_instruction_of_the_module(tmp_path: Path) -
         {"ph": "B", "dur": 9.0, "name": "g", "args": {"hlo_module": "jit_rollout", "hlo_op": "g"}},
         {"ph": "X", "dur": 9.0, "name": "h", "args": {"hlo_module": "jit_rollout"}},
     ]
-    folder = tmp_path / "plugins" / "profile" / "run"
-    folder.mkdir(parents=True)
-    with gzip.open(folder / "host.trace.json.gz", "wt") as stream:
+    events.append(  # a GPU kernel run from a command buffer: charged to the kernel's own name
+        {
+            "ph": "X",
+            "dur": 3.0,
+            "name": "k_2",
+            "args": {"hlo_module": "jit_rollout", "hlo_op": "command_buffer_1"},
+        }
+    )
+    trace = tmp_path / "host.trace.json.gz"
+    with gzip.open(trace, "wt") as stream:
         json.dump({"traceEvents": events}, stream)
-    assert thunk_times_us(str(tmp_path), "jit_rollout") == Counter({"f": 10.0})
-    with pytest.raises(RuntimeError, match="no Perfetto trace"):
-        thunk_times_us(str(tmp_path / "empty"), "jit_rollout")
+    assert thunk_times_us(str(trace), "jit_rollout") == (Counter({"f": 10.0, "k_2": 3.0}), 3)
 
 
 def test_the_module_name_is_read_from_the_compiled_text() -> None:
@@ -90,13 +95,14 @@ def test_bad_flags_exit_2_with_one_line(argv: list[str], capsys: pytest.CaptureF
 
 
 def test_another_backend_is_refused_with_one_line(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    """The profile reads XLA:CPU's thunks: on another backend it stops with exit 2 and one line
-    saying how to run it, before compiling anything."""
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    """The profile reads XLA:CPU's thunks or XLA:GPU's kernels: on another backend it stops with
+    exit 2 and one line saying how to run it, before compiling anything."""
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
     with pytest.raises(SystemExit) as info:
-        main(["--out", "unused/profile.json"])
+        main(["--out", str(tmp_path / "profile.json")])
+    assert not (tmp_path / "profile.json").exists()
     assert info.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "JAX_PLATFORMS=cpu" in err[0]
