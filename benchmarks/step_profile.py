@@ -69,6 +69,7 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "step_profile.json"
 WARMUP_CALLS = 2
 GROUPS = ("file", "function", "line", "instruction")
 RECORDED = ("program", "num_envs", "steps", "step", "units", "machine")  # what --from-trace reads back
+OWN_PACKAGES = ("slamorl_jax", "benchmarks")  # the repository's code, wherever it was checked out
 KEPT_ROWS = 100  # rows of each group in the JSON, largest first (the total counts every instruction)
 
 
@@ -106,9 +107,15 @@ def thunk_times_us(trace_path: str, module_name: str) -> tuple[Counter[str], int
 
 
 def short_location(location: str) -> str:
-    """A source location with the repository root cut off its file."""
+    """A source location with the repository root cut off its file; in a trace kept on another
+    machine (``--from-trace``), with whatever stands before this repository's packages."""
     root = str(REPO_ROOT) + "/"
-    return location[len(root) :] if location.startswith(root) else location
+    if location.startswith(root):
+        return location[len(root) :]
+    for package in OWN_PACKAGES:
+        if (start := location.find(f"/{package}/")) >= 0:
+            return location[start + 1 :]
+    return location
 
 
 def charge(times_us: Counter[str], sources: dict[str, tuple[str, Counter[str]]]) -> dict[str, Counter[str]]:

@@ -52,6 +52,14 @@ def test_time_is_split_over_an_instructions_locations_and_control_flow_is_not_ch
     assert "while.2 (while)" not in by["instruction"]
 
 
+def test_locations_are_shown_from_the_repository_wherever_it_was_checked_out() -> None:
+    from benchmarks.step_profile import REPO_ROOT, short_location
+
+    assert short_location(f"{REPO_ROOT}/slamorl_jax/env/forecast.py:f:3") == "slamorl_jax/env/forecast.py:f:3"
+    assert short_location("/elsewhere/repo/benchmarks/x.py:g:1") == "benchmarks/x.py:g:1"
+    assert short_location("/usr/lib/jax/_src/numpy.py:h:2") == "/usr/lib/jax/_src/numpy.py:h:2"
+
+
 def test_trace_events_are_summed_per_instruction_of_the_module(tmp_path: Path) -> None:
     """Complete events of the named module are summed by ``hlo_op``; other modules, other phases
     and events without an op are ignored."""
