@@ -362,7 +362,7 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
         config = config_from_flags()
         train_checks.check_finite(config)
         if not FLAGS.resume:  # a resumed run keeps its checkpoint's (checked) config and budget; a
-            # flag given with --resume must equal it (training_loop.resolve_config), so the flags'
+            # flag given with --resume must equal it (training_loop.resolve_run), so the flags'
             # defaults are never checked against the ones given
             validate_config(config)
             train_checks.check_sizes(config)

@@ -104,14 +104,10 @@ def catch_stop_signals() -> Iterator[StopRequest]:
             signal.signal(s, handler)
 
 
-def resolve_config(config: TrainConfig, options: RunOptions) -> TrainConfig:
-    """The config to run: the checkpoint's when resuming (explicit flags must agree with it)."""
-    return resolve_run(config, options)[0]
-
-
 def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, dict[str, Any] | None]:
-    """:func:`resolve_config`, with the newest readable checkpoint meta it resumes from (``None``
-    for a fresh run), read once for the config and the run options."""
+    """The config to run, the checkpoint's when resuming (explicit flags must agree with it), and the
+    newest readable checkpoint meta it resumes from (``None`` for a fresh run), read once for the
+    config and the run options."""
     if not options.resume:
         if ckpt.has_checkpoint(options.checkpoint_dir):
             raise ckpt.CheckpointError(

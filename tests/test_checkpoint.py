@@ -286,7 +286,7 @@ def test_the_shared_target_head_trains_saves_and_loads(tmp_path: Path) -> None:
 def test_a_run_saved_before_the_dual_multipliers_refuses_to_resume(copy_of: Path, tmp_path: Path) -> None:
     """A run whose meta has no ``state_version`` (saved before ``EnvState.multipliers``) is refused
     by ``--resume`` with one clear line, and none of its steps is set aside as damaged."""
-    from slamorl_jax.training_loop import RunOptions, resolve_config
+    from slamorl_jax.training_loop import RunOptions, resolve_run
 
     meta_file = copy_of / str(SAVED_STEP) / "meta" / "metadata"
     meta = json.loads(meta_file.read_text())
@@ -294,7 +294,7 @@ def test_a_run_saved_before_the_dual_multipliers_refuses_to_resume(copy_of: Path
     meta_file.write_text(json.dumps(signed_meta(meta)))
     options = RunOptions(checkpoint_dir=copy_of, log_dir=tmp_path / "logs", resume=True)
     with pytest.raises(ckpt.CheckpointError, match=r"state_version 1.*start a new run") as err:
-        resolve_config(TINY, options)
+        resolve_run(TINY, options)
     assert "\n" not in str(err.value)
     assert ckpt.complete_steps(copy_of) == [SAVED_STEP]
     assert ckpt.load_policy(copy_of).step == SAVED_STEP  # the policy still loads
@@ -315,7 +315,7 @@ def test_resume_refuses_what_is_not_this_versions_run_and_sets_nothing_aside(
     of another observation or action set are refused by ``--resume`` with one line before anything
     is restored. Every restore error used to count as damage: ``--resume`` renamed each step
     ``damaged-<step>``, after which nothing loaded the shipped policy."""
-    from slamorl_jax.training_loop import RunOptions, resolve_config
+    from slamorl_jax.training_loop import RunOptions, resolve_run
 
     target = copy_of
     if source == "export":
@@ -327,7 +327,7 @@ def test_resume_refuses_what_is_not_this_versions_run_and_sets_nothing_aside(
         meta_file.write_text(json.dumps(signed_meta({**json.loads(meta_file.read_text()), **change})))
     options = RunOptions(checkpoint_dir=target, log_dir=tmp_path / "logs", resume=True)
     with pytest.raises(ckpt.CheckpointError, match=phrase) as err:
-        resolve_config(TINY, options)
+        resolve_run(TINY, options)
     assert "\n" not in str(err.value)
     assert ckpt.complete_steps(target) == [step]
 

@@ -12,7 +12,7 @@ from learner_fixtures import TINY
 
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import run_dirs, train_checks
-from slamorl_jax.training_loop import RunOptions, resolve_config, resumed_options, saved_run_options
+from slamorl_jax.training_loop import RunOptions, resolve_run, resumed_options, saved_run_options
 
 OPTIONS = RunOptions(
     checkpoint_dir=Path("c"), log_dir=Path("l"), save_interval=100, keep=3, eval_episodes=1024
@@ -84,6 +84,6 @@ def test_logs_of_a_run_that_saved_no_checkpoint_are_not_told_to_resume(tmp_path:
     (tmp_path / "logs" / "metrics.jsonl").write_text("{}\n")
     options = RunOptions(checkpoint_dir=tmp_path / "checkpoints", log_dir=tmp_path / "logs")
     with pytest.raises(ckpt.CheckpointError, match=r"no run's checkpoint beside them.*remove them"):
-        resolve_config(TINY, options)
+        resolve_run(TINY, options)
     with pytest.raises(ckpt.CheckpointError, match="saved no checkpoint before it stopped"):
-        resolve_config(TINY, dataclasses.replace(options, resume=True))
+        resolve_run(TINY, dataclasses.replace(options, resume=True))
