@@ -47,7 +47,7 @@ from benchmarks.common import (
 from benchmarks.scaling import TARGET_VS_PYTHON  # issue 10 on a CPU (1000x is the GPU's)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
-from slamorl_jax.env.batched_step import step_envs
+from slamorl_jax.env.batched_step import RESET_BY, default_reset_by, step_envs
 from slamorl_jax.env.python_job import PythonJob
 from slamorl_jax.env.python_uniforms import NumpyUniforms, run_random_steps
 
@@ -112,6 +112,26 @@ def make_rollout(
     return rollout
 
 
+class OtherReset:
+    """Our env whose batched step puts fresh jobs in by ``reset_by`` (``batched_step.RESET_BY``)
+    rather than by the backend's default: the harness times the two resets side by side."""
+
+    def __init__(self, env: JobAllocationEnv, reset_by: str) -> None:
+        self.env = env
+        self.reset_by = reset_by
+        self.num_actions = env.num_actions
+
+    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, Any]:
+        """The env's reset."""
+        return self.env.reset(key, params)
+
+    def step_batch(
+        self, keys: jax.Array, state: Any, action: jax.Array, params: Any, reset_slots: Any
+    ) -> tuple:
+        """The env's batched step with this reset."""
+        return self.env.step_batch(keys, state, action, params, reset_slots, self.reset_by)
+
+
 class NullEnv:
     """An environment that does nothing: the same harness on it measures the harness alone (key
     splitting and random actions), an upper bound for any environment's steps/s."""
@@ -171,10 +191,11 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 def to_markdown(payload: dict) -> str:
     """The report as Markdown: a table of steps/s and ratios, the Python loop and the machine."""
     python_rate = (payload.get("python_loop") or {}).get("steps_per_s_median")
+    also = payload["config"].get("also_reset_by", [])
     rows = []
     for row in payload["results"]:
         if "skipped" in row:
-            rows.append([row["num_envs"], "-", "skipped: " + row["skipped"], *[""] * 8])
+            rows.append([row["num_envs"], "-", "skipped: " + row["skipped"], *[""] * (8 + 2 * len(also))])
             continue
         cart, ours = row["cartpole"], row["ours"]
         rows.append(
@@ -186,6 +207,14 @@ def to_markdown(payload: dict) -> str:
                 f"{row['ours_vs_cartpole']:.2f}x",
                 format_rate(row["ours_vmap"]["steps_per_s_median"]),
                 f"{row['ours_vmap_vs_cartpole']:.2f}x",
+                *[
+                    cell
+                    for reset_by in also
+                    for cell in (
+                        format_rate(row[f"ours_{reset_by}"]["steps_per_s_median"]),
+                        f"{row[f'ours_{reset_by}_vs_cartpole']:.2f}x",
+                    )
+                ],
                 "-" if row["ours_vs_python"] is None else f"{row['ours_vs_python']:.0f}x",
                 format_rate(row["harness_alone"]["steps_per_s_median"]),
                 f"{cart['compile_s']:.1f}",
@@ -196,10 +225,11 @@ def to_markdown(payload: dict) -> str:
         "num_envs",
         "steps",
         "CartPole-v1 steps/s (median / best)",
-        "ours (step_batch) steps/s (median / best)",
+        f"ours (step_batch, {payload['config'].get('reset_by', 'scatter')} reset) steps/s (median / best)",
         "ours / CartPole",
         "ours via vmap(step) steps/s",
         "vmap(step) / CartPole",
+        *[cell for reset_by in also for cell in (f"ours, {reset_by} reset", f"{reset_by} / CartPole")],
         "ours / Python",
         "harness alone steps/s",
         "CartPole compile s",
@@ -252,6 +282,9 @@ def run(args: argparse.Namespace) -> dict:
         "ours_vmap": (PerEnvStep(ours_env), ours_params, ours_env.num_actions),
         "harness_alone": (NullEnv(), jnp.zeros(()), NullEnv.num_actions),
     }
+    also_reset_by = [name for name in args.also_reset_by if name != default_reset_by()]
+    for reset_by in also_reset_by:
+        envs[f"ours_{reset_by}"] = (OtherReset(ours_env, reset_by), ours_params, ours_env.num_actions)
     per_env = max(bytes_per_env(env, params) for env, params, _ in envs.values())
     free = available_memory_bytes()
     python = None
@@ -277,6 +310,10 @@ def run(args: argparse.Namespace) -> dict:
             row["ours_vmap"]["steps_per_s_median"], row["cartpole"]["steps_per_s_median"]
         )
         row["ours_vs_python"] = ratio(row["ours"]["steps_per_s_median"], python_rate)
+        for reset_by in also_reset_by:
+            row[f"ours_{reset_by}_vs_cartpole"] = ratio(
+                row[f"ours_{reset_by}"]["steps_per_s_median"], row["cartpole"]["steps_per_s_median"]
+            )
         results.append(row)
         print(
             f"num_envs={num_envs}: cartpole {format_rate(row['cartpole']['steps_per_s_median'])}, "
@@ -294,6 +331,8 @@ def run(args: argparse.Namespace) -> dict:
             "repeats": args.repeats,
             "python_seconds": args.python_seconds,
             "scenario": args.scenario,
+            "reset_by": default_reset_by(),
+            "also_reset_by": also_reset_by,
             "ours_env": ours_env.name,
             "cartpole_env": "gymnax CartPole-v1",
         },
@@ -316,6 +355,15 @@ def run(args: argparse.Namespace) -> dict:
             "harness_alone_vs_python": ratio(target_row["harness_alone"]["steps_per_s_median"], python_rate),
         }
     return payload
+
+
+def reset_by_list(text: str) -> list[str]:
+    """A comma-separated list of ``batched_step.RESET_BY`` names (argparse type)."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in RESET_BY]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown reset {unknown[0]!r}: choose from {', '.join(RESET_BY)}")
+    return list(dict.fromkeys(names))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -341,6 +389,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds spent timing the plain-Python loop (0 skips it)",
     )
     parser.add_argument("--scenario", choices=SCENARIOS, default="mixed", help="scenario of our env")
+    parser.add_argument(
+        "--also-reset-by",
+        type=reset_by_list,
+        default=[],
+        help=f"also time step_batch with these resets ({', '.join(RESET_BY)}); the backend's own "
+        "(batched_step.default_reset_by) is always timed, as 'ours'",
+    )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown written beside it)"
     )

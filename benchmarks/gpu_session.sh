@@ -16,6 +16,8 @@
 #
 #   bash benchmarks/gpu_session.sh          # on the GPU machine, from the repository root
 #   DRY=1 bash benchmarks/gpu_session.sh    # tiny sizes on any machine: checks the script itself
+#   PARTS="machine env_throughput" ENV_SIZES=4096 ENV_LIMIT=90 bash benchmarks/gpu_session.sh
+#                                           # some parts only (names as logged), other sizes
 #
 #   bash benchmarks/gpu_session.sh wheels  # here, before the call: fetch the wheels below
 #
@@ -56,7 +58,7 @@ fi
 if [ "${DRY:-0}" = 1 ]; then
     ENV_SIZES=64 TRAIN_SIZES=64 PROFILE_ENVS=64 SCALE_ENV=64 SCALE_TRAIN=64 BUDGET=20 ROW=60
 else
-    ENV_SIZES=4096,65536,1048576 TRAIN_SIZES=4096,65536 PROFILE_ENVS=4096
+    ENV_SIZES=${ENV_SIZES:-4096,65536,1048576} TRAIN_SIZES=${TRAIN_SIZES:-4096,65536} PROFILE_ENVS=4096
     SCALE_ENV=1048576 SCALE_TRAIN=16384,65536,262144 BUDGET=90 ROW=80
 fi
 STARTED=$(mktemp)  # what this run wrote is newer than this file
@@ -67,9 +69,11 @@ pack() {  # this run's results so far (not older ones beside them), into the one
             echo "packing the results failed" | tee -a "$LOG"
     fi
 }
+PARTS=${PARTS:-machine env_throughput train_throughput step_profile step_profile_train scaling}
 part() {  # part SECONDS NAME COMMAND...: one part under its own limit, its exit status logged
     local limit=$1 name=$2
     shift 2
+    case " $PARTS " in *" $name "*) ;; *) return 0 ;; esac  # not asked for this time
     echo "== $name (limit ${limit}s) $(date -u +%T)" | tee -a "$LOG"
     timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$LOG"
     echo "== $name: exit ${PIPESTATUS[0]} $(date -u +%T)" | tee -a "$LOG"
@@ -78,8 +82,8 @@ part() {  # part SECONDS NAME COMMAND...: one part under its own limit, its exit
 # The limits add up to 570 s, inside the device tool's 600 s a command.
 part 30 machine bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv 2>&1;
     "$1" -c "import jax, flax, optax, orbax.checkpoint, gymnax; print(jax.__version__, jax.devices())"' _ "$PYTHON"
-part 120 env_throughput "$PYTHON" -m benchmarks.env_throughput --num-envs "$ENV_SIZES" \
-    --python-seconds 0 --repeats 5 --out "$RESULTS/env_throughput_gpu.json"
+part "${ENV_LIMIT:-120}" env_throughput "$PYTHON" -m benchmarks.env_throughput --num-envs "$ENV_SIZES" \
+    --python-seconds 0 --repeats 5 --also-reset-by scatter,select --out "$RESULTS/env_throughput_gpu.json"
 part 120 train_throughput "$PYTHON" -m benchmarks.train_throughput --num-envs "$TRAIN_SIZES" \
     --repeats 3 --out "$RESULTS/train_throughput_gpu.json"
 part 50 step_profile "$PYTHON" -m benchmarks.step_profile --num-envs "$PROFILE_ENVS" --steps 32 --top 30 \

@@ -1,8 +1,8 @@
 """``step_batch`` (``env/batched_step.py``) is ``vmap(env.step)``: the same next jobs, episode ends,
 observations, rewards and ``info``, on steps with fewer finished jobs than reset slots (one round of
-resets), with more (several rounds) and with a slot for every env (no loop); the scalar-reward
-wrapper scalarises each env's reward; the trainer steps its envs with it; a batch split over devices
-runs it on each device's share."""
+resets), with more (several rounds), by either reset (``RESET_BY``) and with a slot for every env
+(no loop); the scalar-reward wrapper scalarises each env's reward; the trainer steps its envs with
+it; a batch split over devices runs it on each device's share."""
 
 from __future__ import annotations
 
@@ -23,7 +23,12 @@ from gymnax.wrappers.purerl import LogWrapper
 from slamorl_jax.agent.trainer import make_train
 from slamorl_jax.env import JobAllocationEnv, ScalarRewardWrapper
 from slamorl_jax.env import draws as d
-from slamorl_jax.env.batched_step import default_reset_slots, has_step_batch, reset_draws
+from slamorl_jax.env.batched_step import (
+    RESET_BY,
+    default_reset_slots,
+    has_step_batch,
+    reset_draws,
+)
 from tests.learner_fixtures import TINY, env_params_for
 from tests.test_env_api import assert_trees_close, with_epochs
 from tests.test_sharding import REPO_ROOT, TIMEOUT_S, worker_env
@@ -39,17 +44,19 @@ def vmapped_step(env: Any) -> Callable:
     return jax.jit(jax.vmap(env.step, in_axes=(0, 0, 0, None)))
 
 
-def step_pair(env: Any, reset_slots: int) -> tuple[Callable, Callable]:
-    """Jitted ``vmap(env.step)`` and ``env.step_batch`` with ``reset_slots``."""
+def step_pair(env: Any, reset_slots: int, reset_by: str = "scatter") -> tuple[Callable, Callable]:
+    """Jitted ``vmap(env.step)`` and ``env.step_batch`` with ``reset_slots`` and ``reset_by``."""
     by_vmap = vmapped_step(env)
-    batched = jax.jit(lambda k, s, a, p: env.step_batch(k, s, a, p, reset_slots))
+    batched = jax.jit(lambda k, s, a, p: env.step_batch(k, s, a, p, reset_slots, reset_by))
     return by_vmap, batched
 
 
-def compare_steps(env: Any, params: Any, reset_slots: int, seed: int = 0, steps: int = STEPS) -> list[int]:
+def compare_steps(
+    env: Any, params: Any, reset_slots: int, seed: int = 0, steps: int = STEPS, reset_by: str = "scatter"
+) -> list[int]:
     """Step ``NUM_ENVS`` jobs ``steps`` times by ``vmap(step)``, checking ``step_batch`` from the same
     state, key and action at every step; the number of finished jobs per step."""
-    by_vmap, batched = step_pair(env, reset_slots)
+    by_vmap, batched = step_pair(env, reset_slots, reset_by)
     key = jax.random.key(seed)
     _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, NUM_ENVS), params)
     finished = []
@@ -70,10 +77,11 @@ def short_jobs(env: JobAllocationEnv) -> Any:
     return with_epochs(env.default_params, 1, 4)
 
 
+@pytest.mark.parametrize("reset_by", RESET_BY)
 def test_step_batch_equals_vmapped_step_in_one_round_and_in_several(
-    env: JobAllocationEnv, short_jobs: Any
+    env: JobAllocationEnv, short_jobs: Any, reset_by: str
 ) -> None:
-    finished = compare_steps(env, short_jobs, RESET_SLOTS)
+    finished = compare_steps(env, short_jobs, RESET_SLOTS, reset_by=reset_by)
     # The steps exercised both branches.
     assert any(0 < n <= RESET_SLOTS for n in finished), finished
     assert any(n > RESET_SLOTS for n in finished), finished
@@ -122,6 +130,8 @@ def test_default_reset_slots_and_bad_slots(env: JobAllocationEnv) -> None:
     state = jax.eval_shape(jax.vmap(env.reset, in_axes=(0, None)), keys, env.default_params)[1]
     with pytest.raises(ValueError, match="reset_slots must be >= 1"):
         env.step_batch(keys, state, jnp.zeros((2,), jnp.int32), reset_slots=0)
+    with pytest.raises(ValueError, match="reset_by must be one of scatter, select, got 'gather'"):
+        env.step_batch(keys, state, jnp.zeros((2,), jnp.int32), reset_by="gather")
 
 
 def test_only_an_env_class_of_its_own_offers_step_batch(env: JobAllocationEnv) -> None:

@@ -13,6 +13,13 @@ each env's next job comes from its own key's reset uniforms (hashed for the envs
 the same jobs, actions' effects and episode ends (``tests/test_batched_step.py`` checks this, to
 float32 rounding: XLA may round a fused expression differently in the two programs).
 
+The fresh jobs enter the batch one of two ways (``RESET_BY``): by a scatter per state field
+("scatter", the CPU's default: it touches only the rows it writes) or by every env taking its own
+from the round's jobs with a gather and a ``where`` ("select", the default elsewhere: XLA:GPU fuses
+those across the fields, where each scatter is a kernel of its own). On one H200 at 4,096 envs the
+select reset runs the step in 76 kernels instead of 144 and 1.4x as fast; on a 2-core CPU it is
+0.8x the scatter's speed (README "Speed").
+
 The trainer steps its envs with it through :func:`step_envs` (``agent/trainer.py``), on each
 device's share of the batch when the batch is split over devices; ``benchmarks/env_throughput.py``
 times it beside ``vmap(env.step)``.
@@ -102,6 +109,18 @@ def reset_draws(keys: jax.Array) -> jax.Array:
     return jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.RESET_DRAWS, first=d.STEP_DRAWS)))(keys)
 
 
+# How the fresh jobs enter the batch (``reset_finished``): "scatter" writes each built job into its
+# env's row, one scatter per state field; "select" has every env take its fresh job by a gather and
+# a ``where`` that XLA can fuse across the state's fields (fewer kernels: what counts on a GPU).
+RESET_BY = ("scatter", "select")
+
+
+def default_reset_by() -> str:
+    """The reset for the backend in use: "scatter" on a CPU (it touches only the rows it writes),
+    "select" elsewhere (``benchmarks/results/env_throughput_gpu.md`` times both)."""
+    return "scatter" if jax.default_backend() == "cpu" else "select"
+
+
 def reset_finished(
     env: JobAllocationEnv,
     keys: jax.Array,
@@ -109,12 +128,18 @@ def reset_finished(
     next_state: EnvState,
     params: EnvParams,
     reset_slots: int,
+    reset_by: str = "scatter",
 ) -> EnvState:
     """``next_state`` with every env flagged ``done`` replaced by ``env.reset_from_draws`` of the
     reset uniforms of its key (:func:`reset_draws`), fresh jobs built ``reset_slots`` at a time
-    (module docstring). The uniforms are drawn for the envs being reset only."""
+    (module docstring) and put in place as ``reset_by`` says (:data:`RESET_BY`). The uniforms are
+    drawn for the envs being reset only."""
     num_envs = done.shape[0]
     reset_batch = jax.vmap(env.reset_from_draws, in_axes=(0, None))
+    if reset_slots >= num_envs:
+        return _select_rows(done, reset_batch(reset_draws(keys), params), next_state)
+    if reset_by == "select":
+        return _reset_by_select(reset_batch, keys, done, next_state, params, reset_slots)
 
     def some_envs(carry: tuple[EnvState, jax.Array]) -> tuple[EnvState, jax.Array]:
         state, waiting = carry
@@ -125,9 +150,38 @@ def reset_finished(
         state = jax.tree.map(lambda old, new: old.at[rows].set(new, mode="drop"), state, fresh)
         return state, waiting.at[rows].set(False, mode="drop")
 
-    if reset_slots >= num_envs:
-        return _select_rows(done, reset_batch(reset_draws(keys), params), next_state)
     return jax.lax.while_loop(lambda carry: jnp.any(carry[1]), some_envs, (next_state, done))[0]
+
+
+def _reset_by_select(
+    reset_batch: Any,
+    keys: jax.Array,
+    done: jax.Array,
+    next_state: EnvState,
+    params: EnvParams,
+    reset_slots: int,
+) -> EnvState:
+    """:func:`reset_finished` by gathers: the finished envs are ranked in batch order, round ``r``
+    builds the jobs of ranks ``r * reset_slots`` onwards and each of those envs takes its own by a
+    gather and a ``where``, leaf by leaf."""
+    num_envs = done.shape[0]
+    rank = jnp.cumsum(done, dtype=jnp.int32) - 1  # the k-th finished env has rank k - 1
+    finished = rank[-1] + 1
+    env_index = jnp.arange(num_envs, dtype=jnp.int32)
+
+    def one_round(carry: tuple[EnvState, jax.Array]) -> tuple[EnvState, jax.Array]:
+        state, first = carry
+        slot = rank - first
+        in_round = done & (slot >= 0) & (slot < reset_slots)
+        # Each slot's env; slots past the round's last finished env build env 0's job, never taken.
+        rows = jnp.zeros((reset_slots,), jnp.int32).at[jnp.where(in_round, slot, reset_slots)]
+        rows = rows.set(env_index, mode="drop")
+        fresh = reset_batch(reset_draws(keys[rows]), params)
+        pick = jnp.clip(slot, 0, reset_slots - 1)
+        taken = jax.tree.map(lambda new: new[pick], fresh)
+        return _select_rows(in_round, taken, state), first + reset_slots
+
+    return jax.lax.while_loop(lambda carry: carry[1] < finished, one_round, (next_state, jnp.int32(0)))[0]
 
 
 def step_batch(
@@ -137,9 +191,11 @@ def step_batch(
     action: jax.Array,
     params: EnvParams,
     reset_slots: int | None = None,
+    reset_by: str | None = None,
 ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, dict[str, jax.Array]]:
     """``vmap(env.step)(keys, state, action, params)`` over the leading env axis, resetting only the
-    finished jobs (module docstring); ``reset_slots`` defaults to :func:`default_reset_slots`."""
+    finished jobs (module docstring); ``reset_slots`` defaults to :func:`default_reset_slots`,
+    ``reset_by`` (:data:`RESET_BY`) to :func:`default_reset_by`."""
     num_envs = keys.shape[0] if jnp.ndim(keys) else 0
     check_state(state, batch=num_envs)
     if not isinstance(action, jax.Array):  # host actions (a list, NumPy int64): clipped in their own
@@ -153,11 +209,14 @@ def step_batch(
     slots = default_reset_slots(num_envs) if reset_slots is None else reset_slots
     if isinstance(slots, bool) or not isinstance(slots, numbers.Integral) or slots < 1:
         raise ValueError(f"reset_slots must be >= 1 (an integer), got {slots!r}")
+    how = default_reset_by() if reset_by is None else reset_by
+    if how not in RESET_BY:
+        raise ValueError(f"reset_by must be one of {', '.join(RESET_BY)}, got {how!r}")
     u_step = jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.STEP_DRAWS)))(keys)
     advance = jax.vmap(env.advance_from_draws, in_axes=(0, 0, 0, None))
     next_state, reward, terminated, truncated, info = advance(u_step, state, action, params)
     done = jnp.logical_or(terminated, truncated)
-    state_out = reset_finished(env, keys, done, next_state, params, slots)
+    state_out = reset_finished(env, keys, done, next_state, params, slots, how)
     finish = jax.vmap(env.finish_step, in_axes=(0, 0, 0, 0, 0, None))
     obs, info = finish(state_out, next_state, terminated, truncated, info, params)
     return obs, state_out, reward, terminated, truncated, info

@@ -269,12 +269,13 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         action: jax.Array,
         params: EnvParams | None = None,
         reset_slots: int | None = None,
+        reset_by: str | None = None,
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
         """``vmap(step)`` over a batch of envs (leading axis of ``keys``, ``state`` and ``action``),
         building fresh jobs only for the envs whose job ended (``batched_step.py``; the trainer's
         step)."""
         params = self.params_or_default(params)
-        return batched_step.step_batch(self, keys, state, action, params, reset_slots)
+        return batched_step.step_batch(self, keys, state, action, params, reset_slots, reset_by)
 
     def advance_from_draws(
         self, u_step: jax.Array, state: EnvState, action: jax.Array | int, params: EnvParams
