@@ -337,7 +337,7 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
 
     # --overwrite without plots: the earlier evaluation's plots go with it (they stayed, beside
     # results they did not show).
-    smaller = ["--episodes=8", "--seeds=1", "--scenarios=deadline-critical", "--front_points=0", "--plots=no"]
+    smaller = ["--scenarios=deadline-critical", "--front_points=0", "--plots=no"]
     assert evaluate.main([*argv, *smaller, "--overwrite"]) == 0
     assert (out / "evaluation.json").read_bytes() != before
     assert not (out / "scenarios.png").exists() and not (out / "front.png").exists()
