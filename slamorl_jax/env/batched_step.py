@@ -18,7 +18,7 @@ The fresh jobs enter the batch one of two ways (``RESET_BY``): by a scatter per 
 from the round's jobs with a gather and a ``where`` ("select", the default elsewhere: XLA:GPU fuses
 those across the fields, where each scatter is a kernel of its own). On one H200 at 4,096 envs the
 select reset runs the step in 76 kernels instead of 144 and 1.4x as fast; on a 2-core CPU it is
-0.8x the scatter's speed (README "Speed").
+0.8x the scatter's speed (`docs/speed.md`).
 
 The trainer steps its envs with it through :func:`step_envs` (``agent/trainer.py``), on each
 device's share of the batch when the batch is split over devices; ``benchmarks/env_throughput.py``
