@@ -165,7 +165,7 @@ def _reset_by_select(
     builds the jobs of ranks ``r * reset_slots`` onwards and each of those envs takes its own by a
     gather and a ``where``, leaf by leaf."""
     num_envs = done.shape[0]
-    rank = jnp.cumsum(done, dtype=jnp.int32) - 1  # the k-th finished env has rank k - 1
+    rank = jnp.cumsum(done, dtype=jnp.int32) - 1  # finished envs in batch order: 0, 1, 2, ...
     finished = rank[-1] + 1
     env_index = jnp.arange(num_envs, dtype=jnp.int32)
 
