@@ -35,6 +35,30 @@ def test_env_throughput_with_the_python_loop_scores_it() -> None:
     assert ">= 100x Python (met)" in report and "reaches 90000x Python" in report
 
 
+def test_env_throughput_reports_the_other_reset_beside_the_default() -> None:
+    """The GPU run timed the scatter reset beside the GPU's default (select): a column each, named."""
+    from benchmarks.env_throughput import to_markdown
+
+    payload = json.loads((RESULTS / "env_throughput_gpu.json").read_text())
+    assert payload["config"]["reset_by"] == "select" and payload["config"]["also_reset_by"] == ["scatter"]
+    header, _, first_row = to_markdown(payload).splitlines()[2:5]
+    assert (
+        "ours (step_batch, select reset)" in header
+        and "| ours, scatter reset | scatter / CartPole |" in header
+    )
+    assert header.count("|") == first_row.count("|")
+
+
+@pytest.mark.parametrize("value", ["gather", "select,nope"])
+def test_env_throughput_refuses_an_unknown_reset_in_one_line(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from benchmarks.env_throughput import main
+
+    argv = [f"--also-reset-by={value}", f"--out={tmp_path / 'r.json'}"]
+    assert_refused(call(lambda: main(argv), capsys, tmp_path), "--also-reset-by", "scatter, select")
+
+
 def test_scaling_rows_left_by_the_budget_are_not_called_failed() -> None:
     from benchmarks.scaling import to_markdown
 
