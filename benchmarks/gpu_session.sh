@@ -40,6 +40,15 @@ print(" ".join(f"{n}=={m.version(n)}" for n in ("gymnax", "gymnasium", "Farama-N
     # shellcheck disable=SC2086  # one argument per pin
     exec "$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d .gpuwheels $pins
 fi
+ALL_PARTS="machine env_throughput train_throughput step_profile step_profile_train scaling"
+PARTS=${PARTS:-$ALL_PARTS}
+for name in $PARTS; do  # a misspelt part would run nothing and spend a GPU call on it; checked
+    # before anything is written
+    case " $ALL_PARTS " in
+    *" $name "*) ;;
+    *) echo "gpu_session.sh: unknown part '$name' in PARTS (parts: $ALL_PARTS)" >&2 && exit 2 ;;
+    esac
+done
 if [ "${DRY:-0}" = 1 ]; then  # a check of the script must not replace the committed GPU results
     RESULTS=${RESULTS:-$(mktemp -d)}
 else
@@ -69,7 +78,6 @@ pack() {  # this run's results so far (not older ones beside them), into the one
             echo "packing the results failed" | tee -a "$LOG"
     fi
 }
-PARTS=${PARTS:-machine env_throughput train_throughput step_profile step_profile_train scaling}
 part() {  # part SECONDS NAME COMMAND...: one part under its own limit, its exit status logged
     local limit=$1 name=$2
     shift 2

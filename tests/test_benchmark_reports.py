@@ -5,6 +5,8 @@ scaling sweep runs out of ``--budget-s``). The stored GPU results are the payloa
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -117,3 +119,17 @@ def test_a_trace_kept_where_no_folder_is_refused_before_compiling(
 
     argv = ["--keep-trace", str(tmp_path / "no" / "run"), "--out", str(tmp_path / "run.json")]
     assert_refused(call(lambda: main(argv), capsys, tmp_path), "--keep-trace", "no folder to keep it in")
+
+
+def test_gpu_session_refuses_an_unknown_part_before_writing_anything(tmp_path: Path) -> None:
+    """A misspelt ``PARTS`` name would run nothing and spend a GPU call: one line, exit 2, no folder."""
+    script = RESULTS.parent / "gpu_session.sh"
+    results = tmp_path / "results"
+    env = {**os.environ, "PARTS": "machine env", "RESULTS": str(results), "OUT": str(tmp_path)}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "gpu_session.sh: unknown part 'env' in PARTS (parts: machine env_throughput train_throughput "
+        "step_profile step_profile_train scaling)"
+    ]
+    assert not results.exists() and list(tmp_path.iterdir()) == []
