@@ -1,7 +1,8 @@
 """Environment steps per second: our env vs gymnax CartPole-v1 in one harness, and the Python job loop.
 
     python -m benchmarks.env_throughput [--num-envs 1,64,4096,65536,262144] [--steps N]
-        [--repeats 5] [--python-seconds 2] [--scenario mixed] [--out benchmarks/results/env_throughput.json]
+        [--repeats 5] [--python-seconds 2] [--scenario mixed] [--also-reset-by scatter,select]
+        [--also-branch-free] [--out benchmarks/results/env_throughput.json]
 
 Harness (identical for both JAX envs): one jitted function resets ``num_envs`` envs (``vmap``) and
 ``lax.scan``s ``steps`` steps of the env's batched step with actions from ``jax.random.randint`` and
@@ -10,8 +11,11 @@ per-env keys from ``jax.random.split``. The batched step is ``env.step_batch`` w
 ``vmap(env.step)`` otherwise (CartPole); ours is also timed through ``vmap(env.step)`` (the gymnax
 API, a new job drawn for every env at every step and kept where one ended), reported apart;
 observations, states and the summed reward are carried, so nothing but unused ``info`` entries can
-be dropped by the compiler (as in a training loop). Compile time is timed apart, each function is
-warmed up once, and the two envs are timed in turns per ``num_envs``. The plain-Python single job
+be dropped by the compiler (as in a training loop). ``--also-reset-by`` adds our batched step with
+the other reset (``batched_step.RESET_BY``) and ``--also-branch-free`` our env with no ``lax.cond``
+when it builds new jobs (``JobAllocationEnv.branch_on_init_strategy``), each a column of its own.
+Compile time is timed apart, each function is warmed up once, and the envs are timed in turns per
+``num_envs``. The plain-Python single job
 (``slamorl_jax.env.python_job``, NumPy's generator for its uniforms and actions) is timed in the
 same run. Writes JSON and a Markdown table beside it.
 """
@@ -191,7 +195,8 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
 def to_markdown(payload: dict) -> str:
     """The report as Markdown: a table of steps/s and ratios, the Python loop and the machine."""
     python_rate = (payload.get("python_loop") or {}).get("steps_per_s_median")
-    also = payload["config"].get("also_reset_by", [])
+    config = payload["config"]
+    also = extra_columns(config.get("also_reset_by", []), config.get("also_branch_free", False))
     rows = []
     for row in payload["results"]:
         if "skipped" in row:
@@ -209,10 +214,10 @@ def to_markdown(payload: dict) -> str:
                 f"{row['ours_vmap_vs_cartpole']:.2f}x",
                 *[
                     cell
-                    for reset_by in also
+                    for name in also
                     for cell in (
-                        format_rate(row[f"ours_{reset_by}"]["steps_per_s_median"]),
-                        f"{row[f'ours_{reset_by}_vs_cartpole']:.2f}x",
+                        format_rate(row[f"ours_{name}"]["steps_per_s_median"]),
+                        f"{row[f'ours_{name}_vs_cartpole']:.2f}x",
                     )
                 ],
                 "-" if row["ours_vs_python"] is None else f"{row['ours_vs_python']:.0f}x",
@@ -229,7 +234,11 @@ def to_markdown(payload: dict) -> str:
         "ours / CartPole",
         "ours via vmap(step) steps/s",
         "vmap(step) / CartPole",
-        *[cell for reset_by in also for cell in (f"ours, {reset_by} reset", f"{reset_by} / CartPole")],
+        *[
+            cell
+            for name in also
+            for cell in (f"ours, {COLUMN_LABELS.get(name, name + ' reset')}", f"{name} / CartPole")
+        ],
         "ours / Python",
         "harness alone steps/s",
         "CartPole compile s",
@@ -285,6 +294,10 @@ def run(args: argparse.Namespace) -> dict:
     also_reset_by = [name for name in args.also_reset_by if name != default_reset_by()]
     for reset_by in also_reset_by:
         envs[f"ours_{reset_by}"] = (OtherReset(ours_env, reset_by), ours_params, ours_env.num_actions)
+    if args.also_branch_free:
+        branch_free = JobAllocationEnv()
+        branch_free.branch_on_init_strategy = False
+        envs["ours_branch_free"] = (branch_free, ours_params, branch_free.num_actions)
     per_env = max(bytes_per_env(env, params) for env, params, _ in envs.values())
     free = available_memory_bytes()
     python = None
@@ -310,9 +323,9 @@ def run(args: argparse.Namespace) -> dict:
             row["ours_vmap"]["steps_per_s_median"], row["cartpole"]["steps_per_s_median"]
         )
         row["ours_vs_python"] = ratio(row["ours"]["steps_per_s_median"], python_rate)
-        for reset_by in also_reset_by:
-            row[f"ours_{reset_by}_vs_cartpole"] = ratio(
-                row[f"ours_{reset_by}"]["steps_per_s_median"], row["cartpole"]["steps_per_s_median"]
+        for name in extra_columns(also_reset_by, args.also_branch_free):
+            row[f"ours_{name}_vs_cartpole"] = ratio(
+                row[f"ours_{name}"]["steps_per_s_median"], row["cartpole"]["steps_per_s_median"]
             )
         results.append(row)
         print(
@@ -333,6 +346,7 @@ def run(args: argparse.Namespace) -> dict:
             "scenario": args.scenario,
             "reset_by": default_reset_by(),
             "also_reset_by": also_reset_by,
+            "also_branch_free": args.also_branch_free,
             "ours_env": ours_env.name,
             "cartpole_env": "gymnax CartPole-v1",
         },
@@ -355,6 +369,15 @@ def run(args: argparse.Namespace) -> dict:
             "harness_alone_vs_python": ratio(target_row["harness_alone"]["steps_per_s_median"], python_rate),
         }
     return payload
+
+
+COLUMN_LABELS = {"branch_free": "no branch at reset"}
+
+
+def extra_columns(also_reset_by: list[str], branch_free: bool) -> list[str]:
+    """The names of the report's extra candidates (``ours_<name>``), in column order: the other
+    resets, then our env without its branch at reset."""
+    return [*also_reset_by, *(["branch_free"] if branch_free else [])]
 
 
 def reset_by_list(text: str) -> list[str]:
@@ -395,6 +418,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=[],
         help=f"also time step_batch with these resets ({', '.join(RESET_BY)}); the backend's own "
         "(batched_step.default_reset_by) is always timed, as 'ours'",
+    )
+    parser.add_argument(
+        "--also-branch-free",
+        action="store_true",
+        help="also time our env with no lax.cond on its start strategy when it builds new jobs "
+        "(JobAllocationEnv.branch_on_init_strategy=False)",
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown written beside it)"

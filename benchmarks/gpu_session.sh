@@ -4,9 +4,10 @@
 #   1. benchmarks.env_throughput: our env step against gymnax CartPole-v1 (issue 7: >= 0.3x at 4,096)
 #   2. benchmarks.train_throughput: PPO on our env against PPO on CartPole with the same learner, at
 #      CartPole's own width and at ours (issue 7: >= 0.7x at 4,096)
-#   3. benchmarks.step_profile of the env step and of a PPO update at 4,096 envs: each kernel's time
-#      charged to the Python lines it was traced from (the trace and the program's text are kept, so
-#      `python -m benchmarks.step_profile --from-trace PREFIX` charges them again on any machine)
+#   3. benchmarks.step_profile of the env step (and, as part step_profile_train, of a PPO update) at
+#      4,096 envs: each kernel's time charged to the Python lines it was traced from (the trace and
+#      the program's text are kept, so `python -m benchmarks.step_profile --from-trace PREFIX`
+#      charges them again on any machine)
 #   4. benchmarks.scaling: steps/s up to 2**20 envs, compile time and peak device memory (issue 10),
 #      and the plain-Python job loop on the machine's CPU
 # Each part has its own time limit, and a part that fails leaves the others running. Results are
@@ -41,7 +42,8 @@ print(" ".join(f"{n}=={m.version(n)}" for n in ("gymnax", "gymnasium", "Farama-N
     exec "$PYTHON" -m pip download -q --no-deps --only-binary=:all: -d .gpuwheels $pins
 fi
 ALL_PARTS="machine env_throughput train_throughput step_profile step_profile_train scaling"
-PARTS=${PARTS:-$ALL_PARTS}
+# By default all but step_profile_train (its kept trace is 2026-12-04's): the rest fit one call.
+PARTS=${PARTS:-machine env_throughput train_throughput step_profile scaling}
 for name in $PARTS; do  # a misspelt part would run nothing and spend a GPU call on it; checked
     # before anything is written
     case " $ALL_PARTS " in
@@ -67,8 +69,9 @@ fi
 if [ "${DRY:-0}" = 1 ]; then
     ENV_SIZES=64 TRAIN_SIZES=64 PROFILE_ENVS=64 SCALE_ENV=64 SCALE_TRAIN=64 BUDGET=20 ROW=60
 else
-    ENV_SIZES=${ENV_SIZES:-4096,65536,1048576} TRAIN_SIZES=${TRAIN_SIZES:-4096,65536} PROFILE_ENVS=4096
-    SCALE_ENV=1048576 SCALE_TRAIN=16384,65536,262144 BUDGET=90 ROW=80
+    # 2**20 envs and training past 4,096 are the scaling part's rows.
+    ENV_SIZES=${ENV_SIZES:-4096,65536} TRAIN_SIZES=${TRAIN_SIZES:-4096} PROFILE_ENVS=4096
+    SCALE_ENV=1048576 SCALE_TRAIN=16384,65536,262144 BUDGET=80 ROW=80
 fi
 STARTED=$(mktemp)  # what this run wrote is newer than this file
 pack() {  # this run's results so far (not older ones beside them), into the one file brought back
@@ -87,13 +90,15 @@ part() {  # part SECONDS NAME COMMAND...: one part under its own limit, its exit
     echo "== $name: exit ${PIPESTATUS[0]} $(date -u +%T)" | tee -a "$LOG"
     pack
 }
-# The limits add up to 570 s, inside the device tool's 600 s a command.
+# The default parts' limits add up to 580 s, inside the device tool's 600 s a command (the env and
+# training benchmarks time five and four programs a size: the other reset and the branch-free
+# variants beside the defaults).
 part 30 machine bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv 2>&1;
     "$1" -c "import jax, flax, optax, orbax.checkpoint, gymnax; print(jax.__version__, jax.devices())"' _ "$PYTHON"
-part "${ENV_LIMIT:-120}" env_throughput "$PYTHON" -m benchmarks.env_throughput --num-envs "$ENV_SIZES" \
-    --python-seconds 0 --repeats 5 --also-reset-by scatter,select --out "$RESULTS/env_throughput_gpu.json"
-part 120 train_throughput "$PYTHON" -m benchmarks.train_throughput --num-envs "$TRAIN_SIZES" \
-    --repeats 3 --out "$RESULTS/train_throughput_gpu.json"
+part "${ENV_LIMIT:-170}" env_throughput "$PYTHON" -m benchmarks.env_throughput --num-envs "$ENV_SIZES" \
+    --python-seconds 0 --repeats 5 --also-reset-by scatter,select --also-branch-free --out "$RESULTS/env_throughput_gpu.json"
+part 150 train_throughput "$PYTHON" -m benchmarks.train_throughput --num-envs "$TRAIN_SIZES" \
+    --repeats 3 --also-branch-free --out "$RESULTS/train_throughput_gpu.json"
 part 50 step_profile "$PYTHON" -m benchmarks.step_profile --num-envs "$PROFILE_ENVS" --steps 32 --top 30 \
     --out "$RESULTS/step_profile_gpu.json" --keep-trace "$RESULTS/step_profile_gpu"
 part 60 step_profile_train "$PYTHON" -m benchmarks.step_profile --program train \

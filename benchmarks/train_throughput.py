@@ -2,7 +2,7 @@
 
     python -m benchmarks.train_throughput [--num-envs 64,1024,4096,16384] [--hidden-sizes 64,64]
         [--rollout-length 16] [--update-epochs 4] [--num-minibatches 4] [--updates-per-call 2]
-        [--repeats 3] [--out benchmarks/results/train_throughput.json]
+        [--repeats 3] [--also-branch-free] [--out benchmarks/results/train_throughput.json]
 
 Both runs use ``slamorl_jax.agent.trainer`` unchanged (same network shape, rollout length, epochs,
 minibatches, optimiser; PureJaxRL's structure: rollout scan, GAE, epoch and minibatch scans), so
@@ -14,6 +14,8 @@ input and heads our forecast block and targets need. One timed call
 is ``--updates-per-call`` PPO updates (``update_chunk``); compile time is measured apart, each
 compiled chunk is warmed up once, and all three are timed in turns. Memory is XLA's estimate for one
 call (arguments + outputs + temporaries), plus the device's peak where the backend reports it.
+``--also-branch-free`` also times our trainer with no branch on device values in its rollout
+(``branch_free_trainer``: on a GPU each such branch copies its predicate to the host).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import dataclasses
 
 import jax
 
@@ -40,7 +44,7 @@ from benchmarks.common import (
     report,
 )
 from slamorl_jax.agent.config import TrainConfig, validate_config
-from slamorl_jax.agent.trainer import env_params_from_config, make_train
+from slamorl_jax.agent.trainer import Trainer, env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
 from slamorl_jax.env.job_env import JobAllocationEnv
 
@@ -65,17 +69,29 @@ def device_peak_bytes() -> int | None:
     return int(stats["peak_bytes_in_use"]) if "peak_bytes_in_use" in stats else None
 
 
-def measure(config: TrainConfig, repeats: int) -> dict[str, Any]:
-    """Compile and time ``update_chunk`` for our env and CartPole at ``config``; a JSON-ready row."""
+def branch_free_trainer(config: TrainConfig) -> Trainer:
+    """Our trainer with no branch on device values in its rollout: the env builds new jobs without
+    the ``lax.cond`` on its start strategy and the rollout values truncated jobs at every step
+    (``JobAllocationEnv.branch_on_init_strategy``, ``Trainer.branch_on_truncation``)."""
+    env = JobAllocationEnv(action_set=config.actions)
+    env.branch_on_init_strategy = False
+    return dataclasses.replace(make_train(config, env), branch_on_truncation=False)
+
+
+def measure(config: TrainConfig, repeats: int, branch_free: bool = False) -> dict[str, Any]:
+    """Compile and time ``update_chunk`` for our env and CartPole at ``config`` (and our trainer
+    without branches, :func:`branch_free_trainer`); a JSON-ready row."""
     candidates = {}
     memory = {}
     ours = JobAllocationEnv(action_set=config.actions)
-    for name, env, env_params in (
-        ("cartpole", CartPoleForTrainer(), None),
-        ("cartpole_wide", CartPoleForTrainer.as_wide_as(ours), None),
-        ("ours", ours, env_params_from_config(config)),
-    ):
-        trainer = make_train(config, env)
+    trainers = {
+        "cartpole": (make_train(config, CartPoleForTrainer()), None),
+        "cartpole_wide": (make_train(config, CartPoleForTrainer.as_wide_as(ours)), None),
+        "ours": (make_train(config, ours), env_params_from_config(config)),
+    }
+    if branch_free:
+        trainers["ours_branch_free"] = (branch_free_trainer(config), env_params_from_config(config))
+    for name, (trainer, env_params) in trainers.items():
         if env_params is None:
             env_params = trainer.env.default_params
         state = jax.jit(trainer.init)(jax.random.key(config.seed), env_params)
@@ -91,6 +107,10 @@ def measure(config: TrainConfig, repeats: int) -> dict[str, Any]:
     row["ours_vs_cartpole_wide"] = (
         row["ours"]["steps_per_s_median"] / row["cartpole_wide"]["steps_per_s_median"]
     )
+    if branch_free:
+        row["ours_branch_free_vs_cartpole_wide"] = (
+            row["ours_branch_free"]["steps_per_s_median"] / row["cartpole_wide"]["steps_per_s_median"]
+        )
     row["device_peak_bytes"] = device_peak_bytes()
     return row
 
@@ -104,25 +124,37 @@ def to_markdown(payload: dict) -> str:
     def rates(timing: dict) -> str:
         return f"{format_rate(timing['steps_per_s_median'])} / {format_rate(timing['steps_per_s_best'])}"
 
-    names = [name for name in ("cartpole", "cartpole_wide", "ours") if name in payload["results"][0]]
+    names = [
+        name
+        for name in ("cartpole", "cartpole_wide", "ours", "ours_branch_free")
+        if name in payload["results"][0]
+    ]
+    branch_free = "ours_branch_free" in names
     rows = [
         [
             r["num_envs"],
             *(rates(r[name]) for name in names),
             f"{r['ours_vs_cartpole']:.2f}x",
             *([f"{r['ours_vs_cartpole_wide']:.2f}x"] if "cartpole_wide" in r else []),
+            *([f"{r['ours_branch_free_vs_cartpole_wide']:.2f}x"] if branch_free else []),
             " / ".join(f"{r[name]['compile_s']:.1f}" for name in names),
             " / ".join(mib(r[name]["xla_memory_bytes"]) for name in names),
         ]
         for r in payload["results"]
     ]
-    labels = {"cartpole": "CartPole", "cartpole_wide": "CartPole at our width", "ours": "ours"}
+    labels = {
+        "cartpole": "CartPole",
+        "cartpole_wide": "CartPole at our width",
+        "ours": "ours",
+        "ours_branch_free": "ours without branches",
+    }
     wide = "cartpole_wide" in names
     headers = [
         "num_envs",
         *(f"{labels[name]} PPO steps/s (median / best)" for name in names),
         "ours / CartPole",
         *(["ours / CartPole at our width"] if wide else []),
+        *(["ours without branches / CartPole at our width"] if branch_free else []),
         f"compile s ({' / '.join(labels[name] for name in names)})",
         f"XLA memory MiB ({' / '.join(labels[name] for name in names)})",
     ]
@@ -173,7 +205,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             validate_config(config)
         except ValueError as error:  # e.g. minibatches that do not divide the rollout
             fail(str(error))
-        row = measure(config, args.repeats)
+        row = measure(config, args.repeats, args.also_branch_free)
         results.append(row)
         print(
             f"num_envs={num_envs}: cartpole {format_rate(row['cartpole']['steps_per_s_median'])}, "
@@ -193,6 +225,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "num_minibatches": args.num_minibatches,
             "updates_per_call": args.updates_per_call,
             "repeats": args.repeats,
+            "also_branch_free": args.also_branch_free,
         },
         "results": results,
     }
@@ -220,6 +253,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num-minibatches", type=bounded(int, 1, 4096), default=defaults.num_minibatches)
     parser.add_argument("--updates-per-call", type=bounded(int, 1, 1000), default=2)
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)
+    parser.add_argument(
+        "--also-branch-free",
+        action="store_true",
+        help="also time our trainer with no branch on device values in its rollout (branch_free_trainer)",
+    )
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
     args = parser.parse_args(argv)
     check_out_path(args.out, parser.prog)

@@ -133,6 +133,11 @@ class Trainer:
     network: ActorCritic
     optimizer: optax.GradientTransformation
     mesh: Mesh | None = None  # env batch split over its one axis (slamorl_jax.sharding)
+    # True: the values of truncated jobs' last observations are computed under a lax.cond, only on
+    # steps that truncated a job (free on a CPU; on a GPU the predicate is copied to the host at
+    # every rollout step). False: computed at every step. The same training either way (they are
+    # read only where a job was truncated); benchmarks.train_throughput --also-branch-free times both.
+    branch_on_truncation: bool = True
 
     @property
     def obs_dim(self) -> int:
@@ -191,16 +196,20 @@ class Trainer:
                 self._step_envs(env_keys, state.env_state, actions, env_params)
             )
             done = jnp.logical_or(terminated, truncated)
-            # Values of truncated episodes' last observations (for their bootstrap), computed only
-            # when some job in the batch was truncated (observing the pre-reset states only then,
-            # when the env offers them).
-            final_values = jax.lax.cond(
-                jnp.any(truncated),
-                lambda: self.apply(
-                    state.params, self._final_observation(info, env_params), info["final_weights"]
-                )[1],
-                lambda: jnp.zeros_like(values),
-            )
+
+            # Values of truncated episodes' last observations (for their bootstrap), computed (and
+            # the pre-reset states observed, when the env offers them) only when some job in the
+            # batch was truncated, unless branch_on_truncation is off.
+            def truncated_values() -> jax.Array:
+                final_obs = self._final_observation(info, env_params)
+                return self.apply(state.params, final_obs, info["final_weights"])[1]
+
+            if self.branch_on_truncation:
+                final_values = jax.lax.cond(
+                    jnp.any(truncated), truncated_values, lambda: jnp.zeros_like(values)
+                )
+            else:
+                final_values = truncated_values()
             returns = state.episode_returns + reward
             sums = _add_episode_sums(sums, done, returns, info)
             shaping = c.gamma * potential(

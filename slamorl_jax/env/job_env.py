@@ -108,6 +108,12 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
 
     reward_dim = NUM_OBJECTIVES
     name = "JobAllocation-v0"
+    # A new job's first readings come from its table row unless the params' start strategy draws
+    # random allocations, when the model is evaluated (``job_generator.initial_metrics``). True: a
+    # ``lax.cond`` on the params skips the model otherwise (free on a CPU; on a GPU its predicate is
+    # copied to the host every time jobs are built). False: both are computed and one is selected.
+    # The same states either way; ``benchmarks.env_throughput --also-branch-free`` times the two.
+    branch_on_init_strategy = True
 
     def __init__(
         self,
@@ -214,7 +220,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         gpus, cpus = initial_allocation(u, job, params)
         start, end = params.contention_start_prob, params.contention_end_prob
         stationary = start / jnp.maximum(start + end, 1e-9)
-        m = initial_metrics(job, row, gpus, cpus, params)
+        m = initial_metrics(job, row, gpus, cpus, params, branch=self.branch_on_init_strategy)
         return unstarted_state(job, gpus, cpus, m, u[d.CONTENTION_AT_START] < stationary, params)
 
     def place(self, state: EnvState, gpus: jax.Array, cpus: jax.Array, params: EnvParams) -> EnvState:

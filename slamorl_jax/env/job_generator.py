@@ -206,11 +206,12 @@ def initial_allocation(
 
 
 def initial_metrics(
-    job: JobSpec, row: dict, gpus: jax.Array, cpus: jax.Array, params: EnvParams
+    job: JobSpec, row: dict, gpus: jax.Array, cpus: jax.Array, params: EnvParams, branch: bool = True
 ) -> EpochMetrics:
     """The profile's metrics for the first allocation: read from the job's table row, except for the
-    ``random`` and ``mixed`` strategies, which evaluate the model (a branch on the shared params, so
-    only then)."""
+    ``random`` and ``mixed`` strategies, which evaluate the model. With ``branch`` a ``lax.cond`` on
+    the shared params evaluates it only then; without, both are computed and one selected (no
+    branch on device values: ``JobAllocationEnv.branch_on_init_strategy``)."""
     per_job = jnp.logical_or(
         params.init_strategy == INIT_STRATEGIES.index("random"),
         params.init_strategy == INIT_STRATEGIES.index("mixed"),
@@ -222,4 +223,9 @@ def initial_metrics(
         row["requested"],
         row["initial_max"],
     )
-    return jax.lax.cond(per_job, lambda: epoch_metrics(job.profile, gpus, cpus, params), lambda: from_table)
+    if branch:
+        return jax.lax.cond(
+            per_job, lambda: epoch_metrics(job.profile, gpus, cpus, params), lambda: from_table
+        )
+    modelled = epoch_metrics(job.profile, gpus, cpus, params)
+    return jax.tree.map(lambda model, table: jnp.where(per_job, model, table), modelled, from_table)

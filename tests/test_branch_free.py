@@ -1,0 +1,54 @@
+"""The branch-free variants that the GPU benchmarks time (``--also-branch-free``) compute what the
+defaults compute: new jobs built without the ``lax.cond`` on the start strategy
+(``JobAllocationEnv.branch_on_init_strategy``) are the same jobs, and a trainer that values
+truncated jobs at every step (``Trainer.branch_on_truncation``) trains to the same parameters."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from learner_fixtures import TINY, Compiled, shared_trainer, trees_equal
+
+from slamorl_jax.agent.trainer import make_train
+from slamorl_jax.env import INIT_STRATEGIES, JobAllocationEnv
+from slamorl_jax.env import draws as d
+from tests.test_env_api import assert_trees_close
+
+
+@pytest.mark.parametrize("strategy", ["cold", "requested", "random", "mixed"])
+def test_jobs_built_without_the_branch_are_the_same_jobs(strategy: str) -> None:
+    branchy = JobAllocationEnv()
+    branch_free = JobAllocationEnv()
+    branch_free.branch_on_init_strategy = False
+    params = branchy.default_params.replace(init_strategy=jnp.int32(INIT_STRATEGIES.index(strategy)))
+    keys = jax.random.split(jax.random.key(3), 64)
+    draws = jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.RESET_DRAWS)))(keys)
+    build = {
+        name: jax.jit(jax.vmap(env.reset_from_draws, in_axes=(0, None)))
+        for name, env in (("branchy", branchy), ("branch_free", branch_free))
+    }
+    expected = build["branchy"](draws, params)
+    assert_trees_close(build["branch_free"](draws, params), expected)
+    # The strategies differ, so the variants were compared on starts from the table and the model.
+    assert np.unique(np.asarray(expected.gpus)).size > (1 if strategy in ("random", "mixed") else 0)
+
+
+# slow: a second compilation of TINY's update (run with -m slow)
+@pytest.mark.slow
+def test_a_trainer_that_values_truncated_jobs_at_every_step_trains_the_same() -> None:
+    compiled: Compiled = shared_trainer(TINY)
+    # A step limit of 3 truncates most jobs, so the values of their last observations are read.
+    params = compiled.env_params.replace(max_steps_in_episode=jnp.int32(3))
+    branch_free = dataclasses.replace(make_train(TINY), branch_on_truncation=False)
+    state = compiled.fresh()
+    expected, metrics = jax.jit(compiled.trainer.update_chunk)(state, params)
+    got, _ = jax.jit(branch_free.update_chunk)(state, params)
+    assert float(metrics["episodes"]) > 0
+    # The same values where they are read, to float32 rounding (XLA fuses the value network's pass
+    # differently inside and outside the branch).
+    assert_trees_close(got.params, expected.params)
+    assert not trees_equal(got.params, compiled.fresh().params)  # it trained
