@@ -6,6 +6,8 @@ truncated jobs at every step (``Trainer.branch_on_truncation``) trains to the sa
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -19,20 +21,23 @@ from slamorl_jax.env import draws as d
 from tests.test_env_api import assert_trees_close
 
 
+@functools.cache
+def build_jobs(branch: bool) -> Callable:
+    """Jitted batched ``reset_from_draws`` of an env with or without the branch (one compilation
+    each for the module: the start strategy is a traced param)."""
+    env = JobAllocationEnv()
+    env.branch_on_init_strategy = branch
+    return jax.jit(jax.vmap(env.reset_from_draws, in_axes=(0, None)))
+
+
 @pytest.mark.parametrize("strategy", ["cold", "requested", "random", "mixed"])
 def test_jobs_built_without_the_branch_are_the_same_jobs(strategy: str) -> None:
-    branchy = JobAllocationEnv()
-    branch_free = JobAllocationEnv()
-    branch_free.branch_on_init_strategy = False
-    params = branchy.default_params.replace(init_strategy=jnp.int32(INIT_STRATEGIES.index(strategy)))
+    params = JobAllocationEnv().default_params
+    params = params.replace(init_strategy=jnp.int32(INIT_STRATEGIES.index(strategy)))
     keys = jax.random.split(jax.random.key(3), 64)
     draws = jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.RESET_DRAWS)))(keys)
-    build = {
-        name: jax.jit(jax.vmap(env.reset_from_draws, in_axes=(0, None)))
-        for name, env in (("branchy", branchy), ("branch_free", branch_free))
-    }
-    expected = build["branchy"](draws, params)
-    assert_trees_close(build["branch_free"](draws, params), expected)
+    expected = build_jobs(True)(draws, params)
+    assert_trees_close(build_jobs(False)(draws, params), expected)
     # The strategies differ, so the variants were compared on starts from the table and the model.
     assert np.unique(np.asarray(expected.gpus)).size > (1 if strategy in ("random", "mixed") else 0)
 
