@@ -295,8 +295,7 @@ def run(args: argparse.Namespace) -> dict:
     for reset_by in also_reset_by:
         envs[f"ours_{reset_by}"] = (OtherReset(ours_env, reset_by), ours_params, ours_env.num_actions)
     if args.also_branch_free:
-        branch_free = JobAllocationEnv()
-        branch_free.branch_on_init_strategy = False
+        branch_free = JobAllocationEnv(branch_on_init_strategy=False)
         envs["ours_branch_free"] = (branch_free, ours_params, branch_free.num_actions)
     per_env = max(bytes_per_env(env, params) for env, params, _ in envs.values())
     free = available_memory_bytes()
@@ -423,7 +422,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--also-branch-free",
         action="store_true",
         help="also time our env with no lax.cond on its start strategy when it builds new jobs "
-        "(JobAllocationEnv.branch_on_init_strategy=False)",
+        "(JobAllocationEnv(branch_on_init_strategy=False))",
     )
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown written beside it)"

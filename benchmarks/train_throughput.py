@@ -73,8 +73,7 @@ def branch_free_trainer(config: TrainConfig) -> Trainer:
     """Our trainer with no branch on device values in its rollout: the env builds new jobs without
     the ``lax.cond`` on its start strategy and the rollout values truncated jobs at every step
     (``JobAllocationEnv.branch_on_init_strategy``, ``Trainer.branch_on_truncation``)."""
-    env = JobAllocationEnv(action_set=config.actions)
-    env.branch_on_init_strategy = False
+    env = JobAllocationEnv(action_set=config.actions, branch_on_init_strategy=False)
     return dataclasses.replace(make_train(config, env), branch_on_truncation=False)
 
 

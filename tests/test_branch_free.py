@@ -25,8 +25,7 @@ from tests.test_env_api import assert_trees_close
 def build_jobs(branch: bool) -> Callable:
     """Jitted batched ``reset_from_draws`` of an env with or without the branch (one compilation
     each for the module: the start strategy is a traced param)."""
-    env = JobAllocationEnv()
-    env.branch_on_init_strategy = branch
+    env = JobAllocationEnv(branch_on_init_strategy=branch)
     return jax.jit(jax.vmap(env.reset_from_draws, in_axes=(0, None)))
 
 

@@ -128,7 +128,7 @@ def reset_finished(
     next_state: EnvState,
     params: EnvParams,
     reset_slots: int,
-    reset_by: str = "scatter",
+    reset_by: str,
 ) -> EnvState:
     """``next_state`` with every env flagged ``done`` replaced by ``env.reset_from_draws`` of the
     reset uniforms of its key (:func:`reset_draws`), fresh jobs built ``reset_slots`` at a time

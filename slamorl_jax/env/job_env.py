@@ -108,19 +108,21 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
 
     reward_dim = NUM_OBJECTIVES
     name = "JobAllocation-v0"
-    # A new job's first readings come from its table row unless the params' start strategy draws
-    # random allocations, when the model is evaluated (``job_generator.initial_metrics``). True: a
-    # ``lax.cond`` on the params skips the model otherwise (free on a CPU; on a GPU its predicate is
-    # copied to the host every time jobs are built). False: both are computed and one is selected.
-    # The same states either way; ``benchmarks.env_throughput --also-branch-free`` times the two.
-    branch_on_init_strategy = True
 
     def __init__(
         self,
         catalog: Catalog | None = None,
         action_set: str = action_sets.DEFAULT_ACTION_SET,
         scenario: str = "mixed",
+        branch_on_init_strategy: bool = True,
     ) -> None:
+        # A new job's first readings come from its table row unless the params' start strategy
+        # draws random allocations, when the model is evaluated (``job_generator.initial_metrics``).
+        # True: a ``lax.cond`` on the params skips the model otherwise (free on a CPU; on a GPU its
+        # predicate is copied to the host every time jobs are built). False: both are computed and
+        # one is selected. The same states either way; ``benchmarks.env_throughput
+        # --also-branch-free`` times the two.
+        self.branch_on_init_strategy = branch_on_init_strategy
         self.scenario = check_scenario(scenario)
         self.catalog = catalog_or_default(catalog)
         self.action_set = action_sets.check_action_set(action_set)
