@@ -70,6 +70,7 @@ WARMUP_CALLS = 2
 GROUPS = ("file", "function", "line", "instruction")
 RECORDED = ("program", "num_envs", "steps", "step", "units", "machine")  # what --from-trace reads back
 OWN_PACKAGES = ("slamorl_jax", "benchmarks")  # the repository's code, wherever it was checked out
+PROG = "python -m benchmarks.step_profile"
 KEPT_ROWS = 100  # rows of each group in the JSON, largest first (the total counts every instruction)
 
 
@@ -187,7 +188,7 @@ def kept_trace(prefix: Path) -> tuple[dict[str, Any], str, Counter[str], int]:
         if not times:
             raise ValueError(f"the trace times no instruction of the program in {prefix}.hlo.txt.gz")
     except (OSError, EOFError, zlib.error, ValueError, RuntimeError, KeyError, TypeError) as err:
-        fail(f"--from-trace {prefix}: {err}", "python -m benchmarks.step_profile")
+        fail(f"--from-trace {prefix}: {err}", PROG)
     return recorded, text, times, events
 
 
@@ -226,12 +227,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             fail(
                 f"profiles XLA:CPU's thunks or XLA:GPU's kernels, but JAX runs on {jax.default_backend()}; "
                 "run it with JAX_PLATFORMS=cpu",
-                "python -m benchmarks.step_profile",
+                PROG,
             )
         if args.keep_trace is not None and not args.keep_trace.absolute().parent.is_dir():
             fail(
                 f"--keep-trace {args.keep_trace}: no folder to keep it in",
-                "python -m benchmarks.step_profile",
+                PROG,
             )
         compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
         text, times, events = profile(compiled, call_args, args.keep_trace)
@@ -283,7 +284,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, profile, write the JSON and Markdown."""
-    parser = OneLineArgumentParser(prog="python -m benchmarks.step_profile", description=summary(__doc__))
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 22), default=4096, help="batch size")
     parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=64, help="steps profiled")
     parser.add_argument("--program", choices=("env", "train"), default="env", help="env steps or PPO updates")
@@ -306,4 +307,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m benchmarks.step_profile")
+    run_command(main, PROG)
