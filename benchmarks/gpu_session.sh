@@ -19,6 +19,7 @@
 #   DRY=1 bash benchmarks/gpu_session.sh    # tiny sizes on any machine: checks the script itself
 #   PARTS="machine env_throughput" ENV_SIZES=4096 ENV_LIMIT=90 bash benchmarks/gpu_session.sh
 #                                           # some parts only (names as logged), other sizes
+#   bash benchmarks/gpu_scaling.sh          # the scaling part alone, at every size (issue 10)
 #
 #   bash benchmarks/gpu_session.sh wheels  # here, before the call: fetch the wheels below
 #
@@ -70,8 +71,11 @@ if [ "${DRY:-0}" = 1 ]; then
     ENV_SIZES=64 TRAIN_SIZES=64 PROFILE_ENVS=64 SCALE_ENV=64 SCALE_TRAIN=64 BUDGET=20 ROW=60
 else
     # 2**20 envs and training past 4,096 are the scaling part's rows.
+    # SCALE_* size the scaling part: its sizes, the seconds after which no row starts and each
+    # row's limit (benchmarks/gpu_scaling.sh runs the whole sweep with them).
     ENV_SIZES=${ENV_SIZES:-4096,65536} TRAIN_SIZES=${TRAIN_SIZES:-4096} PROFILE_ENVS=4096
-    SCALE_ENV=1048576 SCALE_TRAIN=16384,65536,262144 BUDGET=80 ROW=80
+    SCALE_ENV=${SCALE_ENV:-1048576} SCALE_TRAIN=${SCALE_TRAIN:-16384,65536,262144}
+    BUDGET=${SCALE_BUDGET:-80} ROW=${SCALE_ROW:-80}
 fi
 STARTED=$(mktemp)  # what this run wrote is newer than this file
 pack() {  # this run's results so far (not older ones beside them), into the one file brought back

@@ -324,10 +324,20 @@ def parse_flags(argv: list[str]) -> list[str]:
     return argv  # unreachable
 
 
+def resumes_into_own_run_dir() -> bool:
+    """Whether a resumed run finds its logs beside its checkpoints: ``--run_dir`` given, or only
+    ``--checkpoint_dir=<run>/checkpoints`` (logs in ``<run>/logs``)."""
+    return bool(FLAGS.run_dir) or Path(FLAGS.checkpoint_dir).name == "checkpoints"
+
+
 def default_run_dir_needed() -> bool:
-    """Whether a new run's folders come from the default run folder (no ``--run_dir``, and not both
-    of ``--checkpoint_dir`` and ``--log_dir``)."""
-    return not (FLAGS.run_dir or FLAGS.resume or (FLAGS.checkpoint_dir and FLAGS.log_dir))
+    """Whether the run's folders come from a new default run folder: no ``--run_dir`` and not both
+    of ``--checkpoint_dir`` and ``--log_dir``. A resumed run needs one only for its logs, when it
+    is given a ``--checkpoint_dir`` not named ``checkpoints`` and no ``--log_dir`` (its logs then
+    go to a new folder of their own rather than one another command may take)."""
+    if FLAGS.resume:
+        return bool(FLAGS.checkpoint_dir) and not FLAGS.log_dir and not resumes_into_own_run_dir()
+    return not (FLAGS.run_dir or (FLAGS.checkpoint_dir and FLAGS.log_dir))
 
 
 def resolve_paths(default_run_dir: Path | None = None) -> tuple[Path, Path, str, str]:
@@ -337,7 +347,7 @@ def resolve_paths(default_run_dir: Path | None = None) -> tuple[Path, Path, str,
     A resumed run given only ``--checkpoint_dir=<run>/checkpoints`` keeps its logs in ``<run>/logs``,
     so its metrics stay in one folder."""
     run_dir = Path(FLAGS.run_dir or default_run_dir or run_dirs.stamped_folder())
-    if FLAGS.resume and not FLAGS.run_dir and Path(FLAGS.checkpoint_dir).name == "checkpoints":
+    if FLAGS.resume and not FLAGS.run_dir and resumes_into_own_run_dir():
         run_dir = Path(FLAGS.checkpoint_dir).parent
     checkpoint_dir = Path(FLAGS.checkpoint_dir) if FLAGS.checkpoint_dir else run_dir / "checkpoints"
     # --log_dir is absl's own flag (its log files); metrics.jsonl, TensorBoard events and
@@ -397,6 +407,7 @@ def main(argv: list[str]) -> None:
         try:
             run_dirs.check_dir(checkpoint_flag, checkpoint_dir, must_exist=True)
         except run_dirs.RunDirError as err:
+            run_dirs.remove_created(claimed)
             fail(f"--resume: no run to continue: {err} (pass the run's --run_dir or --checkpoint_dir)")
     try:
         made = run_dirs.create_run_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])

@@ -36,7 +36,7 @@ def main() -> None:
     sharded = jax.jit(lambda k, s, a, p: step_envs(env, k, s, a, p, mesh=mesh))
     single = jax.jit(lambda k, s, a, p: step_envs(env, k, s, a, p))
     key = jax.random.key(3)
-    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, NUM_ENVS), params)
+    _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(key, NUM_ENVS), params)
     most_on_one_device = 0
     for step_key in jax.random.split(key, STEPS):
         action_key, env_key = jax.random.split(step_key)

@@ -58,7 +58,7 @@ def compare_steps(
     state, key and action at every step; the number of finished jobs per step."""
     by_vmap, batched = step_pair(env, reset_slots, reset_by)
     key = jax.random.key(seed)
-    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, NUM_ENVS), params)
+    _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(key, NUM_ENVS), params)
     finished = []
     for step_key in jax.random.split(key, steps):
         action_key, env_key = jax.random.split(step_key)
@@ -90,7 +90,7 @@ def test_step_batch_equals_vmapped_step_in_one_round_and_in_several(
 def test_scalar_reward_wrapper_scalarises_each_env(env: JobAllocationEnv, short_jobs: Any) -> None:
     wrapped = ScalarRewardWrapper(env, "balanced")
     key = jax.random.key(2)
-    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, NUM_ENVS), short_jobs)
+    _, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(key, NUM_ENVS), short_jobs)
     actions = jnp.zeros((NUM_ENVS,), jnp.int32)
     keys = jax.random.split(key, NUM_ENVS)
     _, batched = step_pair(env, RESET_SLOTS)

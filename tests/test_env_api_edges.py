@@ -78,7 +78,7 @@ def test_host_actions_beyond_int32_are_clipped_not_wrapped_in_step_batch(balance
     """``vmap`` cast a NumPy int64 of 2**32 + 5 to action 5; a list raised vmap's rank error."""
     env, params = balanced
     keys = jax.random.split(jax.random.key(0), 2)
-    _, states = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+    _, states = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
     # A reset slot for each env: run eagerly, a reset loop would be compiled for each call.
     step = functools.partial(env.step_batch, reset_slots=2)
     huge = step(keys, states, np.full(2, 2**32 + 5), params)[1]

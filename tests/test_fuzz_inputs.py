@@ -589,3 +589,21 @@ def test_resume_keeps_a_run_in_its_folder(sandbox: Path) -> None:
         train.parse_flags(["slamorl_jax.train", "--resume", flag])
         checkpoint_dir, log_dir, _, _ = train.resolve_paths()
         assert (checkpoint_dir, log_dir) == (Path("old/checkpoints"), Path("old/logs"))
+        assert not train.default_run_dir_needed()
+
+
+def test_resume_from_a_bare_checkpoint_dir_logs_to_a_claimed_folder(
+    sandbox: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--resume`` with only a ``--checkpoint_dir`` not named ``checkpoints`` logs to a new folder
+    of its own under ``runs/`` (claimed, so no other command shares it), and a refused resume leaves
+    no such folder behind."""
+    train.parse_flags(["slamorl_jax.train", "--resume", "--checkpoint_dir=old/ckpt"])
+    assert train.default_run_dir_needed()
+    checkpoint_dir, log_dir, _, _ = train.resolve_paths(Path("runs/claimed"))
+    assert (checkpoint_dir, log_dir) == (Path("old/ckpt"), Path("runs/claimed/logs"))
+    train.parse_flags(["slamorl_jax.train", "--resume", "--checkpoint_dir=old/ckpt", "--log_dir=old/logs"])
+    assert not train.default_run_dir_needed()
+    argv = ["slamorl_jax.train", *SMALL, "--resume", f"--checkpoint_dir={sandbox}/missing"]
+    assert_refused(call(lambda: train.main(train.parse_flags(argv)), capsys, sandbox), "no run to continue")
+    assert not (sandbox / "runs").exists()

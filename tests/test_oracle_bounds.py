@@ -30,7 +30,7 @@ def states_and_observations() -> tuple[EnvParams, EnvState, jax.Array]:
     env = JobAllocationEnv()
     params = env.default_params
     key = jax.random.key(5)
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, NUM_JOBS), params)
+    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(key, NUM_JOBS), params)
     step = jax.jit(env.step_batch)
     for step_key in jax.random.split(key, STEPS):
         actions = jax.random.randint(step_key, (NUM_JOBS,), 0, env.num_actions)
