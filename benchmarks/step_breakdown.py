@@ -3,7 +3,7 @@
     python -m benchmarks.step_breakdown [--num-envs 4096] [--steps 256] [--repeats 5]
         [--out benchmarks/results/step_breakdown.json]
 
-Nine variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of the batched step with
+Ten variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of the batched step with
 random actions; compile time apart, warm-up, timed in turns): the env's own ``step`` (the paper's 21
 features and the forecast block); the env's ``step_batch`` (the same step with new jobs built only
 where one ended, ``env/batched_step.py``: what the trainer runs); the same transition and auto-reset
@@ -12,7 +12,9 @@ the full and the empty observation without the auto-reset (a finished job keeps 
 drawing the next one, as ``episodes.step_once`` steps evaluation's jobs), and the full one without
 the auto-reset and without the forecast's ranking (every candidate's projections computed, the
 reductions that pick the suggested one left out, its flags 0); ``step_batch`` without the ranking
-(what the trainer's step would cost were the ranking free); and, without the auto-reset, the
+(what the trainer's step would cost were the ranking free); ``step_batch`` with the cheapest ranking
+there can be (one reduction over the candidates: the targets at the most SLAs, :func:`most_slas_only`,
+what any ranking costs at the least); and, without the auto-reset, the
 paper's features padded with their mean to the full observation's width (the observation's memory
 traffic without the forecast's work). The differences are what the forecast
 block, its ranking, the paper features and the auto-reset (a whole new job drawn for every env at
@@ -106,17 +108,33 @@ def observe_without_ranking(state: EnvState, params: EnvParams) -> jax.Array:
         return observe(state, params)
 
 
-class WithoutRankingBatch:
-    """The env's ``step_batch`` (the trainer's step, auto-reset included) and reset, traced with the
-    forecast's ranking left out (:func:`no_ranking`): what the trainer's step would cost were the
-    ranking free."""
+def most_slas_only(
+    state: EnvState,
+    params: EnvParams,
+    keep: forecast.Projection,
+    targets: forecast.Projection,
+    duplicate: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
+    """The cheapest ranking there can be, one reduction over the candidates: every target projected
+    to meet the most SLAs flagged (keep alone where it meets more), no objective or tie-break."""
+    slas = state.job.sla_targets
+    target_slas = jnp.where(duplicate, -1.0, forecast.sla_count(targets, slas))
+    most = jnp.max(target_slas, axis=0)
+    keep_wins = forecast.sla_count(keep, slas) > most
+    flags = jnp.logical_and(target_slas == most, jnp.logical_not(keep_wins))
+    return keep_wins.astype(jnp.float32), flags.astype(jnp.float32)
 
-    def __init__(self, env: JobAllocationEnv) -> None:
-        self.env, self.num_actions = env, env.num_actions
+
+class RankedWithBatch:
+    """The env's ``step_batch`` (the trainer's step, auto-reset included) and reset, traced with
+    another function in place of ``forecast.suggestion`` (the forecast's ranking)."""
+
+    def __init__(self, env: JobAllocationEnv, suggestion: Callable[..., tuple[jax.Array, jax.Array]]) -> None:
+        self.env, self.suggestion, self.num_actions = env, suggestion, env.num_actions
 
     def reset(self, key: jax.Array, params: EnvParams) -> tuple[jax.Array, EnvState]:
-        """The env's reset, its observation unranked."""
-        with mock.patch.object(forecast, "suggestion", no_ranking):
+        """The env's reset, its observation ranked by this suggestion."""
+        with mock.patch.object(forecast, "suggestion", self.suggestion):
             return self.env.reset(key, params)
 
     def step_batch(
@@ -127,9 +145,17 @@ class WithoutRankingBatch:
         params: EnvParams,
         reset_slots: int | None = None,
     ) -> tuple:
-        """The env's ``step_batch``, its observations unranked."""
-        with mock.patch.object(forecast, "suggestion", no_ranking):
+        """The env's ``step_batch``, its observations ranked by this suggestion."""
+        with mock.patch.object(forecast, "suggestion", self.suggestion):
             return self.env.step_batch(keys, state, action, params, reset_slots)
+
+
+class WithoutRankingBatch(RankedWithBatch):
+    """The trainer's step with the forecast's ranking left out (:func:`no_ranking`): what it would
+    cost were the ranking free."""
+
+    def __init__(self, env: JobAllocationEnv) -> None:
+        super().__init__(env, no_ranking)
 
 
 def paper_features_full_width(state: EnvState, params: EnvParams) -> jax.Array:
@@ -179,6 +205,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "full observation, no reset": (WithoutReset(env, observe), params, env.num_actions),
         "no ranking, no reset": (WithoutReset(env, observe_without_ranking), params, env.num_actions),
         "no ranking, step_batch": (WithoutRankingBatch(env), params, env.num_actions),
+        "one-pass ranking, step_batch": (RankedWithBatch(env, most_slas_only), params, env.num_actions),
         "paper features at full width, no reset": (
             WithoutReset(env, paper_features_full_width),
             params,

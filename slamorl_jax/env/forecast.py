@@ -61,7 +61,7 @@ from slamorl_jax.env.lookup import take_small
 from slamorl_jax.env.online_model import corrected_epoch_time, posterior_deviation
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.pauses import move_pause_s
-from slamorl_jax.env.state import EnvState
+from slamorl_jax.env.state import EnvState, SlaTargets
 
 OUTCOME_FEATURES = ("time", "cost", "other_slas", "suggested")
 JOB_FEATURES = ("pause_share", "epochs_left", "data_parallel", "compute_dev", "sync_dev", "surprise")
@@ -131,6 +131,14 @@ class Projection(NamedTuple):
     other_slas: jax.Array
 
 
+def sla_count(p: Projection, slas: SlaTargets) -> jax.Array:
+    """How many of the six job-level SLAs a projection meets: the deadline, the budget and the four
+    others (float32, broadcasts)."""
+    on_time = (p.time_s <= slas.deadline_s).astype(jnp.float32)
+    in_budget = (p.cost_usd <= slas.budget_usd).astype(jnp.float32)
+    return on_time + in_budget + p.other_slas
+
+
 def suggestion(
     state: EnvState, params: EnvParams, keep: Projection, targets: Projection, duplicate: jax.Array
 ) -> tuple[jax.Array, jax.Array]:
@@ -157,11 +165,6 @@ def suggestion(
     )
     money_in_hours = 3600.0 / jnp.maximum(request_price, 1e-9)
 
-    def sla_count(p: Projection) -> jax.Array:
-        on_time = (p.time_s <= slas.deadline_s).astype(jnp.float32)
-        in_budget = (p.cost_usd <= slas.budget_usd).astype(jnp.float32)
-        return on_time + in_budget + p.other_slas
-
     def objective(p: Projection) -> jax.Array:
         return job.preference[..., 0] * p.time_s + job.preference[..., 1] * p.cost_usd * money_in_hours
 
@@ -171,7 +174,7 @@ def suggestion(
     # fusions rounded differently (a fused multiply-add in one, its own exp in a library fusion),
     # and an exact comparison with its own minimum would then leave no candidate flagged.
     near = 1.0 + RANK_TOLERANCE
-    target_slas = jnp.where(duplicate, -1.0, sla_count(targets))
+    target_slas = jnp.where(duplicate, -1.0, sla_count(targets, slas))
     most = jnp.max(target_slas, axis=0)
     ranked = jnp.where(target_slas == most, objective(targets), jnp.inf)
     lowest = jnp.min(ranked, axis=0)
@@ -182,7 +185,7 @@ def suggestion(
     best = jnp.logical_and(best, targets.cost_usd <= cheapest * near)
     index = jnp.arange(best.shape[0]).reshape((-1,) + (1,) * (best.ndim - 1))
     first = jnp.min(jnp.where(best, index, best.shape[0]), axis=0)
-    keep_slas = sla_count(keep)
+    keep_slas = sla_count(keep, slas)
     keep_objective = objective(keep)
     keep_ahead = jnp.logical_or(
         keep_objective * near < lowest,
