@@ -10,7 +10,7 @@ set        actions  meaning
                     ``EnvParams.target_cpus_per_gpu`` (GPU-major: index ``9 + 5 * i + j``)
 ``targets_  90      ``targets``, then **relocate** at 89: the same allocation on fresh nodes (the
 relocate``          job checkpoints and restarts elsewhere, paying the GPU re-allocation pause);
-(default)           the default since 2026-12-03 (README, "Relocation")
+(default)           the default since 2026-12-03 (docs/scenarios.md)
 =========  =======  ============================================================================
 
 Relocating is what a platform does for a job its nodes slow down (a noisy neighbour, a degraded

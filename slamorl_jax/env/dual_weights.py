@@ -29,7 +29,7 @@ grouping as the severities (``adaptive_weights.pressures``: the largest of the g
 
 Defaults (``defaults.py``): ``dual_step = 1`` (the first reading of a violation tilts the weights
 exactly as the severity form does: ``lambda = s`` from 0), ``dual_decay = 0.2`` (about five epochs to
-forget); ``train --dual_step --dual_decay`` set them. Measured since (README, "Adaptation"): with
+forget); ``train --dual_step --dual_decay`` set them. Measured since (docs/adaptation.md): with
 the paper's reward, ``dual_step = 3, dual_decay = 0.05`` (a multiplier remembered for about 20
 epochs) beats static weights by 5.9 points of all six SLAs met on ``conflict`` (fresh seeds and
 jobs; the defaults gain 3.9); with our reward the forms differ by less than the seeds' spread, so the
