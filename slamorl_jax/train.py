@@ -327,7 +327,9 @@ def parse_flags(argv: list[str]) -> list[str]:
 def resumes_into_own_run_dir() -> bool:
     """Whether a resumed run finds its logs beside its checkpoints: ``--run_dir`` given, or only
     ``--checkpoint_dir=<run>/checkpoints`` (logs in ``<run>/logs``)."""
-    return bool(FLAGS.run_dir) or Path(FLAGS.checkpoint_dir).name == "checkpoints"
+    if FLAGS.run_dir:
+        return True
+    return bool(FLAGS.checkpoint_dir) and Path(FLAGS.checkpoint_dir).name == "checkpoints"
 
 
 def default_run_dir_needed() -> bool:
