@@ -282,6 +282,11 @@ def distributed_options() -> DistributedOptions:
         raise ValueError(
             "a --distributed run needs --run_dir (or --checkpoint_dir): every process uses the same folder"
         )
+    if options.enabled and default_run_dir_needed():
+        raise ValueError(
+            "a --distributed run given --checkpoint_dir needs --log_dir too (or --run_dir): each process "
+            "would otherwise make a runs/<date-time> folder of its own for the logs"
+        )
     return options
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -606,4 +607,28 @@ def test_resume_from_a_bare_checkpoint_dir_logs_to_a_claimed_folder(
     assert not train.default_run_dir_needed()
     argv = ["slamorl_jax.train", *SMALL, "--resume", f"--checkpoint_dir={sandbox}/missing"]
     assert_refused(call(lambda: train.main(train.parse_flags(argv)), capsys, sandbox), "no run to continue")
+    assert not (sandbox / "runs").exists()
+
+
+def test_a_distributed_run_names_one_folder_for_every_process(sandbox: Path) -> None:
+    """Every process of a ``--distributed`` run must find the same folders: a run given only a
+    ``--checkpoint_dir`` (not ``<run>/checkpoints`` on a resume) would have each process claim a
+    ``runs/<date-time>`` of its own for the logs, so it is refused before anything is made."""
+    cluster = ["--distributed", "--coordinator_address=localhost:1234", "--num_processes=2", "--process_id=0"]
+    refused = {
+        (): "needs --run_dir (or --checkpoint_dir)",
+        ("--checkpoint_dir=ck",): "needs --log_dir too",
+        ("--resume", "--checkpoint_dir=old/ck"): "needs --log_dir too",
+    }
+    for args, phrase in refused.items():
+        train.parse_flags(["slamorl_jax.train", *cluster, *args])
+        with pytest.raises(ValueError, match=re.escape(phrase)):
+            train.distributed_options()
+    for args in (
+        ("--run_dir=run",),
+        ("--checkpoint_dir=ck", "--log_dir=logs"),
+        ("--resume", "--checkpoint_dir=old/checkpoints"),
+    ):
+        train.parse_flags(["slamorl_jax.train", *cluster, *args])
+        assert train.distributed_options().enabled
     assert not (sandbox / "runs").exists()
