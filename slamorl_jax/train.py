@@ -329,11 +329,9 @@ def parse_flags(argv: list[str]) -> list[str]:
     return argv  # unreachable
 
 
-def resumes_into_own_run_dir() -> bool:
-    """Whether a resumed run finds its logs beside its checkpoints: ``--run_dir`` given, or only
-    ``--checkpoint_dir=<run>/checkpoints`` (logs in ``<run>/logs``)."""
-    if FLAGS.run_dir:
-        return True
+def checkpoints_of_a_run_dir() -> bool:
+    """Whether ``--checkpoint_dir`` names a run folder's ``checkpoints`` (``<run>/checkpoints``,
+    whose logs a resumed run keeps in ``<run>/logs``)."""
     return bool(FLAGS.checkpoint_dir) and Path(FLAGS.checkpoint_dir).name == "checkpoints"
 
 
@@ -343,7 +341,8 @@ def default_run_dir_needed() -> bool:
     is given a ``--checkpoint_dir`` not named ``checkpoints`` and no ``--log_dir`` (its logs then
     go to a new folder of their own rather than one another command may take)."""
     if FLAGS.resume:
-        return bool(FLAGS.checkpoint_dir) and not FLAGS.log_dir and not resumes_into_own_run_dir()
+        logs_known = FLAGS.run_dir or FLAGS.log_dir or checkpoints_of_a_run_dir()
+        return bool(FLAGS.checkpoint_dir) and not logs_known
     return not (FLAGS.run_dir or (FLAGS.checkpoint_dir and FLAGS.log_dir))
 
 
@@ -354,7 +353,7 @@ def resolve_paths(default_run_dir: Path | None = None) -> tuple[Path, Path, str,
     A resumed run given only ``--checkpoint_dir=<run>/checkpoints`` keeps its logs in ``<run>/logs``,
     so its metrics stay in one folder."""
     run_dir = Path(FLAGS.run_dir or default_run_dir or run_dirs.stamped_folder())
-    if FLAGS.resume and not FLAGS.run_dir and resumes_into_own_run_dir():
+    if FLAGS.resume and not FLAGS.run_dir and checkpoints_of_a_run_dir():
         run_dir = Path(FLAGS.checkpoint_dir).parent
     checkpoint_dir = Path(FLAGS.checkpoint_dir) if FLAGS.checkpoint_dir else run_dir / "checkpoints"
     # --log_dir is absl's own flag (its log files); metrics.jsonl, TensorBoard events and
