@@ -3,6 +3,9 @@ gymnax documents (one small compiled probe; the consumers themselves: test_gymna
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import chex
 import gymnax
 import jax
@@ -169,3 +172,24 @@ def test_make_reward_option_and_bad_values() -> None:
         assert "\n" not in str(err.value)
     with pytest.raises(ValueError, match="unknown scenario"):
         JobAllocationEnv(scenario="nope")
+
+
+def test_importing_the_env_defers_gymnax_renderers_plotting_libraries() -> None:
+    """``import slamorl_jax.env`` imports gymnax (every bundled env registered) without seaborn or
+    matplotlib.pyplot; a renderer's first use imports the real library, as does a later import."""
+    code = """
+import sys
+import slamorl_jax.env
+import gymnax
+deferred = [name for name in ("seaborn", "matplotlib.pyplot", "pandas", "scipy.stats") if name in sys.modules]
+assert not deferred, deferred
+assert {"CartPole-v1", "Pong-misc", "Catch-bsuite", "JobAllocation-v0"} <= set(gymnax.registered_envs)
+from gymnax.environments.misc import pong
+assert len(pong.sns.color_palette("cubehelix", 3)) == 3
+import seaborn
+assert type(seaborn) is type(sys), type(seaborn)
+assert seaborn.color_palette is pong.sns.color_palette
+import matplotlib.pyplot as plt
+assert type(plt) is type(sys) and callable(plt.subplots)
+"""
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

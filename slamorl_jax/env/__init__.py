@@ -9,6 +9,9 @@ from slamorl_jax.cli_start import require_backend
 # import: a platform the machine lacks is one line and status 2 (a no-op unless run as a program).
 require_backend()
 # ruff: noqa: E402
+from slamorl_jax.env.gymnax_import import import_gymnax
+
+import_gymnax()  # before any module below imports gymnax: without its renderers' plotting libraries
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, action_names, num_actions
 from slamorl_jax.env.actions import ACTION_NAMES, NO_OP_ACTION, NUM_ACTIONS, encode_action
 from slamorl_jax.env.adaptive_weights import adapt
