@@ -1,7 +1,8 @@
 """Live jobs answered per second: ``live.recommend`` one job at a time against ``recommend_many``.
 
     python -m benchmarks.recommend_throughput [--num-jobs 1,64,1024,4096] [--repeats 5]
-        [--checkpoint checkpoints/default] [--out benchmarks/results/recommend_throughput.json]
+        [--checkpoint checkpoints/default] [--process-calls 3]
+        [--out benchmarks/results/recommend_throughput.json]
 
 The jobs are what simulated jobs of the policy's scenario report after their first epochs
 (``live.reported_job``, each with its measured epochs as history): different workloads, GPU types,
@@ -10,12 +11,19 @@ platform looping over its jobs pays per job); ``recommend_many`` answers ``--num
 one call. Both are whole calls as a user makes them, the host's work included (reading each job
 into arrays, the readings-outside-training notes, building the answers); the first call of each
 shape, which compiles, is timed apart and left out of the medians.
+
+A platform that runs the command once per job and epoch pays a new process each time: imports,
+loading the policy and compiling. ``--process-calls`` times ``python -m slamorl_jax.recommend
+--job=docs/example_job.json`` as whole processes, wall clock: without a compilation cache, then with
+a new empty one (the first call fills it) and again with it filled (the median of the calls).
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,7 +38,9 @@ from benchmarks.common import format_rate, machine_info, markdown_table, parse_a
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recommend_throughput.json"
-DEFAULT_CHECKPOINT = str(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CHECKPOINT = str(REPO_ROOT / "checkpoints" / "default")
+EXAMPLE_JOB = REPO_ROOT / "docs" / "example_job.json"
 EPOCHS_RUN = 3  # epochs each simulated job runs before it reports
 ONE_AT_A_TIME_JOBS = 64  # jobs answered by single recommend calls per timed pass
 MAX_JOBS = 1 << 16
@@ -84,6 +94,30 @@ def timed(call: Any, repeats: int) -> tuple[float, list[float]]:
     return times[0], times[1:]
 
 
+def process_seconds(checkpoint: str, cache_dir: str) -> float:
+    """Wall-clock seconds of one ``python -m slamorl_jax.recommend --job`` process on the example job."""
+    command = [sys.executable, "-m", "slamorl_jax.recommend", f"--job={EXAMPLE_JOB}"]
+    command += [f"--checkpoint={checkpoint}", f"--compilation_cache_dir={cache_dir}"]
+    start = time.perf_counter()
+    subprocess.run(command, cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
+    return time.perf_counter() - start
+
+
+def process_calls(checkpoint: str, calls: int) -> dict[str, float]:
+    """Seconds per new process: median without a cache, the first call into an empty one, median with
+    it filled."""
+    without = [process_seconds(checkpoint, "") for _ in range(calls)]
+    with tempfile.TemporaryDirectory() as cache_dir:
+        first = process_seconds(checkpoint, cache_dir)
+        warm = [process_seconds(checkpoint, cache_dir) for _ in range(calls)]
+    return {
+        "calls": calls,
+        "no_cache_s_median": float(np.median(without)),
+        "empty_cache_s": first,
+        "filled_cache_s_median": float(np.median(warm)),
+    }
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Time both ways of answering on every batch size."""
     from slamorl_jax.checkpoint import load_policy
@@ -116,6 +150,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "repeats": args.repeats,
         "one_at_a_time": single,
         "batched": rows,
+        "processes": process_calls(args.checkpoint, args.process_calls) if args.process_calls else None,
         "machine": machine_info(),
     }
 
@@ -147,7 +182,24 @@ def to_markdown(payload: dict[str, Any]) -> str:
         f"Median of {payload['repeats']} timed passes after the first; `recommend` answers "
         f"{single['jobs']} jobs a pass. Whole calls, host work included.\n\n"
         + markdown_table(headers, rows)
+        + processes_markdown(payload.get("processes"))
         + f"\n\nMachine: {payload['machine']}\n"
+    )
+
+
+def processes_markdown(processes: dict[str, float] | None) -> str:
+    """The new-process table (empty when it was not run)."""
+    if not processes:
+        return ""
+    rows = [
+        ["no compilation cache (`--compilation_cache_dir=`)", f"{processes['no_cache_s_median']:.2f}"],
+        ["the first call, into an empty cache", f"{processes['empty_cache_s']:.2f}"],
+        ["the cache filled (the default after one call)", f"{processes['filled_cache_s_median']:.2f}"],
+    ]
+    return (
+        f"\n\n`python -m slamorl_jax.recommend --job=docs/example_job.json`, one new process a call (wall "
+        f"clock; medians of {processes['calls']} calls):\n\n"
+        + markdown_table(["compilation cache", "seconds a call"], rows)
     )
 
 
@@ -160,6 +212,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=5, help="timed passes per row")
     parser.add_argument(
         "--checkpoint", default=DEFAULT_CHECKPOINT, help="the policy (default: the shipped one)"
+    )
+    parser.add_argument(
+        "--process-calls",
+        type=bounded(int, 0, 100),
+        default=3,
+        help="new recommend processes timed per cache setting (0: none)",
     )
     parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 

@@ -410,8 +410,8 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     config = TrainConfig.from_dict(meta["config"])
     obs_dim = _check_layout(meta, config, root / str(step))
     network = ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
-    template = init_params(network, jax.random.key(0), obs_dim)
-    abstract = {"params": jax.tree.map(ocp.utils.to_shape_dtype_struct, template)}
+    # The parameters' shapes only (not an initialisation run op by op: seconds of small compiles).
+    abstract = {"params": jax.eval_shape(lambda key: init_params(network, key, obs_dim), jax.random.key(0))}
     params = _restore_item(meta, root, step, "policy", abstract, "the policy")["params"]
 
     @jax.jit

@@ -37,6 +37,9 @@ from slamorl_jax.env import EnvParams, EnvState, JobAllocationEnv, load_catalog
 CACHE_DIR = Path(
     os.environ.get("SLAMORL_JAX_TEST_CACHE", Path(__file__).resolve().parent.parent / ".jax_cache")
 )
+# The package's commands default to JAX's cache variable (``compilation_cache.DEFAULT_CACHE_DIR``): a
+# command the tests run, in this process or another, shares the suite's cache instead of the user's.
+os.environ["JAX_COMPILATION_CACHE_DIR"] = str(CACHE_DIR)
 jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -29,6 +29,7 @@ from slamorl_jax.env import (
     EnvParams,
     EnvState,
     JobAllocationEnv,
+    default_params,
     make,
     num_actions,
     observe,
@@ -40,6 +41,7 @@ from slamorl_jax.env import draws as d
 from slamorl_jax.env.action_sets import NUM_TARGETS, RELOCATE_ACTION
 from slamorl_jax.env.forecast import NUM_FORECAST_FEATURES
 from slamorl_jax.env.params import with_values
+from slamorl_jax.env.prices import with_prices
 from slamorl_jax.env.scenarios import KIND_PREFERENCES, SCENARIO_KINDS
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -236,6 +238,17 @@ def test_reset_and_step_trace_once_across_params_and_keys(
     # Other keys, actions and params values must not retrace either.
     _, state = reset(jax.random.key(123), param_variants[0])
     step(jax.random.key(7), state, jnp.int32(0), param_variants[-1])
+
+
+def test_default_params_and_their_refreshes_share_one_compiled_derivation() -> None:
+    """``default_params`` gives ``job_rows`` its final shape before deriving the tables, so refreshing
+    them (``with_prices``, as every command's ``env_params_from_config`` does) reuses the program
+    instead of compiling a second one (about a second of every command's start)."""
+    params = default_params()
+    programs = with_derived_tables._cache_size()
+    with_prices(params, "reference-code")
+    with_derived_tables(with_values(params, adapt_strength=2.0))
+    assert with_derived_tables._cache_size() == programs
 
 
 # --- jit, determinism ----------------------------------------------------------------------------

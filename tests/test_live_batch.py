@@ -336,3 +336,32 @@ def test_a_caller_may_name_its_jobs(policy: object) -> None:
         recommend_many(policy, [EXAMPLE, finished], names=["line 3", "line 7"])
     with pytest.raises(ValueError, match="names holds 1 names for 2 jobs"):
         recommend_many(policy, [EXAMPLE, EXAMPLE], names=["line 3"])
+
+
+def test_a_new_recommend_process_reads_its_programs_back_from_the_compilation_cache(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A platform that runs ``recommend`` once per job and epoch: the first process fills
+    ``--compilation_cache_dir`` with every program it compiled, a second answers the same from them;
+    a cache folder given that cannot be one is refused, and a default one that cannot be written is
+    passed over (the call answers without a cache)."""
+    cache = tmp_path / "cache"
+    command = [sys.executable, "-m", "slamorl_jax.recommend", "--job=docs/example_job.json"]
+    command.append(f"--compilation_cache_dir={cache}")
+    answers = []
+    for _ in range(2):
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        answers.append(json.loads(done.stdout))
+        if not answers[1:]:
+            filled = sorted(cache.iterdir())
+            assert len(filled) >= 10, filled  # the small programs too, not only those over a second
+    assert answers[0] == answers[1] and sorted(cache.iterdir()) == filled
+    (tmp_path / "a_file").write_text("")
+    job = f"--job={ROOT / 'docs' / 'example_job.json'}"
+    argv = [job, f"--compilation_cache_dir={tmp_path / 'a_file'}"]
+    assert_refused(call(lambda: recommend_cli.main(argv), capsys, tmp_path), "is a file, not a directory")
+    unwritable = str(tmp_path / "a_file" / "cache")
+    monkeypatch.setattr(recommend_cli, "DEFAULT_CACHE_DIR", unwritable)
+    outcome = call(lambda: recommend_cli.main([job]), capsys, tmp_path)
+    assert outcome.code == 0 and json.loads(outcome.stdout)["gpus"] == answers[0]["gpus"], outcome.report()

@@ -184,6 +184,9 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         cheapest_epoch_usd=_f32(np.zeros(c.compute_speed.shape)),
         target_allocation=_i32(np.ones((NUM_TARGETS, 2))),
         target_profile=_f32(np.zeros((c.compute_speed.size, TARGET_PROFILE_FIELDS * NUM_TARGETS))),
-        job_rows=_f32(np.zeros((0, 0))),  # its shape comes with with_derived_tables
+        job_rows=_f32(np.zeros((0, 0))),  # a placeholder until its shape is known (below)
     )
-    return with_derived_tables(params)
+    # The placeholder takes the table's own shape first, so these params and every later refresh of
+    # them (``with_prices``, ``with_values`` then ``with_derived_tables``) share one compiled program.
+    rows = jax.eval_shape(with_derived_tables, params).job_rows
+    return with_derived_tables(params.replace(job_rows=jnp.zeros(rows.shape, rows.dtype)))
