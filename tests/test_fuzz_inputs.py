@@ -548,10 +548,12 @@ def test_row_5_a_signal_while_compiling_exits_quietly_and_removes_the_run(sandbo
     the run's new directories removed."""
     run_dir = sandbox / "run"
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    # No cache at all: not even the suite's, which conftest.py names in JAX's own variable.
+    environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
     process = subprocess.Popen(
         [sys.executable, "-m", "slamorl_jax.train", *SMALL, f"--run_dir={run_dir}"],
         cwd=sandbox,
-        env={**os.environ, "PYTHONPATH": path},
+        env={**environ, "PYTHONPATH": path},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
