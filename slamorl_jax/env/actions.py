@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
+from jax.typing import ArrayLike
 
 NUM_ACTIONS = 9
 NO_OP_ACTION = 4
@@ -37,14 +38,21 @@ def floor_div(a: jnp.ndarray, b: jnp.ndarray | int) -> jnp.ndarray:
     return jnp.floor(quotient + 1e-4).astype(jnp.int32)
 
 
-def cpu_cap(gpus: jnp.ndarray, gpus_per_node, cpus_per_node, cpu_step) -> jnp.ndarray:
+def cpu_cap(
+    gpus: jnp.ndarray, gpus_per_node: ArrayLike, cpus_per_node: ArrayLike, cpu_step: ArrayLike
+) -> jnp.ndarray:
     """Most CPUs a job of ``gpus`` GPUs can hold: its nodes' CPUs, floored to a ``cpu_step`` multiple."""
     nodes = floor_div(gpus + gpus_per_node - 1, gpus_per_node)
     return floor_div(nodes * cpus_per_node, cpu_step) * cpu_step
 
 
 def clip_allocation(
-    gpus: jnp.ndarray, cpus: jnp.ndarray, max_gpus, gpus_per_node, cpus_per_node, cpu_step
+    gpus: jnp.ndarray,
+    cpus: jnp.ndarray,
+    max_gpus: ArrayLike,
+    gpus_per_node: ArrayLike,
+    cpus_per_node: ArrayLike,
+    cpu_step: ArrayLike,
 ) -> tuple[jnp.ndarray, jnp.ndarray]:
     """Clip an allocation into the cluster's bounds, CPUs snapped down to the ``cpu_step`` lattice."""
     gpus = jnp.clip(gpus, 1, max_gpus)
@@ -58,10 +66,10 @@ def apply_action(
     action: jnp.ndarray,
     gpus: jnp.ndarray,
     cpus: jnp.ndarray,
-    max_gpus,
-    gpus_per_node,
-    cpus_per_node,
-    cpu_step,
+    max_gpus: ArrayLike,
+    gpus_per_node: ArrayLike,
+    cpus_per_node: ArrayLike,
+    cpu_step: ArrayLike,
 ) -> tuple[jnp.ndarray, jnp.ndarray]:
     """Allocation after ``action``: deltas applied, then clipped to the cluster."""
     action = jnp.asarray(action, dtype=jnp.int32)
