@@ -17,6 +17,9 @@ call instead of 5 on a 2-core CPU (``benchmarks/recommend_throughput.py``).
 ``--serve`` keeps one process warm for a stream of jobs: each line of standard input is a job and
 gets its answer line at once (or an error line, and the next job is answered; ``recommend_serve.py``).
 
+``--http=HOST:PORT`` answers over HTTP instead (``recommend_http.py``): ``POST /recommend`` with one
+job or a JSON list of jobs, ``GET /health``; one line on stderr names the address it listens on.
+
 ``--jobs=FILE`` answers many running jobs in one compiled call (``live.recommend_many``): JSON Lines
 (one job a line), one JSON list of jobs, or one job over several lines; it prints one compact JSON
 answer a line in the jobs' order, and a refused job or a warning names its line (or list item). The
@@ -45,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, first_line, run_command, summary
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
 from slamorl_jax.json_input import DuplicateKeyError, json_kind, loads_strict
 from slamorl_jax.run_dirs import RunDirError, check_dir, path_exists
@@ -179,6 +182,27 @@ def serve_stdin(args: argparse.Namespace) -> int:
     return serve(policy, lines, sys.stdout)
 
 
+def serve_http(args: argparse.Namespace) -> int:
+    """``--http``: answer jobs over HTTP until the process is stopped (``recommend_http.py``)."""
+    from slamorl_jax.recommend_http import make_server, parse_address
+
+    try:
+        host, port = parse_address(args.http)
+    except ValueError as err:
+        fail(str(err), PROG)
+    policy = load_checkpoint(args.checkpoint)
+    try:
+        server = make_server(policy, host, port)
+    except OSError as err:  # the port is taken, the host is not this machine's, a port below 1024
+        fail(f"--http cannot listen on {args.http!r}: {first_line(err)}", PROG)
+    bound_host, bound_port = server.server_address[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    print(f"{PROG}: listening on http://{shown}:{bound_port}", file=sys.stderr, flush=True)
+    with server:
+        server.serve_forever()
+    return 0
+
+
 def load_checkpoint(path: str) -> LoadedPolicy:
     """The policy at ``path``; exits 2 with one line when it is missing or cannot be loaded."""
     if not path_exists(path):
@@ -204,6 +228,11 @@ def main(argv: list[str] | None = None) -> int:
         "--serve",
         action="store_true",
         help="answer jobs from stdin as they arrive, a JSON line each, until EOF",
+    )
+    jobs.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="answer jobs POSTed to http://HOST:PORT/recommend until stopped (port 0: a free one)",
     )
     parser.add_argument(
         "--checkpoint", default=DEFAULT_CHECKPOINT, help="policy checkpoint (default: %(default)s)"
@@ -252,10 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
     enable_compilation_cache(args.compilation_cache_dir, min_compile_time_s=0.0)
     new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
-    if args.jobs is not None or args.serve:
+    if args.job is None:  # --jobs, --serve or --http
         if new_job_flags or args.sla_confidence is not None:
-            flag = "--jobs" if args.jobs is not None else "--serve"
+            flag = "--jobs" if args.jobs is not None else "--serve" if args.serve else "--http"
             fail(f"{flag} gives the policy's answer for each job; ask for a new job's start with --job", PROG)
+        if args.http is not None:
+            return serve_http(args)
         return answer_jobs(args) if args.jobs is not None else serve_stdin(args)
     if new_job_flags > 1:
         fail(

@@ -1,0 +1,163 @@
+"""``recommend --http``: the policy's answers over HTTP are ``recommend``'s answers, and every request it
+cannot answer gets a JSON error with the right status (a server in a thread of this process)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_harness import assert_refused, call
+
+from slamorl_jax import recommend as recommend_cli
+from slamorl_jax.checkpoint import LoadedPolicy, load_policy
+from slamorl_jax.live import LiveJob, recommend, recommend_many
+from slamorl_jax.recommend_http import make_server, parse_address
+
+ROOT = Path(__file__).resolve().parent.parent
+JOB = json.loads((ROOT / "docs" / "example_job.json").read_text(encoding="utf-8"))
+FINISHED = {**{k: v for k, v in JOB.items() if k != "history"}, "epochs_done": JOB["epochs_total"]}
+MAX_BODY_BYTES = 20_000
+
+
+@pytest.fixture(scope="module")
+def policy() -> LoadedPolicy:
+    return load_policy(ROOT / "checkpoints" / "default")
+
+
+@pytest.fixture(scope="module")
+def address(policy: LoadedPolicy) -> Iterator[tuple[str, int]]:
+    """A server on a free port of this machine, serving from a thread for the module's tests."""
+    server = make_server(policy, "127.0.0.1", 0, max_body_bytes=MAX_BODY_BYTES)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server.server_address[:2]
+    server.shutdown()
+    server.server_close()
+
+
+def request(address: tuple[str, int], method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
+    """``(status, the JSON answer)`` of one request."""
+    connection = http.client.HTTPConnection(*address, timeout=120)
+    try:
+        connection.request(method, path, body=body)
+        response = connection.getresponse()
+        assert response.getheader("Content-Type") == "application/json"
+        return response.status, json.loads(response.read())
+    finally:
+        connection.close()
+
+
+def test_a_posted_job_gets_recommends_answer_and_a_list_gets_recommend_manys(
+    address: tuple[str, int], policy: LoadedPolicy
+) -> None:
+    status, answer = request(address, "POST", "/recommend", json.dumps(JOB).encode())
+    expected = json.loads(json.dumps(recommend(policy, LiveJob.from_dict(JOB)).as_dict()))
+    assert status == 200 and answer == expected
+    other = {**JOB, "deadline_s": 2 * JOB["deadline_s"], "preference": "cost"}
+    status, answers = request(address, "POST", "/recommend", json.dumps([JOB, other]).encode())
+    many = recommend_many(policy, [LiveJob.from_dict(JOB), LiveJob.from_dict(other)])
+    assert status == 200 and answers == json.loads(json.dumps([one.as_dict() for one in many]))
+    status, health = request(address, "GET", "/health")
+    assert status == 200 and health == {"status": "ok", "step": policy.step, "actions": policy.config.actions}
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "phrase"),
+    [
+        ("POST", "/recommend", b"{not json", 400, "the body is not JSON"),
+        ("POST", "/recommend", b"\xff\xfe{}", 400, "not UTF-8"),
+        ("POST", "/recommend", b'"a job"', 400, "got a string"),
+        ("POST", "/recommend", b"[]", 400, "got an empty list"),
+        ("POST", "/recommend", json.dumps([JOB, 3]).encode(), 400, "item 1 must be a JSON object"),
+        ("POST", "/recommend", json.dumps([JOB, {**JOB, "gpus": 10_000}]).encode(), 400, "item 1"),
+        (
+            "POST",
+            "/recommend",
+            json.dumps(FINISHED).encode(),
+            400,
+            "finished",
+        ),
+        ("POST", "/recommend", json.dumps({**JOB, "surprise": 1}).encode(), 400, "unknown job field"),
+        ("POST", "/recommend", b" " * (MAX_BODY_BYTES + 1), 413, "at most 20,000 bytes"),
+        ("POST", "/elsewhere", b"{}", 404, "no such path '/elsewhere'"),
+        ("GET", "/recommend", None, 404, "GET /health"),
+        ("PUT", "/recommend", b"{}", 405, "PUT is not answered"),
+    ],
+)
+def test_a_request_it_cannot_answer_gets_a_one_line_json_error(
+    address: tuple[str, int], method: str, path: str, body: bytes | None, status: int, phrase: str
+) -> None:
+    got, answer = request(address, method, path, body)
+    assert got == status and set(answer) == {"error"}, answer
+    assert phrase in answer["error"] and "\n" not in answer["error"], answer
+
+
+def test_a_post_without_a_length_is_refused_and_the_server_goes_on(address: tuple[str, int]) -> None:
+    connection = http.client.HTTPConnection(*address, timeout=60)
+    try:
+        connection.putrequest("POST", "/recommend")
+        connection.endheaders()
+        response = connection.getresponse()
+        assert response.status == 411 and "Content-Length" in json.loads(response.read())["error"]
+    finally:
+        connection.close()
+    assert request(address, "GET", "/health")[0] == 200
+
+
+def test_the_address_flag_is_checked_before_anything_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert parse_address("0.0.0.0:8080") == ("0.0.0.0", 8080)
+    assert parse_address(":0") == parse_address("0") == ("127.0.0.1", 0)
+    assert parse_address("[::1]:9000") == ("::1", 9000)
+    for text, phrase in (("localhost", "HOST:PORT"), ("host:http", "HOST:PORT"), ("h:70000", "[0, 65535]")):
+        with pytest.raises(ValueError, match=phrase.replace("[", r"\[")):
+            parse_address(text)
+        assert_refused(call(lambda t=text: recommend_cli.main([f"--http={t}"]), capsys, tmp_path), phrase)
+    refused = call(lambda: recommend_cli.main(["--http=:0", "--forecast_start"]), capsys, tmp_path)
+    assert_refused(refused, "--http gives the policy's answer for each job")
+    assert_refused(
+        call(lambda: recommend_cli.main(["--http=:0", "--job=-"]), capsys, tmp_path), "not allowed with"
+    )
+
+
+def test_an_address_in_use_is_refused_in_one_line(
+    address: tuple[str, int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = f"--http={address[0]}:{address[1]}"
+    checkpoint = f"--checkpoint={ROOT / 'checkpoints' / 'default'}"
+    outcome = call(lambda: recommend_cli.main([taken, checkpoint]), capsys, tmp_path)
+    assert_refused(outcome, "--http cannot listen on")
+
+
+def test_the_command_says_where_it_listens_and_answers_until_stopped() -> None:
+    """``python -m slamorl_jax.recommend --http=127.0.0.1:0`` in a real process: one line names the
+    port it took, a job posted there is answered, SIGTERM ends it with 128 + 15 and one line."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "slamorl_jax.recommend", "--http=127.0.0.1:0"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = process.stderr.readline()
+        assert line.startswith("python -m slamorl_jax.recommend: listening on http://127.0.0.1:"), line
+        port = int(line.rsplit(":", 1)[1])
+        status, answer = request(("127.0.0.1", port), "POST", "/recommend", json.dumps(JOB).encode())
+        assert status == 200 and answer["gpus"] >= 1
+        process.send_signal(signal.SIGTERM)
+        _, rest = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 128 + signal.SIGTERM
+    assert rest.strip().splitlines()[-1] == "python -m slamorl_jax.recommend: interrupted (SIGTERM)", rest
