@@ -12,8 +12,9 @@ For a platform whose scheduler speaks HTTP rather than a process's standard inpu
   ``item``), 404 (another path), 405 (``PUT``, ``DELETE``, ``PATCH``), 411 (no ``Content-Length``)
   or 413 (a body over ``max_body_bytes``).
 
-Requests are answered one at a time, in the order they arrive (one thread: the policy's compiled
-calls never run concurrently); an answer takes milliseconds once the first of its shape compiled.
+Each connection is read and answered on a thread of its own, so a slow client holds up no other
+(it is dropped after ``REQUEST_TIMEOUT_S``), while the policy answers one request at a time (a lock
+around its compiled calls); an answer takes milliseconds once the first of its shape compiled.
 The server has no TLS and no authentication: bind it to ``127.0.0.1`` (the default host) or to a
 network only the platform reaches, behind the platform's own proxy.
 """
@@ -24,6 +25,7 @@ import http.server
 import json
 import socket
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -103,6 +105,8 @@ def make_server(
     serving: call its ``serve_forever()``; ``server_address`` holds the bound port. ``OSError`` when
     the address cannot be bound."""
 
+    policy_lock = threading.Lock()
+
     class Handler(http.server.BaseHTTPRequestHandler):
         server_version = "slamorl_jax"
         timeout = REQUEST_TIMEOUT_S
@@ -117,7 +121,10 @@ def make_server(
             try:
                 if self.path != RECOMMEND_PATH:
                     raise RequestError(404, f"no such path {self.path!r}; POST {RECOMMEND_PATH}")
-                self.reply(200, answer(policy, self.body()))
+                body = self.body()
+                with policy_lock:
+                    result = answer(policy, body)
+                self.reply(200, result)
             except RequestError as err:
                 self.reply(err.status, {"error": str(err)})
 
@@ -153,7 +160,8 @@ def make_server(
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
             print(f"{stamp} {self.address_string()} {format % args}", file=sys.stderr, flush=True)
 
-    class Server(http.server.HTTPServer):
+    class Server(http.server.ThreadingHTTPServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        daemon_threads = True  # a connection left open does not keep the process from ending
 
     return Server((host, port), Handler)

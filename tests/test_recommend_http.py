@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -43,9 +44,11 @@ def address(policy: LoadedPolicy) -> Iterator[tuple[str, int]]:
     server.server_close()
 
 
-def request(address: tuple[str, int], method: str, path: str, body: bytes | None = None) -> tuple[int, Any]:
+def request(
+    address: tuple[str, int], method: str, path: str, body: bytes | None = None, timeout: float = 120
+) -> tuple[int, Any]:
     """``(status, the JSON answer)`` of one request."""
-    connection = http.client.HTTPConnection(*address, timeout=120)
+    connection = http.client.HTTPConnection(*address, timeout=timeout)
     try:
         connection.request(method, path, body=body)
         response = connection.getresponse()
@@ -110,6 +113,15 @@ def test_a_post_without_a_length_is_refused_and_the_server_goes_on(address: tupl
     finally:
         connection.close()
     assert request(address, "GET", "/health")[0] == 200
+
+
+def test_a_client_that_stops_sending_holds_up_no_other(address: tuple[str, int]) -> None:
+    """A request whose body never comes waits on its own thread: another client is answered."""
+    with socket.create_connection(address, timeout=60) as stalled:
+        stalled.sendall(b"POST /recommend HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        # Well inside the stalled request's REQUEST_TIMEOUT_S (60 s), after which it would be dropped.
+        status, answer = request(address, "POST", "/recommend", json.dumps(JOB).encode(), timeout=30)
+        assert status == 200 and answer["gpus"] >= 1
 
 
 def test_the_address_flag_is_checked_before_anything_loads(
