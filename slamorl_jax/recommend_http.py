@@ -139,11 +139,10 @@ def make_server(
             length = self.headers.get("Content-Length")
             if length is None:
                 raise RequestError(411, "the request needs a Content-Length")
-            try:
-                size = int(length)
-            except ValueError:
-                raise RequestError(400, f"Content-Length must be a number, got {length!r}") from None
-            if not 0 <= size <= max_body_bytes:
+            size = int(length) if length.strip().isdigit() else -1
+            if size < 0:
+                raise RequestError(400, f"Content-Length must be a number of bytes, got {length!r}")
+            if size > max_body_bytes:
                 self.close_connection = True  # the body is left unread
                 raise RequestError(413, f"the body may hold at most {max_body_bytes:,} bytes, got {size:,}")
             return self.rfile.read(size)

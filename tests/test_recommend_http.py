@@ -103,13 +103,21 @@ def test_a_request_it_cannot_answer_gets_a_one_line_json_error(
     assert phrase in answer["error"] and "\n" not in answer["error"], answer
 
 
-def test_a_post_without_a_length_is_refused_and_the_server_goes_on(address: tuple[str, int]) -> None:
+@pytest.mark.parametrize(
+    ("length", "status", "phrase"),
+    [(None, 411, "needs a Content-Length"), ("-5", 400, "number of bytes"), ("ten", 400, "number of bytes")],
+)
+def test_a_post_without_a_usable_length_is_refused_and_the_server_goes_on(
+    address: tuple[str, int], length: str | None, status: int, phrase: str
+) -> None:
     connection = http.client.HTTPConnection(*address, timeout=60)
     try:
         connection.putrequest("POST", "/recommend")
+        if length is not None:
+            connection.putheader("Content-Length", length)
         connection.endheaders()
         response = connection.getresponse()
-        assert response.status == 411 and "Content-Length" in json.loads(response.read())["error"]
+        assert response.status == status and phrase in json.loads(response.read())["error"]
     finally:
         connection.close()
     assert request(address, "GET", "/health")[0] == 200
