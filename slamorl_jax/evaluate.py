@@ -35,7 +35,7 @@ from slamorl_jax.cli_args import (
     run_command,
     summary,
 )
-from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
+from slamorl_jax.compilation_cache import add_cache_argument, enable_compilation_cache, usable_cache_dir
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
 
 if TYPE_CHECKING:
@@ -146,17 +146,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="print each scenario and method to stderr as it runs",
     )
-    parser.add_argument(
-        "--compilation_cache_dir", default=DEFAULT_CACHE_DIR, help="JAX compilation cache ('' disables)"
-    )
+    add_cache_argument(parser)
     args = parser.parse_args(argv)
     if args.out_dir is not None:  # the default is a new folder, claimed when the results are written
         check_out_dir(args.out_dir, args.overwrite)
-    if args.compilation_cache_dir:
-        try:
-            run_dirs.check_dir("--compilation_cache_dir", Path(args.compilation_cache_dir))
-        except run_dirs.RunDirError as err:
-            fail(str(err), PROG)
+    try:
+        args.compilation_cache_dir = usable_cache_dir(args.compilation_cache_dir)
+    except run_dirs.RunDirError as err:
+        fail(str(err), PROG)
     have_matplotlib = importlib.util.find_spec("matplotlib") is not None
     if args.plots == "yes" and not have_matplotlib:
         fail("--plots=yes needs matplotlib: pip install 'slamorl_jax[plot]'", PROG)

@@ -28,6 +28,7 @@ require_backend()  # a platform the machine lacks: one line, before an import to
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.imitation import ImitationConfig
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
+from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET
 from slamorl_jax.run_dirs import new_folder_problem, path_exists
 
@@ -68,6 +69,7 @@ def parser() -> OneLineArgumentParser:
         "--holdout", type=bounded(float, 0.0, 0.9), default=DEFAULTS.holdout, help="share held out to measure"
     )
     p.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="network, split and job seed")
+    add_cache_argument(p)
     return p
 
 
@@ -116,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     out = Path(args.out)
     check_out(out)
+    start_cache(args.compilation_cache_dir, PROG)  # before --like's policy loads
     config = policy_config(args)
     imitation = ImitationConfig(
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate, holdout=args.holdout

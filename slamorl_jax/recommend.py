@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, first_line, run_command, summary
-from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
+from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.json_input import DuplicateKeyError, json_kind, loads_strict
-from slamorl_jax.run_dirs import RunDirError, check_dir, path_exists
+from slamorl_jax.run_dirs import path_exists
 
 if TYPE_CHECKING:
     import argparse
@@ -263,23 +263,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="with --suggest_slas: targets the job meets with this probability (default: x1.1 / x0.9)",
     )
-    parser.add_argument(
-        "--compilation_cache_dir",
-        default=DEFAULT_CACHE_DIR,
-        help="JAX compilation cache: a later call reads its programs back instead of compiling ('' disables)",
-    )
+    add_cache_argument(parser)
     args = parser.parse_args(argv)
     if args.sla_confidence is not None and not (args.suggest_slas and 0.0 < args.sla_confidence < 1.0):
         fail("--sla_confidence is a probability in (0, 1) for --suggest_slas", PROG)
-    if args.compilation_cache_dir:
-        try:
-            check_dir("--compilation_cache_dir", Path(args.compilation_cache_dir))
-        except RunDirError as err:
-            if args.compilation_cache_dir != DEFAULT_CACHE_DIR:
-                fail(str(err), PROG)
-            args.compilation_cache_dir = ""  # a default folder it cannot write (a read-only home): no cache
     slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
-    enable_compilation_cache(args.compilation_cache_dir, min_compile_time_s=0.0)
+    start_cache(args.compilation_cache_dir, PROG, min_compile_time_s=0.0)  # every program: see the docstring
     new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
     if args.job is None:  # --jobs, --serve or --http
         if new_job_flags or args.sla_confidence is not None:

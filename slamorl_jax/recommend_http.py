@@ -98,6 +98,11 @@ def answer(policy: LoadedPolicy, body: bytes) -> Any:
         raise RequestError(400, first_line(err, MAX_ERROR_CHARS)) from None
 
 
+def log_line(client: str, message: str) -> None:
+    """One line of the server's log on stderr: time, client, what happened."""
+    print(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {client} {message}", file=sys.stderr, flush=True)
+
+
 def make_server(
     policy: LoadedPolicy, host: str = DEFAULT_HOST, port: int = 0, max_body_bytes: int = MAX_BODY_BYTES
 ) -> http.server.HTTPServer:
@@ -156,11 +161,14 @@ def make_server(
             self.wfile.write(data)
 
         def log_message(self, format: str, *args: Any) -> None:
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
-            print(f"{stamp} {self.address_string()} {format % args}", file=sys.stderr, flush=True)
+            log_line(self.address_string(), format % args)
 
     class Server(http.server.ThreadingHTTPServer):
         address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         daemon_threads = True  # a connection left open does not keep the process from ending
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            # A client that went away before its answer (a broken pipe): one line, not a traceback.
+            log_line(str(client_address[0]), f"connection error: {first_line(sys.exc_info()[1])}")
 
     return Server((host, port), Handler)

@@ -36,7 +36,7 @@ from slamorl_jax.agent.config import (
 )
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
 from slamorl_jax.cli_args import cleanup_on_interrupt, run_command
-from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache
+from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache, usable_cache_dir
 from slamorl_jax.distributed import DistributedOptions
 from slamorl_jax.distributed import resolve as resolve_distributed
 from slamorl_jax.env.action_sets import ACTION_SETS
@@ -391,8 +391,7 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
             # ran, and a run folder's latest step moves on as that run trains).
             config = dataclasses.replace(config, init_from=str(checkpoint_step_dir(config.init_from)))
         distributed = distributed_options()
-        if FLAGS.compilation_cache_dir:
-            run_dirs.check_dir("--compilation_cache_dir", Path(FLAGS.compilation_cache_dir))
+        FLAGS.compilation_cache_dir = usable_cache_dir(FLAGS.compilation_cache_dir)
     except ValueError as err:  # CheckpointError (--init_from) is one
         fail(str(err))
     return config, distributed

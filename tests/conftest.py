@@ -4,7 +4,7 @@ batched rollout compiled once per session."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,22 @@ settings.register_profile(
 )
 settings.register_profile("thorough", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+# The settings a command run in this process (``train``, ``recommend``, ``imitate``, ...) may change
+# when it turns on its own cache (``slamorl_jax.compilation_cache``).
+CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
+
+
+@pytest.fixture(autouse=True)
+def suite_cache_settings() -> Iterator[None]:
+    """The suite's compilation-cache settings, put back after every test (a command run in this
+    process sets its own: ``imitate`` and ``history build`` cache only programs over a second)."""
+    settings = {name: getattr(jax.config, name) for name in CACHE_SETTINGS}
+    yield
+    for name, value in settings.items():
+        if getattr(jax.config, name) != value:
+            jax.config.update(name, value)
 
 
 @pytest.fixture(scope="session")

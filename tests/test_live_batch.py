@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from cli_harness import assert_refused, call
 
+from slamorl_jax import compilation_cache
 from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env.scenarios import scenario_params
@@ -362,6 +363,6 @@ def test_a_new_recommend_process_reads_its_programs_back_from_the_compilation_ca
     argv = [job, f"--compilation_cache_dir={tmp_path / 'a_file'}"]
     assert_refused(call(lambda: recommend_cli.main(argv), capsys, tmp_path), "is a file, not a directory")
     unwritable = str(tmp_path / "a_file" / "cache")
-    monkeypatch.setattr(recommend_cli, "DEFAULT_CACHE_DIR", unwritable)
+    monkeypatch.setattr(compilation_cache, "DEFAULT_CACHE_DIR", unwritable)
     outcome = call(lambda: recommend_cli.main([job]), capsys, tmp_path)
     assert outcome.code == 0 and json.loads(outcome.stdout)["gpus"] == answers[0]["gpus"], outcome.report()

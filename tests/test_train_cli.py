@@ -31,7 +31,6 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.env.scenarios import SCENARIO_KINDS
 
 CLI_TIMEOUT_S = 300
-CACHE_SETTINGS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")
 
 
 def cli_env() -> dict[str, str]:
@@ -161,16 +160,12 @@ def train_in_process(args: list[str], capsys: pytest.CaptureFixture[str], root: 
     """The training command on ``args`` in this process (as ``app.run`` calls it; milliseconds where a
     subprocess pays seconds of imports), with what it left under ``root``. The properties only a real
     process has (no interpreter traceback, exit by signal) are checked by the subprocess tests here
-    and by ``test_fuzz_inputs``."""
-    # A run refused late (after the command turned on its compilation cache) must not move this
-    # test session's cache: its settings are put back.
-    cache_settings = {name: getattr(jax.config, name) for name in CACHE_SETTINGS}
+    and by ``test_fuzz_inputs``. A run refused late, after it turned on its compilation cache, leaves
+    the suite's cache as it was (``conftest.suite_cache_settings``)."""
     try:
         return call(lambda: train.main(train.parse_flags(["slamorl_jax.train", *args])), capsys, root)
     finally:
         train.FLAGS.unparse_flags()
-        for name, value in cache_settings.items():
-            jax.config.update(name, value)
 
 
 def assert_one_error_line(outcome: Outcome, *phrases: str) -> None:

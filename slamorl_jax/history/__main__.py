@@ -22,6 +22,7 @@ require_backend()  # a platform the machine lacks: one line, before an import to
 # ruff: noqa: E402  (the imports below may start JAX's backend)
 from slamorl_jax.atomic_files import probe_writable
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
+from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.run_dirs import path_exists, unusable_path
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def parser() -> OneLineArgumentParser:
     build.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=1, help="jobs' seed")
     build.add_argument("--scenario", default=None, help="scenario of the jobs (default: the checkpoint's)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    add_cache_argument(build)
     check = commands.add_parser("check", help="validate a store and summarise it")
     check.add_argument("--store", required=True, help="a .json or .csv history store")
     return top
@@ -74,6 +76,7 @@ def build(args: argparse.Namespace) -> int:
         fail(f"--out {args.out!r}: {problem}", PROG)
     if not path_exists(args.checkpoint):
         fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
+    start_cache(args.compilation_cache_dir, PROG)
     import jax
 
     from slamorl_jax.checkpoint import CheckpointError, load_policy
