@@ -12,6 +12,7 @@ For a platform whose scheduler speaks HTTP rather than a process's standard inpu
   ``item``), 404 (another path), 405 (``PUT``, ``DELETE``, ``PATCH``), 411 (no ``Content-Length``)
   or 413 (a body over ``max_body_bytes``).
 
+A connection carries request after request (HTTP/1.1 keep-alive) until an error answer closes it.
 Each connection is read and answered on a thread of its own, so a slow client holds up no other
 (it is dropped after ``REQUEST_TIMEOUT_S``), while the policy answers one request at a time (a lock
 around its compiled calls); an answer takes milliseconds once the first of its shape compiled.
@@ -114,6 +115,7 @@ def make_server(
 
     class Handler(http.server.BaseHTTPRequestHandler):
         server_version = "slamorl_jax"
+        protocol_version = "HTTP/1.1"  # a client may keep its connection for the next request
         timeout = REQUEST_TIMEOUT_S
 
         def do_GET(self) -> None:
@@ -148,7 +150,6 @@ def make_server(
             if size < 0:
                 raise RequestError(400, f"Content-Length must be a number of bytes, got {length!r}")
             if size > max_body_bytes:
-                self.close_connection = True  # the body is left unread
                 raise RequestError(413, f"the body may hold at most {max_body_bytes:,} bytes, got {size:,}")
             return self.rfile.read(size)
 
@@ -157,6 +158,9 @@ def make_server(
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if status >= 400:  # a body may be left unread: the connection cannot carry another request
+                self.close_connection = True
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(data)
 

@@ -123,6 +123,28 @@ def test_a_post_without_a_usable_length_is_refused_and_the_server_goes_on(
     assert request(address, "GET", "/health")[0] == 200
 
 
+def test_a_connection_carries_request_after_request_until_an_error_closes_it(
+    address: tuple[str, int],
+) -> None:
+    connection = http.client.HTTPConnection(*address, timeout=120)
+    job = json.dumps(JOB).encode()
+    try:
+        for method, path, body in (
+            ("GET", "/health", None),
+            ("POST", "/recommend", job),
+            ("GET", "/health", None),
+        ):
+            connection.request(method, path, body=body)
+            response = connection.getresponse()
+            assert response.status == 200 and json.loads(response.read()) and not response.will_close
+        connection.request("PUT", "/recommend", body=b"{}")
+        response = connection.getresponse()
+        assert response.status == 405 and response.will_close
+        response.read()
+    finally:
+        connection.close()
+
+
 def test_a_client_that_stops_sending_holds_up_no_other(address: tuple[str, int]) -> None:
     """A request whose body never comes waits on its own thread: another client is answered."""
     with socket.create_connection(address, timeout=60) as stalled:
