@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 CACHE_FLAG = "--compilation_cache_dir"
 JAX_CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"
 DEFAULT_CACHE_DIR = os.environ.get(JAX_CACHE_VARIABLE) or str(Path.home() / ".cache" / "slamorl_jax" / "jax")
-#: Programs that compile faster than this are not cached by training and evaluation (JAX's own
-#: default): their compiles are dwarfed by the run. ``recommend`` caches every program (0 s): a
+#: Programs that compile faster than this are not cached by the commands other than ``recommend``
+#: (JAX's own default): their compiles are dwarfed by the run. ``recommend`` caches every program (0 s): a
 #: call is a few dozen small programs, and reading them back takes less than compiling them.
 MIN_COMPILE_TIME_S = 1.0
 

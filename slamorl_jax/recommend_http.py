@@ -10,7 +10,7 @@ For a platform whose scheduler speaks HTTP rather than a process's standard inpu
 * a request it cannot answer gets ``{"error": "..."}`` (one line) with status 400 (bad JSON, a bad or
   finished job, an allocation the policy's cluster cannot hold; a list's bad job is named by its
   ``item``), 404 (another path), 405 (``PUT``, ``DELETE``, ``PATCH``), 411 (no ``Content-Length``)
-  or 413 (a body over ``max_body_bytes``).
+  or 413 (a body over ``max_body_bytes``); a fault of the server's own gets 500 and one log line.
 
 A connection carries request after request (HTTP/1.1 keep-alive) until an error answer closes it.
 Each connection is read and answered on a thread of its own, so a slow client holds up no other
@@ -134,6 +134,9 @@ def make_server(
                 self.reply(200, result)
             except RequestError as err:
                 self.reply(err.status, {"error": str(err)})
+            except Exception as err:  # a fault of ours: the client gets a 500, the server goes on
+                log_line(self.address_string(), f"internal error: {first_line(err)}")
+                self.reply(500, {"error": f"internal error: {first_line(err, MAX_ERROR_CHARS)}"})
 
         def refuse_method(self) -> None:
             self.reply(

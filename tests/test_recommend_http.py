@@ -18,6 +18,7 @@ import pytest
 from cli_harness import assert_refused, call
 
 from slamorl_jax import recommend as recommend_cli
+from slamorl_jax import recommend_http
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.live import LiveJob, recommend, recommend_many
 from slamorl_jax.recommend_http import make_server, parse_address
@@ -143,6 +144,19 @@ def test_a_connection_carries_request_after_request_until_an_error_closes_it(
         response.read()
     finally:
         connection.close()
+
+
+def test_a_fault_of_the_servers_own_is_a_500_and_the_server_goes_on(
+    address: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object) -> None:
+        raise RuntimeError("a bug\nwith a second line")
+
+    monkeypatch.setattr(recommend_http, "answer", broken)
+    status, answer = request(address, "POST", "/recommend", json.dumps(JOB).encode())
+    assert status == 500 and answer == {"error": "internal error: a bug"}
+    monkeypatch.undo()
+    assert request(address, "POST", "/recommend", json.dumps(JOB).encode())[0] == 200
 
 
 def test_a_client_that_stops_sending_holds_up_no_other(address: tuple[str, int]) -> None:
