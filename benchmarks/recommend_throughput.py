@@ -21,6 +21,7 @@ a new empty one (the first call fills it) and again with it filled (the median o
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,7 @@ import numpy as np
 
 from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
+from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recommend_throughput.json"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -98,8 +100,10 @@ def process_seconds(checkpoint: str, cache_dir: str) -> float:
     """Wall-clock seconds of one ``python -m slamorl_jax.recommend --job`` process on the example job."""
     command = [sys.executable, "-m", "slamorl_jax.recommend", f"--job={EXAMPLE_JOB}"]
     command += [f"--checkpoint={checkpoint}", f"--compilation_cache_dir={cache_dir}"]
+    # JAX's own cache variable would turn a cache on behind "--compilation_cache_dir=".
+    environ = {k: v for k, v in os.environ.items() if k != JAX_CACHE_VARIABLE}
     start = time.perf_counter()
-    subprocess.run(command, cwd=REPO_ROOT, check=True, capture_output=True, timeout=600)
+    subprocess.run(command, cwd=REPO_ROOT, env=environ, check=True, capture_output=True, timeout=600)
     return time.perf_counter() - start
 
 

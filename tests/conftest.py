@@ -39,6 +39,7 @@ CACHE_DIR = Path(
 )
 # The package's commands default to JAX's cache variable (``compilation_cache.DEFAULT_CACHE_DIR``): a
 # command the tests run, in this process or another, shares the suite's cache instead of the user's.
+# (Named here, not as compilation_cache.JAX_CACHE_VARIABLE: that module reads it when imported.)
 os.environ["JAX_COMPILATION_CACHE_DIR"] = str(CACHE_DIR)
 jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)

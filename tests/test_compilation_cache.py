@@ -43,3 +43,11 @@ def test_imitate_and_history_build_refuse_a_cache_folder_under_a_file(
     args = [a.replace("{root}", str(tmp_path)) for a in argv]
     args.append(f"--compilation_cache_dir={tmp_path}/a_file/cache")
     assert_refused(call(lambda: main(args), capsys, tmp_path), "--compilation_cache_dir", "cannot be created")
+
+
+def test_the_commands_the_suite_runs_default_to_the_suites_cache() -> None:
+    """``conftest.py`` names the suite's cache in JAX's variable before anything imports
+    ``compilation_cache``, so the commands' default is the suite's folder, not the user's."""
+    import conftest
+
+    assert compilation_cache.DEFAULT_CACHE_DIR == str(conftest.CACHE_DIR)

@@ -34,6 +34,7 @@ from learner_fixtures import REPO_ROOT, TINY, shared_trainer
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import evaluate, export_policy, recommend, train
 from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
 from slamorl_jax.env import default_params, validate_params
 from slamorl_jax.env.params import with_values
 from slamorl_jax.train_checks import budget_note
@@ -549,7 +550,7 @@ def test_row_5_a_signal_while_compiling_exits_quietly_and_removes_the_run(sandbo
     run_dir = sandbox / "run"
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     # No cache at all: not even the suite's, which conftest.py names in JAX's own variable.
-    environ = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    environ = {k: v for k, v in os.environ.items() if k != JAX_CACHE_VARIABLE}
     process = subprocess.Popen(
         [sys.executable, "-m", "slamorl_jax.train", *SMALL, f"--run_dir={run_dir}"],
         cwd=sandbox,
