@@ -50,4 +50,4 @@ def test_the_commands_the_suite_runs_default_to_the_suites_cache() -> None:
     ``compilation_cache``, so the commands' default is the suite's folder, not the user's."""
     import conftest
 
-    assert compilation_cache.DEFAULT_CACHE_DIR == str(conftest.CACHE_DIR)
+    assert str(conftest.CACHE_DIR) == compilation_cache.DEFAULT_CACHE_DIR
