@@ -35,7 +35,7 @@ from slamorl_jax.cli_args import (
     run_command,
     summary,
 )
-from slamorl_jax.compilation_cache import add_cache_argument, enable_compilation_cache, usable_cache_dir
+from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
 
 if TYPE_CHECKING:
@@ -150,10 +150,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.out_dir is not None:  # the default is a new folder, claimed when the results are written
         check_out_dir(args.out_dir, args.overwrite)
-    try:
-        args.compilation_cache_dir = usable_cache_dir(args.compilation_cache_dir)
-    except run_dirs.RunDirError as err:
-        fail(str(err), PROG)
     have_matplotlib = importlib.util.find_spec("matplotlib") is not None
     if args.plots == "yes" and not have_matplotlib:
         fail("--plots=yes needs matplotlib: pip install 'slamorl_jax[plot]'", PROG)
@@ -179,7 +175,7 @@ def check_out_dir(out_dir: Path, overwrite: bool) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Evaluate, write the outputs, print the Markdown; the exit status."""
     args = parse_args(argv)
-    enable_compilation_cache(args.compilation_cache_dir)
+    start_cache(args.compilation_cache_dir, PROG)
     from slamorl_jax.checkpoint import CheckpointError, load_policy
     from slamorl_jax.evaluation.report import to_markdown, write_outputs
     from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
