@@ -12,6 +12,7 @@ A run holds its checkpoint folder's lock while it runs: a second run into it is 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
@@ -39,6 +40,7 @@ from slamorl_jax.cli_args import cleanup_on_interrupt, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache, usable_cache_dir
 from slamorl_jax.distributed import DistributedOptions
 from slamorl_jax.distributed import resolve as resolve_distributed
+from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
 from slamorl_jax.env.action_sets import ACTION_SETS
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.scenarios import SCENARIOS
@@ -305,7 +307,11 @@ def check_run_flags() -> None:
 
 
 def fail(message: str) -> NoReturn:
-    """Print one line to stderr and exit with code 2 (bad input)."""
+    """Print one line to stderr and exit with code 2 (bad input). In a multi-process run that has not
+    started yet, the other processes are told first, so they stop too (``distributed_agreement``)."""
+    if agreement_pending():
+        with contextlib.suppress(StartRefusedError):  # this process's own refusal: the line below
+            agree_to_start(message, FLAGS["distributed_init_timeout_s"].value)
     print(f"error: {message}", file=sys.stderr)
     sys.exit(2)
 
@@ -421,7 +427,7 @@ def main(argv: list[str]) -> None:
         fail(str(err))
     created = run_dirs.CreatedDirs([*claimed.own, *made.own], [*claimed.parents, *made.parents])
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
-    owns_dirs = [True]  # in a multi-process run only process 0 removes the shared folders
+    owns_dirs = [True]  # once a multi-process run starts, only process 0 removes the shared folders
     # One run at a time per checkpoint folder (the processes of one --distributed run share it).
     lock = -1 if distributed.enabled else run_dirs.lock_run_dir(checkpoint_dir)  # -1: no lock taken
     if lock is None:
@@ -452,10 +458,13 @@ def main(argv: list[str]) -> None:
             try:
                 if distributed.enabled:
                     join(distributed)  # already done at start-up when launched as a command
-                    owns_dirs[0] = jax.process_index() == 0
                 if not FLAGS.resume:  # a resumed run's own num_envs is checked once it is read
                     check_divisible(config.num_envs, jax.device_count())
-            except ValueError as err:
+                # Every process has checked its flags and folders: all start, or all stop. Until
+                # they all start, each process removes what it created if it stops.
+                agree_to_start(None, distributed.initialization_timeout_s)
+                owns_dirs[0] = not distributed.enabled or jax.process_index() == 0
+            except ValueError as err:  # StartRefusedError is one
                 fail(str(err))
 
             options = RunOptions(

@@ -25,6 +25,7 @@ import pytest
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer
 
 from slamorl_jax.distributed import DistributedOptions, resolve
+from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
 from slamorl_jax.distributed_start import early_options, expand_flagfiles
 from slamorl_jax.sharding import check_divisible
 from slamorl_jax.xla_flags import fake_cpu_devices_env
@@ -343,3 +344,64 @@ def test_fake_device_env_replaces_the_count_and_keeps_other_flags() -> None:
     ]
     assert env["JAX_PLATFORMS"] == "cpu" and base["XLA_FLAGS"].endswith("=3")  # the base is untouched
     assert fake_cpu_devices_env(2, {})["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
+
+
+def test_a_process_that_cannot_start_stops_every_process_of_the_run_with_its_reason(tmp_path: Path) -> None:
+    """Two runs of two processes each, in which one process (the coordinator in one run, the worker
+    in the other) is given a --run_dir its host cannot create: every process ends within seconds with
+    status 2 and one line, the refusing one with its own reason and the other naming that process
+    and the same reason, and no process leaves a folder behind. (Without the agreement the healthy
+    process trained on, into a collectives timeout whose message named no cause.)"""
+    env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR", "OMPI_"))}
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    runs = []
+    for refusing in (0, 1):
+        port = free_port()
+        good = tmp_path / f"run-{refusing}"
+        for process_id in (0, 1):
+            run_dir = blocker / "run" if process_id == refusing else good
+            args = [
+                f"--coordinator_address=127.0.0.1:{port}",
+                "--num_processes=2",
+                f"--process_id={process_id}",
+                "--num_envs=64",
+                f"--run_dir={run_dir}",
+            ]
+            process = subprocess.Popen(
+                [sys.executable, "-m", "slamorl_jax.train", *args],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            runs.append((refusing, process_id, process))
+    try:
+        errors = {}
+        for refusing, process_id, process in runs:
+            _, err = process.communicate(timeout=TIMEOUT_S)
+            assert process.returncode == 2, err
+            lines = err.strip().splitlines()
+            assert len(lines) == 1, err
+            errors[refusing, process_id] = lines[0]
+    finally:
+        for *_, process in runs:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    for refusing in (0, 1):
+        reason = errors[refusing, refusing]
+        assert reason.startswith("error: --run_dir ") and "is a file" in reason, reason
+        assert errors[refusing, 1 - refusing] == (
+            f"error: process {refusing} of 2 cannot start: " + reason.removeprefix("error: ")
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_single_process_run_agrees_with_itself() -> None:
+    """Outside a multi-process run the agreement is this process's own answer: nothing to wait for."""
+    assert not agreement_pending()
+    agree_to_start(None, timeout_s=1)
+    with pytest.raises(StartRefusedError, match=r"^no folder$"):
+        agree_to_start("no folder", timeout_s=1)

@@ -1,0 +1,82 @@
+"""The processes of a multi-process run agree to start, or all stop with the reason one of them gave.
+
+Each process checks its own flags and folders after joining the run (``distributed_start``). Without
+an agreement, a process that refused (a ``--run_dir`` its host cannot create, a flag it was given
+differently) exits with its one line, while the others go on into training and fail 30 s later at
+their first collective with an error of the collectives' library that names no cause.
+
+So every process posts "ready" or its refusal to the coordination service's key-value store (no
+device and nothing compiled), waits until all have posted, reads every post, and waits again until
+all have read (process 0 serves the store, so it must not leave before the others have read). Then
+either all start, or all stop with a line naming the first process that refused and why. The
+coordination service's client is JAX's own, as orbax reaches it (``jax._src.distributed``).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+READY = "ready"
+REFUSED = "refused: "
+KEY_PREFIX = "slamorl_jax/start"
+
+
+class StartRefusedError(ValueError):
+    """A process of the run refused to start (the message names it and its reason)."""
+
+
+_agreed: list[bool] = [False]  # one agreement per process: a later failure is each process's own
+
+
+def _client() -> tuple[Any, int, int] | None:
+    """``(client, process id, process count)`` of the multi-process run this process joined, else
+    ``None``."""
+    if "jax" not in sys.modules:  # nothing joined yet: do not start JAX for the question
+        return None
+    from jax._src import distributed
+
+    state = distributed.global_state
+    if state.client is None or state.num_processes is None or state.num_processes < 2:
+        return None
+    return state.client, int(state.process_id), int(state.num_processes)
+
+
+def agreement_pending() -> bool:
+    """Whether this process is in a multi-process run whose processes have not yet agreed to start."""
+    return not _agreed[0] and _client() is not None
+
+
+def agree_to_start(refusal: str | None, timeout_s: int) -> None:
+    """Post this process's ``refusal`` (``None``: ready), wait for every other process's post (at most
+    ``timeout_s`` seconds a wait), and raise :class:`StartRefusedError` when any process refused (the
+    lowest-numbered one's reason; this process's own when it refused). Once per process; a
+    single-process run only raises on its own refusal."""
+    joined = _client()
+    if joined is None or _agreed[0]:
+        if refusal is not None:
+            raise StartRefusedError(refusal)
+        return
+    _agreed[0] = True
+    client, me, count = joined
+    timeout_ms = int(timeout_s) * 1000
+    posts: list[str] = []
+    try:
+        client.key_value_set(f"{KEY_PREFIX}/{me}", READY if refusal is None else REFUSED + refusal)
+        client.wait_at_barrier(f"{KEY_PREFIX}/posted", timeout_ms)
+        posts = [client.blocking_key_value_get(f"{KEY_PREFIX}/{i}", timeout_ms) for i in range(count)]
+        client.wait_at_barrier(f"{KEY_PREFIX}/read", timeout_ms)
+    except Exception as err:  # the client raises JAX's runtime errors, whose class moves between versions
+        if refusal is not None:
+            raise StartRefusedError(refusal) from None
+        if not posts:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise StartRefusedError(
+                f"not every process of the run reached its start within {timeout_s} s "
+                f"(--distributed_init_timeout_s): {first}"
+            ) from None
+    if refusal is not None:
+        raise StartRefusedError(refusal)
+    for i, post in enumerate(posts):
+        if post.startswith(REFUSED):
+            raise StartRefusedError(f"process {i} of {count} cannot start: {post[len(REFUSED) :]}")
