@@ -1,4 +1,4 @@
-"""Timing harness shared by the benchmarks (DESIGN.md §9).
+"""Timing harness shared by the benchmarks.
 
 * Compile time is measured apart: ``jax.jit(fn).lower(*args).compile()`` is timed on its own.
 * Every compiled function is called once to warm up before it is timed, and every timed call ends

@@ -5,7 +5,7 @@
         [--training_only]
         [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json]
 
-**Per job** (DESIGN §5, issue 8): the exploration overhead of a start is, over a job's first
+**Per job** (issue 8): the exploration overhead of a start is, over a job's first
 ``N = --epochs`` epochs (5; all of a shorter job's), its regret against the best static allocation in
 hindsight (``evaluation.baselines.BestStatic``, placed before the first epoch for free and kept) plus
 the SLA severity it accrues beyond the oracle's:

@@ -1,6 +1,6 @@
 """Pre-train a policy on logged decisions: ``python -m slamorl_jax.imitate --decisions=log.jsonl --out=DIR``.
 
-Behaviour cloning (``agent/imitation.py``; DESIGN §5, historical learning): the actor of a fresh
+Behaviour cloning (``agent/imitation.py``; the historical-learning start): the actor of a fresh
 actor-critic of the given network (``--actions``, ``--hidden_sizes``; or ``--like=CHECKPOINT``, that
 checkpoint's whole config) learns to make the decisions of a log (``history/decisions.py``: each a
 job's report, as ``recommend --job`` reads it, and the allocation of its next epoch), or of
@@ -101,8 +101,8 @@ def policy_config(args: argparse.Namespace) -> TrainConfig:
 
 
 def check_out(out: Path) -> None:
-    """Exit 2 unless ``out`` can take a new checkpoint (absent or an empty folder, in a folder that
-    exists)."""
+    """Exit 2 unless ``out`` can take a new checkpoint (absent or an empty folder; missing parent
+    folders are made when it saves)."""
     if problem := new_folder_problem(out):
         fail(f"--out {str(out)!r}: {problem}", PROG)
 

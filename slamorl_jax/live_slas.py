@@ -1,4 +1,4 @@
-"""SLA targets for a new job whose user gave none: ``recommend --suggest_slas`` (DESIGN §5).
+"""SLA targets for a new job whose user gave none: ``recommend --suggest_slas``.
 
 A real job submitted without a deadline, a budget or a minimum throughput gets them from
 ``env/suggested_slas.py``: the forecast the policy's observation uses (the workload's profile

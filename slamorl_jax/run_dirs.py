@@ -113,18 +113,21 @@ def path_exists(path: str | Path) -> bool:
 
 def new_folder_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot take a checkpoint of its own (an exported or pre-trained policy), or
-    ``None`` when it can: it must be absent or an empty folder, in a folder that exists and can be
-    written (a file is made and removed to find out, before the work it is to hold), at a path the
-    filesystem can hold (not a name too long)."""
+    ``None`` when it can: it must be absent or an empty folder, at a path the filesystem can hold
+    (not a name too long), whose nearest existing folder can be written (a file is made and removed
+    to find out, before the work it is to hold). Missing parents are fine, as for ``train``'s
+    folders: the checkpoint's save creates them, so a command that fails before it leaves none."""
     path = Path(path)
     if "\0" in str(path):
         return "not a path (it holds a NUL byte)"
     try:
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             return "must be a new or empty folder"
-        if not path.parent.is_dir():
-            return "its folder does not exist"
-        probe_writable(path / "probe" if path.exists() else path)
+        missing = _missing_ancestors(path)
+        existing = missing[0].parent if missing else path
+        if not existing.is_dir():
+            return f"cannot be created: {str(existing)!r} is a file"
+        probe_writable(missing[0] if missing else path / "probe")
     except (OSError, ValueError) as err:  # a name too long, a folder it may not list or write
         return unusable_path(err)
     return None

@@ -231,7 +231,7 @@ EXPORT_CASES = {
     "destination a file": (["{good}", "a_file"], "new or empty folder"),
     "destination holds checkpoints": (["{good}", "garbage"], "already holds checkpoints"),
     "destination holds other files": (["{good}", "notes"], "new or empty folder"),
-    "destination in a missing folder": (["{good}", "missing/out"], "its folder does not exist"),
+    "destination under a file": (["{good}", "a_file/out"], "cannot be created: 'a_file' is a file"),
     "source missing": (["{root}/missing", "out"], "does not exist"),
     "source damaged": (["{flipped}", "out"], "flipped"),
     "an extra argument": (["{good}", "out", "extra"], "unrecognized arguments"),
@@ -250,13 +250,15 @@ def test_export_policy_refuses_bad_input(
     assert_refused(call(lambda: export_policy.main(argv), capsys, sandbox), phrase)
 
 
-def test_export_policy_writes_into_an_empty_folder(
-    sandbox: Path, checkpoints: dict[str, Path], capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("destination", ["empty", "new/nested/out"])
+def test_export_policy_writes_into_an_empty_or_new_folder(
+    destination: str, sandbox: Path, checkpoints: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The same command with an empty destination exports the policy, which loads as the source."""
-    outcome = call(lambda: export_policy.main([str(checkpoints["good"]), "empty"]), capsys, sandbox)
+    """The same command with an empty destination, or one whose folders do not exist yet, exports the
+    policy, which loads as the source."""
+    outcome = call(lambda: export_policy.main([str(checkpoints["good"]), destination]), capsys, sandbox)
     assert outcome.code == 0 and outcome.new_paths, outcome.report()
-    exported = ckpt.load_policy(sandbox / "empty")
+    exported = ckpt.load_policy(sandbox / destination)
     assert ckpt.params_equal(exported.params, ckpt.load_policy(checkpoints["good"]).params)
 
 

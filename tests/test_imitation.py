@@ -206,7 +206,7 @@ def test_the_cli_writes_a_policy_that_loads_and_warm_starts(
 ) -> None:
     log = tmp_path / "log.jsonl"
     save_decisions([DECISION, {**DECISION, "gpus": 4, "cpus": 16}], log)
-    out = tmp_path / "imitated"
+    out = tmp_path / "runs" / "imitated"  # folders that do not exist yet, as in a fresh clone's runs/
     argv = [f"--decisions={log}", f"--out={out}", "--steps=5", "--holdout=0"]
     outcome = call(lambda: imitate.main(argv), capsys, tmp_path)
     assert outcome.code == 0, outcome.report()
@@ -263,7 +263,7 @@ def test_the_policy_config_follows_like_and_the_network_flags(tmp_path: Path) ->
         (["--oracle_jobs=0", "--out=o"], "--oracle_jobs"),
         (["--oracle_jobs=8", "--out=o", "--holdout=1"], "--holdout"),
         (["--oracle_jobs=8", "--out=o", "--like=no/such/run"], "does not exist"),
-        (["--oracle_jobs=8", "--out=missing/o"], "its folder does not exist"),
+        (["--oracle_jobs=8", "--out=a_file/o"], "cannot be created: 'a_file' is a file"),
         (["--oracle_jobs=8", "--out=" + "n" * 300], "not a usable path: File name too long"),
     ],
 )
@@ -275,4 +275,5 @@ def test_bad_command_lines_are_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("not a folder\n")
     assert_refused(call(lambda: imitate.main(argv), capsys, tmp_path), phrase)

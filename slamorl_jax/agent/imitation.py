@@ -1,4 +1,4 @@
-"""Pre-training a policy on logged decisions (behaviour cloning; DESIGN §5, historical learning).
+"""Pre-training a policy on logged decisions (behaviour cloning; the historical-learning start).
 
 A platform that already allocates jobs (by hand, by a heuristic scheduler, by an oracle's records)
 has a log of decisions: for each job after an epoch, what it reported and where it was moved next.

@@ -27,7 +27,7 @@ from slamorl_jax.env.observation import (
     PAPER_FEATURE_NAMES,
     observe,
 )
-from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, EnvParams, WorkloadParams
+from slamorl_jax.env.params import INIT_STRATEGIES, MAX_GPUS, EnvParams, WorkloadParams, with_values
 from slamorl_jax.env.registration import GYMNAX_ID, GYMNAX_SCALAR_ID, register_with_gymnax
 from slamorl_jax.env.scalar_reward import REWARDS, VECTOR, ScalarRewardWrapper, with_reward
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params, with_preference, with_scenario
@@ -77,6 +77,7 @@ __all__ = [
     "with_preference",
     "with_reward",
     "with_scenario",
+    "with_values",
 ]
 
 

@@ -1,4 +1,4 @@
-"""Probe runs: a job measures a few allocations briefly before its first epoch (DESIGN §5).
+"""Probe runs: a job measures a few allocations briefly before its first epoch.
 
 The paper's "baseline runs", as a start of a job: before the first epoch the job runs a short probe at
 each of a few allocations, and every probe is billed like an epoch is (``job_env.transition``): its

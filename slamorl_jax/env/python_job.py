@@ -2,7 +2,7 @@
 
 This is how the authors' reference code runs an environment: one job at a time, one epoch per Python
 call. :class:`PythonJob` re-implements the dynamics of :class:`slamorl_jax.env.job_env.JobAllocationEnv`
-from the model's formulas (DESIGN.md §3) with Python floats, ``math`` and loops; it never calls the JAX
+from the model's formulas with Python floats, ``math`` and loops; it never calls the JAX
 functions. Given the same uniforms (slot layout in :mod:`slamorl_jax.env.draws`) it replays the episode
 of ``reset_from_draws`` / ``step_from_draws``, so the tests use it as an independent oracle of the JAX
 env, and ``benchmarks/env_throughput.py`` times it, drawing its uniforms with NumPy

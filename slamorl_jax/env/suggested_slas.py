@@ -1,11 +1,12 @@
 """SLA targets suggested for a job whose user gave none: the forecast's first choice with margins.
 
-The paper's baseline runs also set a job's SLA targets when its user gives none (DESIGN §5); the
-SLA-MORL reference code's ``SLAConfig.forecast_sla_values`` (``shared/reference`` §6.2, code
-L118-123) takes the forecast time and cost x 1.1 and throughput x 0.9. Here the forecast is the
-one the observation's forecast block uses (``forecast.py``: the workload's profile corrected by what
-the job has measured, such as probe runs), at the allocation it ranks first for the job's preference
-with the targets being suggested counting as no limit (:func:`without_limits`):
+The paper's baseline runs also set a job's SLA targets when its user gives none; the SLA-MORL
+reference code's ``SLAConfig.forecast_sla_values`` (GitHub ``sammgithub/SLA-MORL`` at 33952eb,
+``main-rl-slamorl.py`` L118-123) takes the forecast time and cost x 1.1 and throughput x 0.9. Here
+the forecast is the one the observation's forecast block uses (``forecast.py``: the workload's
+profile corrected by what the job has measured, such as probe runs), at the allocation it ranks
+first for the job's preference with the targets being suggested counting as no limit
+(:func:`without_limits`):
 
 * deadline = :data:`TIME_MARGIN` x that choice's projected completion time,
 * budget = :data:`COST_MARGIN` x its projected total cost,

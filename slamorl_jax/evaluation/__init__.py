@@ -1,4 +1,4 @@
-"""Evaluation of a trained policy against baselines, an oracle and ablations (DESIGN.md §6).
+"""Evaluation of a trained policy against baselines, an oracle and ablations.
 
 * :mod:`~slamorl_jax.evaluation.baselines`: where a baseline starts a job and keeps it: the
   user's request, the minimum, the maximum (the reference code's static baseline), the reference
