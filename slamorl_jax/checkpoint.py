@@ -410,8 +410,13 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     config = TrainConfig.from_dict(meta["config"])
     obs_dim = _check_layout(meta, config, root / str(step))
     network = ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
-    # The parameters' shapes only (not an initialisation run op by op: seconds of small compiles).
-    abstract = {"params": jax.eval_shape(lambda key: init_params(network, key, obs_dim), jax.random.key(0))}
+    # The parameters' shapes only (not an initialisation run op by op: seconds of small compiles),
+    # placed on this process's first device: orbax before 0.12 restores only onto a given sharding.
+    on_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+    shapes = jax.eval_shape(lambda key: init_params(network, key, obs_dim), jax.random.key(0))
+    abstract = {
+        "params": jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=on_device), shapes)
+    }
     params = _restore_item(meta, root, step, "policy", abstract, "the policy")["params"]
 
     @jax.jit

@@ -6,7 +6,8 @@ learner and prints one JSON line per chunk (metrics, a SHA-256 of this process's
 parameters, and the parameters' leaves as lists), so the test can compare runs on different device
 and process counts. ``--no_mesh`` trains with plain ``jax.jit`` (the single-device program);
 ``--global_shuffle`` deals minibatches from all steps shuffled together
-(``--minibatch_shuffle=global``; the default is ``TINY``'s, per env).
+(``--minibatch_shuffle=global``; the default is ``TINY``'s, per env); ``--save=DIR`` saves the last
+state as a checkpoint there, as a training run does.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> None:
     parser.add_argument("--heartbeat_s", type=int, default=100)
     parser.add_argument("--no_mesh", action="store_true")
     parser.add_argument("--global_shuffle", action="store_true", help="--minibatch_shuffle=global")
+    parser.add_argument("--save", default=None, help="checkpoint folder for the last state")
     args = parser.parse_args()
     if args.coordinator:
         from slamorl_jax.distributed import DistributedOptions, initialize
@@ -74,6 +76,10 @@ def main() -> None:
             "params": [np.asarray(leaf).ravel().tolist() for leaf in jax.tree.leaves(params)],
         }
         print(json.dumps(record), flush=True)
+    if args.save:
+        from slamorl_jax import checkpoint
+
+        checkpoint.save(checkpoint.make_manager(args.save), state, config)
     sys.exit(0)
 
 

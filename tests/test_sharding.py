@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer
 
+from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.distributed import DistributedOptions, resolve
 from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
 from slamorl_jax.distributed_start import early_options, expand_flagfiles
@@ -115,7 +116,10 @@ def cli_divisibility_run() -> subprocess.Popen[str]:
 
 
 def test_eight_devices_match_one_and_num_envs_must_divide(tmp_path: Path) -> None:
-    eight = start_worker(tmp_path, 8)
+    """The first chunk on 8 fake devices is the single-device one up to float rounding, its
+    checkpoint loads in this one-device process (orbax restores onto the template's device, not the
+    saved topology), and a --num_envs that 8 does not divide is refused in one line."""
+    eight = start_worker(tmp_path, 8, f"--save={tmp_path / 'checkpoints'}")
     refused = cli_divisibility_run()
     expected = single_device_chunk(shared_trainer(TINY))  # while the subprocesses run
     _, err = refused.communicate(timeout=TIMEOUT_S)
@@ -126,6 +130,9 @@ def test_eight_devices_match_one_and_num_envs_must_divide(tmp_path: Path) -> Non
     (record,) = eight.records()
     assert record["devices"] == 8 and record["update"] == TINY.updates_per_chunk
     assert_matches_single_device(record, expected)
+    policy = load_policy(tmp_path / "checkpoints")
+    assert policy.step == record["update"] and jax.device_count() == 1
+    np.testing.assert_array_equal(flat_params(policy.params), np.concatenate(record["params"]))
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)
