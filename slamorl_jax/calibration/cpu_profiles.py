@@ -23,8 +23,10 @@ from slamorl_jax.env import throughput
 MEM_GB_PER_GPU = 62.5
 #: Search box of the fit.
 C_SAT_BOUNDS = (0.0, 48.0)
-#: The upper bound on ``p`` keeps ``(c_sat / x) ** p`` finite in float32 down to 0.1 CPU per GPU;
-#: only the step-like deepspeech profile reaches it (max abs error 0.06 instead of 0.04 at p = 64).
+#: The upper bound on ``p`` was set when the env formed ``(c_sat / x) ** p`` (past it, not finite in
+#: float32 at 0.1 CPU per GPU); the env's softplus form (``env/throughput.py``) is finite at any ``p``,
+#: and the bound stays so the calibrated profiles stay as they are. Only the step-like deepspeech
+#: profile reaches it (max abs error 0.06 instead of 0.04 at p = 64).
 P_BOUNDS = (0.5, 16.0)
 
 
