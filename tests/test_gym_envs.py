@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from pathlib import Path
 
 import gymnasium
 import mo_gymnasium as mo_gym
@@ -19,6 +20,8 @@ from gymnasium.utils.env_checker import check_env
 from slamorl_jax.env import EnvParams, make
 from slamorl_jax.gym import ENV_ID, JobAllocationMOEnv, JobAllocationVectorEnv
 from tests import test_gymnax_env as gymnax_env_tests
+
+SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 
 
 def short_jobs(scenario: str = "balanced") -> EnvParams:
@@ -133,3 +136,26 @@ def _keep(env: JobAllocationMOEnv | JobAllocationVectorEnv) -> object:
     from slamorl_jax.env import NO_OP_ACTION
 
     return np.full((env.num_envs,), NO_OP_ACTION) if isinstance(env, JobAllocationVectorEnv) else NO_OP_ACTION
+
+
+def test_reset_info_gives_a_loaded_policy_its_first_decision() -> None:
+    """``reset``'s info holds each new job's first objective weights and identity, so a loaded policy
+    drives the Gymnasium envs from the first decision on: the weights are the JAX env's own
+    (``JobAllocationVectorEnv`` masks them like ``step``'s info), and an episode runs to its end."""
+    from slamorl_jax.checkpoint import load_policy
+
+    policy = load_policy(SHIPPED)
+    one = JobAllocationMOEnv(scenario="balanced", action_set=policy.config.actions, params=short_jobs())
+    obs, info = one.reset(seed=4)
+    assert set(info) == {"weights", "workload", "gpu_type", "scenario", "preference"}
+    np.testing.assert_array_equal(info["weights"], np.asarray(one._job._carry.state.weights[0]))
+    for _ in range(10):
+        action = int(policy(obs[None], info["weights"][None])[0])
+        obs, _, terminated, truncated, info = one.step(action)
+        if terminated or truncated:
+            break
+    assert terminated or truncated
+    envs = JobAllocationVectorEnv(num_envs=3, scenario="balanced", params=short_jobs())
+    obs, info = envs.reset(seed=4)
+    assert info["weights"].shape == (3, 3) and info["_weights"].all()
+    assert np.asarray(policy(obs, info["weights"])).shape == (3,)

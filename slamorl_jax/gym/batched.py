@@ -46,6 +46,10 @@ INFO_KEYS = (
     "preference",
 )
 
+# What ``reset`` tells about each new job: the objective weights of its first observation (what a
+# policy takes with it, ``load_policy``'s ``policy(obs, weights)``) and the job's identity.
+RESET_INFO_KEYS = ("weights", "workload", "gpu_type", "scenario", "preference")
+
 
 class Carry(NamedTuple):
     """Device-side state between steps."""
@@ -132,12 +136,21 @@ class BatchedJobEnv:
         self._reset, self._step = _compiled(env.action_set)
         self._carry: Carry | None = None
 
-    def reset(self, seed: int, params: EnvParams | None = None) -> np.ndarray:
-        """Draw ``num_envs`` new jobs from ``seed`` (and switch to ``params`` if given); observations."""
+    def reset(self, seed: int, params: EnvParams | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Draw ``num_envs`` new jobs from ``seed`` (and switch to ``params`` if given): their
+        observations and ``info`` (``RESET_INFO_KEYS``, each ``[num_envs, ...]``)."""
         if params is not None:
             self.params = params
         obs, self._carry = self._reset(jax.random.key(seed), self.params, self.num_envs)
-        return np.array(obs)
+        state = self._carry.state
+        info = {
+            "weights": state.weights,
+            "workload": state.job.workload,
+            "gpu_type": state.job.gpu_type,
+            "scenario": state.job.scenario,
+            "preference": state.job.preference,
+        }
+        return np.array(obs), {name: np.array(info[name]) for name in RESET_INFO_KEYS}
 
     def step(self, actions: np.ndarray) -> StepResult:
         """One decision per env (``actions``: ``num_envs`` action indices in the action space)."""

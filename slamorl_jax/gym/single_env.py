@@ -53,13 +53,14 @@ class JobAllocationMOEnv(gymnasium.Env):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start a new job; ``options={"env_params": params}`` switches params (and ``reward_space``
-        with them)."""
+        with them). ``info`` holds the job's first objective ``weights`` (what a loaded policy takes
+        with the observation) and its ``workload``, ``gpu_type``, ``scenario`` and ``preference``."""
         super().reset(seed=seed_option(seed))
         params = params_option(options)
-        obs = self._job.reset(draw_seed(self.np_random), params)[0]
+        obs, info = self._job.reset(draw_seed(self.np_random), params)
         if params is not None:
             self.reward_space = reward_box(self._job.env, self._job.params)
-        return obs, {}
+        return obs[0], {name: value[0] for name, value in info.items()}
 
     def step(self, action: Any) -> tuple[np.ndarray, np.ndarray, bool, bool, dict[str, Any]]:
         """One decision (one integer in ``action_space``): observation, reward vector, terminated,

@@ -67,10 +67,11 @@ class JobAllocationVectorEnv(VectorEnv):
         ``reward_space`` with them)."""
         super().reset(seed=seed_option(seed))
         params = params_option(options)
-        obs = self._jobs.reset(draw_seed(self.np_random), params)
+        obs, info = self._jobs.reset(draw_seed(self.np_random), params)
         if params is not None:
             self.reward_space = reward_box(self._jobs.env, self._jobs.params)
-        return obs, {}
+        every_env = np.ones(self.num_envs, bool)
+        return obs, {**info, **{f"_{name}": every_env for name in info}}
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """One decision per job: observations, reward vectors, terminated, truncated, info."""
