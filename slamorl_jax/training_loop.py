@@ -115,6 +115,13 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
                 "or choose another --checkpoint_dir"
             )
         checkpoint_dir = Path(options.checkpoint_dir)
+        if checkpoint_dir.name == "checkpoints" and ckpt.has_checkpoint(checkpoint_dir.parent):
+            # --checkpoint=<that folder> would load its policy and --resume its run: two policies
+            raise ckpt.CheckpointError(
+                f"{checkpoint_dir.parent} holds a policy checkpoint of its own (an exported or "
+                "pre-trained policy); a run in it would give the folder two policies: choose another "
+                "--run_dir"
+            )
         if checkpoint_dir.is_dir() and any(checkpoint_dir.iterdir()):
             # orbax would take numbered folders in it for its steps and delete them past --keep
             raise ckpt.CheckpointError(

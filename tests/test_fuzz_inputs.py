@@ -155,6 +155,16 @@ def test_train_names_what_is_wrong(sandbox: Path, capsys: pytest.CaptureFixture[
         assert_refused(call(train_main(args, sandbox), capsys, sandbox), *phrases)
 
 
+def test_train_refuses_a_run_dir_that_is_a_policy_checkpoint(
+    sandbox: Path, checkpoints: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A --run_dir that holds a policy of its own (an export, an imitated policy) is refused: a run
+    in it would make ``--checkpoint=<it>`` load one policy and ``--resume`` continue another."""
+    shutil.copytree(checkpoints["good"], sandbox / "exported")
+    outcome = call(train_main(("--run_dir={root}/exported",), sandbox), capsys, sandbox)
+    assert_refused(outcome, "exported holds a policy checkpoint of its own", "--run_dir")
+
+
 def test_budget_rounding_is_announced() -> None:
     """Row 13: a budget that is not whole updates and chunks says what it rounds up to."""
     config = TrainConfig(num_envs=8, rollout_length=4, total_timesteps=100, updates_per_chunk=1)
