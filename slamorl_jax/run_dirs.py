@@ -57,6 +57,8 @@ def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
     if existing is not None and not existing.is_dir():
         raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is a file")
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        if existing == path:
+            raise RunDirError(f"{flag} {str(path)!r} is not writable")
         raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is not writable")
 
 

@@ -419,6 +419,8 @@ def main(argv: list[str]) -> None:
             run_dirs.check_dir(checkpoint_flag, checkpoint_dir, must_exist=True)
         except run_dirs.RunDirError as err:
             run_dirs.remove_created(claimed)
+            if run_dirs.path_exists(checkpoint_dir) and checkpoint_dir.is_dir():  # there, not writable
+                fail(f"--resume: {err}: a resumed run saves its checkpoints and logs there")
             fail(f"--resume: no run to continue: {err} (pass the run's --run_dir or --checkpoint_dir)")
     try:
         made = run_dirs.create_run_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from slamorl_jax.run_dirs import create_run_dirs, new_folder_problem, remove_created
+from slamorl_jax import run_dirs
+from slamorl_jax.run_dirs import RunDirError, check_dir, create_run_dirs, new_folder_problem, remove_created
 
 
 def test_a_command_removes_only_its_own_folders(tmp_path: Path) -> None:
@@ -43,3 +44,18 @@ def test_a_new_folder_where_nothing_can_be_written_is_a_problem_found_first() ->
     refused before the work (imitate found it after training), as a missing one is."""
     assert new_folder_problem("/proc/imitated") is not None
     assert new_folder_problem("/proc/self") is not None  # not empty
+
+
+def test_a_folder_that_cannot_be_written_is_named_as_such(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An existing folder the command may not write is "not writable" (a resumed run's read-only
+    folder), a missing one under it "cannot be created". (``os.access`` stands in for a read-only
+    mount: root writes anywhere else.)"""
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setattr(run_dirs.os, "access", lambda path, mode: Path(path) != run)
+    with pytest.raises(RunDirError, match=r"^--run_dir '.*run' is not writable$"):
+        check_dir("--run_dir", run, must_exist=True)
+    with pytest.raises(RunDirError, match=r"cannot be created: '.*run' is not writable$"):
+        check_dir("--run_dir", run / "checkpoints")
