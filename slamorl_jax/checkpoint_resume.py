@@ -17,6 +17,7 @@ from slamorl_jax.checkpoint import (
     CheckpointError,
     IncompatibleCheckpointError,
     complete_steps,
+    load_policy,
     read_meta,
     restore_state,
     run_root,
@@ -51,16 +52,22 @@ def set_aside(step_dir: Path) -> Path:
 def restore_newest_intact(
     directory: str | Path, template: TrainState, report: Callable[[str], None]
 ) -> TrainState:
-    """The training state of the newest step of ``directory`` that restores and checks out.
+    """The training state of the newest step of ``directory`` that restores and checks out (its
+    training state and its policy).
 
     Each newer damaged step is set aside (:func:`set_aside`) with one ``report`` line saying so;
     :class:`CheckpointError` when no step is intact. A step whose arrays have another layout than
-    ``template``'s (:class:`IncompatibleCheckpointError`) is not damage: it stops the walk, nothing set aside.
+    ``template``'s (:class:`IncompatibleCheckpointError`) is not damage: it stops the walk, nothing
+    set aside.
     """
     root = run_root(directory)  # a missing or empty directory is an error of its own
     for step in reversed(complete_steps(root)):
         try:
-            return restore_state(root / str(step), template)
+            state = restore_state(root / str(step), template)
+            # The step's policy item too: what evaluate, recommend and export read. A complete run
+            # whose last policy is damaged would otherwise resume as "complete" and stay unusable.
+            load_policy(root / str(step))
+            return state
         except IncompatibleCheckpointError as err:  # intact data of another layout: nothing is set aside
             raise IncompatibleCheckpointError(f"--resume: {err}; no checkpoint was set aside") from None
         except CheckpointError as err:

@@ -174,6 +174,19 @@ def test_resume_sets_a_damaged_newest_step_aside(run_copy: Path, compiled: Compi
         restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
 
 
+def test_resume_sets_aside_a_newest_step_whose_policy_alone_is_damaged(
+    run_copy: Path, compiled: Compiled
+) -> None:
+    """A step whose training state checks out but whose policy (what evaluate, recommend and export
+    read) does not is damaged too: a complete run would otherwise resume as "complete" with a last
+    policy no command can load."""
+    edit_digest(run_copy / "2", "policy")
+    lines: list[str] = []
+    state = restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
+    assert int(state.update) == 1 and (run_copy / "damaged-2").is_dir(), lines
+    assert len(lines) == 1 and "damaged-2" in lines[0], lines
+
+
 def test_resume_sets_nothing_aside_for_a_state_of_another_layout(run_copy: Path, compiled: Compiled) -> None:
     """Intact steps whose arrays have other shapes than the template's (another PRNG implementation's
     keys, another network) are not damage: ``--resume`` refuses them in one line and renames none
