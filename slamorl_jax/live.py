@@ -53,7 +53,8 @@ epochs (``epochs_done`` does not count them); ``multipliers``, the per-SLA dual 
 previous answer returned (``Recommendation.multipliers``, an object by SLA name): a policy trained
 with ``--weights=dual`` carries each SLA's pressure from epoch to epoch in them, so a platform passes
 them back with its next report (left out: every SLA's starts at 0, as at a job's first reading;
-the other weight modes do not read them). ``null`` leaves any optional field out.
+the other weight modes do not read them, and their answers' ``multipliers`` are ``null``). ``null``
+leaves any optional field out.
 """
 
 from __future__ import annotations
@@ -79,7 +80,7 @@ from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
 from slamorl_jax.json_input import short_value
-from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many
+from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many, uses_dual_weights
 from slamorl_jax.live_encoding import READINGS, live_states, padded_size
 from slamorl_jax.live_encoding import live_state as live_state  # the live tools' one-job state
 
@@ -453,8 +454,9 @@ class Recommendation:
     # Restart the job on other nodes at the same allocation (a targets_relocate policy's relocate
     # action: its nodes look slow, action_sets.py); False for every other action.
     relocate: bool = False
-    # The per-SLA dual multipliers after this report: the job's ``multipliers`` next time.
-    multipliers: dict[str, float] = dataclasses.field(default_factory=dict)
+    # The per-SLA dual multipliers after this report: the job's ``multipliers`` next time. ``None``
+    # for a policy of another weight mode, which neither reads nor carries them.
+    multipliers: dict[str, float] | None = None
 
     @property
     def in_training_range(self) -> bool:
@@ -547,6 +549,7 @@ def _recommend_checked(
             )
     names = action_sets.action_names(policy.config.actions, params)
     notes = outside_training_many(jobs, params)
+    dual = uses_dual_weights(params)
     return [
         Recommendation(
             gpus=int(gpus[i]),
@@ -561,7 +564,7 @@ def _recommend_checked(
             observation=dict(zip(FEATURE_NAMES, _floats(obs[i]), strict=True)),
             outside_training=notes[i],
             relocate=bool(relocate[i]),
-            multipliers=dict(zip(SLA_NAMES, _floats(multipliers[i]), strict=True)),
+            multipliers=dict(zip(SLA_NAMES, _floats(multipliers[i]), strict=True)) if dual else None,
         )
         for i, job in enumerate(jobs)
     ]

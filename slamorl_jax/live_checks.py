@@ -114,6 +114,12 @@ def outside_training(job: LiveJob, params: EnvParams) -> tuple[str, ...]:
     return outside_training_many([job], params)[0]
 
 
+def uses_dual_weights(params: EnvParams) -> bool:
+    """Whether ``params`` adapt the objective weights with dual multipliers (``--weights=dual``), the
+    one weight mode that reads and returns a live job's ``multipliers``."""
+    return int(np.asarray(params.weights_mode)) == WEIGHT_MODES.index("dual")
+
+
 def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tuple[str, ...]]:
     """:func:`outside_training` of every job of ``jobs``: the profile's forecasts the notes compare
     against (each job's requested allocation and measured runs) computed in one compiled call."""
@@ -142,7 +148,7 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
     # A price rise multiplies the GPU price, so an allocation's price by at most its factor.
     rise = float(np.asarray(params.shift_size_high)[PRICE_RISE]) if shift_probs[PRICE_RISE] > 0 else 1.0
     time_range = _epoch_time_range(params)
-    dual = int(np.asarray(params.weights_mode)) == WEIGHT_MODES.index("dual")
+    dual = uses_dual_weights(params)
     notes, at = [], 0
     for job, (w, t), job_runs in zip(jobs, indices, runs, strict=True):
         job_notes = []

@@ -138,7 +138,8 @@ def test_a_dual_weights_job_that_passes_its_multipliers_back_gets_the_envs_weigh
 ) -> None:
     """Under ``--weights=dual`` the weights depend on per-SLA multipliers carried across epochs: a job
     that reports the multipliers of its previous answer gets the env's weights and multipliers (it
-    got a first reading's, 0.25 on SLA where the env had 0.87); one that does not is told so."""
+    got a first reading's, 0.25 on SLA where the env had 0.87); one that does not is told so. Under
+    another weight mode the answer's multipliers are null."""
     params = with_values(
         scenario_params("deadline-critical", env.catalog), weights_mode=WEIGHT_MODES.index("dual")
     )
@@ -157,6 +158,8 @@ def test_a_dual_weights_job_that_passes_its_multipliers_back_gets_the_envs_weigh
     assert any("no multipliers for a dual-weights policy" in note for note in answer.outside_training)
     again = LiveJob.from_dict({**EXAMPLE, "multipliers": answer.multipliers})  # an answer's form is a job's
     assert again.multipliers == tuple(answer.multipliers[name] for name in SLA_NAMES)
+    # The policy's own (severity) weights neither read nor carry them: null, not a figure that grows.
+    assert recommend(load_policy(SHIPPED), again).multipliers is None
     with pytest.raises(ValueError, match="multipliers must be in"):
         LiveJob.from_dict({**EXAMPLE, "multipliers": [9.0] * len(SLA_NAMES)})
 
