@@ -120,7 +120,7 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
             raise ckpt.CheckpointError(
                 f"{checkpoint_dir.parent} holds a policy checkpoint of its own (an exported or "
                 "pre-trained policy); a run in it would give the folder two policies: choose another "
-                "--run_dir"
+                "--run_dir (or --checkpoint_dir)"
             )
         if checkpoint_dir.is_dir() and any(checkpoint_dir.iterdir()):
             # orbax would take numbered folders in it for its steps and delete them past --keep
