@@ -46,10 +46,6 @@ INFO_KEYS = (
     "preference",
 )
 
-# What ``reset`` tells about each new job: the objective weights of its first observation (what a
-# policy takes with it, ``load_policy``'s ``policy(obs, weights)``) and the job's identity.
-RESET_INFO_KEYS = ("weights", "workload", "gpu_type", "scenario", "preference")
-
 
 class Carry(NamedTuple):
     """Device-side state between steps."""
@@ -138,7 +134,9 @@ class BatchedJobEnv:
 
     def reset(self, seed: int, params: EnvParams | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Draw ``num_envs`` new jobs from ``seed`` (and switch to ``params`` if given): their
-        observations and ``info`` (``RESET_INFO_KEYS``, each ``[num_envs, ...]``)."""
+        observations and ``info``, each ``[num_envs, ...]``: the objective weights of the first
+        observation (what a policy takes with it, ``load_policy``'s ``policy(obs, weights)``) and the
+        job's identity."""
         if params is not None:
             self.params = params
         obs, self._carry = self._reset(jax.random.key(seed), self.params, self.num_envs)
@@ -150,7 +148,7 @@ class BatchedJobEnv:
             "scenario": state.job.scenario,
             "preference": state.job.preference,
         }
-        return np.array(obs), {name: np.array(info[name]) for name in RESET_INFO_KEYS}
+        return np.array(obs), {name: np.array(value) for name, value in info.items()}
 
     def step(self, actions: np.ndarray) -> StepResult:
         """One decision per env (``actions``: ``num_envs`` action indices in the action space)."""
