@@ -147,6 +147,16 @@ class LiveJob:
         return self.requested_gpus or self.gpus, self.requested_cpus or self.cpus
 
     @classmethod
+    def required_fields(cls) -> list[str]:
+        """The fields every job report holds, in the job's field order."""
+        return [f.name for f in dataclasses.fields(cls) if f.default is dataclasses.MISSING]
+
+    @classmethod
+    def missing_fields(cls, data: Mapping[str, Any]) -> list[str]:
+        """The required job fields ``data`` leaves out, in the job's field order."""
+        return [name for name in cls.required_fields() if name not in data]
+
+    @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LiveJob:
         """Build from a JSON-like mapping; ``ValueError`` names any unknown, missing or bad field."""
         if not isinstance(data, Mapping):
@@ -155,8 +165,8 @@ class LiveJob:
         unknown = sorted(set(data) - set(fields))
         if unknown:  # written as JSON writes them: a name may hold a newline or be any length
             raise ValueError(f"unknown job field(s): {', '.join(short_value(name) for name in unknown)}")
-        required = [n for n, f in fields.items() if f.default is dataclasses.MISSING]
-        missing = [n for n in required if n not in data]
+        required = cls.required_fields()
+        missing = [name for name in required if name not in data]
         if missing:
             raise ValueError(f"missing job field(s): {', '.join(missing)}")
         # The runs' JSON form (objects); every other field is checked by the constructor.
@@ -501,7 +511,8 @@ def recommend_many(
     names: Sequence[str] | None = None,
 ) -> list[Recommendation]:
     """:func:`recommend` for every job of ``jobs``, in one compiled call: a platform answers all its
-    running jobs at once (the same answer each job gets alone, ``tests/test_live_batch.py``).
+    running jobs at once (the same answer each job gets alone: the same action and allocation, the
+    probabilities to float32 rounding; ``tests/test_live_batch.py``).
 
     ``ValueError`` naming the job (``job 3: ...``, or ``names[3]: ...`` when the caller names its
     jobs, e.g. by the line they came from) for a job :func:`check_recommendable` refuses,

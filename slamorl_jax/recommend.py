@@ -291,11 +291,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         job = LiveJob.from_dict(data)
     except ValueError as err:
-        hint = (
-            not args.suggest_slas
-            and str(err).startswith("missing")
-            and {"deadline_s", "budget_usd"} & set(left_out)
-        )
+        # The hint only where --suggest_slas would fill every missing field.
+        missing = LiveJob.missing_fields(data) if isinstance(data, dict) else []
+        hint = not args.suggest_slas and missing and set(missing) <= set(SUGGESTIBLE)
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
     policy = load_checkpoint(args.checkpoint)
     from slamorl_jax.live import recommend

@@ -153,6 +153,11 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     assert_refused(outcome, "for --suggest_slas")
     no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
     assert_refused(call(_recommend(no_slas), capsys, workdir), "--suggest_slas suggests them")
+    # No hint when a field the flag does not suggest is missing too (the GPU count).
+    no_gpus = {k: v for k, v in no_slas.items() if k != "gpus"}
+    outcome = call(_recommend(no_gpus), capsys, workdir)
+    assert_refused(outcome, "missing job field(s): gpus")
+    assert "--suggest_slas" not in outcome.stderr
     outcome = call(_recommend(NEW_JOB, "--history=missing.json"), capsys, workdir)
     assert_refused(outcome, "missing.json")
 

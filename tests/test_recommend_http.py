@@ -92,8 +92,10 @@ def test_a_posted_job_gets_recommends_answer_and_a_list_gets_recommend_manys(
         ("POST", "/recommend", json.dumps({**JOB, "surprise": 1}).encode(), 400, "unknown job field"),
         ("POST", "/recommend", b" " * (MAX_BODY_BYTES + 1), 413, "at most 20,000 bytes"),
         ("POST", "/elsewhere", b"{}", 404, "no such path '/elsewhere'"),
-        ("GET", "/recommend", None, 404, "GET /health"),
-        ("PUT", "/recommend", b"{}", 405, "PUT is not answered"),
+        ("GET", "/recommend", None, 405, "GET /recommend is not answered; POST /recommend"),
+        ("POST", "/health", b"{}", 405, "POST /health is not answered; GET /health"),
+        ("PUT", "/recommend", b"{}", 405, "PUT /recommend is not answered"),
+        ("DELETE", "/nowhere?x=1", None, 404, "no such path '/nowhere'; GET /health or POST /recommend"),
     ],
 )
 def test_a_request_it_cannot_answer_gets_a_one_line_json_error(
@@ -152,7 +154,7 @@ def test_a_fault_of_the_servers_own_is_a_500_and_the_server_goes_on(
     def broken(*args: object) -> None:
         raise RuntimeError("a bug\nwith a second line")
 
-    monkeypatch.setattr(recommend_http, "answer", broken)
+    monkeypatch.setattr(recommend_http, "answer_jobs", broken)
     status, answer = request(address, "POST", "/recommend", json.dumps(JOB).encode())
     assert status == 500 and answer == {"error": "internal error: a bug"}
     monkeypatch.undo()
@@ -217,3 +219,84 @@ def test_the_command_says_where_it_listens_and_answers_until_stopped() -> None:
             process.communicate()
     assert process.returncode == 128 + signal.SIGTERM
     assert rest.strip().splitlines()[-1] == "python -m slamorl_jax.recommend: interrupted (SIGTERM)", rest
+
+
+def raw_exchange(
+    address: tuple[str, int], data: bytes, timeout: float = 60
+) -> tuple[int, dict[str, str], bytes]:
+    """``(status, headers, body)`` of the answer to raw request bytes, read until the server closes."""
+    with socket.create_connection(address, timeout=timeout) as connection:
+        connection.sendall(data)
+        connection.shutdown(socket.SHUT_WR)  # what was sent is all the request there is
+        answer = b""
+        while chunk := connection.recv(65_536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    status_line, *header_lines = head.decode("latin-1").split("\r\n")
+    headers = {name.lower(): value.strip() for name, _, value in (h.partition(":") for h in header_lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+POST = b"POST /recommend HTTP/1.1\r\nHost: x\r\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "status", "phrase"),
+    [
+        # What http.server refuses itself comes back as the same JSON error.
+        (b"GARBAGE\r\n\r\n", 400, "Bad request"),
+        (b"FOO /health HTTP/1.1\r\nHost: x\r\n\r\n", 501, "Unsupported method"),
+        (b"GET /health HTTP/1.1\r\n" + b"X-Long: " + b"a" * 70_000 + b"\r\n\r\n", 431, "Line too long"),
+        # Lengths a proxy could read otherwise than the server: refused, never guessed.
+        (POST + "Content-Length: \u00b2\r\n\r\n{}".encode("latin-1"), 400, "number of bytes"),
+        (POST + b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}", 400, "2 Content-Length headers"),
+        (POST + b"Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 411, "Transfer-Encoding"),
+        (POST + b"Transfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n{}", 400, "both"),
+        (b"GET /health HTTP/1.1\r\nContent-Length: 5\r\n\r\nGET /", 400, "takes no body"),
+        # A body that ends before its length (the client closed): the client's fault, not a 500.
+        (POST + b"Content-Length: 100\r\n\r\n{}", 400, "the body ended after 2 of its 100 bytes"),
+    ],
+)
+def test_requests_http_server_refuses_get_the_same_json_errors(
+    address: tuple[str, int], data: bytes, status: int, phrase: str
+) -> None:
+    got, headers, body = raw_exchange(address, data)
+    assert got == status and headers["content-type"] == "application/json", (got, headers, body)
+    error = json.loads(body)["error"]
+    assert phrase in error and "\n" not in error, error
+    assert request(address, "GET", "/health")[0] == 200  # and the server goes on
+
+
+def test_a_refused_method_names_the_allowed_ones_and_health_answers_head_and_queries(
+    address: tuple[str, int],
+) -> None:
+    connection = http.client.HTTPConnection(*address, timeout=60)
+    try:
+        connection.request("GET", "/recommend")
+        response = connection.getresponse()
+        assert response.status == 405 and response.getheader("Allow") == "POST"
+        response.read()
+    finally:
+        connection.close()
+    got, headers, body = raw_exchange(address, b"HEAD /health HTTP/1.1\r\nConnection: close\r\n\r\n")
+    assert got == 200 and int(headers["content-length"]) > 0 and body == b""
+    got, headers, body = raw_exchange(address, b"POST /health HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+    assert got == 405 and headers["allow"] == "GET, HEAD"
+    assert request(address, "GET", "/health?probe=1")[0] == 200
+
+
+def test_a_body_that_stops_coming_is_a_408(policy: LoadedPolicy) -> None:
+    server = make_server(policy, "127.0.0.1", 0, request_timeout_s=0.5)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        with socket.create_connection(server.server_address[:2], timeout=60) as stalled:
+            stalled.sendall(POST + b"Content-Length: 100\r\n\r\n{")
+            answer = b""
+            while chunk := stalled.recv(65_536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408 "), answer
+        assert b"the body stopped coming for 0.5 s" in answer
+    finally:
+        server.shutdown()
+        server.server_close()
