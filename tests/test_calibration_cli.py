@@ -97,7 +97,7 @@ def refused_calibration(capsys: pytest.CaptureFixture[str], argv: list[str], out
 
 @pytest.mark.usefixtures("no_fits")
 def test_unknown_flag_is_one_line(capsys, output):
-    message = refused_calibration(capsys, ["--bogus", "--output", str(output)], output)
+    message = refused_calibration(capsys, ["--bogus", "--output", str(output), "--overwrite"], output)
     assert message == "unrecognized arguments: --bogus"
 
 
@@ -135,13 +135,15 @@ def test_default_output_is_the_json_the_environment_loads():
 def test_unusable_data_dir_is_refused(capsys, tmp_path, output, make, expected):
     data = make(tmp_path / "empty")
     (tmp_path / "empty").mkdir()
-    message = refused_calibration(capsys, ["--data-dir", str(data), "--output", str(output)], output)
+    message = refused_calibration(
+        capsys, ["--data-dir", str(data), "--output", str(output), "--overwrite"], output
+    )
     assert message == f"--data-dir {str(data)!r} {expected}"
 
 
 @pytest.mark.usefixtures("no_fits")
 def test_empty_data_dir_argument_is_refused(capsys, output):
-    message = refused_calibration(capsys, ["--data-dir=", "--output", str(output)], output)
+    message = refused_calibration(capsys, ["--data-dir=", "--output", str(output), "--overwrite"], output)
     assert message == "--data-dir is empty"
 
 
@@ -159,7 +161,9 @@ def test_empty_data_dir_argument_is_refused(capsys, output):
 def test_data_dir_lacking_a_file_names_it(capsys, data_dir, output, remove, named):
     for path in data_dir.glob(remove):
         path.unlink()
-    message = refused_calibration(capsys, ["--data-dir", str(data_dir), "--output", str(output)], output)
+    message = refused_calibration(
+        capsys, ["--data-dir", str(data_dir), "--output", str(output), "--overwrite"], output
+    )
     assert message == f"--data-dir {str(data_dir)!r} lacks {named}"
 
 
@@ -222,7 +226,9 @@ def test_data_a_loader_rejects_names_its_files(capsys, data_dir, output, name, e
     """What a loader cannot read is refused before the fits, naming the files that loader reads."""
     path = data_dir / name
     path.write_text(edit(path.read_text()))
-    message = refused_calibration(capsys, ["--data-dir", str(data_dir), "--output", str(output)], output)
+    message = refused_calibration(
+        capsys, ["--data-dir", str(data_dir), "--output", str(output), "--overwrite"], output
+    )
     prefix = (
         "cannot use data file '" + str(data_dir) + "/" + files.replace("', '", f"', '{data_dir}/") + "': "
     )
@@ -234,7 +240,9 @@ def test_data_a_loader_rejects_names_its_files(capsys, data_dir, output, name, e
 def test_data_file_that_is_not_utf8_is_refused(capsys, data_dir, output):
     path = data_dir / SCALABILITY
     path.write_bytes(b"\xff\xfe\x00garbage\n")
-    message = refused_calibration(capsys, ["--data-dir", str(data_dir), "--output", str(output)], output)
+    message = refused_calibration(
+        capsys, ["--data-dir", str(data_dir), "--output", str(output), "--overwrite"], output
+    )
     assert "can't decode byte 0xff" in message and str(path.parent) in message
 
 
@@ -250,7 +258,9 @@ def test_fits_that_fail_name_the_data_dir(capsys, monkeypatch, pristine, output,
         return result
 
     monkeypatch.setattr(build, "calibrate", fake_calibrate)
-    message = refused_calibration(capsys, ["--data-dir", str(pristine), "--output", str(output)], output)
+    message = refused_calibration(
+        capsys, ["--data-dir", str(pristine), "--output", str(output), "--overwrite"], output
+    )
     assert message.startswith(f"the fits failed on --data-dir {str(pristine)!r}: ")
     assert ("did not converge" if isinstance(result, Exception) else "JSON compliant") in message
 
@@ -278,6 +288,31 @@ def test_unusable_output_is_refused_before_the_fits(capsys, pristine, output, ma
 
 
 @pytest.mark.usefixtures("no_fits")
+def test_an_existing_output_or_one_not_json_is_refused_before_the_fits(capsys, pristine, output):
+    message = refused_calibration(capsys, ["--data-dir", str(pristine), "--output", str(output)], output)
+    assert message == f"--output {str(output)!r} already exists; pass --overwrite to replace it"
+    page = output.parent / "calibration.md"  # the page --markdown's tables are pasted into
+    argv = ["--data-dir", str(pristine), "--markdown", "--output", str(page), "--overwrite"]
+    assert (
+        refused_calibration(capsys, argv, output)
+        == f"--output {str(page)!r} must name a .json file (it is written as JSON)"
+    )
+
+
+def test_an_output_made_while_the_fits_ran_is_kept(capsys, monkeypatch, pristine, tmp_path):
+    out = tmp_path / "new.json"
+
+    def fits_meanwhile(data_dir: Path) -> tuple[dict, build.Report]:
+        out.write_bytes(OLD)  # another program writes the file while the fits run
+        return {"format_version": 1}, build.Report()
+
+    monkeypatch.setattr(build, "calibrate", fits_meanwhile)
+    message = refused(capsys, cli.main, ["--data-dir", str(pristine), "--output", str(out)])
+    assert message.endswith("was created while the fits ran; pass --overwrite to replace it")
+    assert out.read_bytes() == OLD and sorted(tmp_path.iterdir()) == [out]
+
+
+@pytest.mark.usefixtures("no_fits")
 def test_empty_output_is_refused(capsys, pristine, output):
     message = refused_calibration(capsys, ["--data-dir", str(pristine), "--output="], output)
     assert message == "--output is empty"
@@ -301,7 +336,9 @@ def test_output_in_a_folder_that_refuses_new_files_is_refused(capsys, monkeypatc
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(atomic_files.tempfile, "mkstemp", denied)
-    message = refused_calibration(capsys, ["--data-dir", str(pristine), "--output", str(output)], output)
+    message = refused_calibration(
+        capsys, ["--data-dir", str(pristine), "--output", str(output), "--overwrite"], output
+    )
     assert message == f"cannot write --output {str(output)!r}: Permission denied"
 
 
@@ -310,7 +347,9 @@ def test_output_in_a_folder_that_refuses_new_files_is_refused(capsys, monkeypatc
 def test_output_in_a_read_only_folder_is_refused(capsys, pristine, output):
     output.parent.chmod(0o555)
     try:
-        message = refused_calibration(capsys, ["--data-dir", str(pristine), "--output", str(output)], output)
+        message = refused_calibration(
+            capsys, ["--data-dir", str(pristine), "--output", str(output), "--overwrite"], output
+        )
     finally:
         output.parent.chmod(0o755)
     assert message == f"cannot write --output {str(output)!r}: Permission denied"
@@ -325,7 +364,9 @@ def test_a_failed_write_keeps_the_old_file_and_removes_the_temporary_one(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(atomic_files.os, "replace", disk_full)
-    message = refused_calibration(capsys, ["--data-dir", str(pristine), "--output", str(output)], output)
+    message = refused_calibration(
+        capsys, ["--data-dir", str(pristine), "--output", str(output), "--overwrite"], output
+    )
     assert message == f"cannot write --output {str(output)!r}: No space left on device"
 
 
@@ -365,7 +406,7 @@ def test_valid_run_writes_what_calibrate_returns(capsys, monkeypatch, pristine, 
 
 @pytest.mark.slow  # timed by a sleep: a busy machine could deliver the signal before the handlers
 def test_ctrl_c_exits_130_in_one_line_and_keeps_the_old_file(pristine, output):
-    argv = ["--data-dir", str(pristine), "--output", str(output)]
+    argv = ["--data-dir", str(pristine), "--output", str(output), "--overwrite"]
     proc = subprocess.Popen(
         [sys.executable, "-m", "slamorl_jax.calibration", *argv],
         cwd=REPO_ROOT,

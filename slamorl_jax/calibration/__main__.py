@@ -1,12 +1,15 @@
 """Command line of the calibration.
 
-``python -m slamorl_jax.calibration [--data-dir DIR] [--output PATH] [--markdown]``.
+``python -m slamorl_jax.calibration [--data-dir DIR] [--output PATH.json [--overwrite]] [--markdown]``.
 
 Runs every fit on the vendored measurements, writes the calibrated-workloads JSON atomically and
-prints a fit-quality table. Bad input is one line on stderr and exit status 2, found before any fit
-runs where it can be: an ``--output`` that could not be written (its folder must exist: none is
-made), a ``--data-dir`` that lacks a file the fits read or holds one they cannot use. A refused or
-failed run leaves an existing ``--output`` as it was.
+prints a fit-quality table. Without ``--output`` it rewrites the package's own JSON (what the
+command is for); an ``--output`` the user names must end in ``.json`` and is a new file unless
+``--overwrite`` (so ``--output=docs/calibration.md`` beside ``--markdown`` replaces no page). Bad
+input is one line on stderr and exit status 2, found before any fit runs where it can be: an
+``--output`` that could not be written (its folder must exist: none is made), a ``--data-dir`` that
+lacks a file the fits read or holds one they cannot use. A refused or failed run leaves an existing
+``--output`` as it was.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slamorl_jax.atomic_files import probe_writable
+from slamorl_jax.atomic_files import probe_writable, write_new_text_atomically
 from slamorl_jax.calibration import loaders
 from slamorl_jax.calibration.loaders import DEFAULT_OUTPUT
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command
@@ -67,9 +70,10 @@ def parser() -> OneLineArgumentParser:
     p.add_argument(
         "--output",
         default=None,
-        help="where to write the JSON, in an existing folder "
-        "(default: slamorl_jax/env/calibrated_workloads.json)",
+        help="where to write the JSON (a new .json file in an existing folder; "
+        "default: rewrite slamorl_jax/env/calibrated_workloads.json)",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument(
         "--markdown",
         action="store_true",
@@ -87,8 +91,9 @@ def describe(err: BaseException) -> str:
     return first_line(err)
 
 
-def check_output(text: str) -> Path:
-    """``--output`` as a path, after refusing (one line, exit 2) one the JSON could not be written to."""
+def check_output(text: str, replace: bool = True) -> Path:
+    """``--output`` as a path, after refusing (one line, exit 2) one the JSON could not be written to,
+    or an existing file unless ``replace``."""
     if not text.strip():
         fail("--output is empty", PROG)
     path = Path(text)
@@ -97,6 +102,10 @@ def check_output(text: str) -> Path:
             fail(f"--output {text!r} is a folder; name the JSON file to write", PROG)
         if path.exists() and not path.is_file():
             fail(f"--output {text!r} is not a regular file", PROG)
+        if path.suffix.lower() != ".json":
+            fail(f"--output {text!r} must name a .json file (it is written as JSON)", PROG)
+        if path.exists() and not replace:
+            fail(f"--output {text!r} already exists; pass --overwrite to replace it", PROG)
         if not path.parent.is_dir():
             fail(f"--output {text!r}: its folder {str(path.parent)!r} does not exist", PROG)
         probe_writable(path)
@@ -149,12 +158,18 @@ def run_fits(data_dir: Path) -> tuple[dict[str, Any], Report]:
     return obj, report
 
 
-def save(obj: dict[str, Any], output: Path) -> None:
-    """Write the JSON atomically; a failure is one line and exit 2, an existing file stays as it was."""
-    from slamorl_jax.calibration.build import write_json
+def save(obj: dict[str, Any], output: Path, replace: bool = True) -> None:
+    """Write the JSON atomically (only as a new file unless ``replace``); a failure is one line and exit
+    2, an existing file stays as it was."""
+    from slamorl_jax.calibration.build import dumps, write_json
 
     try:
-        write_json(obj, output)
+        if replace:
+            write_json(obj, output)
+        else:
+            write_new_text_atomically(output, dumps(obj))
+    except FileExistsError:
+        fail(f"--output {str(output)!r} was created while the fits ran; pass --overwrite to replace it", PROG)
     except OSError as err:
         fail(f"cannot write --output {str(output)!r}: {err.strerror or first_line(err)}", PROG)
 
@@ -162,13 +177,14 @@ def save(obj: dict[str, Any], output: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, check them, calibrate, write the JSON, print the report; the exit status."""
     args = parser().parse_args(argv)
-    output = check_output(str(DEFAULT_OUTPUT) if args.output is None else args.output)
+    replace = args.output is None or args.overwrite  # the package's own JSON is always rewritten
+    output = check_output(str(DEFAULT_OUTPUT) if args.output is None else args.output, replace)
     data_dir = check_data_dir(args.data_dir)
     require_backend()  # a platform the machine lacks: one line and status 2, before any fit runs
     obj, report = run_fits(data_dir)
     from slamorl_jax.calibration.build import markdown_tables
 
-    save(obj, output)
+    save(obj, output, replace)
     print(report.format_table())
     if args.markdown:
         print()
