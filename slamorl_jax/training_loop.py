@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -148,12 +149,26 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
     meta = newest_readable_meta(options.checkpoint_dir)
     ckpt.check_resumable(meta, options.checkpoint_dir)
     stored = TrainConfig.from_dict(meta["config"])
-    conflicts = [name for name in options.explicit_flags if getattr(stored, name) != getattr(config, name)]
+    conflicts = [
+        name
+        for name in options.explicit_flags
+        if not resumed_flag_matches(name, getattr(stored, name), getattr(config, name))
+    ]
     if conflicts:
         raise ckpt.CheckpointError(
             f"--resume: flags differ from the checkpoint's config: {', '.join(sorted(conflicts))}"
         )
     return stored, meta
+
+
+def resumed_flag_matches(name: str, stored: Any, given: Any) -> bool:
+    """Whether a flag given with ``--resume`` says what the checkpoint's config holds. ``init_from`` is
+    recorded as the absolute step folder it loaded, so the path the first command typed (that step,
+    or the run or policy folder holding it) matches it too."""
+    if name == "init_from" and stored is not None and given is not None:
+        step, typed = (Path(os.path.normpath(Path(path).absolute())) for path in (stored, given))
+        return step.is_relative_to(typed)
+    return stored == given
 
 
 def diverged_message(update: int, last_saved: int, checkpoint_dir: Path) -> str:

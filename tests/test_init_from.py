@@ -13,6 +13,7 @@ from learner_fixtures import TINY, cli_flags, shared_trainer, trees_equal
 
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import train
+from slamorl_jax.training_loop import resumed_flag_matches
 from slamorl_jax.warm_start import layout_difference, warm_start
 
 ONE_CHUNK = dataclasses.replace(
@@ -75,6 +76,20 @@ def test_the_cli_records_init_from(source: Path, workdir: Path, capsys: pytest.C
     )
     summary = json.loads((workdir / "run" / "logs" / "summary.json").read_text())
     assert summary["config"]["init_from"] == str(ckpt.checkpoint_step_dir(source))
+    # The same command with --resume is the same run (it was refused: "flags differ ... init_from").
+    outcome = call(_train(ONE_CHUNK, f"--init_from={source}", "--run_dir=run", "--resume"), capsys, workdir)
+    assert outcome.code == 0 and "flags differ" not in outcome.stderr, outcome.report()
+
+
+def test_a_resumed_init_from_matches_the_folder_it_was_typed_as(tmp_path: Path) -> None:
+    step = str(tmp_path / "policy" / "0")  # what the run recorded: the step folder it loaded
+    for typed in (step, str(tmp_path / "policy"), str(tmp_path / "x" / ".." / "policy")):
+        assert resumed_flag_matches("init_from", step, typed), typed
+    for typed in (str(tmp_path / "other"), str(tmp_path / "policy" / "1"), str(tmp_path / "pol")):
+        assert not resumed_flag_matches("init_from", step, typed), typed
+    assert not resumed_flag_matches("init_from", None, step)
+    assert not resumed_flag_matches("init_from", step, None)
+    assert resumed_flag_matches("seed", 3, 3) and not resumed_flag_matches("seed", 3, 4)
 
 
 @pytest.mark.parametrize(
