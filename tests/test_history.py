@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jax
@@ -24,6 +25,7 @@ from slamorl_jax.history import (
     table_from_records,
 )
 from slamorl_jax.history import __main__ as history_cli
+from slamorl_jax.history.build import records_from_states
 
 WORKLOAD = "imagenet-resnet50"
 OTHER_WORKLOAD = "cifar10-resnet18-gavel"
@@ -287,6 +289,40 @@ def test_json_stores_refuse_repeated_fields_and_numbers_as_text(
     assert "\n" not in str(error.value)
 
 
+def test_hand_written_csv_stores_are_read_as_meant(tmp_path: Path) -> None:
+    """Spaces after commas, a trailing comma, a quoted preference with commas, old-Mac line endings and
+    blank rows: the same record as the plain file."""
+    plain = CSV_HEADER + f"{WORKLOAD},T4,60,90000,80,0.6;0.2;0.2,4,16\n"
+    spaced = CSV_HEADER.replace(",", ", ").replace("\n", ",\n") + (
+        f'\n{WORKLOAD}, T4 , 60, 90000, 80, "0.6, 0.2, 0.2", 4, 16,\n , ,\n'
+    )
+    stores = {"plain.csv": plain, "spaced.csv": spaced, "mac.csv": plain.replace("\n", "\r")}
+    for name, text in stores.items():
+        (tmp_path / name).write_text(text, newline="")
+    want = load_records(tmp_path / "plain.csv")
+    for name in stores:
+        assert load_records(tmp_path / name) == want, name
+
+
+@pytest.mark.parametrize(
+    ("text", "phrase"),
+    [
+        ("", "is empty"),
+        (" \n\n", "is empty"),
+        (CSV_HEADER.replace("budget_usd,", ""), "the CSV header lacks budget_usd (its columns:"),
+        (CSV_HEADER.replace("\n", ",colour\n"), 'has unknown "colour"'),
+        (CSV_HEADER.replace("\n", ",epochs\n"), "repeats epochs"),
+        (CSV_HEADER + f"{WORKLOAD},T4,60,90000,80,time,4,16,extra\n", "line 2: a cell under no column"),
+        (CSV_HEADER.replace("\n", ",\n") + f"{WORKLOAD},T4,60,90000,80,time,4,16,x\n", "under no column"),
+        (CSV_HEADER + f"{WORKLOAD},T4,60\n", "line 2: expected 8 cells, got 3"),
+    ],
+)
+def test_a_csv_store_it_cannot_read_says_what_is_wrong(tmp_path: Path, text: str, phrase: str) -> None:
+    (tmp_path / "store.csv").write_text(text)
+    with pytest.raises(ValueError, match=re.escape(phrase)):
+        load_records(tmp_path / "store.csv")
+
+
 def test_a_csv_row_is_named_by_its_file_line(tmp_path: Path) -> None:
     """Blank lines used to shift the reported row (line 5 read as "row 3")."""
     store = tmp_path / "rows.csv"
@@ -325,3 +361,15 @@ def test_a_decision_log_splits_lines_at_newlines_only() -> None:
     with pytest.raises(ValueError, match=r"log\.jsonl is not valid JSON: Extra data \(log line 1"):
         decisions_from_text(first + "\x1c" + first + "\n" + first, "log.jsonl", lines=True)
     assert len(decisions_from_text(first + "\r\n" + first + "\n", "log.jsonl", lines=True)) == 2
+
+
+def test_records_from_states_refuses_what_a_store_could_not_hold() -> None:
+    env = JobAllocationEnv()
+    params = env.default_params
+    _, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(0), 3), params)
+    records = records_from_states(states, jnp.array([1, 2, 4]), jnp.array([4, 8, 16]))
+    assert [(r.best_gpus, r.best_cpus) for r in records] == [(1, 4), (2, 8), (4, 16)]
+    with pytest.raises(ValueError, match=re.escape("job 1: best_gpus must be a whole number from 1")):
+        records_from_states(states, jnp.array([1, 0, 4]), jnp.array([4, 8, 16]))
+    with pytest.raises(ValueError, match=re.escape("one count per job (3,), got (2,)")):
+        records_from_states(states, jnp.array([1, 2]), jnp.array([4, 8, 16]))

@@ -11,6 +11,7 @@ from must not be the jobs it is then evaluated on (use another seed).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -21,30 +22,38 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.evaluation.baselines import BestStatic
-from slamorl_jax.history.records import HistoryRecord
+from slamorl_jax.history.records import HistoryRecord, record_from_mapping
 
 
 def records_from_states(
     states: EnvState, gpus: jax.Array, cpus: jax.Array, catalog: Catalog | None = None
 ) -> list[HistoryRecord]:
-    """One record per job of the batch ``states`` (leading axis), served best by ``(gpus, cpus)``."""
+    """One record per job of the batch ``states`` (leading axis), served best by ``(gpus, cpus)``;
+    ``ValueError`` naming the job for a record :func:`~slamorl_jax.history.records.load_records` would
+    refuse (a count below 1, an allocation of another shape than the batch), so nothing is saved that
+    cannot be read back."""
     catalog = catalog or load_catalog()
     job = jax.device_get(states.job)
     gpus, cpus = np.asarray(gpus), np.asarray(cpus)
-    records = []
-    for i in range(len(gpus)):
-        records.append(
-            HistoryRecord(
-                workload=catalog.workload_names[int(job.workload[i])],
-                gpu_type=catalog.gpu_types[int(job.gpu_type[i])],
-                epochs=int(job.epochs[i]),
-                deadline_s=float(job.sla_targets.deadline_s[i]),
-                budget_usd=float(job.sla_targets.budget_usd[i]),
-                preference=tuple(float(w) for w in job.preference[i]),
-                best_gpus=int(gpus[i]),
-                best_cpus=int(cpus[i]),
-            )
+    jobs = len(job.epochs)
+    if gpus.shape != (jobs,) or cpus.shape != (jobs,):
+        raise ValueError(
+            f"gpus and cpus must hold one count per job ({jobs},), got {gpus.shape} and {cpus.shape}"
         )
+    records = []
+    for i in range(jobs):
+        record = HistoryRecord(
+            workload=catalog.workload_names[int(job.workload[i])],
+            gpu_type=catalog.gpu_types[int(job.gpu_type[i])],
+            epochs=int(job.epochs[i]),
+            deadline_s=float(job.sla_targets.deadline_s[i]),
+            budget_usd=float(job.sla_targets.budget_usd[i]),
+            preference=tuple(float(w) for w in job.preference[i]),
+            best_gpus=int(gpus[i]),
+            best_cpus=int(cpus[i]),
+        )
+        record_from_mapping(dataclasses.asdict(record), f"job {i}", catalog)  # checked as a loaded one
+        records.append(record)
     return records
 
 

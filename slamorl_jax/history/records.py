@@ -14,7 +14,9 @@ as notes and ignored), or a bare list of records; each record an object::
 
 ``preference`` is a preset name (``time``, ``cost``, ``balanced``) or three non-negative weights
 (time, cost, sla). CSV form: a header row naming exactly these columns (any order), one record a row,
-``preference`` a preset name or three weights separated by spaces or semicolons (``0.6;0.2;0.2``).
+``preference`` a preset name or three weights separated by spaces or semicolons (``0.6;0.2;0.2``; a
+quoted cell may separate them by commas). Cells and column names are read without the spaces around
+them; blank rows are skipped.
 
 :func:`load_records` refuses a file it cannot read or parse, an empty store, and any record with a
 missing, unknown or bad field (``ValueError`` naming the file, the record and the field, one line);
@@ -142,7 +144,7 @@ def _positive(name: str, value: Any) -> float:
 
 def _preference(value: Any) -> tuple[float, float, float]:
     if isinstance(value, str) and value.strip() not in PREFERENCES:
-        parts = value.replace(";", " ").split()
+        parts = value.replace(";", " ").replace(",", " ").split()  # a quoted CSV cell may hold commas
         value = [_number("preference", part) for part in parts] if len(parts) > 1 else value.strip()
     elif isinstance(value, str):
         value = value.strip()
@@ -213,25 +215,49 @@ def json_types_problem(item: Any) -> str | None:
     return None
 
 
+def csv_header_problem(header: Sequence[str]) -> str | None:
+    """What is wrong with a CSV store's header (names already stripped; empty ones, from a trailing
+    comma, left out), naming the columns missing, unknown or repeated; ``None`` when it names each
+    record field once."""
+    named = [name for name in header if name]
+    missing = [name for name in RECORD_FIELDS if name not in named]
+    unknown = [short_value(name) for name in named if name not in RECORD_FIELDS]  # as JSON writes them
+    repeated = sorted({name for name in named if named.count(name) > 1})
+    parts = [
+        f"{what} {', '.join(names)}"
+        for what, names in (("lacks", missing), ("has unknown", unknown), ("repeats", repeated))
+        if names
+    ]
+    if not parts:
+        return None
+    return f"the CSV header {'; '.join(parts)} (its columns: {','.join(RECORD_FIELDS)}, in any order)"
+
+
 def records_from_csv(
     text: str, source: str, catalog: Catalog | None = None, cluster: EnvParams | ClusterLimits | None = None
 ) -> list[HistoryRecord]:
-    """The records of a CSV document (module docstring)."""
-    reader = csv.DictReader(io.StringIO(text))
+    """The records of a CSV document (module docstring). Written by hand as well as by programs: a
+    space after a comma, a trailing comma, and any of the three line endings are read as meant."""
+    if not text.strip():
+        raise ValueError(f"{source} is empty: a CSV store is a header row, then one record a row")
+    # newline=None reads \r\n, \r (old Macs) and \n alike; skipinitialspace drops a space after a comma
+    reader = csv.reader(io.StringIO(text, newline=None), skipinitialspace=True)
     try:
-        header = reader.fieldnames or []
-        if sorted(header) != sorted(RECORD_FIELDS):
-            raise ValueError(
-                f"{source}: the CSV header must name exactly the columns {','.join(RECORD_FIELDS)}"
-            )
-        rows = [(reader.line_num, row) for row in reader]  # the file line each row ends on
+        header = [name.strip() for name in next(reader)]
+        if problem := csv_header_problem(header):
+            raise ValueError(f"{source}: {problem}")
+        rows = [(reader.line_num, cells) for cells in reader if any(cell.strip() for cell in cells)]
     except csv.Error as err:
         raise ValueError(f"{source} is not valid CSV: {err}") from None
     records = []
-    for line, row in rows:
-        where = f"{source} line {line}"  # the header is line 1; blank lines count
-        if None in row or any(value is None for value in row.values()):
-            raise ValueError(f"{where}: expected {len(RECORD_FIELDS)} cells")
+    for line, cells in rows:  # the file line each row ends on: the header is line 1; blank lines count
+        where = f"{source} line {line}"
+        if len(cells) < len(header):
+            raise ValueError(f"{where}: expected {len(RECORD_FIELDS)} cells, got {len(cells)}")
+        stray = [cell for name, cell in zip(header, cells, strict=False) if not name and cell.strip()]
+        if len(cells) > len(header) or stray:
+            raise ValueError(f"{where}: a cell under no column of the header")
+        row = {name: cell.strip() for name, cell in zip(header, cells, strict=True) if name}
         records.append(record_from_mapping(row, where, catalog, cluster))
     return records
 
