@@ -7,6 +7,7 @@ it was, so a store or report that a command replaces is never left cut short.
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from functools import partial
@@ -53,14 +54,26 @@ def write_text_atomically(path: str | Path, text: str) -> None:
         raise
 
 
+#: What ``os.link`` raises on a filesystem without hard links (FAT, exFAT, some network and FUSE ones).
+NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK}
+
+
 def write_new_text_atomically(path: str | Path, text: str) -> None:
     """:func:`write_text_atomically` for a file that must not exist yet: published by a hard link,
-    which fails (``FileExistsError``) rather than replace a file another program made meanwhile."""
+    which fails (``FileExistsError``) rather than replace a file another program made meanwhile. On a
+    filesystem without hard links, the name is claimed by an exclusive create (the same
+    ``FileExistsError``), then replaced by the whole file in one rename."""
     tmp = stage_text(path, text)
     remove_tmp = partial(tmp.unlink, missing_ok=True)
     try:
         with cleanup_on_interrupt(remove_tmp):
-            os.link(tmp, path)
+            try:
+                os.link(tmp, path)
+            except OSError as err:
+                if isinstance(err, FileExistsError) or err.errno not in NO_HARD_LINKS:
+                    raise
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                os.replace(tmp, path)
     finally:
         remove_tmp()
 

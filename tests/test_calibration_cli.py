@@ -455,3 +455,19 @@ def test_job_spread_names_the_inputs_when_the_data_dir_lacks_its_files(capsys, t
     line = refused(capsys, job_spread.main, ["--data-dir", str(tmp_path)])
     assert line.startswith(f"{SPREAD_PROG}: error: cannot size the spreads from --data-dir {str(tmp_path)!r}")
     assert "simulation_throughputs.json" in line
+
+
+def test_a_new_file_is_published_on_a_filesystem_without_hard_links(monkeypatch, tmp_path):
+    """``write_new_text_atomically`` falls back to an exclusive create and a rename where ``os.link``
+    is refused (FAT and some network filesystems): the file is written, and an existing one kept."""
+
+    def no_links(src: object, dst: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(atomic_files.os, "link", no_links)
+    out = tmp_path / "new.json"
+    atomic_files.write_new_text_atomically(out, "{}\n")
+    assert out.read_text() == "{}\n" and sorted(tmp_path.iterdir()) == [out]
+    with pytest.raises(FileExistsError):
+        atomic_files.write_new_text_atomically(out, "[]\n")
+    assert out.read_text() == "{}\n" and sorted(tmp_path.iterdir()) == [out]
