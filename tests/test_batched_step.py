@@ -101,6 +101,11 @@ def test_scalar_reward_wrapper_scalarises_each_env(env: JobAllocationEnv, short_
     np.testing.assert_allclose(reward, vector @ wrapped.weights, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(info["vector_reward"], vector, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(scalar_obs, obs, rtol=1e-5, atol=1e-6)
+    # reset_by reaches the wrapped env's step_batch (the same jobs by either reset).
+    by_select = jax.jit(lambda k, s, a, p: wrapped.step_batch(k, s, a, p, RESET_SLOTS, reset_by="select"))
+    np.testing.assert_allclose(by_select(keys, state, actions, short_jobs)[2], reward, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="reset_by"):
+        wrapped.step_batch(keys, state, actions, short_jobs, RESET_SLOTS, reset_by="sideways")
     # Over an env whose class has no step_batch, the wrapper vmaps that env's step.
     over_step_only = ScalarRewardWrapper(StepOnly(env), "balanced")
     _, _, reward_by_vmap, *_ = jax.jit(over_step_only.step_batch)(keys, state, actions, short_jobs)

@@ -7,6 +7,7 @@ the statistics wrapper reports, and bad input.
 
 from __future__ import annotations
 
+import pickle
 import re
 import warnings
 from pathlib import Path
@@ -36,9 +37,10 @@ def test_single_env_passes_the_gymnasium_env_checker() -> None:
     assert isinstance(env.unwrapped, JobAllocationMOEnv)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        check_env(env.unwrapped, skip_render_check=True)
+        check_env(env.unwrapped)  # render() included: it returns None, warning as Gymnasium's envs do
     messages = [str(w.message) for w in caught]
-    assert all("reward returned by `step()` must be a float" in m for m in messages), messages
+    expected = ("reward returned by `step()` must be a float", "does not render")
+    assert all(any(e in m for e in expected) for m in messages), messages
     assert env.unwrapped.reward_space.shape == (3,)
 
 
@@ -159,3 +161,31 @@ def test_reset_info_gives_a_loaded_policy_its_first_decision() -> None:
     obs, info = envs.reset(seed=4)
     assert info["weights"].shape == (3, 3) and info["_weights"].all()
     assert np.asarray(policy(obs, info["weights"])).shape == (3,)
+
+
+def test_the_envs_pickle_and_carry_on_identically() -> None:
+    """A pickled env (multiprocessing, a saved experiment) resumes the same jobs: its jitted functions
+    are fetched again, the jobs travel as arrays."""
+    for make_env in (
+        lambda: JobAllocationMOEnv(params=short_jobs()),
+        lambda: JobAllocationVectorEnv(num_envs=3, params=short_jobs()),
+    ):
+        env = make_env()
+        env.reset(seed=3)
+        copy = pickle.loads(pickle.dumps(env))
+        actions = [env.action_space.sample() for _ in range(4)]
+        for action in actions:
+            want, got = env.step(action), copy.step(action)
+            np.testing.assert_array_equal(got[0], want[0])
+            np.testing.assert_array_equal(got[1], want[1])
+
+
+def test_render_returns_none_with_a_warning_and_mo_sync_vector_env_runs() -> None:
+    for env in (JobAllocationMOEnv(), JobAllocationVectorEnv(num_envs=2)):
+        with pytest.warns(UserWarning, match="does not render"):
+            assert env.render() is None
+    # Copies of the single env in MO-Gymnasium's own vector env (README: not Gymnasium's "sync").
+    envs = mo_gym.wrappers.vector.MOSyncVectorEnv([lambda: JobAllocationMOEnv(params=short_jobs())] * 2)
+    envs.reset(seed=0)
+    rewards = envs.step(envs.action_space.sample())[1]
+    assert rewards.shape == (2, 3)

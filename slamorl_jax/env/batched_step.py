@@ -72,9 +72,11 @@ def step_envs(
     params: Any,
     reset_slots: int | None = None,
     mesh: Mesh | None = None,
+    reset_by: str | None = None,
 ) -> tuple:
     """One step of a batch of ``env``: its ``step_batch`` where its class has one
-    (:func:`has_step_batch`), else ``vmap(env.step)`` (``reset_slots`` is then unused).
+    (:func:`has_step_batch`), else ``vmap(env.step)`` (``reset_slots`` and ``reset_by`` are then
+    unused; ``reset_by`` reaches ``step_batch`` only when given, so a ``step_batch`` without it runs).
 
     With a ``mesh`` of more than one device (the env batch split over its one axis,
     ``slamorl_jax.sharding``), each device runs ``step_batch`` on its own share under
@@ -84,11 +86,12 @@ def step_envs(
     """
     if not has_step_batch(env):
         return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, state, action, params)
+    how = {} if reset_by is None else {"reset_by": reset_by}
     if mesh is None or mesh.size == 1:
-        return env.step_batch(keys, state, action, params, reset_slots)
+        return env.step_batch(keys, state, action, params, reset_slots, **how)
     batch = PartitionSpec(ENV_AXIS)
     per_device = jax.shard_map(
-        lambda k, s, a, p: env.step_batch(k, s, a, p, reset_slots),
+        lambda k, s, a, p: env.step_batch(k, s, a, p, reset_slots, **how),
         mesh=mesh,
         in_specs=(batch, batch, batch, PartitionSpec()),
         out_specs=batch,

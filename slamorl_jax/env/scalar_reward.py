@@ -80,10 +80,12 @@ class ScalarRewardWrapper(GymnaxWrapper):
         action: jax.Array,
         params: Any = None,
         reset_slots: int | None = None,
+        reset_by: str | None = None,
     ) -> tuple[jax.Array, Any, jax.Array, jax.Array, jax.Array, dict[str, Any]]:
         """The wrapped env's ``step_batch`` (a batch of envs; ``vmap`` of its ``step`` where its class
-        has none) with each env's reward scalarised."""
-        stepped = step_envs(self._env, keys, state, action, params, reset_slots)
+        has none) with each env's reward scalarised; ``reset_slots`` and ``reset_by`` as the wrapped
+        env's."""
+        stepped = step_envs(self._env, keys, state, action, params, reset_slots, reset_by=reset_by)
         obs, state, vector, terminated, truncated, info = stepped
         reward, info = jax.vmap(self._scalarise)(vector, info)
         return obs, state, reward, terminated, truncated, info

@@ -132,6 +132,15 @@ class BatchedJobEnv:
         self._reset, self._step = _compiled(env.action_set)
         self._carry: Carry | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What a pickle holds: all but the jitted functions (shared per action set, not picklable)."""
+        return {name: value for name, value in self.__dict__.items() if name not in ("_reset", "_step")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore a pickled batch: its jobs as they were, the jitted functions fetched again."""
+        self.__dict__.update(state)
+        self._reset, self._step = _compiled(self.env.action_set)
+
     def reset(self, seed: int, params: EnvParams | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Draw ``num_envs`` new jobs from ``seed`` (and switch to ``params`` if given): their
         observations and ``info``, each ``[num_envs, ...]``: the objective weights of the first

@@ -44,6 +44,11 @@ class JobAllocationMOEnv(gymnasium.Env):
         self._job = BatchedJobEnv(env, build_params(env, params, scenario), 1)
         self.observation_space, self.action_space, self.reward_space = single_spaces(env, self._job.params)
 
+    def render(self) -> None:
+        """Nothing to draw: warns once, as Gymnasium's envs made without a ``render_mode`` do, and
+        returns ``None`` (code that renders every step runs on)."""
+        gymnasium.logger.warn("this env does not render (its render_mode is None); render() returns None")
+
     @property
     def params(self) -> EnvParams:
         """The ``EnvParams`` the job runs under."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+import gymnasium
 import numpy as np
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -54,6 +55,11 @@ class JobAllocationVectorEnv(VectorEnv):
         )
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
+
+    def render(self) -> None:
+        """Nothing to draw: warns once, as Gymnasium's envs made without a ``render_mode`` do, and
+        returns ``None`` (code that renders every step runs on)."""
+        gymnasium.logger.warn("this env does not render (its render_mode is None); render() returns None")
 
     @property
     def params(self) -> EnvParams:
