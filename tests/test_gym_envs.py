@@ -20,6 +20,7 @@ from gymnasium.utils.env_checker import check_env
 
 from slamorl_jax.env import EnvParams, make
 from slamorl_jax.gym import ENV_ID, JobAllocationMOEnv, JobAllocationVectorEnv
+from slamorl_jax.gym.batched import RESET_INFO_KEYS
 from tests import test_gymnax_env as gymnax_env_tests
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
@@ -149,7 +150,7 @@ def test_reset_info_gives_a_loaded_policy_its_first_decision() -> None:
     policy = load_policy(SHIPPED)
     one = JobAllocationMOEnv(scenario="balanced", action_set=policy.config.actions, params=short_jobs())
     obs, info = one.reset(seed=4)
-    assert set(info) == {"weights", "workload", "gpu_type", "scenario", "preference"}
+    assert set(info) == set(RESET_INFO_KEYS) == {"weights", "workload", "gpu_type", "scenario", "preference"}
     np.testing.assert_array_equal(info["weights"], np.asarray(one._job._carry.state.weights[0]))
     for _ in range(10):
         action = int(policy(obs[None], info["weights"][None])[0])
@@ -157,6 +158,12 @@ def test_reset_info_gives_a_loaded_policy_its_first_decision() -> None:
         if terminated or truncated:
             break
     assert terminated or truncated
+    # Stepping on without reset() shows the next job with reset's info: the policy acts on.
+    next_obs, reward, terminated, truncated, next_info = one.step(action)
+    assert set(next_info) == set(RESET_INFO_KEYS) and not (terminated or truncated)
+    np.testing.assert_array_equal(reward, np.zeros(3, np.float32))
+    np.testing.assert_array_equal(next_info["weights"], np.asarray(one._job._carry.state.weights[0]))
+    assert int(policy(next_obs[None], next_info["weights"][None])[0]) >= 0
     envs = JobAllocationVectorEnv(num_envs=3, scenario="balanced", params=short_jobs())
     obs, info = envs.reset(seed=4)
     assert info["weights"].shape == (3, 3) and info["_weights"].all()

@@ -47,6 +47,11 @@ INFO_KEYS = (
 )
 
 
+# What ``reset``'s ``info`` holds for each new job (``info`` of the step that only shows a new job holds
+# them too): its first objective weights and its identity.
+RESET_INFO_KEYS = ("weights", "workload", "gpu_type", "scenario", "preference")
+
+
 class Carry(NamedTuple):
     """Device-side state between steps."""
 
@@ -150,13 +155,7 @@ class BatchedJobEnv:
             self.params = params
         obs, self._carry = self._reset(jax.random.key(seed), self.params, self.num_envs)
         state = self._carry.state
-        info = {
-            "weights": state.weights,
-            "workload": state.job.workload,
-            "gpu_type": state.job.gpu_type,
-            "scenario": state.job.scenario,
-            "preference": state.job.preference,
-        }
+        info = {"weights": state.weights, **{name: getattr(state.job, name) for name in RESET_INFO_KEYS[1:]}}
         return np.array(obs), {name: np.array(value) for name, value in info.items()}
 
     def step(self, actions: np.ndarray) -> StepResult:

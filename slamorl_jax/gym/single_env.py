@@ -5,7 +5,8 @@ MO-Gymnasium's envs do, so its single-env wrappers (``LinearReward``, ``MORecord
 ``MONormalizeReward``, ``MOClipReward``) apply; ``gymnasium.utils.env_checker.check_env`` passes (it
 warns that the reward is not a scalar, as for every MO-Gymnasium env). The job runs in the jitted
 JAX env (``batched.py`` with one env). The step that ends a job returns its last observation; call
-``reset`` for the next job (stepping on instead shows the next job's first observation).
+``reset`` for the next job (stepping on instead shows the next job's first observation, with a zero
+reward and the ``info`` reset gives).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from slamorl_jax.env.action_sets import DEFAULT_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.gym.batched import BatchedJobEnv, check_in_action_space
+from slamorl_jax.gym.batched import RESET_INFO_KEYS, BatchedJobEnv, check_in_action_space
 from slamorl_jax.gym.options import build_params, draw_seed, params_option, seed_option
 from slamorl_jax.gym.spaces import reward_box, single_spaces
 
@@ -75,5 +76,7 @@ class JobAllocationMOEnv(gymnasium.Env):
             raise ValueError(f"action must be one integer action index, got {index.dtype} {index.shape}")
         check_in_action_space("action", index, self._job.env.num_actions)
         out = self._job.step(index.reshape(1))
-        info = {name: value[0] for name, value in out.info.items()} if out.stepped[0] else {}
+        # The step that only shows the next job (no reset() after the last one) has reset's info.
+        names = out.info if out.stepped[0] else RESET_INFO_KEYS
+        info = {name: out.info[name][0] for name in names}
         return out.obs[0], out.reward[0], bool(out.terminated[0]), bool(out.truncated[0]), info
