@@ -33,6 +33,7 @@ from slamorl_jax.agent.config import (
     MINIBATCH_SHUFFLES,
     PRICE_PRESETS,
     TrainConfig,
+    check_finite,
     validate_config,
 )
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
@@ -382,13 +383,11 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
     try:
         train_checks.check_no_positional(argv)
         config = config_from_flags()
-        train_checks.check_finite(config)
+        check_finite(config)  # a non-finite flag is named as such, with --resume too
         if not FLAGS.resume:  # a resumed run keeps its checkpoint's (checked) config and budget; a
             # flag given with --resume must equal it (training_loop.resolve_run), so the flags'
             # defaults are never checked against the ones given
             validate_config(config)
-            train_checks.check_sizes(config)
-            train_checks.check_budget(config)
         check_run_flags()
         if config.init_from is not None and not FLAGS.resume:
             absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every restore at INFO

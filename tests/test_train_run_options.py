@@ -4,6 +4,7 @@ folders and bad settings are handled before anything trains (no training here)."
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from learner_fixtures import TINY
 
 from slamorl_jax import checkpoint as ckpt
-from slamorl_jax import run_dirs, train_checks
+from slamorl_jax import run_dirs
+from slamorl_jax.agent.config import validate_config
 from slamorl_jax.training_loop import RunOptions, resolve_run, resumed_options, saved_run_options
 
 OPTIONS = RunOptions(
@@ -73,7 +75,29 @@ def test_settings_beyond_float32_are_refused(field: str) -> None:
     """1e39 passed the finiteness check as a Python float and became ``inf`` in the learner (exit 3
     after compiling instead of one line and exit 2)."""
     with pytest.raises(ValueError, match=f"--{field} must be a finite number within float32's range"):
-        train_checks.check_finite(dataclasses.replace(TINY, **{field: 1e39}))
+        validate_config(dataclasses.replace(TINY, **{field: 1e39}))
+
+
+@pytest.mark.parametrize(
+    ("change", "phrase"),
+    [
+        ({"value_coef": math.inf}, "--value_coef must be a finite number"),
+        ({"max_grad_norm": math.nan}, "--max_grad_norm must be a finite number"),
+        ({"num_envs": 16.5}, "--num_envs must be int, got 16.5"),
+        ({"num_envs": True}, "--num_envs must be int, got True"),
+        ({"num_envs": "16"}, "--num_envs must be int, got '16'"),
+        ({"seed": 1.5}, "--seed must be int"),
+        ({"hidden_sizes": (64.5,)}, "--hidden_sizes must be a sequence of integers"),
+        ({"preference": [1, 0, 0]}, "--preference must be str | None"),
+        ({"num_envs": 2**40}, "--num_envs must be at most"),
+        ({"total_timesteps": 1}, "is less than one update"),
+    ],
+)
+def test_the_python_api_refuses_what_the_command_line_refuses(change: dict, phrase: str) -> None:
+    """``validate_config`` (which ``make_train`` calls) checks types, finiteness, sizes and the budget
+    as ``train`` does: these passed it and failed later, deep in JAX or as a nan loss."""
+    with pytest.raises(ValueError, match=re.escape(phrase)):
+        validate_config(dataclasses.replace(TINY, **change))
 
 
 def test_logs_of_a_run_that_saved_no_checkpoint_are_not_told_to_resume(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 from typing import Any
 
 import numpy as np
@@ -274,8 +275,79 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+INT32_MAX = 2**31 - 1
+MAX_NUM_ENVS = 2**22  # 4,194,304 jobs in parallel: far beyond one accelerator's memory today
+#: The largest float32: a setting beyond it becomes ``inf`` in the learner's arithmetic.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def check_types(config: TrainConfig) -> None:
+    """Every setting has its field's type (an ``int`` count, not ``16.5``, ``True`` or ``"16"``; a
+    ``str`` preference; ``hidden_sizes`` a sequence of ``int``): a wrong one would fail deep inside
+    JAX with an error that names no setting."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.name == "hidden_sizes":
+            _require(
+                isinstance(value, list | tuple) and all(type(h) is int for h in value),
+                f"--hidden_sizes must be a sequence of integers, got {value!r}",
+            )
+        else:
+            try:
+                _typed(field.name, str(field.type), value)
+            except ValueError:
+                raise ValueError(f"--{field.name} must be {field.type}, got {value!r}") from None
+
+
+def check_finite(config: TrainConfig) -> None:
+    """Every floating-point setting is a finite number that float32, in which the learner computes,
+    can hold (``inf`` passes ``>= 0`` checks; 1e39 becomes ``inf`` there)."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        values = value if isinstance(value, tuple) else (value,)
+        for number in values:
+            if isinstance(number, float) and not (math.isfinite(number) and abs(number) <= FLOAT32_MAX):
+                raise ValueError(
+                    f"--{field.name} must be a finite number within float32's range, got {value}"
+                )
+
+
+def check_sizes(config: TrainConfig) -> None:
+    """Counts stay within what one run can index (int32 counters, ``MAX_NUM_ENVS`` jobs)."""
+    if config.num_envs > MAX_NUM_ENVS:
+        raise ValueError(f"--num_envs must be at most {MAX_NUM_ENVS:,}, got {config.num_envs:,}")
+    limits = {
+        "--rollout_length": config.rollout_length,
+        "--update_epochs": config.update_epochs,
+        "--updates_per_chunk": config.updates_per_chunk,
+        "num_envs x rollout_length": config.batch_size,
+    }
+    for name, value in limits.items():
+        if value > INT32_MAX:
+            raise ValueError(f"{name} must be at most {INT32_MAX:,} (2**31 - 1), got {value:,}")
+    steps = config.num_updates * config.update_epochs * config.num_minibatches
+    if steps > INT32_MAX:
+        raise ValueError(
+            f"--total_timesteps={config.total_timesteps:,} needs {steps:,} gradient steps (updates x "
+            f"update_epochs x num_minibatches); at most {INT32_MAX:,} fit the optimiser's counter"
+        )
+
+
+def check_budget(config: TrainConfig) -> None:
+    """``--total_timesteps`` buys at least one PPO update of ``num_envs x rollout_length`` steps."""
+    if config.total_timesteps < config.batch_size:
+        raise ValueError(
+            f"--total_timesteps={config.total_timesteps:,} is less than one update: num_envs x "
+            f"rollout_length = {config.batch_size:,} steps"
+        )
+
+
 def validate_config(c: TrainConfig) -> TrainConfig:
-    """Raise ``ValueError`` naming the flag of the first invalid value; return ``c`` if all are valid."""
+    """Raise ``ValueError`` naming the flag of the first invalid value (a wrong type, a non-finite
+    number, a value out of range, a count past what a run can index, a budget below one update);
+    return ``c`` if all are valid. The command line and the Python API check the same way."""
+    check_types(c)
+    check_finite(c)
     _require(c.num_envs >= 1, f"--num_envs must be >= 1, got {c.num_envs}")
     _require(c.rollout_length >= 1, f"--rollout_length must be >= 1, got {c.rollout_length}")
     _require(c.total_timesteps >= 1, f"--total_timesteps must be >= 1, got {c.total_timesteps}")
@@ -349,6 +421,8 @@ def validate_config(c: TrainConfig) -> TrainConfig:
             raise ValueError(
                 f"--preference: {err} (presets: {', '.join(PREFERENCES)}, or 'time,cost,sla' weights)"
             ) from None
+    check_sizes(c)
+    check_budget(c)
     return c
 
 
