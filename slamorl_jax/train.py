@@ -34,6 +34,7 @@ from slamorl_jax.agent.config import (
     PRICE_PRESETS,
     TrainConfig,
     check_finite,
+    ignored_settings,
     validate_config,
 )
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
@@ -269,6 +270,16 @@ def config_from_flags() -> TrainConfig:
     return TrainConfig(**values)
 
 
+def refuse_ignored_flags(config: TrainConfig) -> None:
+    """``ValueError`` for a flag given with another value than its default that ``config``'s weight
+    mode or action set never reads (``agent.config.ignored_settings``): the run would record it in
+    its config and train as if it were not there."""
+    defaults = TrainConfig(actions=config.actions)
+    for name, why in ignored_settings(config).items():
+        if FLAGS[name].present and getattr(config, name) != getattr(defaults, name):
+            raise ValueError(f"--{name} has no effect {why}; leave it out")
+
+
 def distributed_options() -> DistributedOptions:
     """The multi-process settings of the flags and the environment, checked."""
     options = resolve_distributed(
@@ -388,6 +399,7 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
             # flag given with --resume must equal it (training_loop.resolve_run), so the flags'
             # defaults are never checked against the ones given
             validate_config(config)
+            refuse_ignored_flags(config)
         check_run_flags()
         if config.init_from is not None and not FLAGS.resume:
             absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every restore at INFO

@@ -153,6 +153,28 @@ BAD_FLAGS = {
     "negative restart pause": (["--reallocation_pause_s=-5"], ["--reallocation_pause_s"]),
     "resume without checkpoint dir": (["--resume"], ["--resume", "--checkpoint_dir"]),
     "missing flagfile": (["--flagfile=/nonexistent/tiny.flags"], ["flagfile"]),
+    # Flags the weight mode or action set never reads: recorded and silently unused before.
+    "adapt strength with static weights": (
+        ["--weights=static", "--adapt_strength=2"],
+        ["--adapt_strength has no effect with --weights=static"],
+    ),
+    "dual step without dual weights": (
+        ["--dual_step=7"],
+        ["--dual_step has no effect with --weights=severity"],
+    ),
+    "target head with the paper moves": (
+        ["--actions=paper", "--target_head"],
+        ["--target_head has no effect with --actions=paper"],
+    ),
+    "paper prior with targets": (["--nopaper_suggestion_prior"], ["--paper_suggestion_prior has no effect"]),
+    "relocate gain without relocate": (
+        ["--actions=targets", "--relocate_gain_init=3"],
+        ["--relocate_gain_init has no effect"],
+    ),
+    "gain without a prior": (
+        ["--nosuggestion_prior", "--suggestion_gain_init=2"],
+        ["--suggestion_gain_init has no effect without a suggestion prior"],
+    ),
 }
 
 

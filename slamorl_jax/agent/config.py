@@ -426,6 +426,35 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     return c
 
 
+def ignored_settings(c: TrainConfig) -> dict[str, str]:
+    """The settings ``c``'s weight mode and action set leave unused, each with why (``"with
+    --weights=static"``): the command line refuses one given explicitly with another value than its
+    default, which the run would record and never apply."""
+    targets = has_targets(c.actions)
+    target_prior = targets and c.suggestion_prior and not c.target_head
+    move_prior = c.actions == "paper" and c.paper_suggestion_prior
+    ignored = {}
+    if c.weights == "static":
+        ignored["adapt_strength"] = "with --weights=static (the weights are the preference)"
+    if c.weights != "dual":
+        for name in ("dual_step", "dual_decay"):
+            ignored[name] = f"with --weights={c.weights} (only --weights=dual has multipliers)"
+    if not targets:
+        for name in ("target_head", "suggestion_prior"):
+            ignored[name] = f"with --actions={c.actions} (it has no targets)"
+    else:
+        ignored["paper_suggestion_prior"] = f"with --actions={c.actions} (it is the paper moves' prior)"
+        if c.target_head:
+            ignored["suggestion_prior"] = "with --target_head (the shared head reads the suggestion flags)"
+    if not (target_prior or move_prior):
+        ignored["suggestion_gain_init"] = "without a suggestion prior to start"
+    if not (target_prior and can_relocate(c.actions)):
+        ignored["relocate_gain_init"] = (
+            "without --actions=targets_relocate and its suggestion prior (no relocate prior to start)"
+        )
+    return ignored
+
+
 def parse_preference(text: str) -> str | list[float]:
     """A preset name, or comma-separated weights ``"0.5,0.3,0.2"`` as floats."""
     if text in PREFERENCES:
