@@ -206,7 +206,12 @@ flags.DEFINE_enum("prices", DEFAULTS.prices, PRICE_PRESETS, "Price preset.")
 flags.DEFINE_integer(
     "seed", DEFAULTS.seed, "Random seed (same seed and flags give identical parameters on CPU)."
 )
-flags.DEFINE_integer("updates_per_chunk", DEFAULTS.updates_per_chunk, "PPO updates per jitted chunk.")
+flags.DEFINE_integer(
+    "updates_per_chunk",
+    DEFAULTS.updates_per_chunk,
+    "PPO updates per jitted chunk: also how often metrics.jsonl, TensorBoard and the progress bar get "
+    "a line and when a checkpoint can be saved.",
+)
 flags.DEFINE_string(
     "init_from",
     DEFAULTS.init_from,
@@ -220,7 +225,12 @@ flags.DEFINE_string(
     "Parent of the default checkpoint and log directories (default: runs/<date-time>; with --resume, "
     "the run to continue, or the parent of --checkpoint_dir=<run>/checkpoints).",
 )
-flags.DEFINE_integer("save_interval", 100, "Save a checkpoint every this many PPO updates (and at the end).")
+flags.DEFINE_integer(
+    "save_interval",
+    100,
+    "Save a checkpoint at each multiple of this many PPO updates (at the end of the chunk that reaches "
+    "it: checkpoints, like the metrics' lines, fall on --updates_per_chunk boundaries) and at the end.",
+)
 flags.DEFINE_integer("keep", 3, "Checkpoints to keep.")
 flags.DEFINE_boolean(
     "resume",

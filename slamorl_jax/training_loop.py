@@ -161,6 +161,13 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
     return stored, meta
 
 
+def checkpoint_due(update: int, last_saved: int, save_interval: int) -> bool:
+    """Whether the chunk that ended at ``update`` saves: the first chunk end at or past each multiple
+    of ``save_interval`` does (checkpoints fall on chunk ends), so saves keep to the multiples, where
+    counting ``save_interval`` from the last save drifted by the chunk's remainder at every save."""
+    return update // save_interval > last_saved // save_interval
+
+
 def resumed_flag_matches(name: str, stored: Any, given: Any) -> bool:
     """Whether a flag given with ``--resume`` says what the checkpoint's config holds. ``init_from`` is
     recorded as the absolute step folder it loaded, so the path the first command typed (that step,
@@ -254,7 +261,7 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
             update = int(state.update)
             steps_this_run = (update - first_chunk * config.updates_per_chunk) * config.batch_size
             logger.log(update, metrics, steps_per_s=steps_this_run / max(train_s, 1e-9))
-            if update - last_saved >= options.save_interval:
+            if checkpoint_due(update, last_saved, options.save_interval):
                 last_saved = ckpt.save(manager, state, config, saved_run_options(options))
             # Every process stops after the same chunk (each saves its share of the checkpoint), even
             # when the signal reaches them between different chunks.

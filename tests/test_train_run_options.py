@@ -14,7 +14,13 @@ from learner_fixtures import TINY
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import run_dirs
 from slamorl_jax.agent.config import validate_config
-from slamorl_jax.training_loop import RunOptions, resolve_run, resumed_options, saved_run_options
+from slamorl_jax.training_loop import (
+    RunOptions,
+    checkpoint_due,
+    resolve_run,
+    resumed_options,
+    saved_run_options,
+)
 
 OPTIONS = RunOptions(
     checkpoint_dir=Path("c"), log_dir=Path("l"), save_interval=100, keep=3, eval_episodes=1024
@@ -111,3 +117,17 @@ def test_logs_of_a_run_that_saved_no_checkpoint_are_not_told_to_resume(tmp_path:
         resolve_run(TINY, options)
     with pytest.raises(ckpt.CheckpointError, match="saved no checkpoint before it stopped"):
         resolve_run(TINY, dataclasses.replace(options, resume=True))
+
+
+def test_checkpoints_keep_to_the_multiples_of_save_interval() -> None:
+    """Chunks of 2 updates, --save_interval=3: saved at 4, 6, 10, 12, 16, ... (the first chunk end at
+    or past each multiple); counting 3 from the last save gave 4, 8, 12, 16 (every 4th update)."""
+    last, saved = 0, []
+    for update in range(2, 21, 2):
+        if checkpoint_due(update, last, 3):
+            last = update
+            saved.append(update)
+    assert saved == [4, 6, 10, 12, 16, 18]
+    # The default cadence (100 updates in chunks of 10) and a save a signal forced off the multiples.
+    assert [u for u in range(10, 301, 10) if checkpoint_due(u, u - 10, 100)] == [100, 200, 300]
+    assert not checkpoint_due(140, 137, 100) and checkpoint_due(200, 137, 100)
