@@ -17,6 +17,7 @@ from tensorboardX import SummaryWriter
 from tqdm import tqdm
 
 from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.schedule import learning_rate_after
 
 METRICS_FILE = "metrics.jsonl"  # one JSON line per logged update, in the run's log_dir
 CONFIG_FILE = "config.json"  # the run's TrainConfig
@@ -98,6 +99,7 @@ class MetricsLogger:
             "env_steps": env_steps,
             "steps_per_s": rate,
             "time": time.time(),
+            "learning_rate": learning_rate_after(self.config, update),
             **finite,
         }
         self._jsonl.write(json.dumps(record) + "\n")
@@ -106,6 +108,7 @@ class MetricsLogger:
             if value is not None:
                 self._writer.add_scalar(name, value, env_steps)
         self._writer.add_scalar("steps_per_s", rate, env_steps)
+        self._writer.add_scalar("learning_rate", record["learning_rate"], env_steps)
         self._bar.update(env_steps - self._steps)
         self._steps = env_steps
         self._bar.set_postfix(

@@ -28,6 +28,7 @@ from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_traine
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import run_dirs, train, training_loop
 from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.schedule import learning_rate_after
 from slamorl_jax.env.scenarios import SCENARIO_KINDS
 
 CLI_TIMEOUT_S = 300
@@ -118,6 +119,7 @@ def test_tiny_run_writes_metrics_events_summary_config_and_checkpoint(
         assert record["env_steps"] == record["update"] * TINY.batch_size
         assert {"loss", "return", "policy_loss", "value_loss", "entropy", "all_slas_met"} <= set(record)
         assert all(math.isfinite(record[k]) for k in ("loss", "return"))
+        assert record["learning_rate"] == learning_rate_after(TINY, record["update"])
     assert list(finished.log_dir.glob("events.out.tfevents.*"))
 
     # config.json holds the flagfile's values, i.e. --flagfile was read.

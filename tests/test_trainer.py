@@ -14,6 +14,7 @@ import pytest
 from learner_fixtures import TINY, Compiled, compile_trainer, shared_trainer, trees_equal, with_fixed_workload
 
 from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.schedule import learning_rate_after
 from slamorl_jax.agent.trainer import EPISODE_SUMS, TrainState, make_train, summarise
 from slamorl_jax.episodes import with_init_strategy
 
@@ -306,3 +307,17 @@ def test_each_action_set_has_its_own_minibatch_shuffle() -> None:
         assert TrainConfig.from_dict(saved) == TrainConfig(actions=actions)
         legacy = {k: v for k, v in saved.items() if k != "minibatch_shuffle"}
         assert TrainConfig.from_dict(legacy).minibatch_shuffle == "global"
+
+
+@pytest.mark.parametrize("schedule", ["constant", "linear", "cosine"])
+def test_the_logged_learning_rate_is_the_optimisers(schedule: str) -> None:
+    """``learning_rate_after`` (what metrics.jsonl logs) is the rate of the optimiser's next step:
+    the start's ``--learning_rate``, and 0 after the last update for the decaying schedules."""
+    config = dataclasses.replace(TINY, lr_schedule=schedule, learning_rate=3e-3)
+    assert learning_rate_after(config, 0) == pytest.approx(3e-3)
+    middle = learning_rate_after(config, config.num_updates // 2)
+    last = learning_rate_after(config, config.num_updates)
+    if schedule == "constant":
+        assert middle == last == pytest.approx(3e-3)
+    else:
+        assert 0.0 < middle < 3e-3 and last == 0.0

@@ -30,7 +30,9 @@ class Batch:
 
 @struct.dataclass
 class LossCoefficients:
-    """PPO coefficients (traced, so a sweep does not recompile)."""
+    """PPO coefficients: floats or arrays. ``ppo_loss`` traces whatever it is given, so a sweep that
+    passes them as arrays to one jitted loss compiles once; the trainer builds them from its config's
+    floats, so each config's learner is compiled with its own (as with every other setting)."""
 
     clip_eps: float | jax.Array = 0.2
     value_coef: float | jax.Array = 0.5

@@ -1,6 +1,6 @@
 """PPO on ``JobAllocationEnv`` in the PureJaxRL shape: pure ``init`` and a jitted chunk of updates.
 
-``make_train(config)`` returns a :class:`Trainer`. ``trainer.init(key)`` builds the whole training
+``make_train(config)`` returns a :class:`Trainer`. ``trainer.init(key, env_params)`` builds the whole training
 state (network, optimiser, a batch of running jobs); ``trainer.update_chunk(state, env_params)`` runs
 ``config.updates_per_chunk`` PPO updates under ``lax.scan`` and returns metrics already reduced to
 scalars, so memory does not grow with training length. One update = a rollout of
@@ -32,6 +32,7 @@ from slamorl_jax.agent.config import TrainConfig, parse_preference, validate_con
 from slamorl_jax.agent.gae import bootstrap_values, vector_gae
 from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
 from slamorl_jax.agent.networks import ActorCritic, init_params
+from slamorl_jax.agent.schedule import learning_rate_schedule
 from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -92,14 +93,9 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
 
 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
-    """Adam with global-norm gradient clipping and the configured learning-rate schedule."""
-    steps = config.num_updates * config.update_epochs * config.num_minibatches
-    if config.lr_schedule == "linear":
-        lr = optax.linear_schedule(config.learning_rate, 0.0, steps)
-    elif config.lr_schedule == "cosine":
-        lr = optax.cosine_decay_schedule(config.learning_rate, steps)
-    else:
-        lr = config.learning_rate
+    """Adam with global-norm gradient clipping and the configured learning-rate schedule
+    (``schedule.learning_rate_schedule``)."""
+    lr = learning_rate_schedule(config) if config.lr_schedule != "constant" else config.learning_rate
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5))
 
 
