@@ -268,10 +268,12 @@ def _check_stored_layout(where: Path, item: str, abstract: Any, what: str) -> No
             stored = checkpointer.metadata(where / item)
         stored_layout = _array_layout(getattr(stored, "item_metadata", stored))
     except Exception:  # damaged or unreadable metadata: the restore itself says so
-        silence_abandoned_restores()
-        return
+        stored_layout = []
     finally:
         absl_logging.set_verbosity(verbosity)
+    silence_abandoned_restores()
+    if not stored_layout:  # orbax reads damaged metadata as None: damage, which the restore reports
+        return
     if stored_layout != _array_layout(abstract):
         raise IncompatibleCheckpointError(
             f"cannot restore {what} from {where}: its arrays have other shapes or types than this "

@@ -131,6 +131,34 @@ def test_truncated_array_data_is_one_line(
     assert "Exception ignored" not in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("damage", ["index", "manifest"])
+@pytest.mark.parametrize("item", ["policy", "state"])
+def test_a_damaged_index_is_damage_not_another_layout(
+    run_copy: Path, compiled: Compiled, item: str, damage: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """orbax reads the metadata of a step whose array index (the OCDBT tree under ``d/``) or manifest
+    is damaged as ``None``; that was taken for arrays of another layout ("another JAX PRNG
+    implementation?"), so ``--resume`` stopped instead of setting the step aside, and tracebacks
+    followed the line."""
+    if damage == "index":
+        for index in (run_copy / "2" / item / "d").iterdir():
+            index.write_bytes(index.read_bytes()[:100])
+    else:
+        (run_copy / "2" / item / "manifest.ocdbt").unlink()
+    with pytest.raises(ckpt.CheckpointError) as error:
+        if item == "policy":
+            ckpt.load_policy(run_copy)
+        else:
+            ckpt.restore_state(run_copy, compiled.fresh())
+    assert not isinstance(error.value, ckpt.IncompatibleCheckpointError), str(error.value)
+    assert_one_line(error, str(run_copy / "2"))
+    lines: list[str] = []
+    state = restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
+    assert int(state.update) == 1 and (run_copy / "damaged-2").is_dir(), lines
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+
+
 @pytest.mark.parametrize("item", ["policy", "state"])
 def test_flipped_bytes_are_refused(run_copy: Path, compiled: Compiled, item: str) -> None:
     """Row 8: damaged array data never loads as other numbers."""
