@@ -40,6 +40,7 @@ from slamorl_jax.cli_args import (
     summary,
 )
 from slamorl_jax.cli_start import require_backend
+from slamorl_jax.json_output import dumps_strict
 from slamorl_jax.run_dirs import RunDirError, check_dir
 
 # Run as a program (every benchmark imports this module before the package's env): a platform the
@@ -205,7 +206,7 @@ def write_report(out: Path, payload: Mapping[str, Any], markdown: str) -> tuple[
     full disk) or a Ctrl-C leaves the previous report whole and no temporary file behind."""
     out.parent.mkdir(parents=True, exist_ok=True)
     md = out.with_suffix(".md")
-    texts = {out: json.dumps(payload, indent=2) + "\n", md: markdown + "\n"}
+    texts = {out: dumps_strict(payload, indent=2) + "\n", md: markdown + "\n"}
     temporary: dict[Path, Path] = {}
 
     def remove_temporary() -> None:
@@ -333,13 +334,40 @@ def policy_benchmark_main(
     parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run, to_markdown)
 
 
+def run_child(
+    command: Sequence[str],
+    *,
+    timeout: float | None = None,
+    check: bool = False,
+    capture_output: bool = False,
+    text: bool = False,
+    **popen_kwargs: Any,
+) -> subprocess.CompletedProcess:
+    """``subprocess.run`` whose child ends with this process: a stop signal (Ctrl-C, SIGTERM, SIGHUP)
+    that ends the benchmark kills the child too (``cleanup_on_interrupt``), where ``subprocess.run``
+    left it running on its own, and a ``timeout`` kills it as ``subprocess.run``'s does."""
+    pipe = subprocess.PIPE if capture_output else None
+    process = subprocess.Popen(command, stdout=pipe, stderr=pipe, text=text, **popen_kwargs)
+    with process, cleanup_on_interrupt(process.kill):
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+    done = subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
+    if check:
+        done.check_returncode()
+    return done
+
+
 def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: float = 1800) -> dict[str, Any]:
     """``python -m <module> --child <flags>`` in a process with ``devices`` fake CPU devices (the
     caller's other XLA flags kept): the last JSON line it prints, or ``{"devices", "error"}`` with the
     last line of its stderr."""
     from slamorl_jax.xla_flags import fake_cpu_devices_env
 
-    done = subprocess.run(
+    done = run_child(
         [sys.executable, "-m", module, "--child", *flags],
         cwd=REPO_ROOT,
         env=fake_cpu_devices_env(devices),

@@ -22,7 +22,6 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import REPO_ROOT, check_out_path, machine_info, markdown_table, report
+from benchmarks.common import REPO_ROOT, check_out_path, machine_info, markdown_table, report, run_child
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.xla_flags import FUSION_EMITTERS_FLAG, LLVM_LEVEL_FLAG, with_xla_flags
 
@@ -112,7 +111,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.rounds):
         for variant in args.variants:
             env = {**with_xla_flags(variant_flags(variant)), "JAX_PLATFORMS": "cpu"}
-            done = subprocess.run(child, cwd=REPO_ROOT, env=env, capture_output=True, text=True, check=False)
+            done = run_child(child, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"variant {variant}: {done.stderr.strip().splitlines()[-1:]}")
             rows.append({"variant": variant, **json.loads(done.stdout.strip().splitlines()[-1])})

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,7 +34,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 import numpy as np
 
-from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report
+from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report, run_child
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
 
@@ -103,7 +102,7 @@ def process_seconds(checkpoint: str, cache_dir: str) -> float:
     # JAX's own cache variable would turn a cache on behind "--compilation_cache_dir=".
     environ = {k: v for k, v in os.environ.items() if k != JAX_CACHE_VARIABLE}
     start = time.perf_counter()
-    subprocess.run(command, cwd=REPO_ROOT, env=environ, check=True, capture_output=True, timeout=600)
+    run_child(command, cwd=REPO_ROOT, env=environ, check=True, capture_output=True, timeout=600)
     return time.perf_counter() - start
 
 

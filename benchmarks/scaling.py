@@ -36,7 +36,15 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import REPO_ROOT, check_out_path, format_rate, machine_info, markdown_table, report
+from benchmarks.common import (
+    REPO_ROOT,
+    check_out_path,
+    format_rate,
+    machine_info,
+    markdown_table,
+    report,
+    run_child,
+)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
@@ -93,7 +101,7 @@ def run_row(
     ]
     row = row_identity(kind, devices, num_envs, one_core)
     try:
-        done = subprocess.run(
+        done = run_child(
             command,
             cwd=REPO_ROOT,
             env=row_env(devices),

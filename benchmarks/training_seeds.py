@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import REPO_ROOT, check_out_path, machine_info, write_report
+from benchmarks.common import REPO_ROOT, check_out_path, machine_info, run_child, write_report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
 from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
@@ -46,7 +45,7 @@ def train(seed: int, run_dir: Path, flags: list[str]) -> float:
     command += ["--progress=false", "--eval_episodes=0", *flags]
     path = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))
     started = time.perf_counter()
-    done = subprocess.run(command, env={**os.environ, "PYTHONPATH": path})
+    done = run_child(command, env={**os.environ, "PYTHONPATH": path})
     if done.returncode != 0:
         print(
             f"{PROG}: error: training seed {seed} into {run_dir} failed (exit {done.returncode})",

@@ -46,8 +46,13 @@ def summary(doc: str | None) -> str | None:
     return doc.strip().splitlines()[0] if doc and doc.strip() else None
 
 
+#: The largest count a list flag takes: JAX indexes arrays and sizes with int32.
+MAX_LIST_INT = 2**31 - 1
+
+
 def positive_int_list(text: str) -> list[int]:
-    """``argparse`` type: a comma-separated list of positive integers, e.g. ``1,64,4096``."""
+    """``argparse`` type: a comma-separated list of positive integers up to :data:`MAX_LIST_INT`,
+    e.g. ``1,64,4096``."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -56,6 +61,10 @@ def positive_int_list(text: str) -> list[int]:
         ) from None
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    if too_big := [v for v in values if v > MAX_LIST_INT]:
+        raise argparse.ArgumentTypeError(
+            f"each must be at most {MAX_LIST_INT:,} (2**31 - 1), got {too_big[0]:,}"
+        )
     return values
 
 
@@ -84,6 +93,8 @@ STOP_SIGNALS = tuple(
 )
 _cleanups: list[Callable[[], None]] = []
 _interrupted_prog = ["slamorl_jax"]  # the command named in the line an interrupt prints
+_deferring = [0]  # depth of stop_signals_deferred blocks
+_deferred: list[int] = []  # a stop signal that arrived inside one
 
 
 def _exit_interrupted(signum: int, frame: object) -> None:
@@ -91,8 +102,12 @@ def _exit_interrupted(signum: int, frame: object) -> None:
 
     Exiting from the handler (instead of raising ``KeyboardInterrupt``) is what makes Ctrl-C reliable
     here: an exception raised in a signal handler can land in a garbage-collection callback, where
-    Python prints and drops it, and XLA compiles in callbacks of that kind.
+    Python prints and drops it, and XLA compiles in callbacks of that kind. Inside
+    :func:`stop_signals_deferred` the signal is only noted, and acted on when the block ends.
     """
+    if _deferring[0]:
+        _deferred.append(signum)
+        return
     for cleanup in reversed(_cleanups):
         with suppress(Exception):  # a failing clean-up must not turn into a traceback
             cleanup()
@@ -119,6 +134,21 @@ def cleanup_on_interrupt(cleanup: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         _cleanups.remove(cleanup)
+
+
+@contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """Run the block whole: a stop signal that arrives inside it ends the process (as
+    :func:`exit_on_interrupt` set up) when it ends, not halfway (a few renames that must all happen or
+    none). Python runs signal handlers in the main thread between bytecodes, so a flag does it where
+    blocking the signal would not (another of the process's threads would take it)."""
+    _deferring[0] += 1
+    try:
+        yield
+    finally:
+        _deferring[0] -= 1
+        if not _deferring[0] and _deferred:
+            _exit_interrupted(_deferred.pop(), None)
 
 
 def first_line(error: BaseException, limit: int = 300) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -76,13 +77,18 @@ def front_points(text: str) -> int:
 
 
 def named_paths(text: str) -> dict[str, str]:
-    """``argparse`` type: ``name=path[,name=path...]`` (unique names, no empty parts)."""
+    """``argparse`` type: ``name=path[,name=path...]`` (unique names of letters, digits, ``_``, ``.``
+    and ``-``, which every report writes as they are: a ``|`` split a Markdown table's row)."""
     pairs = {}
     for part in text.split(","):
         name, sep, path = part.partition("=")
         name, path = name.strip(), path.strip()
         if not sep or not name or not path:
             raise argparse.ArgumentTypeError(f"expected name=path[,name=path...], got {text!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise argparse.ArgumentTypeError(
+                f"a name may hold letters, digits, _, . and - only, got {name!r}"
+            )
         if name in pairs:
             raise argparse.ArgumentTypeError(f"name {name!r} given twice")
         pairs[name] = path
@@ -167,6 +173,8 @@ def check_out_dir(out_dir: Path, overwrite: bool) -> None:
         run_dirs.check_dir("--out_dir", out_dir)
     except run_dirs.RunDirError as err:
         fail(str(err), PROG)
+    if folders := [name for name in OUTPUT_NAMES if (out_dir / name).is_dir()]:
+        fail(f"--out_dir {str(out_dir)!r} holds a folder named {folders[0]}, where a result goes", PROG)
     existing = [name for name in OUTPUT_NAMES if (out_dir / name).exists()]
     if existing and not overwrite:
         fail(f"--out_dir {str(out_dir)!r} already holds {existing[0]}; pass --overwrite to replace it", PROG)
@@ -236,7 +244,13 @@ def main(argv: list[str] | None = None) -> int:
                     "this one ran; pass --overwrite to replace it, or another --out_dir",
                     PROG,
                 )
-            written = write_outputs(args.out_dir, payload, args.plots)
+            try:
+                written = write_outputs(args.out_dir, payload, args.plots)
+            except OSError as err:  # a full disk, a folder removed meanwhile: the earlier files stay
+                fail(
+                    f"cannot write the results into --out_dir {str(args.out_dir)!r}: {err.strerror or err}",
+                    PROG,
+                )
             done = True
         finally:
             remove_partial()

@@ -56,7 +56,17 @@ def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
         raise RunDirError(f"{flag} {str(path)!r} does not exist")
     if existing is not None and not existing.is_dir():
         raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is a file")
-    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+    if existing is None:
+        return
+    # os.access answers for the permission bits only (root passes it on /proc, a read-only mount
+    # passes it too): a file made and removed there is the answer, before any work is done.
+    writable = os.access(existing, os.W_OK | os.X_OK)
+    try:
+        if writable:
+            probe_writable(existing / "probe")
+    except OSError:
+        writable = False
+    if not writable:
         if existing == path:
             raise RunDirError(f"{flag} {str(path)!r} is not writable")
         raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is not writable")

@@ -109,7 +109,7 @@ def test_training_seeds_trains_in_the_callers_folder(tmp_path: Path, monkeypatch
         seen.update(command=command, **kwargs)
         return type("Done", (), {"returncode": 0})()
 
-    monkeypatch.setattr(seeds.subprocess, "run", fake_run)
+    monkeypatch.setattr(seeds, "run_child", fake_run)
     seeds.train(3, Path("rr/seed3"), ["--num_envs=8"])
     assert "--run_dir=rr/seed3" in seen["command"] and "--num_envs=8" in seen["command"]
     assert seen.get("cwd") is None
@@ -208,3 +208,34 @@ def test_a_python_loop_window_shorter_than_a_chunk_still_times_one() -> None:
 
     timing = time_python_loop(lambda n: None, 1e-12, repeats=3, chunk=10)
     assert len(timing.run_s) == 3 and all(s > 0 for s in timing.run_s)
+
+
+def test_a_benchmarks_child_ends_with_it() -> None:
+    """``run_child`` registers the child's kill with the stop signals' clean-ups: a SIGTERM that ends
+    a benchmark ended ``subprocess.run``'s child no more, and it ran on alone."""
+    import sys
+    import threading
+    import time
+
+    from benchmarks.common import run_child
+    from slamorl_jax import cli_args
+
+    def stop_soon() -> None:
+        time.sleep(1.0)
+        for cleanup in list(cli_args._cleanups):  # what the signal handler runs before os._exit
+            cleanup()
+
+    threading.Thread(target=stop_soon, daemon=True).start()
+    started = time.perf_counter()
+    done = run_child([sys.executable, "-c", "import time; time.sleep(60)"], timeout=120)
+    assert done.returncode < 0 and time.perf_counter() - started < 30
+
+
+def test_a_count_list_beyond_int32_is_refused() -> None:
+    import argparse
+
+    from slamorl_jax.cli_args import positive_int_list
+
+    assert positive_int_list("1,64,2147483647") == [1, 64, 2**31 - 1]
+    with pytest.raises(argparse.ArgumentTypeError, match="at most 2,147,483,647"):
+        positive_int_list("64,99999999999")

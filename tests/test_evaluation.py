@@ -328,6 +328,10 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert "- policy time / anchor time:" in markdown and "best_reachable_paper" in markdown
     for plot in ("scenarios.png", "front.png"):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        # readable as the text files are (mkstemp's 0600 stayed on the plots)
+        assert (out / plot).stat().st_mode & 0o777 == (out / "evaluation.json").stat().st_mode & 0o777
+    # strict JSON: an undefined figure is null, never NaN (which strict parsers refuse)
+    json.loads((out / "evaluation.json").read_text(), parse_constant=lambda name: pytest.fail(name))
     capsys.readouterr()
 
     before = (out / "evaluation.json").read_bytes()

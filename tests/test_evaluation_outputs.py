@@ -81,6 +81,7 @@ def test_results_another_evaluation_wrote_meanwhile_are_neither_replaced_nor_rem
     [
         (["--out_dir="], "--out_dir: must name a folder"),  # read as the current folder before
         (["--scenarios=deadline-critical,deadline-critical"], "given twice"),  # ran twice before
+        ([f"--compare=a|b={SHIPPED}"], "a name may hold letters, digits"),  # split a Markdown row
     ],
 )
 def test_an_empty_out_dir_and_a_scenario_twice_are_refused(
@@ -114,3 +115,79 @@ def test_a_checkpoint_whose_config_builds_no_env_is_one_line_and_exit_2(
         err
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_undefined_figures_are_written_as_null() -> None:
+    """A relative gain over a baseline that met no SLA is NaN; JSON's ``NaN`` is not JSON to strict
+    parsers, so reports write ``null`` (``json_output.dumps_strict``)."""
+    from slamorl_jax.json_output import dumps_strict
+
+    text = dumps_strict({"gain": {"relative": float("nan"), "absolute": 0.5}, "rows": [float("inf"), 1.0]})
+    assert json.loads(text) == {"gain": {"relative": None, "absolute": 0.5}, "rows": [None, 1.0]}
+
+
+def test_an_interrupt_while_staging_leaves_no_temporary_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while the results are staged ends the process from its handler after the registered
+    clean-ups: the one ``write_outputs`` registers removes the staged files (they stayed, as
+    ``.evaluation.json.*.tmp``)."""
+    from slamorl_jax import cli_args
+
+    (tmp_path / "evaluation.json").write_text("earlier\n")
+    left: list[str] = []
+
+    def interrupted(payload: dict) -> str:
+        for cleanup in list(cli_args._cleanups):  # what the signal handler runs before os._exit
+            cleanup()
+        left.extend(sorted(p.name for p in tmp_path.iterdir()))
+        raise SystemExit(130)
+
+    monkeypatch.setattr(report, "to_markdown", lambda payload: "new\n")
+    monkeypatch.setattr(report, "to_csv", interrupted)
+    with pytest.raises(SystemExit):
+        report.write_outputs(tmp_path, {"new": True}, plots=False)
+    assert left == ["evaluation.json"] and (tmp_path / "evaluation.json").read_text() == "earlier\n"
+
+
+def test_a_stop_signal_during_the_renames_waits_for_them() -> None:
+    """``stop_signals_deferred``: a SIGINT inside the block ends the process when the block ends
+    (status 130, one line), so the renames of one evaluation's files happen all or none."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, signal\n"
+        "from slamorl_jax.cli_args import exit_on_interrupt, stop_signals_deferred\n"
+        "exit_on_interrupt('probe')\n"
+        "with stop_signals_deferred():\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    for _ in range(1000):\n"
+        "        pass\n"
+        "    print('the block ran to its end', flush=True)\n"
+        "print('after the block')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert done.stdout == "the block ran to its end\n" and done.stderr == "probe: interrupted (SIGINT)\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, a folder no one can write")
+def test_an_out_dir_only_the_permission_bits_call_writable_is_refused_before_the_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``/proc`` passes ``os.access`` for root but takes no file: the evaluation ran to its end and
+    then failed (exit 1); a probe file refuses it up front."""
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.parse_args(["--out_dir=/proc", "--episodes=1"])
+    assert exit_.value.code == 2 and "--out_dir '/proc' is not writable" in capsys.readouterr().err
+
+
+def test_an_out_dir_holding_a_folder_named_like_a_result_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --overwrite the run went to its end and failed to replace ``evaluation.json`` (exit 1)."""
+    (tmp_path / "evaluation.json").mkdir()
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.parse_args([f"--out_dir={tmp_path}", "--overwrite"])
+    assert exit_.value.code == 2 and "holds a folder named evaluation.json" in capsys.readouterr().err

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 from pathlib import Path
 from typing import Any
 
 from slamorl_jax.atomic_files import stage_text, temporary_beside
+from slamorl_jax.cli_args import cleanup_on_interrupt, stop_signals_deferred
 from slamorl_jax.evaluation.headline import COST_SCENARIO, TIME_SCENARIO
+from slamorl_jax.json_output import dumps_strict
 
 ORACLE = "best_static_oracle"
 REACHABLE = "best_reachable_paper"
@@ -267,20 +268,28 @@ def write_outputs(out_dir: Path, payload: dict, plots: bool) -> list[Path]:
     files as they were, never cut short or mixed with this one's."""
     out_dir.mkdir(parents=True, exist_ok=True)
     staged: list[tuple[Path, Path]] = []
-    try:
-        for name, text in (
-            ("evaluation.json", json.dumps(payload, indent=2, sort_keys=True) + "\n"),
-            ("evaluation.md", to_markdown(payload)),
-            ("evaluation.csv", to_csv(payload)),
-        ):
-            staged.append((stage_text(out_dir / name, text), out_dir / name))
-        if plots:
-            staged += stage_plots(out_dir, payload)
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    finally:
+
+    def remove_staged() -> None:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
+
+    # A Ctrl-C or SIGTERM while staging removes what was staged; one during the renames waits for
+    # them, so the folder never holds some of this evaluation's files and some of an earlier one's.
+    with cleanup_on_interrupt(remove_staged):
+        try:
+            for name, text in (
+                ("evaluation.json", dumps_strict(payload, indent=2, sort_keys=True) + "\n"),
+                ("evaluation.md", to_markdown(payload)),
+                ("evaluation.csv", to_csv(payload)),
+            ):
+                staged.append((stage_text(out_dir / name, text), out_dir / name))
+            if plots:
+                staged += stage_plots(out_dir, payload)
+            with stop_signals_deferred():
+                for tmp, path in staged:
+                    os.replace(tmp, path)
+        finally:
+            remove_staged()
     return [path for _, path in staged]
 
 
@@ -307,6 +316,7 @@ def stage_plots(out_dir: Path, payload: dict) -> list[tuple[Path, Path]]:
         tmp = temporary_beside(out_dir / name)
         staged.append((tmp, out_dir / name))
         fig.savefig(tmp, dpi=120, format="png", bbox_inches="tight")
+        os.chmod(tmp, 0o644)  # as the text files: a temporary file is the owner's alone
         plt.close(fig)
 
     summaries = payload["summaries"]
