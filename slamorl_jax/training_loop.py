@@ -90,6 +90,7 @@ class StopRequest:
         self.signum: int | None = None
 
     def __call__(self, signum: int, frame: Any) -> None:
+        """The signal handler: note ``signum`` (the loop acts on it after the chunk it is in)."""
         self.signum = signum
 
 
