@@ -424,9 +424,33 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
     return config, distributed
 
 
+class SetUpFolders:
+    """The folders a starting run has created so far, for a stop signal that arrives before the run's
+    own clean-up (``remove_if_empty`` in :func:`start`) is armed: nothing is written in them yet, so
+    they go (empty ones only: another run may have started in them)."""
+
+    def __init__(self) -> None:
+        self.created: list[run_dirs.CreatedDirs] = []
+        self.handed_over = False  # the run's own clean-up is armed: it decides from then on
+
+    def remove(self) -> None:
+        """The clean-up of a stop signal during the set-up."""
+        if not self.handed_over:
+            for created in reversed(self.created):
+                run_dirs.remove_created(created, only_empty=True)
+
+
 def main(argv: list[str]) -> None:
     """Validate everything, then hand over to :func:`slamorl_jax.training_loop.run_training`."""
     config, distributed = validated_config(argv)
+    set_up = SetUpFolders()
+    # Armed before the first folder is made: a signal while they are made and locked leaves none.
+    with cleanup_on_interrupt(set_up.remove):
+        start(config, distributed, set_up)
+
+
+def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFolders) -> NoReturn:
+    """Make and lock the run's folders, start the processes together and train; exits the process."""
     claimed = run_dirs.CreatedDirs([], [])
     default_run_dir = None
     if default_run_dir_needed():
@@ -434,6 +458,7 @@ def main(argv: list[str]) -> None:
             default_run_dir, claimed = run_dirs.claim_stamped_folder()
         except OSError as err:
             fail(run_dirs.unclaimable("the run's folder", err))
+        set_up.created.append(claimed)
     checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths(default_run_dir)
     if FLAGS.resume:
         try:
@@ -448,6 +473,7 @@ def main(argv: list[str]) -> None:
     except run_dirs.RunDirError as err:
         run_dirs.remove_created(claimed)
         fail(str(err))
+    set_up.created.append(made)
     created = run_dirs.CreatedDirs([*claimed.own, *made.own], [*claimed.parents, *made.parents])
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
     owns_dirs = [True]  # once a multi-process run starts, only process 0 removes the shared folders
@@ -468,6 +494,7 @@ def main(argv: list[str]) -> None:
     try:
         # Armed before the heavy imports: a signal during them must not leave the new directories.
         with cleanup_on_interrupt(remove_if_empty):
+            set_up.handed_over = True
             absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every save at INFO
             enable_compilation_cache(FLAGS.compilation_cache_dir)
             # Heavy imports (JAX compilation, orbax) only after the flags are known to be good.

@@ -41,3 +41,5 @@ def test_a_resumed_logger_continues_after_the_restored_update(tmp_path: Path) ->
             6, {"return": 0.0, "all_slas_met": 0.0, "time_vs_request": 1.0, "cost_vs_request": 1.0}, 1.0
         )
     assert _updates(tmp_path / METRICS_FILE) == [2, 4, 6]
+    last = json.loads((tmp_path / METRICS_FILE).read_text().splitlines()[-1])
+    assert last["return"] == 0.0 and "learning_rate" in last  # the new record, not the stale one

@@ -102,11 +102,11 @@ def assert_matches_single_device(record: dict, expected: tuple[np.ndarray, dict]
         np.testing.assert_allclose(record["metrics"][name], float(value), rtol=METRIC_RTOL, atol=1e-6)
 
 
-def cli_divisibility_run() -> subprocess.Popen[str]:
-    """The training CLI on 8 fake devices with 12 jobs (not a multiple of 8)."""
+def cli_divisibility_run(run_dir: Path) -> subprocess.Popen[str]:
+    """The training CLI on 8 fake devices with 12 jobs (not a multiple of 8), into ``run_dir``."""
     flags = [f for f in cli_flags(TINY) if not f.startswith("--num_envs=")]
     return subprocess.Popen(
-        [sys.executable, "-m", "slamorl_jax.train", *flags, "--num_envs=12", "--run_dir=unused"],
+        [sys.executable, "-m", "slamorl_jax.train", *flags, "--num_envs=12", f"--run_dir={run_dir}"],
         cwd=REPO_ROOT,
         env=worker_env(8),
         stdout=subprocess.PIPE,
@@ -120,14 +120,20 @@ def test_eight_devices_match_one_and_num_envs_must_divide(tmp_path: Path) -> Non
     checkpoint loads in this one-device process (orbax restores onto the template's device, not the
     saved topology), and a --num_envs that 8 does not divide is refused in one line."""
     eight = start_worker(tmp_path, 8, f"--save={tmp_path / 'checkpoints'}")
-    refused = cli_divisibility_run()
-    expected = single_device_chunk(shared_trainer(TINY))  # while the subprocesses run
-    _, err = refused.communicate(timeout=TIMEOUT_S)
-    assert refused.returncode == 2, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "--num_envs=12" in lines[0] and "8 devices" in lines[0], err
-    assert not (REPO_ROOT / "unused").exists()
-    (record,) = eight.records()
+    refused = cli_divisibility_run(tmp_path / "unused")
+    try:
+        expected = single_device_chunk(shared_trainer(TINY))  # while the subprocesses run
+        _, err = refused.communicate(timeout=TIMEOUT_S)
+        assert refused.returncode == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and "--num_envs=12" in lines[0] and "8 devices" in lines[0], err
+        assert not (tmp_path / "unused").exists()
+        (record,) = eight.records()
+    finally:  # a failed assertion leaves no process running after the test
+        for process in (eight.process, refused):
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     assert record["devices"] == 8 and record["update"] == TINY.updates_per_chunk
     assert_matches_single_device(record, expected)
     policy = load_policy(tmp_path / "checkpoints")
