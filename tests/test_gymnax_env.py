@@ -152,6 +152,7 @@ def test_gymnax_make_finds_both_ids_with_keyword_arguments() -> None:
     chex.assert_trees_all_equal(params, make("deadline-critical")[1])
     scalar, _ = gymnax.make(GYMNAX_SCALAR_ID)
     assert isinstance(scalar, ScalarRewardWrapper) and scalar.adaptive
+    assert (env.name, scalar.name) == (GYMNAX_ID, GYMNAX_SCALAR_ID)  # each env names its own id
     fixed, _ = gymnax.make(GYMNAX_SCALAR_ID, reward="cost")
     np.testing.assert_allclose(fixed.weights, preference_vector("cost"))
     assert GYMNAX_ID in gymnax.registered_envs and GYMNAX_SCALAR_ID in gymnax.registered_envs

@@ -47,6 +47,13 @@ class ScalarRewardWrapper(GymnaxWrapper):
             raise AttributeError(name)
         return getattr(self._env, name)
 
+    @property
+    def name(self) -> str:
+        """The wrapped env's name with ``Scalar`` before its version (``JobAllocation-v0`` gives
+        ``JobAllocationScalar-v0``, the gymnax id of the scalar env), as gymnax names its envs."""
+        base, dash, version = self._env.name.rpartition("-")
+        return f"{base}Scalar{dash}{version}" if dash else f"{self._env.name}Scalar"
+
     def __repr__(self) -> str:
         how = ADAPTIVE if self.adaptive else np.round(self.weights, 4).tolist()
         return f"ScalarRewardWrapper({self._env!r}, weights={how})"
