@@ -22,6 +22,7 @@ from slamorl_jax.checkpoint import (
     restore_state,
     run_root,
 )
+from slamorl_jax.distributed import any_process, is_primary, sync_processes
 
 
 def newest_readable_meta(directory: str | Path) -> dict[str, Any]:
@@ -61,16 +62,27 @@ def restore_newest_intact(
     set aside.
     """
     root = run_root(directory)  # a missing or empty directory is an error of its own
+    # Every process of a multi-process run walks the same steps in step with the others: each tries
+    # a step, all learn whether any found it damaged, and process 0 alone sets it aside (the others'
+    # renames raced it and failed, and the one left waiting in orbax's next collective hung).
     for step in reversed(complete_steps(root)):
+        damage = None
         try:
             state = restore_state(root / str(step), template)
             # The step's policy item too: what evaluate, recommend and export read. A complete run
             # whose last policy is damaged would otherwise resume as "complete" and stay unusable.
             load_policy(root / str(step))
-            return state
         except IncompatibleCheckpointError as err:  # intact data of another layout: nothing is set aside
             raise IncompatibleCheckpointError(f"--resume: {err}; no checkpoint was set aside") from None
         except CheckpointError as err:
+            damage = err
+        if not any_process(damage is not None):
+            return state
+        if is_primary():
             moved = set_aside(root / str(step))
-            report(f"{err}; set aside as {moved.name}, trying the previous checkpoint")
+            report(
+                f"{damage or 'another process found it damaged'}; set aside as {moved.name}, "
+                "trying the previous checkpoint"
+            )
+        sync_processes(f"set aside {step}")  # renamed before any process reads on
     raise CheckpointError(f"no intact checkpoint left in {root}")

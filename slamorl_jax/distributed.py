@@ -134,6 +134,13 @@ def any_process(flag: bool) -> bool:
     return bool(np.any(multihost_utils.process_allgather(np.asarray(flag, np.int32))))
 
 
+def sync_processes(name: str) -> None:
+    """Wait until every process reaches this point (the barrier ``name``); nothing in a
+    single-process run."""
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(name)
+
+
 def join(options: DistributedOptions) -> None:
     """:func:`initialize` unless this process already joined (at start-up); a clear error when JAX's
     backend has started first (multi-process runs must be started as ``python -m slamorl_jax.train``)."""

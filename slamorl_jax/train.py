@@ -477,7 +477,8 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
     created = run_dirs.CreatedDirs([*claimed.own, *made.own], [*claimed.parents, *made.parents])
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
     owns_dirs = [True]  # once a multi-process run starts, only process 0 removes the shared folders
-    # One run at a time per checkpoint folder (the processes of one --distributed run share it).
+    # One run at a time per checkpoint folder; a --distributed run's process 0 takes it for all of its
+    # processes once they have joined (below), so a run cannot start in a launched run's folder.
     lock = -1 if distributed.enabled else run_dirs.lock_run_dir(checkpoint_dir)  # -1: no lock taken
     if lock is None:
         # The folders are the other run's now, whoever created them: only empty new ones go.
@@ -508,6 +509,14 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
             try:
                 if distributed.enabled:
                     join(distributed)  # already done at start-up when launched as a command
+                    if jax.process_index() == 0:
+                        lock = run_dirs.lock_run_dir(checkpoint_dir)
+                        if lock is None:  # every process is told, and stops (fail)
+                            lock = -1
+                            fail(
+                                f"{checkpoint_flag} {str(checkpoint_dir)!r} is in use by another training "
+                                "run; wait for it"
+                            )
                 if not FLAGS.resume:  # a resumed run's own num_envs is checked once it is read
                     check_divisible(config.num_envs, jax.device_count())
                 # Every process has checked its flags and folders: all start, or all stop. Until

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import jax
@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer
 
+from slamorl_jax import run_dirs
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.distributed import DistributedOptions, resolve
 from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
@@ -359,57 +360,99 @@ def test_fake_device_env_replaces_the_count_and_keeps_other_flags() -> None:
     assert fake_cpu_devices_env(2, {})["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
 
 
+def start_training_pair(
+    run_dir_of: Callable[[int], Path], flags: tuple[str, ...] = ("--num_envs=64",), logs: Path | None = None
+) -> list[subprocess.Popen[str]]:
+    """Two real ``python -m slamorl_jax.train`` processes of one run on a free port, process ``i``
+    given ``--run_dir=run_dir_of(i)`` and ``flags``; their output goes to pipes, or with ``logs`` to
+    ``logs/<i>.txt`` (a process that trains writes more than a pipe holds while the test waits on
+    the other one, and would block there)."""
+    env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR", "OMPI_"))}
+    port = free_port()
+    processes = []
+    for process_id in (0, 1):
+        args = [
+            f"--coordinator_address=127.0.0.1:{port}",
+            "--num_processes=2",
+            f"--process_id={process_id}",
+            *flags,
+            f"--run_dir={run_dir_of(process_id)}",
+        ]
+        output = subprocess.PIPE
+        if logs is not None:
+            logs.mkdir(parents=True, exist_ok=True)
+            output = (logs / f"{process_id}.txt").open("w")
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "slamorl_jax.train", *args],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=output,
+                stderr=subprocess.STDOUT if logs is not None else subprocess.PIPE,
+                text=True,
+            )
+        )
+        if logs is not None:
+            output.close()  # the child holds its own copy
+    return processes
+
+
+def refusal_lines(processes: list[subprocess.Popen[str]]) -> list[str]:
+    """Each process's one stderr line, after asserting it exited with status 2 and wrote one line;
+    every process is ended whatever happens."""
+    try:
+        lines = []
+        for process in processes:
+            _, err = process.communicate(timeout=TIMEOUT_S)
+            assert process.returncode == 2, err
+            assert len(err.strip().splitlines()) == 1, err
+            lines.append(err.strip())
+        return lines
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 def test_a_process_that_cannot_start_stops_every_process_of_the_run_with_its_reason(tmp_path: Path) -> None:
     """Two runs of two processes each, in which one process (the coordinator in one run, the worker
     in the other) is given a --run_dir its host cannot create: every process ends within seconds with
     status 2 and one line, the refusing one with its own reason and the other naming that process
     and the same reason, and no process leaves a folder behind. (Without the agreement the healthy
     process trained on, into a collectives timeout whose message named no cause.)"""
-    env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR", "OMPI_"))}
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    runs = []
-    for refusing in (0, 1):
-        port = free_port()
-        good = tmp_path / f"run-{refusing}"
-        for process_id in (0, 1):
-            run_dir = blocker / "run" if process_id == refusing else good
-            args = [
-                f"--coordinator_address=127.0.0.1:{port}",
-                "--num_processes=2",
-                f"--process_id={process_id}",
-                "--num_envs=64",
-                f"--run_dir={run_dir}",
-            ]
-            process = subprocess.Popen(
-                [sys.executable, "-m", "slamorl_jax.train", *args],
-                cwd=REPO_ROOT,
-                env=env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            runs.append((refusing, process_id, process))
-    try:
-        errors = {}
-        for refusing, process_id, process in runs:
-            _, err = process.communicate(timeout=TIMEOUT_S)
-            assert process.returncode == 2, err
-            lines = err.strip().splitlines()
-            assert len(lines) == 1, err
-            errors[refusing, process_id] = lines[0]
-    finally:
-        for *_, process in runs:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    for refusing in (0, 1):
-        reason = errors[refusing, refusing]
+    runs = {
+        refusing: start_training_pair(
+            lambda i, refusing=refusing: blocker / "run" if i == refusing else tmp_path / f"run-{refusing}"
+        )
+        for refusing in (0, 1)
+    }
+    errors = {refusing: refusal_lines(processes) for refusing, processes in runs.items()}
+    for refusing, lines in errors.items():
+        reason = lines[refusing]
         assert reason.startswith("error: --run_dir ") and "is a file" in reason, reason
-        assert errors[refusing, 1 - refusing] == (
+        assert lines[1 - refusing] == (
             f"error: process {refusing} of 2 cannot start: " + reason.removeprefix("error: ")
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_multi_process_run_cannot_start_in_a_folder_another_run_trains_in(tmp_path: Path) -> None:
+    """Process 0 takes the folder's training lock for the run, as a single-process run does: a second
+    run into a folder a run holds is refused by all its processes (it trained into it, and one run's
+    metrics were lost when the other rewrote the log)."""
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    held = run_dirs.lock_run_dir(run_dir / "checkpoints")  # the other run
+    try:
+        lines = refusal_lines(start_training_pair(lambda i: run_dir))
+    finally:
+        run_dirs.unlock_run_dir(held)
+    assert "is in use by another training run" in lines[0], lines
+    assert lines[1] == "error: process 0 of 2 cannot start: " + lines[0].removeprefix("error: ")
+    assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints"]
 
 
 def test_a_single_process_run_agrees_with_itself() -> None:
@@ -418,3 +461,49 @@ def test_a_single_process_run_agrees_with_itself() -> None:
     agree_to_start(None, timeout_s=1)
     with pytest.raises(StartRefusedError, match=r"^no folder$"):
         agree_to_start("no folder", timeout_s=1)
+
+
+# slow: trains a two-process run twice (about 40 s)
+@pytest.mark.slow
+def test_a_multi_process_resume_sets_a_damaged_step_aside_once(tmp_path: Path) -> None:
+    """Every process of a resumed run found the damaged newest step, and each renamed it: one rename
+    failed, that process died, and the other hung in orbax's next collective for minutes. Now process
+    0 alone sets it aside, and the run continues from the step before."""
+    run_dir = tmp_path / "run"
+    flags = (
+        *cli_flags(TINY),
+        "--eval_episodes=0",
+        "--progress=false",
+        f"--save_interval={TINY.updates_per_chunk}",
+    )
+    first = start_training_pair(lambda i: run_dir, flags, logs=tmp_path / "first")
+    assert finished_codes(first) == [0, 0], read_logs(tmp_path / "first")
+    steps = sorted(int(p.name) for p in (run_dir / "checkpoints").iterdir() if p.name.isdigit())
+    assert len(steps) >= 2, steps
+    (run_dir / "checkpoints" / str(steps[-1]) / "state" / "manifest.ocdbt").write_bytes(b"damaged")
+    resumed = start_training_pair(lambda i: run_dir, (*flags, "--resume"), logs=tmp_path / "resumed")
+    codes = finished_codes(resumed)
+    outputs = read_logs(tmp_path / "resumed")
+    assert codes == [0, 0], outputs
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir() if p.name.startswith("damaged")) == [
+        f"damaged-{steps[-1]}"
+    ]
+    assert "set aside as damaged-" in outputs[0], outputs[0]
+
+
+def finished_codes(processes: list[subprocess.Popen[str]]) -> list[int]:
+    """The exit statuses of ``processes`` once all ended (killed after ``TIMEOUT_S``)."""
+    try:
+        for process in processes:
+            process.wait(timeout=TIMEOUT_S)
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    return [process.returncode for process in processes]
+
+
+def read_logs(folder: Path) -> list[str]:
+    """What each process of :func:`start_training_pair` wrote into ``folder``, by process."""
+    return [(folder / f"{i}.txt").read_text(errors="replace") for i in (0, 1)]
