@@ -4,9 +4,10 @@
 
 Everything after ``--`` goes to ``python -m slamorl_jax.train`` in every process, with
 ``--coordinator_address``, ``--num_processes`` and ``--process_id`` added. Process 0's output goes
-to this terminal; the others' to ``<worker_logs>/process-<i>.log``. The launcher waits for every
-process and exits with the first non-zero status (0 when all succeed); Ctrl-C or SIGTERM is passed
-on to every process. See ``launch/README.md``.
+to this terminal; the others' to ``<worker_logs>/process-<i>.log`` (all opened before any process
+starts). The launcher waits for every process and exits with the status of the first to fail
+(``128 + N`` for one ended by signal ``N``; 0 when all succeed); Ctrl-C or SIGTERM is passed on to
+every process. See ``launch/README.md``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
+MAX_PROCESSES = 1024  # processes (or fake devices each) one machine is asked to run
+
 
 def free_port() -> int:
     """A TCP port on localhost that nothing listens on now."""
@@ -41,19 +44,49 @@ def commands(processes: int, port: int, train_args: list[str], module: str) -> l
     ]
 
 
+def exit_status(returncode: int) -> int:
+    """A child's status as a shell reports it: ``128 + N`` for a child ended by signal ``N``
+    (``Popen`` gives ``-N``, which ``SystemExit`` would turn into ``256 - N``)."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def open_logs(processes: int, worker_logs: Path) -> list:
+    """The log file of each process but the first, all opened before any process starts (a folder
+    that cannot hold them stops the launch before a process runs on alone)."""
+    worker_logs.mkdir(parents=True, exist_ok=True)
+    logs = []
+    try:
+        for i in range(1, processes):
+            logs.append((worker_logs / f"process-{i}.log").open("w"))
+    except OSError:
+        for log in logs:
+            log.close()
+        raise
+    return logs
+
+
 def launch(
     processes: int, devices: int, train_args: list[str], worker_logs: Path, module: str = "slamorl_jax.train"
 ) -> int:
-    """Start the processes, wait for all of them; the first non-zero exit status, else 0."""
-    worker_logs.mkdir(parents=True, exist_ok=True)
+    """Start the processes, wait for all of them; the status of the first to fail (in the order they
+    ended), else 0. A process ended by a signal counts as ``128 +`` the signal."""
+    logs = open_logs(processes, worker_logs)
     env = fake_cpu_devices_env(devices)
     children: list[subprocess.Popen] = []
-    for i, command in enumerate(commands(processes, free_port(), train_args, module)):
-        if i == 0:
-            children.append(subprocess.Popen(command, env=env))
-        else:
-            with (worker_logs / f"process-{i}.log").open("w") as log:
-                children.append(subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT))
+    try:
+        for i, command in enumerate(commands(processes, free_port(), train_args, module)):
+            log = logs[i - 1] if i else None
+            children.append(
+                subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT if log else None)
+            )
+    except BaseException:  # a process that cannot start: none of the others runs on alone
+        for child in children:
+            child.kill()
+            child.wait()
+        raise
+    finally:
+        for log in logs:
+            log.close()  # each child holds its own copy
 
     def forward(signum: int, _frame: object) -> None:
         for child in children:
@@ -62,15 +95,17 @@ def launch(
 
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, forward)
-    codes: dict[int, int] = {}
-    while len(codes) < processes:
-        for i, child in enumerate(children):
-            if i not in codes and child.poll() is not None:
-                codes[i] = child.returncode
-                if child.returncode != 0:
-                    print(f"launch: process {i} exited with status {child.returncode}", file=sys.stderr)
+    failed: list[int] = []
+    running = set(range(processes))
+    while running:
+        for i in sorted(running):
+            if children[i].poll() is not None:
+                running.discard(i)
+                status = exit_status(children[i].returncode)
+                if status != 0:
+                    failed.append(status)
+                    print(f"launch: process {i} exited with status {status}", file=sys.stderr)
         time.sleep(0.2)
-    failed = [code for _, code in sorted(codes.items()) if code != 0]
     return failed[0] if failed else 0
 
 
@@ -83,14 +118,26 @@ def main() -> None:
     parser.add_argument("--module", default="slamorl_jax.train", help=argparse.SUPPRESS)
     parser.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then the flags of slamorl_jax.train")
     args = parser.parse_args()
-    if args.processes < 1 or args.devices_per_process < 1:
-        print("launch: --processes and --devices_per_process must be >= 1", file=sys.stderr)
+    if not 1 <= args.processes <= MAX_PROCESSES or not 1 <= args.devices_per_process <= MAX_PROCESSES:
+        print(
+            f"launch: --processes and --devices_per_process must be in [1, {MAX_PROCESSES}]", file=sys.stderr
+        )
         raise SystemExit(2)
     train_args = args.train_args[1:] if args.train_args[:1] == ["--"] else args.train_args
-    logs = args.worker_logs or Path(tempfile.mkdtemp(prefix="slamorl-launch-"))
+    logs = args.worker_logs
+    if logs is None and args.processes > 1:
+        logs = Path(tempfile.mkdtemp(prefix="slamorl-launch-"))
     if args.processes > 1:
         print(f"launch: {args.processes} processes; output of processes 1+ in {logs}", file=sys.stderr)
-    raise SystemExit(launch(args.processes, args.devices_per_process, train_args, logs, args.module))
+    try:
+        status = launch(args.processes, args.devices_per_process, train_args, logs or Path("."), args.module)
+    except OSError as err:
+        print(
+            f"launch: cannot write the worker logs in {str(logs)!r}: {err.strerror or err}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
+    raise SystemExit(status)
 
 
 if __name__ == "__main__":

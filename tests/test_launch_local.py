@@ -1,0 +1,34 @@
+"""``launch/local.py``: the status it exits with, and a log folder that cannot be written stopping the
+launch before any process starts (a started process ran on alone until its join timed out)."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SPEC = importlib.util.spec_from_file_location("launch_local", REPO_ROOT / "launch" / "local.py")
+local = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(local)
+
+
+def test_a_child_ended_by_a_signal_is_128_plus_the_signal() -> None:
+    """``Popen`` says -6 for an abort; ``SystemExit(-6)`` exited 250, where the docs say 134."""
+    assert [local.exit_status(code) for code in (0, 2, -6, -9)] == [0, 2, 134, 137]
+
+
+def test_worker_logs_that_cannot_be_written_start_no_process(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    done = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "launch" / "local.py"), "--processes=2", f"--worker_logs={blocker}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("launch: cannot write the worker logs in")
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # and no run folder: none started
