@@ -15,7 +15,9 @@ A process that stops answering is caught by the coordination service's heartbeat
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
+import socket
 
 import jax
 import numpy as np
@@ -103,14 +105,47 @@ def _is_host_port(address: str) -> bool:
     return bool(host and colon) and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
 
 
+class PortInUseError(ValueError):
+    """Process 0's coordinator port is taken on its machine (gRPC would end the process with a
+    segmentation fault, and the others would wait out their join timeout)."""
+
+
+def port_in_use(port: int) -> bool:
+    """Whether a listening socket holds ``port`` on every interface of this machine (where the
+    coordinator binds it: ``[::]``, or ``0.0.0.0`` without IPv6); a port in ``TIME_WAIT`` is free."""
+    for family, host in ((socket.AF_INET6, "::"), (socket.AF_INET, "")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:  # no IPv6 on this machine: the IPv4 bind is the coordinator's
+            continue
+        with probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # IPv4 too, as gRPC
+            try:
+                probe.bind((host, port))
+            except OSError as err:
+                return err.errno == errno.EADDRINUSE
+            return False
+    return False
+
+
 def initialize(options: DistributedOptions) -> bool:
     """Join the multi-process run ``options`` describes; ``False`` (nothing done) when not enabled.
 
     Call before anything touches a JAX device. JAX fills what is still unset from the cluster it
-    detects, and raises when it finds none.
+    detects, and raises when it finds none. Process 0, which runs the coordinator, first checks its
+    port is free (:class:`PortInUseError`).
     """
     if not options.enabled:
         return False
+    if options.process_id == 0 and options.coordinator_address is not None:
+        port = int(options.coordinator_address.rpartition(":")[2])
+        if port_in_use(port):
+            raise PortInUseError(
+                f"--coordinator_address {options.coordinator_address!r}: port {port} is in use on this "
+                "machine, where process 0 runs the coordinator; choose another port"
+            )
     jax.distributed.initialize(
         coordinator_address=options.coordinator_address,
         num_processes=options.num_processes,

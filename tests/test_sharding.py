@@ -26,7 +26,7 @@ from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_traine
 
 from slamorl_jax import run_dirs
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.distributed import DistributedOptions, resolve
+from slamorl_jax.distributed import DistributedOptions, port_in_use, resolve
 from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
 from slamorl_jax.distributed_start import early_options, expand_flagfiles
 from slamorl_jax.sharding import check_divisible
@@ -507,3 +507,37 @@ def finished_codes(processes: list[subprocess.Popen[str]]) -> list[int]:
 def read_logs(folder: Path) -> list[str]:
     """What each process of :func:`start_training_pair` wrote into ``folder``, by process."""
     return [(folder / f"{i}.txt").read_text(errors="replace") for i in (0, 1)]
+
+
+def test_a_coordinator_port_in_use_is_one_line_before_joining(tmp_path: Path) -> None:
+    """Process 0 on a port another program listens on: gRPC ended it with a segmentation fault
+    (status 139) and a raw log line, and the other processes waited out their join timeout."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert port_in_use(port)
+        env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR"))}
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "slamorl_jax.train",
+                f"--coordinator_address=127.0.0.1:{port}",
+                "--num_processes=2",
+                "--process_id=0",
+                f"--run_dir={tmp_path / 'run'}",
+            ],
+            cwd=REPO_ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+        )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"slamorl_jax.train: error: --coordinator_address '127.0.0.1:{port}': port {port} is in use on "
+        "this machine, where process 0 runs the coordinator; choose another port"
+    )
+    assert not port_in_use(free_port()) and not (tmp_path / "run").exists()
