@@ -18,6 +18,7 @@ import dataclasses
 import errno
 import os
 import socket
+import threading
 
 import jax
 import numpy as np
@@ -146,13 +147,29 @@ def initialize(options: DistributedOptions) -> bool:
                 f"--coordinator_address {options.coordinator_address!r}: port {port} is in use on this "
                 "machine, where process 0 runs the coordinator; choose another port"
             )
-    jax.distributed.initialize(
-        coordinator_address=options.coordinator_address,
-        num_processes=options.num_processes,
-        process_id=options.process_id,
-        initialization_timeout=options.initialization_timeout_s,
-        heartbeat_timeout_seconds=options.heartbeat_timeout_s,
-    )
+    outcome: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            jax.distributed.initialize(
+                coordinator_address=options.coordinator_address,
+                num_processes=options.num_processes,
+                process_id=options.process_id,
+                initialization_timeout=options.initialization_timeout_s,
+                heartbeat_timeout_seconds=options.heartbeat_timeout_s,
+            )
+        except BaseException as err:  # handed to the caller's thread
+            outcome.append(err)
+
+    # The join blocks in C++ until every process is there (up to --distributed_init_timeout_s), and
+    # Python runs signal handlers only between bytecodes of the main thread: joined on a thread of
+    # its own, with the main thread waking every 0.2 s, Ctrl-C ends the process at once.
+    joining = threading.Thread(target=connect, name="jax-distributed-join", daemon=True)
+    joining.start()
+    while joining.is_alive():
+        joining.join(0.2)
+    if outcome:
+        raise outcome[0]
     return True
 
 

@@ -541,3 +541,37 @@ def test_a_coordinator_port_in_use_is_one_line_before_joining(tmp_path: Path) ->
         "this machine, where process 0 runs the coordinator; choose another port"
     )
     assert not port_in_use(free_port()) and not (tmp_path / "run").exists()
+
+
+def test_ctrl_c_while_waiting_to_join_ends_the_process() -> None:
+    """A process waiting for the run's other processes (here for a coordinator that never comes)
+    ignored Ctrl-C until its join timed out: JAX's join blocks in C++, where Python's signal
+    handlers do not run. It now joins on a thread of its own and ends at once."""
+    env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR"))}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "slamorl_jax.train",
+            f"--coordinator_address=127.0.0.1:{free_port()}",
+            "--num_processes=2",
+            "--process_id=1",
+            "--distributed_init_timeout_s=900",
+            "--num_envs=16",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(3)  # into the join, most likely; a Ctrl-C during the imports ends it the same way
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)  # far below the 900 s the join would wait
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "slamorl_jax.train: interrupted (SIGINT)", err
