@@ -14,6 +14,7 @@ coordination service's client is JAX's own, as orbax reaches it (``jax._src.dist
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -47,11 +48,18 @@ def agreement_pending() -> bool:
     return not _agreed[0] and _client() is not None
 
 
-def agree_to_start(refusal: str | None, timeout_s: int) -> None:
-    """Post this process's ``refusal`` (``None``: ready), wait for every other process's post (at most
-    ``timeout_s`` seconds a wait), and raise :class:`StartRefusedError` when any process refused (the
-    lowest-numbered one's reason; this process's own when it refused). Once per process; a
-    single-process run only raises on its own refusal."""
+def settings_difference(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """The names of the settings two processes hold differently (sorted)."""
+    return sorted(name for name in mine.keys() | theirs.keys() if mine.get(name) != theirs.get(name))
+
+
+def agree_to_start(refusal: str | None, timeout_s: int, settings: dict[str, Any] | None = None) -> None:
+    """Post this process's ``refusal`` (``None``: ready, with its ``settings``: a run's processes must
+    train the same config), wait for every other process's post (at most ``timeout_s`` seconds a
+    wait), and raise :class:`StartRefusedError` when any process refused (the lowest-numbered one's
+    reason; this process's own when it refused) or holds other settings than process 0 (naming
+    them: processes given different flags failed later, in a collective, naming none). Once per
+    process; a single-process run only raises on its own refusal."""
     joined = _client()
     if joined is None or _agreed[0]:
         if refusal is not None:
@@ -62,7 +70,8 @@ def agree_to_start(refusal: str | None, timeout_s: int) -> None:
     timeout_ms = int(timeout_s) * 1000
     posts: list[str] = []
     try:
-        client.key_value_set(f"{KEY_PREFIX}/{me}", READY if refusal is None else REFUSED + refusal)
+        post = REFUSED + refusal if refusal is not None else READY + json.dumps(settings, sort_keys=True)
+        client.key_value_set(f"{KEY_PREFIX}/{me}", post)
         client.wait_at_barrier(f"{KEY_PREFIX}/posted", timeout_ms)
         posts = [client.blocking_key_value_get(f"{KEY_PREFIX}/{i}", timeout_ms) for i in range(count)]
         client.wait_at_barrier(f"{KEY_PREFIX}/read", timeout_ms)
@@ -80,3 +89,10 @@ def agree_to_start(refusal: str | None, timeout_s: int) -> None:
     for i, post in enumerate(posts):
         if post.startswith(REFUSED):
             raise StartRefusedError(f"process {i} of {count} cannot start: {post[len(REFUSED) :]}")
+    held = [json.loads(post[len(READY) :] or "null") or {} for post in posts]
+    for i, theirs in enumerate(held):
+        if differ := settings_difference(held[0], theirs):
+            raise StartRefusedError(
+                f"process {i} of {count} was given other settings than process 0 ({', '.join(differ)}); "
+                "every process of a run takes the same flags"
+            )

@@ -521,7 +521,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
                     check_divisible(config.num_envs, jax.device_count())
                 # Every process has checked its flags and folders: all start, or all stop. Until
                 # they all start, each process removes what it created if it stops.
-                agree_to_start(None, distributed.initialization_timeout_s)
+                agree_to_start(None, distributed.initialization_timeout_s, dataclasses.asdict(config))
                 owns_dirs[0] = not distributed.enabled or jax.process_index() == 0
             except ValueError as err:  # StartRefusedError is one
                 fail(str(err))

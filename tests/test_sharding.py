@@ -361,7 +361,10 @@ def test_fake_device_env_replaces_the_count_and_keeps_other_flags() -> None:
 
 
 def start_training_pair(
-    run_dir_of: Callable[[int], Path], flags: tuple[str, ...] = ("--num_envs=64",), logs: Path | None = None
+    run_dir_of: Callable[[int], Path],
+    flags: tuple[str, ...] = ("--num_envs=64",),
+    logs: Path | None = None,
+    extra_of: Callable[[int], tuple[str, ...]] = lambda i: (),
 ) -> list[subprocess.Popen[str]]:
     """Two real ``python -m slamorl_jax.train`` processes of one run on a free port, process ``i``
     given ``--run_dir=run_dir_of(i)`` and ``flags``; their output goes to pipes, or with ``logs`` to
@@ -376,6 +379,7 @@ def start_training_pair(
             "--num_processes=2",
             f"--process_id={process_id}",
             *flags,
+            *extra_of(process_id),
             f"--run_dir={run_dir_of(process_id)}",
         ]
         output = subprocess.PIPE
@@ -575,3 +579,17 @@ def test_ctrl_c_while_waiting_to_join_ends_the_process() -> None:
             process.wait()
     assert process.returncode == 130, err
     assert err.strip().splitlines()[-1] == "slamorl_jax.train: interrupted (SIGINT)", err
+
+
+def test_processes_given_different_flags_are_refused_naming_them(tmp_path: Path) -> None:
+    """Every process posts its config with its "ready": processes given different flags (another
+    seed here) stopped in a collective's assertion that named none; now all stop at the start."""
+    lines = refusal_lines(
+        start_training_pair(lambda i: tmp_path / "run", extra_of=lambda i: (f"--seed={i}",))
+    )
+    expected = (
+        "error: process 1 of 2 was given other settings than process 0 (seed); every process of a run "
+        "takes the same flags"
+    )
+    assert lines == [expected, expected]
+    assert not (tmp_path / "run").exists()
