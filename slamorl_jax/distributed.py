@@ -106,9 +106,10 @@ def _is_host_port(address: str) -> bool:
     return bool(host and colon) and port.isascii() and port.isdigit() and 1 <= int(port) <= 65535
 
 
-class PortInUseError(ValueError):
-    """Process 0's coordinator port is taken on its machine (gRPC would end the process with a
-    segmentation fault, and the others would wait out their join timeout)."""
+class CoordinatorError(ValueError):
+    """The coordinator address cannot serve the run: its host has no address this machine can
+    resolve, or (for process 0, which runs the coordinator) its port is taken. JAX would wait out
+    the join timeout and abort, or gRPC would end process 0 with a segmentation fault."""
 
 
 def port_in_use(port: int) -> bool:
@@ -131,22 +132,35 @@ def port_in_use(port: int) -> bool:
     return False
 
 
+def check_coordinator(address: str, runs_it: bool) -> None:
+    """:class:`CoordinatorError` unless ``address``'s host resolves and, where this process runs the
+    coordinator (``runs_it``), its port is free."""
+    host, _, port_text = address.rpartition(":")
+    try:
+        socket.getaddrinfo(host.strip("[]"), int(port_text), type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as err:  # socket.gaierror is an OSError
+        reason = getattr(err, "strerror", None) or err
+        raise CoordinatorError(
+            f"--coordinator_address {address!r}: its host does not resolve ({reason})"
+        ) from None
+    if runs_it and port_in_use(int(port_text)):
+        raise CoordinatorError(
+            f"--coordinator_address {address!r}: port {port_text} is in use on this machine, where "
+            "process 0 runs the coordinator; choose another port"
+        )
+
+
 def initialize(options: DistributedOptions) -> bool:
     """Join the multi-process run ``options`` describes; ``False`` (nothing done) when not enabled.
 
     Call before anything touches a JAX device. JAX fills what is still unset from the cluster it
-    detects, and raises when it finds none. Process 0, which runs the coordinator, first checks its
-    port is free (:class:`PortInUseError`).
+    detects, and raises when it finds none. The coordinator's host must resolve, and its port be free
+    on process 0, which runs it (:class:`CoordinatorError`).
     """
     if not options.enabled:
         return False
-    if options.process_id == 0 and options.coordinator_address is not None:
-        port = int(options.coordinator_address.rpartition(":")[2])
-        if port_in_use(port):
-            raise PortInUseError(
-                f"--coordinator_address {options.coordinator_address!r}: port {port} is in use on this "
-                "machine, where process 0 runs the coordinator; choose another port"
-            )
+    if options.coordinator_address is not None:
+        check_coordinator(options.coordinator_address, runs_it=options.process_id == 0)
     outcome: list[BaseException] = []
 
     def connect() -> None:

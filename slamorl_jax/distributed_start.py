@@ -18,7 +18,7 @@ from absl import flags
 
 from slamorl_jax.cli_args import fail
 from slamorl_jax.cli_start import launched_command
-from slamorl_jax.distributed import DistributedOptions, PortInUseError, initialize, resolve
+from slamorl_jax.distributed import CoordinatorError, DistributedOptions, initialize, resolve
 
 INT_FLAGS = {
     "num_processes": "num_processes",
@@ -92,7 +92,7 @@ def join_if_launched(argv: Sequence[str]) -> bool:
         fail(str(err), launched_command())
     try:
         return initialize(options)
-    except PortInUseError as err:
+    except CoordinatorError as err:
         fail(str(err), launched_command())
     except ValueError as err:  # JAX found no cluster to fill in what the flags leave unset
         fail(

@@ -26,7 +26,13 @@ from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_traine
 
 from slamorl_jax import run_dirs
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.distributed import DistributedOptions, port_in_use, resolve
+from slamorl_jax.distributed import (
+    CoordinatorError,
+    DistributedOptions,
+    check_coordinator,
+    port_in_use,
+    resolve,
+)
 from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
 from slamorl_jax.distributed_start import early_options, expand_flagfiles
 from slamorl_jax.sharding import check_divisible
@@ -593,3 +599,11 @@ def test_processes_given_different_flags_are_refused_naming_them(tmp_path: Path)
     )
     assert lines == [expected, expected]
     assert not (tmp_path / "run").exists()
+
+
+def test_a_coordinator_host_that_does_not_resolve_is_one_line() -> None:
+    """An unresolvable coordinator host waited out the join timeout and aborted (status 134) with a
+    stack dump saying another task died."""
+    with pytest.raises(CoordinatorError, match=r"'nosuchhost\.invalid:1234': its host does not resolve"):
+        check_coordinator("nosuchhost.invalid:1234", runs_it=False)
+    check_coordinator(f"127.0.0.1:{free_port()}", runs_it=True)  # resolves, and its port is free
