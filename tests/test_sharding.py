@@ -366,6 +366,27 @@ def test_fake_device_env_replaces_the_count_and_keeps_other_flags() -> None:
     assert fake_cpu_devices_env(2, {})["XLA_FLAGS"] == "--xla_force_host_platform_device_count=2"
 
 
+def run_env() -> dict[str, str]:
+    """The environment of one process of a two-process test run: one CPU device, no cluster's
+    variables (a SLURM job running the suite would otherwise fill in what the flags leave out)."""
+    return {
+        k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR", "OMPI_"))
+    }
+
+
+def pair_command(port: int, process_id: int, *flags: str) -> list[str]:
+    """``python -m slamorl_jax.train`` as process ``process_id`` of two, its coordinator on ``port``."""
+    return [
+        sys.executable,
+        "-m",
+        "slamorl_jax.train",
+        f"--coordinator_address=127.0.0.1:{port}",
+        "--num_processes=2",
+        f"--process_id={process_id}",
+        *flags,
+    ]
+
+
 def start_training_pair(
     run_dir_of: Callable[[int], Path],
     flags: tuple[str, ...] = ("--num_envs=64",),
@@ -376,27 +397,19 @@ def start_training_pair(
     given ``--run_dir=run_dir_of(i)`` and ``flags``; their output goes to pipes, or with ``logs`` to
     ``logs/<i>.txt`` (a process that trains writes more than a pipe holds while the test waits on
     the other one, and would block there)."""
-    env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR", "OMPI_"))}
     port = free_port()
     processes = []
     for process_id in (0, 1):
-        args = [
-            f"--coordinator_address=127.0.0.1:{port}",
-            "--num_processes=2",
-            f"--process_id={process_id}",
-            *flags,
-            *extra_of(process_id),
-            f"--run_dir={run_dir_of(process_id)}",
-        ]
+        args = [*flags, *extra_of(process_id), f"--run_dir={run_dir_of(process_id)}"]
         output = subprocess.PIPE
         if logs is not None:
             logs.mkdir(parents=True, exist_ok=True)
             output = (logs / f"{process_id}.txt").open("w")
         processes.append(
             subprocess.Popen(
-                [sys.executable, "-m", "slamorl_jax.train", *args],
+                pair_command(port, process_id, *args),
                 cwd=REPO_ROOT,
-                env=env,
+                env=run_env(),
                 stdout=output,
                 stderr=subprocess.STDOUT if logs is not None else subprocess.PIPE,
                 text=True,
@@ -528,19 +541,10 @@ def test_a_coordinator_port_in_use_is_one_line_before_joining(tmp_path: Path) ->
         taken.listen()
         port = taken.getsockname()[1]
         assert port_in_use(port)
-        env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR"))}
         done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "slamorl_jax.train",
-                f"--coordinator_address=127.0.0.1:{port}",
-                "--num_processes=2",
-                "--process_id=0",
-                f"--run_dir={tmp_path / 'run'}",
-            ],
+            pair_command(port, 0, f"--run_dir={tmp_path / 'run'}"),
             cwd=REPO_ROOT,
-            env=env,
+            env=run_env(),
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
@@ -557,20 +561,10 @@ def test_ctrl_c_while_waiting_to_join_ends_the_process() -> None:
     """A process waiting for the run's other processes (here for a coordinator that never comes)
     ignored Ctrl-C until its join timed out: JAX's join blocks in C++, where Python's signal
     handlers do not run. It now joins on a thread of its own and ends at once."""
-    env = {k: v for k, v in worker_env(1).items() if not k.startswith(("SLURM_", "JAX_COORDINATOR"))}
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "slamorl_jax.train",
-            f"--coordinator_address=127.0.0.1:{free_port()}",
-            "--num_processes=2",
-            "--process_id=1",
-            "--distributed_init_timeout_s=900",
-            "--num_envs=16",
-        ],
+        pair_command(free_port(), 1, "--distributed_init_timeout_s=900", "--num_envs=16"),
         cwd=REPO_ROOT,
-        env=env,
+        env=run_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
