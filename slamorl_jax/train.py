@@ -404,11 +404,12 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
     try:
         train_checks.check_no_positional(argv)
         config = config_from_flags()
-        check_finite(config)  # a non-finite flag is named as such, with --resume too
-        if not FLAGS.resume:  # a resumed run keeps its checkpoint's (checked) config and budget; a
+        if FLAGS.resume:  # a resumed run keeps its checkpoint's (checked) config and budget; a
             # flag given with --resume must equal it (training_loop.resolve_run), so the flags'
-            # defaults are never checked against the ones given
-            validate_config(config)
+            # defaults are never checked against the ones given: only a non-finite flag is named
+            check_finite(config)
+        else:
+            validate_config(config)  # check_finite among its checks
             refuse_ignored_flags(config)
         check_run_flags()
         if config.init_from is not None and not FLAGS.resume:

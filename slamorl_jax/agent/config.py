@@ -281,6 +281,11 @@ MAX_NUM_ENVS = 2**22  # 4,194,304 jobs in parallel: far beyond one accelerator's
 FLOAT32_MAX = 3.4028234663852886e38
 
 
+def gradient_steps(config: TrainConfig, updates: int) -> int:
+    """The optimiser's steps after ``updates`` PPO updates (``update_epochs x num_minibatches`` each)."""
+    return updates * config.update_epochs * config.num_minibatches
+
+
 def check_types(config: TrainConfig) -> None:
     """Every setting has its field's type (an ``int`` count, not ``16.5``, ``True`` or ``"16"``; a
     ``str`` preference; ``hidden_sizes`` a sequence of ``int``): a wrong one would fail deep inside
@@ -325,7 +330,7 @@ def check_sizes(config: TrainConfig) -> None:
     for name, value in limits.items():
         if value > INT32_MAX:
             raise ValueError(f"{name} must be at most {INT32_MAX:,} (2**31 - 1), got {value:,}")
-    steps = config.num_updates * config.update_epochs * config.num_minibatches
+    steps = gradient_steps(config, config.num_updates)
     if steps > INT32_MAX:
         raise ValueError(
             f"--total_timesteps={config.total_timesteps:,} needs {steps:,} gradient steps (updates x "

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import optax
 
-from slamorl_jax.agent.config import TrainConfig
-
-
-def gradient_steps(config: TrainConfig, updates: int) -> int:
-    """The optimiser's steps after ``updates`` PPO updates (``update_epochs x num_minibatches`` each)."""
-    return updates * config.update_epochs * config.num_minibatches
+from slamorl_jax.agent.config import TrainConfig, gradient_steps
 
 
 def learning_rate_schedule(config: TrainConfig) -> optax.Schedule:

@@ -95,6 +95,8 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     """Adam with global-norm gradient clipping and the configured learning-rate schedule
     (``schedule.learning_rate_schedule``)."""
+    # A constant rate stays a float: optax keeps a step count in the state of a scheduled rate, and
+    # constant-rate runs' optimiser states (their checkpoints) were saved without one.
     lr = learning_rate_schedule(config) if config.lr_schedule != "constant" else config.learning_rate
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr, eps=1e-5))
 

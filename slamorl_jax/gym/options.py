@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium
 import numpy as np
 
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -47,3 +48,9 @@ def seed_option(seed: Any) -> int | None:
 def draw_seed(rng: np.random.Generator) -> int:
     """A JAX seed drawn from Gymnasium's ``np_random`` (so seeded resets are reproducible)."""
     return int(rng.integers(0, 2**32))
+
+
+def render_nothing() -> None:
+    """The Gymnasium envs' ``render``: nothing to draw. Warns, as Gymnasium's envs made without a
+    ``render_mode`` do, and returns ``None``, so code that renders every step runs on."""
+    gymnasium.logger.warn("this env does not render (its render_mode is None); render() returns None")

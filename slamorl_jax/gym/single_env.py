@@ -21,7 +21,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.gym.batched import RESET_INFO_KEYS, BatchedJobEnv, check_in_action_space
-from slamorl_jax.gym.options import build_params, draw_seed, params_option, seed_option
+from slamorl_jax.gym.options import build_params, draw_seed, params_option, render_nothing, seed_option
 from slamorl_jax.gym.spaces import reward_box, single_spaces
 
 
@@ -46,9 +46,8 @@ class JobAllocationMOEnv(gymnasium.Env):
         self.observation_space, self.action_space, self.reward_space = single_spaces(env, self._job.params)
 
     def render(self) -> None:
-        """Nothing to draw: warns once, as Gymnasium's envs made without a ``render_mode`` do, and
-        returns ``None`` (code that renders every step runs on)."""
-        gymnasium.logger.warn("this env does not render (its render_mode is None); render() returns None")
+        """Nothing to draw (``options.render_nothing``)."""
+        render_nothing()
 
     @property
     def params(self) -> EnvParams:

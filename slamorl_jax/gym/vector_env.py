@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import gymnasium
 import numpy as np
 from gymnasium.vector import VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -24,7 +23,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.gym.batched import BatchedJobEnv
-from slamorl_jax.gym.options import build_params, draw_seed, params_option, seed_option
+from slamorl_jax.gym.options import build_params, draw_seed, params_option, render_nothing, seed_option
 from slamorl_jax.gym.spaces import reward_box, single_spaces
 
 
@@ -57,9 +56,8 @@ class JobAllocationVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
     def render(self) -> None:
-        """Nothing to draw: warns once, as Gymnasium's envs made without a ``render_mode`` do, and
-        returns ``None`` (code that renders every step runs on)."""
-        gymnasium.logger.warn("this env does not render (its render_mode is None); render() returns None")
+        """Nothing to draw (``options.render_nothing``)."""
+        render_nothing()
 
     @property
     def params(self) -> EnvParams:
