@@ -16,11 +16,14 @@ and one of itself, checked when it is read. Checkpoints from before the digests 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
+import os
+import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +43,11 @@ from slamorl_jax.array_checksum import (
     signed_meta,
     tree_digests,
 )
+from slamorl_jax.cli_args import cleanup_on_interrupt, first_line
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, OBSERVATION_LAYOUT
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.restore_noise import silence_abandoned_restores
-from slamorl_jax.run_dirs import new_folder_problem
+from slamorl_jax.run_dirs import new_folder_problem, new_folder_undo
 
 FORMAT_VERSION = 1
 # Version of the training state's structure (``TrainState``, whose env batch is an ``EnvState``):
@@ -258,19 +262,28 @@ def _array_layout(tree: Any) -> list[tuple[tuple[int, ...], str]]:
     return sorted((tuple(leaf.shape), np.dtype(leaf.dtype).str) for leaf in jax.tree.leaves(tree))
 
 
+@contextlib.contextmanager
+def absl_verbosity(level: int) -> Iterator[None]:
+    """absl's (so orbax's) log verbosity set to ``level`` inside the block, restored after it."""
+    verbosity = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(level)
+    try:
+        yield
+    finally:
+        absl_logging.set_verbosity(verbosity)
+
+
 def _check_stored_layout(where: Path, item: str, abstract: Any, what: str) -> None:
     """Raise :class:`IncompatibleCheckpointError` when ``item``'s stored arrays (orbax's metadata) differ in
     shape or type from ``abstract``'s; metadata that cannot be read is left to the restore to report."""
-    verbosity = absl_logging.get_verbosity()
-    absl_logging.set_verbosity(absl_logging.ERROR)  # orbax warns that a step's item has no step metadata
-    try:
-        with ocp.StandardCheckpointer() as checkpointer:
-            stored = checkpointer.metadata(where / item)
-        stored_layout = _array_layout(getattr(stored, "item_metadata", stored))
-    except Exception:  # damaged or unreadable metadata: the restore itself says so
-        stored_layout = []
-    finally:
-        absl_logging.set_verbosity(verbosity)
+    # orbax warns that a step's item has no step metadata
+    with absl_verbosity(absl_logging.ERROR):
+        try:
+            with ocp.StandardCheckpointer() as checkpointer:
+                stored = checkpointer.metadata(where / item)
+            stored_layout = _array_layout(getattr(stored, "item_metadata", stored))
+        except Exception:  # damaged or unreadable metadata: the restore itself says so
+            stored_layout = []
     silence_abandoned_restores()
     if not stored_layout:  # orbax reads damaged metadata as None: damage, which the restore reports
         return
@@ -460,17 +473,37 @@ def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any]
         raise CheckpointError(f"{destination} already holds checkpoints; choose an empty directory")
     if problem := new_folder_problem(destination):
         raise CheckpointError(f"{destination}: {problem}")
-    manager = make_manager(destination, keep=1)
+    undo = new_folder_undo(destination)
+    silence_abandoned_restores()  # a failed write's loop closes under TensorStore's callbacks too
     arrays = {"params": params}
-    manager.save(
-        step,
-        args=ocp.args.Composite(
-            policy=ocp.args.StandardSave(arrays),
-            meta=ocp.args.JsonSave(signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})),
-        ),
-    )
-    manager.wait_until_finished()
+    try:
+        manager = make_manager(destination, keep=1)
+        # A failed write is reported once, as the CheckpointError below: orbax's threads would log
+        # it with a traceback each first. A stop signal ends the process inside (cli_args).
+        with cleanup_on_interrupt(undo), absl_verbosity(absl_logging.FATAL):
+            manager.save(
+                step,
+                args=ocp.args.Composite(
+                    policy=ocp.args.StandardSave(arrays),
+                    meta=ocp.args.JsonSave(signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})),
+                ),
+            )
+            manager.wait_until_finished()
+    except BaseException as err:
+        undo()  # a half-written step would hold the folder, which a new try refuses
+        if isinstance(err, (OSError, ValueError)):  # orbax reports a failed write (a full disk) as either
+            raise CheckpointError(f"cannot write {destination}: {write_failure(err)}") from None
+        raise
     return destination.absolute() / str(step)
+
+
+def write_failure(error: OSError | ValueError) -> str:
+    """Why a write failed, in a few words: the OS's reason (TensorStore's errors carry its code, after
+    a path or two that would push it out of a one-line message), else the message's first line."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    code = re.search(r"os_error_code='(\d+)'", str(error))
+    return os.strerror(int(code.group(1))) if code else first_line(error)
 
 
 def has_checkpoint(directory: str | Path) -> bool:

@@ -8,7 +8,7 @@ which is all ``slamorl_jax.load_policy`` needs.
 from __future__ import annotations
 
 import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
-from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command
+from slamorl_jax.cli_args import OneLineArgumentParser, cleanup_on_interrupt, fail, run_command
 
 PROG = "python -m slamorl_jax.export_policy"
 
@@ -21,14 +21,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before loading
     from slamorl_jax.checkpoint import CheckpointError, export_policy
+    from slamorl_jax.run_dirs import new_folder_undo
 
-    try:
-        path = export_policy(args.source, args.destination)
-    except CheckpointError as err:
-        fail(str(err), PROG)
-    except OSError as err:
-        fail(f"cannot write {args.destination!r}: {err.strerror or err}", PROG)
-    print(path)
+    # Stopped before it printed the export, the command leaves none (checkpoint._save_policy_only
+    # removes a half-written one itself).
+    with cleanup_on_interrupt(new_folder_undo(args.destination)):
+        try:
+            path = export_policy(args.source, args.destination)
+        except CheckpointError as err:
+            fail(str(err), PROG)
+        except OSError as err:
+            fail(f"cannot write {args.destination!r}: {err.strerror or err}", PROG)
+        print(path, flush=True)
     return 0
 
 

@@ -27,16 +27,25 @@ require_backend()  # a platform the machine lacks: one line, before an import to
 # ruff: noqa: E402  (the imports below may start JAX's backend)
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.imitation import ImitationConfig
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    bounded,
+    cleanup_on_interrupt,
+    fail,
+    positive_int_list,
+    run_command,
+    summary,
+)
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET
-from slamorl_jax.run_dirs import new_folder_problem, path_exists
+from slamorl_jax.run_dirs import new_folder_problem, new_folder_undo, path_exists
 
 if TYPE_CHECKING:
     import argparse
 
 PROG = "python -m slamorl_jax.imitate"
 MAX_JOBS = 1 << 20
+DECISIONS_PER_JOB = 8  # --oracle_jobs: a simulated job's first epochs, each a demonstration
 # Most demonstrations one run builds (--oracle_jobs x --decisions_per_job): each holds an observation
 # of a few hundred float32 features, so 2**23 of them already take about 12 GB.
 MAX_DEMONSTRATIONS = 1 << 23
@@ -58,7 +67,10 @@ def parser() -> OneLineArgumentParser:
     p.add_argument("--actions", choices=ACTION_SETS, default=None, help=f"default {DEFAULT_ACTION_SET}")
     p.add_argument("--hidden_sizes", type=positive_int_list, default=None, help="e.g. 128,128 (the default)")
     p.add_argument(
-        "--decisions_per_job", type=bounded(int, 1, 1000), default=8, help="--oracle_jobs: decisions a job"
+        "--decisions_per_job",
+        type=bounded(int, 1, 1000),
+        default=None,
+        help=f"--oracle_jobs only: decisions a job (default {DECISIONS_PER_JOB})",
     )
     p.add_argument("--steps", type=bounded(int, 1, 10_000_000), default=DEFAULTS.steps, help="Adam steps")
     p.add_argument("--batch_size", type=bounded(int, 1, 1 << 20), default=DEFAULTS.batch_size, help="rows")
@@ -86,7 +98,7 @@ def policy_config(args: argparse.Namespace) -> TrainConfig:
         try:
             config = load_policy(args.like).config
         except CheckpointError as err:
-            fail(str(err), PROG)
+            fail(f"--like: {err}", PROG)
     changes = {}
     if args.actions is not None:
         changes["actions"] = args.actions
@@ -110,6 +122,9 @@ def check_out(out: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Parse, build the demonstrations, imitate them, save; the exit status."""
     args = parser().parse_args(argv)
+    if args.decisions is not None and args.decisions_per_job is not None:  # it would be ignored
+        fail("--decisions_per_job applies to --oracle_jobs only; a log holds its own decisions", PROG)
+    args.decisions_per_job = args.decisions_per_job or DECISIONS_PER_JOB
     if args.oracle_jobs is not None and args.oracle_jobs * args.decisions_per_job > MAX_DEMONSTRATIONS:
         fail(
             f"--oracle_jobs x --decisions_per_job = {args.oracle_jobs * args.decisions_per_job:,} "
@@ -147,13 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     params = init_params(trainer.network, net_key, trainer.obs_dim)
     params, report = fit(trainer.network, params, demos, imitation, fit_key)
     report = {"source": source, "settings": dataclasses.asdict(imitation), "seed": args.seed, **report}
-    try:
-        step_dir = save_policy(out, params, config, extra={"imitation": report})
-    except CheckpointError as err:  # --out filled up while it trained (another run, another program)
-        fail(f"--out: {err}", PROG)
-    except OSError as err:
-        fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
-    print(json.dumps({"checkpoint": str(step_dir.parent), **report}, indent=2))
+    # Stopped before its report is out, the run leaves no checkpoint: none that it did not announce.
+    with cleanup_on_interrupt(new_folder_undo(out)):
+        try:
+            step_dir = save_policy(out, params, config, extra={"imitation": report})
+        except CheckpointError as err:  # --out filled up while it trained, or a failed write
+            fail(f"--out: {err}", PROG)
+        except OSError as err:
+            fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
+        print(json.dumps({"checkpoint": str(step_dir.parent), **report}, indent=2), flush=True)
     return 0
 
 

@@ -3,7 +3,7 @@
 When TensorStore fails to read a damaged checkpoint, orbax's asyncio loop ends while TensorStore's
 threads still hold callbacks for it; each later reports ``RuntimeError: Event loop is closed`` (or an
 abandoned coroutine) through ``sys.unraisablehook``, dozens of lines on stderr after the one-line
-``CheckpointError`` that already said what is wrong. After a failed restore, this module's hook drops
+``CheckpointError`` that already said what is wrong (a failed write leaves the same). This module's hook drops
 exactly those reports and passes every other one to the hook it replaced.
 """
 

@@ -15,7 +15,7 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -36,28 +36,40 @@ def _missing_ancestors(path: Path) -> list[Path]:
     return missing[::-1]
 
 
+def _nearest_existing(path: Path) -> Path | None:
+    """``path`` if it exists, else its nearest existing parent; ``None`` when none exists (a
+    relative path under a working directory that was deleted)."""
+    missing = _missing_ancestors(path)
+    if not missing:
+        return path
+    parent = missing[0].parent
+    return parent if parent != missing[0] else None
+
+
 def unusable_path(error: OSError | ValueError) -> str:
     """Why the filesystem refused to even look a path up (a name too long, a NUL byte, a folder it
     may not search), as ``not a usable path: <reason>``."""
     return f"not a usable path: {getattr(error, 'strerror', None) or error}"
 
 
-def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
-    """Raise :class:`RunDirError` if ``path`` cannot serve as the directory of ``flag``."""
+def dir_problem(path: Path, must_exist: bool = False) -> str | None:
+    """Why ``path`` cannot serve as a directory to write into (``None`` when it can), as the end of a
+    sentence that starts with the path: a file, missing (with ``must_exist``), or not writable; a
+    missing folder can serve when its nearest existing parent is a writable folder."""
     if "\0" in str(path):
-        raise RunDirError(f"{flag} {str(path)!r} is not a usable path: it holds a NUL byte")
+        return "is not a usable path: it holds a NUL byte"
     try:
-        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        existing = _nearest_existing(path)
     except (OSError, ValueError) as err:  # a NUL byte, a name too long, an unreadable parent
-        raise RunDirError(f"{flag} {str(path)!r} is {unusable_path(err)}") from None
+        return f"is {unusable_path(err)}"
     if existing == path and not path.is_dir():
-        raise RunDirError(f"{flag} {str(path)!r} is a file, not a directory")
+        return "is a file, not a directory"
     if must_exist and existing != path:
-        raise RunDirError(f"{flag} {str(path)!r} does not exist")
-    if existing is not None and not existing.is_dir():
-        raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is a file")
+        return "does not exist"
     if existing is None:
-        return
+        return None
+    if not existing.is_dir():
+        return f"cannot be created: {str(existing)!r} is a file"
     # os.access answers for the permission bits only (root passes it on /proc, a read-only mount
     # passes it too): a file made and removed there is the answer, before any work is done.
     writable = os.access(existing, os.W_OK | os.X_OK)
@@ -66,10 +78,16 @@ def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
             probe_writable(existing / "probe")
     except OSError:
         writable = False
-    if not writable:
-        if existing == path:
-            raise RunDirError(f"{flag} {str(path)!r} is not writable")
-        raise RunDirError(f"{flag} {str(path)!r} cannot be created: {str(existing)!r} is not writable")
+    if writable:
+        return None
+    return "is not writable" if existing == path else f"cannot be created: {str(existing)!r} is not writable"
+
+
+def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
+    """Raise :class:`RunDirError` if ``path`` cannot serve as the directory of ``flag``
+    (:func:`dir_problem`)."""
+    if problem := dir_problem(path, must_exist):
+        raise RunDirError(f"{flag} {str(path)!r} {problem}")
 
 
 class CreatedDirs(NamedTuple):
@@ -136,13 +154,45 @@ def new_folder_problem(path: str | Path) -> str | None:
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             return "must be a new or empty folder"
         missing = _missing_ancestors(path)
-        existing = missing[0].parent if missing else path
+        existing = _nearest_existing(path)
+        if existing is None:
+            return "cannot be created: no folder on its path exists"
         if not existing.is_dir():
             return f"cannot be created: {str(existing)!r} is a file"
         probe_writable(missing[0] if missing else path / "probe")
     except (OSError, ValueError) as err:  # a name too long, a folder it may not list or write
         return unusable_path(err)
     return None
+
+
+def new_folder_undo(path: str | Path) -> Callable[[], None]:
+    """What removes a new checkpoint written into ``path`` if it fails or is stopped half-way:
+    ``path``'s contents, ``path`` itself if it is new, and its new parents when left empty. A
+    half-written step would otherwise hold the folder, which the next try refuses as not empty. Only
+    a ``path`` absent or empty now (as :func:`new_folder_problem` requires) is undone: one that holds
+    anything already is left as it is."""
+    path = Path(path)
+    created = CreatedDirs([], [])
+    ours = False  # a folder that already holds something is not the new checkpoint's: left alone
+    with contextlib.suppress(OSError, ValueError):
+        missing = _missing_ancestors(path)
+        created = CreatedDirs(missing[-1:], missing[:-1])
+        ours = bool(missing) or (path.is_dir() and not any(path.iterdir()))
+
+    def undo() -> None:
+        if not ours:
+            return
+        if created.own:
+            remove_created(created)
+            return
+        with contextlib.suppress(OSError):
+            for child in path.iterdir():
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+
+    return undo
 
 
 def checkpoint_marks(checkpoint_dir: Path) -> set[tuple[str, int]]:

@@ -245,6 +245,41 @@ def test_an_out_folder_filled_while_it_trained_is_one_line_and_exit_2(
     )
 
 
+@pytest.mark.parametrize("when", ["saving", "reporting"])
+def test_a_stop_signal_before_the_report_leaves_no_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """A signal while the policy was saved left a half-written step, which held --out (the next run
+    was refused: "must be a new or empty folder"); one after the save, a checkpoint the command never
+    announced. The clean-ups a stop signal runs (``cli_args``) now remove it, with its new folders."""
+    from slamorl_jax import checkpoint, cli_args
+
+    log = tmp_path / "log.jsonl"
+    save_decisions([DECISION], log)
+    out = tmp_path / "new" / "imitated"
+    real_wait = checkpoint.ocp.CheckpointManager.wait_until_finished
+
+    def stop_signal() -> None:  # what cli_args._exit_interrupted does before os._exit
+        assert any(out.iterdir())
+        for cleanup in reversed(cli_args._cleanups):
+            cleanup()
+        raise SystemExit(130)
+
+    def signal_while_saving(manager: object) -> None:
+        real_wait(manager)
+        if any(out.iterdir()):  # orbax's own wait before it writes: nothing yet
+            stop_signal()
+
+    if when == "saving":
+        monkeypatch.setattr(checkpoint.ocp.CheckpointManager, "wait_until_finished", signal_while_saving)
+    else:
+        monkeypatch.setattr(imitate, "print", lambda *args, **kwargs: stop_signal(), raising=False)
+    argv = [f"--decisions={log}", f"--out={out}", "--steps=2", "--holdout=0"]
+    assert call(lambda: imitate.main(argv), capsys, tmp_path).code == 130
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log.jsonl"]
+    assert not cli_args._cleanups
+
+
 def test_the_policy_config_follows_like_and_the_network_flags(tmp_path: Path) -> None:
     shipped = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
     args = imitate.parser().parse_args(["--oracle_jobs=4", "--out=x", f"--like={shipped}", "--actions=paper"])
@@ -263,6 +298,9 @@ def test_the_policy_config_follows_like_and_the_network_flags(tmp_path: Path) ->
         (["--oracle_jobs=0", "--out=o"], "--oracle_jobs"),
         (["--oracle_jobs=8", "--out=o", "--holdout=1"], "--holdout"),
         (["--oracle_jobs=8", "--out=o", "--like=no/such/run"], "does not exist"),
+        # It was accepted and silently unused.
+        (["--decisions=log.jsonl", "--decisions_per_job=5", "--out=o"], "--decisions_per_job applies to"),
+        (["--oracle_jobs=8", "--out=o", "--like=."], "--like: no complete checkpoint"),
         (["--oracle_jobs=8", "--out=a_file/o"], "cannot be created: 'a_file' is a file"),
         (["--oracle_jobs=8", "--out=" + "n" * 300], "not a usable path: File name too long"),
     ],

@@ -64,6 +64,43 @@ def test_export_keeps_the_policy_and_refuses_a_used_destination(tmp_path: Path) 
         ckpt.export_policy(SHIPPED, tmp_path / "copy")
 
 
+@pytest.mark.parametrize("failure", ["full disk", "interrupted"])
+@pytest.mark.parametrize("existing", [False, True], ids=["new folder", "empty folder"])
+def test_a_failed_export_leaves_its_destination_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str, existing: bool
+) -> None:
+    """A policy save that fails or is stopped after writing (orbax reports a full disk as a
+    ``ValueError``; a stop signal) used to leave its step behind, so the same command was then
+    refused ("must be a new or empty folder") and every reader found no complete checkpoint: what
+    it wrote goes, with the folders it made, and a write failure is a one-line ``CheckpointError``."""
+    destination = tmp_path / "new" / "export" if not existing else tmp_path / "export"
+    if existing:
+        destination.mkdir()
+    real_wait = ckpt.ocp.CheckpointManager.wait_until_finished
+
+    def written_then_failed(manager: object) -> None:
+        real_wait(manager)
+        if not any(destination.iterdir()):  # orbax's own wait before it writes
+            return
+        if failure == "interrupted":
+            raise KeyboardInterrupt
+        raise ValueError(f"RESOURCE_EXHAUSTED: Error writing {'x' * 400}: Failed [os_error_code='28']")
+
+    monkeypatch.setattr(ckpt.ocp.CheckpointManager, "wait_until_finished", written_then_failed)
+    if failure == "interrupted":
+        with pytest.raises(KeyboardInterrupt):
+            ckpt.export_policy(SHIPPED, destination)
+    else:
+        with pytest.raises(ckpt.CheckpointError, match=r"^cannot write .*export: No space left on device$"):
+            ckpt.export_policy(SHIPPED, destination)
+    assert [p.name for p in tmp_path.iterdir()] == (["export"] if existing else [])
+    assert not existing or not any(destination.iterdir())
+    monkeypatch.undo()
+    assert ckpt.params_equal(
+        ckpt.load_policy(ckpt.export_policy(SHIPPED, destination)).params, ckpt.load_policy(SHIPPED).params
+    )
+
+
 # slow: kept out of the default suite's time budget (run with -m slow)
 @pytest.mark.slow
 def test_an_export_cannot_be_resumed() -> None:
@@ -206,7 +243,8 @@ def test_readme_live_snippet_runs_on_the_example_job(
     namespace: dict = {"__name__": "readme"}
     exec(compile(blocks[0], "README.md", "exec"), namespace)
     assert namespace["job"] == LiveJob.from_dict(README_JOB)
-    assert "gpus=" in capsys.readouterr().out
+    advice = namespace["advice"]
+    assert capsys.readouterr().out == f"{advice.gpus} {advice.cpus} {advice.action_name}\n"
 
 
 def test_the_shipped_default_is_what_the_default_command_trains() -> None:
