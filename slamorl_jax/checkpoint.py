@@ -44,6 +44,7 @@ from slamorl_jax.array_checksum import (
     tree_digests,
 )
 from slamorl_jax.cli_args import cleanup_on_interrupt, first_line
+from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, OBSERVATION_LAYOUT
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.restore_noise import silence_abandoned_restores
@@ -329,7 +330,16 @@ def restore_state(path: str | Path, template: TrainState) -> TrainState:
     return state.replace(key=jax.random.wrap_key_data(state.key))
 
 
-@dataclasses.dataclass(frozen=True)
+WEIGHT_SUM_TOLERANCE = 1e-3  # float32 weights summed over three objectives, with room for rounding
+
+
+def _distributions(weights: jax.Array) -> bool:
+    """Whether every row of ``weights`` is non-negative and sums to 1 (within the tolerance)."""
+    off_one = jnp.abs(weights.sum(-1) - 1.0)
+    return bool(jnp.all(weights >= 0.0)) and bool(jnp.all(off_one <= WEIGHT_SUM_TOLERANCE))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity, so jax.jit(policy) works
 class LoadedPolicy:
     """A trained policy: ``policy(obs, weights)`` gives actions; ``key=`` samples instead of argmax."""
 
@@ -352,6 +362,7 @@ class LoadedPolicy:
         obs, weights = self.check_inputs(obs, weights)
         if key is None:
             return self._act(self.params, obs, weights)
+        check_key(key, hint=" (one key samples the whole batch)")
         return jax.random.categorical(key, self.network.apply(self.params, obs, weights)[0])
 
     def logits(self, obs: jax.Array, weights: jax.Array) -> jax.Array:
@@ -367,7 +378,8 @@ class LoadedPolicy:
         naming the argument: ``obs`` must end in the env's ``NUM_FEATURES`` features (or exactly the
         ones the network reads: 21 for a policy from before the forecast block), ``weights`` in one
         weight per objective, with the same leading (batch) shape; and, when they are concrete
-        rather than traced, every value must be finite (a NaN would pick action 0 silently)."""
+        rather than traced, every value must be finite (a NaN would pick action 0 silently) and the
+        weights of each observation non-negative and summing to 1, as the env's are."""
         config = self.network.config
         widths = {
             "obs": sorted({NUM_FEATURES, config.obs_dim or NUM_FEATURES}),
@@ -382,8 +394,12 @@ class LoadedPolicy:
             if array.ndim == 0 or array.shape[-1] not in widths[name]:
                 wanted = " or ".join(str(w) for w in widths[name])
                 raise ValueError(f"{name} must have shape [..., {wanted}], got {array.shape}")
-            if not isinstance(array, jax.core.Tracer) and not bool(jnp.all(jnp.isfinite(array))):
+            concrete = not isinstance(array, jax.core.Tracer)
+            if concrete and not bool(jnp.all(jnp.isfinite(array))):
                 raise ValueError(f"{name} must be finite, got NaN or infinity")
+            # The env's weights are a distribution over the objectives; others (3, 1, 1) changed actions.
+            if concrete and name == "weights" and not _distributions(array):
+                raise ValueError("weights must be non-negative and sum to 1 per observation, as the env's do")
             arrays[name] = array
         if arrays["obs"].shape[:-1] != arrays["weights"].shape[:-1]:
             raise ValueError(
@@ -461,7 +477,20 @@ def save_policy(
     """Save network parameters made outside a training run (e.g. pre-trained on logged decisions,
     ``slamorl_jax.imitate``) as a policy-only checkpoint of ``config`` at step 0 in the empty directory
     ``destination``: what :func:`load_policy` and ``train --init_from`` read. Returns the step
-    directory."""
+    directory. ``ValueError`` for a config :func:`validate_config` refuses or ``params`` that are not
+    its network's (another tree, shape or dtype), which :func:`load_policy` would refuse later."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+    validate_config(config)
+    network = ActorCritic(dataclasses.replace(config.network, obs_dim=NUM_FEATURES))
+    wanted = jax.eval_shape(lambda key: init_params(network, key, NUM_FEATURES), jax.random.key(0))
+    same_tree = jax.tree.structure(params) == jax.tree.structure(wanted)
+    arrays = all(hasattr(leaf, "shape") and hasattr(leaf, "dtype") for leaf in jax.tree.leaves(params))
+    if not (same_tree and arrays and _array_layout(params) == _array_layout(wanted)):
+        raise ValueError(
+            f"params are not the network of this config ({config.actions!r} actions, hidden sizes "
+            f"{tuple(config.hidden_sizes)}): compare them with agent.networks.init_params"
+        )
     return _save_policy_only(destination, jax.device_get(params), {**_meta(config, 0), **(extra or {})}, 0)
 
 

@@ -1,24 +1,27 @@
 """Run whole, fresh jobs with any policy, vectorised, and collect each job's episode figures.
 
-A policy is ``policy(policy_params, obs [N, 21], weights [N, 3], key) -> actions [N]``; its
-parameters are an argument (not captured), so one compiled runner serves every set of them. An
-optional start rule ``start(state, params) -> (gpus, cpus)`` (one job, traced) moves each fresh job
-to another first allocation before its first epoch (``JobAllocationEnv.place``); baselines and
-oracles use it. An optional :class:`Controller` replaces the policy by a per-job controller with
-hindsight: its ``plan(state, params)`` runs once per job after the start rule (it may read the
-job's true constants), and its ``act(plan, state, params)`` picks each step's action from that plan
-and the env state before the step (the current allocation); the evaluation's reachable anchor is one.
-Every job in the batch runs until its first episode ends; its figures (``JobAllocationEnv``'s
-``info``) are recorded at that step. Jobs step without the env's auto-reset (:func:`step_once`:
-the same draws, transition, truncation and observation as ``JobAllocationEnv.step`` up to the end
-of the first episode, without drawing a next job nobody reads), which saves most of a step's and
-of the compiled program's reset work. Two policies evaluated with the same key see the same jobs
-and the same noise, so their figures compare job by job (common random numbers).
+A policy is ``policy(policy_params, obs [N, F], weights [N, 3], key) -> actions [N]`` (``F`` the
+env's observation width); its parameters are an argument (not captured), so one compiled runner
+serves every set of them. An optional start rule ``start(state, params) -> (gpus, cpus)`` (one job,
+traced) moves each fresh job to another first allocation before its first epoch
+(``JobAllocationEnv.place``); baselines and oracles use it. An optional :class:`Controller` replaces
+the policy by a per-job controller with hindsight: its ``plan(state, params)`` runs once per job
+after the start rule (it may read the job's true constants), and its ``act(plan, state, params)``
+picks each step's action from that plan and the env state before the step (the current allocation);
+the evaluation's reachable anchor is one. Every job in the batch runs until its first episode ends;
+its figures (``JobAllocationEnv``'s ``info``) are recorded at that step, ``finished`` when it ran to
+completion and ``truncated`` when ``max_steps_in_episode`` cut it short. Jobs step without the env's
+auto-reset (:func:`step_once`: the same draws, transition, truncation and observation as
+``JobAllocationEnv.step`` up to the end of the first episode, without drawing a next job nobody
+reads), which saves most of a step's and of the compiled program's reset work. Two policies
+evaluated with the same key see the same jobs and the same noise, so their figures compare job by
+job (common random numbers).
 """
 
 from __future__ import annotations
 
 import functools
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -28,6 +31,7 @@ import numpy as np
 
 from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.actions import NO_OP_ACTION
+from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated_after
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
@@ -131,6 +135,12 @@ def run_episode_batches(
     params = tuple(params)
     if not params:
         raise ValueError("no runs: give at least one params")
+    for p in params:
+        if not isinstance(p, EnvParams):
+            raise TypeError(f"params must be EnvParams (env.default_params), got {type(p).__name__}")
+    check_key(key)
+    if isinstance(num_episodes, bool) or not isinstance(num_episodes, numbers.Integral) or num_episodes < 1:
+        raise ValueError(f"num_episodes must be a positive integer, got {num_episodes!r}")
     starts = tuple(starts) if starts is not None else (None,) * len(params)
     if len(starts) != len(params):
         raise ValueError(f"{len(starts)} start rules for {len(params)} params")
@@ -238,7 +248,7 @@ def _run_jobs(
     env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, params_axes))
 
     def step(carry: tuple, step_key: jax.Array) -> tuple:
-        obs, weights, state, finished, relocations, figures = carry
+        obs, weights, state, finished, completed, relocations, figures = carry
         act_key, env_key = jax.random.split(step_key)
         if controller is None:
             actions = policy(policy_params, obs, weights, act_key)
@@ -253,11 +263,15 @@ def _run_jobs(
         figures = {
             name: jnp.where(_expand(ends_now, value), ended[name], value) for name, value in figures.items()
         }
-        return (obs, state.weights, state, finished | ends_now, relocations, figures), None
+        completed = completed | jnp.logical_and(ends_now, terminated)
+        return (obs, state.weights, state, finished | ends_now, completed, relocations, figures), None
 
-    carry = (obs, state.weights, state, jnp.zeros(batch, bool), jnp.zeros(batch, jnp.int32), figures)
-    (_, _, _, finished, _, figures), _ = jax.lax.scan(step, carry, jax.random.split(key, max_steps))
-    return {**figures, "finished": finished}
+    nothing = jnp.zeros(batch, bool)
+    carry = (obs, state.weights, state, nothing, nothing, jnp.zeros(batch, jnp.int32), figures)
+    (_, _, _, ended, completed, _, figures), _ = jax.lax.scan(step, carry, jax.random.split(key, max_steps))
+    # A job cut short by max_steps_in_episode is not finished: its figures are those of part of a job
+    # (the time so far against the whole job's reference, a deadline not yet reached).
+    return {**figures, "finished": completed, "truncated": jnp.logical_and(ended, jnp.logical_not(completed))}
 
 
 def step_once(
@@ -283,17 +297,22 @@ def with_init_strategy(params: EnvParams, strategy: str) -> EnvParams:
 
 
 def summarise_episodes(figures: dict[str, np.ndarray]) -> dict[str, float]:
-    """Means over finished jobs: time and cost relative to the request, SLA rates, utilisation,
-    re-allocations and the relocations among them."""
+    """Means over finished jobs (run to completion; ``truncated`` counts those cut short by
+    ``max_steps_in_episode``, left out): time and cost relative to the request, SLA rates,
+    utilisation, re-allocations and the relocations among them."""
     done = figures["finished"].astype(bool)
     if not done.any():
-        raise ValueError("no episode finished; raise max_steps_in_episode or the number of steps")
+        raise ValueError(
+            "no job ran to completion (a job cut short by max_steps_in_episode is not counted); raise "
+            "max_steps_in_episode or the number of steps"
+        )
 
     def mean(x: np.ndarray) -> float:
         return float(np.mean(np.asarray(x, dtype=np.float64)[done]))
 
     return {
         "episodes": float(done.sum()),
+        "truncated": float(np.asarray(figures.get("truncated", False), dtype=bool).sum()),
         "time_vs_request": mean(figures["episode_time_s"] / figures["time_ref_s"]),
         "cost_vs_request": mean(figures["episode_cost_usd"] / figures["cost_ref_usd"]),
         "deadline_met": mean(figures["deadline_met"]),

@@ -21,15 +21,16 @@ and lists the readings outside the ranges the policy was trained on in
 always fits the cluster. Every number is finite and at most ``MAX_VALUE`` (``MAX_COUNT`` for counts);
 one that must be positive (a time, budget, memory or throughput) is at least ``MIN_POSITIVE``.
 
-JSON form (``LiveJob.from_dict``; ``python -m slamorl_jax.recommend --job=job.json``)::
+JSON form (``LiveJob.from_dict``; ``python -m slamorl_jax.recommend --job=job.json``), the README's
+example job (``docs/example_job.json``, whose history holds its ten epochs)::
 
     {"workload": "imagenet-resnet50", "gpu_type": "T4",
      "gpus": 4, "cpus": 32, "epochs_done": 10, "epochs_total": 60,
-     "elapsed_s": 3000, "cost_usd": 9.5, "last_epoch_time_s": 290,
-     "throughput": 850, "gpu_util": 0.82, "cpu_util": 0.4,
-     "memory_used_gib": 60, "memory_alloc_gib": 128, "price_per_hour": 11.7,
-     "deadline_s": 15000, "budget_usd": 60, "min_throughput": 500, "preference": "time",
-     "history": [{"gpus": 4, "cpus": 32, "epoch_time_s": 291}, ...]}
+     "elapsed_s": 15500, "cost_usd": 14, "last_epoch_time_s": 1550,
+     "throughput": 830, "gpu_util": 0.82, "cpu_util": 0.4,
+     "memory_used_gib": 64, "memory_alloc_gib": 160, "price_per_hour": 3.23,
+     "deadline_s": 90000, "budget_usd": 80, "min_throughput": 500, "preference": "time",
+     "history": [{"gpus": 4, "cpus": 32, "epoch_time_s": 1550}, ...]}
 
 A job that has run no epoch yet (``epochs_done`` 0) may leave out ``elapsed_s`` and ``cost_usd`` (0:
 or what its probes spent) and the last epoch's readings (``last_epoch_time_s`` to
@@ -79,6 +80,7 @@ from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
+from slamorl_jax.env.validation import validate_params
 from slamorl_jax.json_input import short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many, uses_dual_weights
 from slamorl_jax.live_encoding import READINGS, live_states, padded_size
@@ -529,6 +531,10 @@ def recommend_many(
     return _recommend_checked(policy, list(jobs), params, lambda i: f"{names[i] if names else f'job {i}'}: ")
 
 
+# The params last checked by _recommend_checked: a live loop passes the same object every call.
+_validated_params: list[EnvParams | None] = [None]
+
+
 def _recommend_checked(
     policy: LoadedPolicy, jobs: list[LiveJob], params: EnvParams | None, where: Callable[[int], str]
 ) -> list[Recommendation]:
@@ -537,6 +543,11 @@ def _recommend_checked(
         raise TypeError(f"policy must be a LoadedPolicy, got {type(policy).__name__}")
     if params is not None and not isinstance(params, EnvParams):
         raise TypeError(f"params must be EnvParams (or None for the policy's), got {type(params).__name__}")
+    if params is not None and params is not _validated_params[0]:
+        # Caller's params: a field changed without its derived tables recomputed (with_values or
+        # replace, then no with_derived_tables) gave another answer from the stale tables, silently.
+        validate_params(params)
+        _validated_params[0] = params
     params = params if params is not None else policy.env_params
     limits = ClusterLimits.of(params)
     for i, job in enumerate(jobs):

@@ -349,6 +349,9 @@ BAD_POLICY_INPUTS = [
     ("string obs", np.array(["a"] * NUM_FEATURES), _WEIGHTS, TypeError, "obs must hold real numbers"),
     ("complex obs", np.zeros(NUM_FEATURES, complex), _WEIGHTS, TypeError, "obs must hold real numbers"),
     ("None weights", _OBS, None, TypeError, "weights must hold real numbers"),
+    # Accepted, and they changed the actions: the env's weights are a distribution over the objectives.
+    ("weights summing to 5", _OBS, np.array([3.0, 1.0, 1.0]), ValueError, "sum to 1 per observation"),
+    ("negative weights", _OBS, np.array([1.2, -0.1, -0.1]), ValueError, "non-negative"),
 ]
 
 
@@ -372,11 +375,18 @@ def test_bad_policy_inputs_raise_one_line_naming_the_argument(
         assert phrase in str(info.value) and "\n" not in str(info.value)
 
 
+def test_a_loaded_policy_jits_as_a_callable_and_hashes_by_identity(shipped: ckpt.LoadedPolicy) -> None:
+    """``jax.jit(policy)`` raised "unhashable type: 'dict'" (a frozen dataclass hashed its params)."""
+    obs, weights = np.zeros((2, NUM_FEATURES), np.float32), np.full((2, 3), 1 / 3, np.float32)
+    np.testing.assert_array_equal(jax.jit(shipped)(obs, weights), shipped(obs, weights))
+    assert {shipped: "usable as a key"}[shipped] == "usable as a key"
+
+
 def test_policy_inputs_that_stay_accepted(shipped: ckpt.LoadedPolicy) -> None:
     """Lists, integer or bool observations, any batch shape; a legacy policy also takes its own 21
     features, and jit still traces through the checks (no value check on a tracer)."""
     assert shipped(list(_OBS), list(_WEIGHTS)).shape == ()
-    assert shipped(np.zeros((2, 3, NUM_FEATURES), int), np.ones((2, 3, 3))).shape == (2, 3)
+    assert shipped(np.zeros((2, 3, NUM_FEATURES), int), np.full((2, 3, 3), 1 / 3)).shape == (2, 3)
     assert shipped(np.zeros(NUM_FEATURES, bool), _WEIGHTS).shape == ()
     legacy = ckpt.load_policy(LEGACY)
     assert int(legacy(_OBS[:21], _WEIGHTS)) == int(legacy(_OBS, _WEIGHTS))

@@ -352,6 +352,34 @@ def test_recommend_refuses_arguments_of_the_wrong_type() -> None:
         recommend(policy, job, "mixed")
 
 
+def test_recommend_refuses_params_whose_derived_tables_are_stale() -> None:
+    """Prices changed with ``with_values`` but the derived tables not recomputed: ``recommend`` read
+    the old tables' forecasts and answered differently from the same params made whole, silently."""
+    from slamorl_jax.env import with_derived_tables
+
+    job = LiveJob.from_dict(EXAMPLE)
+    policy = load_policy(SHIPPED)
+    params = policy.env_params
+    tripled = with_values(params, gpu_price_per_hour=np.asarray(params.gpu_price_per_hour) * 3)
+    with pytest.raises(ValueError, match="stale"):
+        recommend(policy, job, tripled)
+    whole = with_derived_tables(tripled)
+    assert recommend(policy, job, whole) == recommend(policy, job, whole)  # checked once, then reused
+
+
+def test_the_module_docstrings_job_is_the_readme_example() -> None:
+    """The docstring's JSON job was out of the training range on three readings and refused against
+    its own history: it is ``docs/example_job.json`` (its history cut to one epoch)."""
+    import re
+
+    from slamorl_jax import live
+
+    block = re.search(r"::\n\n(.*?)\n\n", live.__doc__, flags=re.S).group(1)
+    job = json.loads(block.replace(", ...]", "]"))
+    assert {**job, "history": EXAMPLE["history"]} == EXAMPLE
+    assert job["history"] == EXAMPLE["history"][:1]
+
+
 def test_missing_fields_are_listed() -> None:
     """Required fields left out are listed; optional ones may be."""
     data = {k: v for k, v in EXAMPLE.items() if k not in ("throughput", "min_throughput")}

@@ -435,6 +435,12 @@ def make_train(config: TrainConfig, env: TrainableEnv | None = None, mesh: Mesh 
     if mesh is not None:
         check_divisible(config.num_envs, mesh.size)
     env = env or JobAllocationEnv(action_set=config.actions)
+    env_actions = getattr(env, "action_set", config.actions)
+    if env_actions != config.actions:  # the checkpoints would record the config's action set
+        raise ValueError(
+            f"the env uses the {env_actions!r} action set but config.actions is {config.actions!r}; "
+            "they must agree"
+        )
     network_config = config.network
     if int(env.num_actions) != network_config.num_actions:  # another env (e.g. the CartPole peer)
         network_config = dataclasses.replace(

@@ -1,5 +1,9 @@
 """The pure-JAX job-and-cluster environment (see ``job_env.JobAllocationEnv``), a gymnax environment
-registered as ``GYMNAX_ID`` (``gymnax.make("JobAllocation-v0")``) on import."""
+registered as ``GYMNAX_ID`` (``gymnax.make("JobAllocation-v0")``) on import.
+
+``NUM_ACTIONS`` and ``ACTION_NAMES`` are the paper's 9 moves (the ``paper`` action set); an env's own
+count is ``env.num_actions`` (90 for the default ``targets_relocate``), and ``num_actions(set)`` /
+``action_names(set, params)`` give any set's."""
 
 from collections.abc import Sequence
 

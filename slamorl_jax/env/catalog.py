@@ -83,7 +83,7 @@ def parse_catalog(raw: dict) -> Catalog:
     prices = raw["prices"]
     ref = prices["reference_code"]
     f32 = np.float32
-    return Catalog(
+    catalog = Catalog(
         workload_names=tuple(w["name"] for w in workloads),
         gpu_types=gpu_types,
         requested_gpu_bins=np.asarray(raw["requested_gpu_bins"], dtype=np.int32),
@@ -119,6 +119,13 @@ def parse_catalog(raw: dict) -> Catalog:
         requested_gpu_probs=np.asarray([w["requested_gpu_probs"] for w in workloads], dtype=f32),
         raw=raw,
     )
+    # load_catalog hands every caller the same cached catalogue: an array written in place would
+    # change the params of every env and policy made after it.
+    for field in dataclasses.fields(catalog):
+        value = getattr(catalog, field.name)
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+    return catalog
 
 
 @functools.cache

@@ -8,6 +8,8 @@ from the same numbers.
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 
@@ -53,20 +55,28 @@ def _mix32(x: jax.Array) -> jax.Array:
     return x ^ (x >> 16)
 
 
+def check_key(key: Any, name: str = "key", hint: str = "") -> bool:
+    """Raise ``TypeError`` unless ``key`` is one JAX PRNG key: a typed key (``jax.random.key``;
+    returns ``True``) or raw ``uint32`` key data (``jax.random.PRNGKey``; ``False``). Shapes and
+    dtypes are static, so the check costs nothing in a compiled program."""
+    dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
+    typed = dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
+    if not (shape == () if typed else dtype == jnp.uint32 and shape is not None and len(shape) == 1):
+        raise TypeError(
+            f"{name} must be one JAX PRNG key (jax.random.key(seed)); got "
+            + (f"{dtype} of shape {shape}" if dtype is not None else type(key).__name__)
+            + hint
+        )
+    return bool(typed)
+
+
 def key_words(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """Two 32-bit words of the key's own random bits (its first and last words).
 
     ``key`` is one JAX PRNG key: a typed key (``jax.random.key``) or raw ``uint32`` key data
     (``jax.random.PRNGKey``); anything else raises ``TypeError`` when traced (shapes and dtypes are
     static, so the check costs nothing in a compiled step)."""
-    dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
-    typed = dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
-    if not (shape == () if typed else dtype == jnp.uint32 and shape is not None and len(shape) == 1):
-        raise TypeError(
-            "key must be one JAX PRNG key (jax.random.key(seed)); got "
-            + (f"{dtype} of shape {shape}" if dtype is not None else type(key).__name__)
-            + " (vmap the env over a batch of keys)"
-        )
+    typed = check_key(key, hint=" (vmap the env over a batch of keys)")
     data = jax.random.key_data(key) if typed else key
     data = data.astype(jnp.uint32)
     return data[..., 0], data[..., -1]

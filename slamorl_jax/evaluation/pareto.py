@@ -42,7 +42,11 @@ def nondominated(points: np.ndarray) -> np.ndarray:
 
 def hypervolume(points: np.ndarray, reference: tuple[float, float] = REFERENCE_POINT) -> float:
     """Area dominated by ``points`` ``[K, 2]`` inside the box below ``reference`` (minimisation)."""
-    points = np.asarray(points, dtype=np.float64).reshape(-1, 2)
+    points = np.asarray(points, dtype=np.float64)
+    if points.shape == (2,):  # one point
+        points = points[None]
+    if points.ndim != 2 or points.shape[1] != 2:  # [K, 3] or [2, K] were reshaped into other points
+        raise ValueError(f"points must have shape [K, 2] (time, cost), got {points.shape}")
     inside = points[np.all(points < np.asarray(reference), axis=1)]
     if inside.size == 0:
         return 0.0

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from slamorl_jax.atomic_files import write_text_atomically
 from slamorl_jax.history.records import json_list, parse_json, read_text
 from slamorl_jax.json_input import short_value
@@ -100,10 +102,32 @@ def load_decisions(path: str | Path) -> list[Decision]:
 
 def save_decisions(rows: Sequence[Mapping[str, Any]], path: str | Path) -> None:
     """Write decision objects (job fields plus ``next_gpus``/``next_cpus``) as JSON Lines or JSON, by
-    the file's suffix, whole or not at all (``atomic_files``)."""
+    the file's suffix (``.jsonl`` or ``.json``), whole or not at all (``atomic_files``). NumPy
+    numbers are written as plain ones; ``ValueError`` (nothing written) for rows :func:`load_decisions`
+    would refuse, none at all, or another suffix."""
     path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise ValueError(f"a decision log must end in {' or '.join(SUFFIXES)}, got {str(path)!r}")
+    objects = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, Mapping):
+            raise ValueError(
+                f"decision {i}: a decision must be a mapping of a job's fields and next_gpus, next_cpus"
+            )
+        data = json.loads(json.dumps(dict(row), default=_plain_number))
+        decision_from_mapping(data, f"decision {i}")  # what load_decisions would refuse
+        objects.append(data)
+    if not objects:
+        raise ValueError("no decisions to save: load_decisions refuses an empty log")
     if path.suffix.lower() == ".jsonl":
-        text = "".join(json.dumps(dict(row)) + "\n" for row in rows)
+        text = "".join(json.dumps(data) + "\n" for data in objects)
     else:
-        text = json.dumps({"decisions": [dict(row) for row in rows]}, indent=1) + "\n"
+        text = json.dumps({"decisions": objects}, indent=1) + "\n"
     write_text_atomically(path, text)
+
+
+def _plain_number(value: Any) -> Any:
+    """``json.dumps``'s fallback: a NumPy scalar as the Python number it holds."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -38,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from slamorl_jax.atomic_files import write_new_text_atomically, write_text_atomically
 from slamorl_jax.cli_args import first_line
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
@@ -302,8 +304,20 @@ def save_records(
 ) -> None:
     """Write ``records`` as JSON (``notes`` beside them) or CSV, by the file's suffix, whole or not at
     all (``atomic_files``: a failed write leaves an existing store as it was). Unless ``replace``, a
-    file that exists by then is left alone (``FileExistsError``)."""
+    file that exists by then is left alone (``FileExistsError``). ``ValueError``, nothing written, for
+    records :func:`load_records` would refuse (a name not in the catalogue, a count below 1, a
+    non-finite limit, weights off the simplex), none at all, or another suffix."""
     path = Path(path)
+    if path.suffix.lower() not in (".json", ".csv"):
+        raise ValueError(f"a history store must end in .json or .csv, got {str(path)!r}")
+    if not records:
+        raise ValueError("no records to save: load_records refuses an empty store")
+    for i, record in enumerate(records):  # what load_records would refuse, found before writing
+        if not isinstance(record, HistoryRecord):
+            raise ValueError(f"record {i}: a HistoryRecord is needed, got {type(record).__name__}")
+        read_back = record_from_mapping(record.as_dict(), f"record {i}")
+        if not np.allclose(read_back.preference, record.preference, atol=1e-5):  # loading normalises
+            raise ValueError(f"record {i}: preference must be weights summing to 1, got {record.preference}")
     write = write_text_atomically if replace else write_new_text_atomically
     if path.suffix.lower() == ".csv":
         stream = io.StringIO(newline="")

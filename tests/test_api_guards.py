@@ -1,0 +1,144 @@
+"""The Python API refuses what used to give a wrong answer silently (found by an audit of the library
+as a researcher calls it): truncated jobs counted as finished, another env's action set under a
+config's name, a shared catalogue written in place, points of the wrong shape in a hypervolume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.trainer import make_train
+from slamorl_jax.env import JobAllocationEnv, make
+from slamorl_jax.env.catalog import load_catalog
+from slamorl_jax.env.params import with_values
+from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes
+from slamorl_jax.evaluation.pareto import hypervolume
+
+
+def test_jobs_cut_short_by_the_step_limit_are_not_counted_as_finished() -> None:
+    """With ``max_steps_in_episode=10`` the partial jobs were summarised as whole ones: their time so
+    far against the whole job's reference, and deadlines not yet reached counted as met."""
+    env, params = make("mixed")
+    whole = run_episodes(env, params, keep_allocation, jax.random.key(0), 16)
+    short_limit = with_values(params, max_steps_in_episode=10)
+    cut = run_episodes(env, short_limit, keep_allocation, jax.random.key(0), 16)
+    assert np.asarray(whole["finished"]).all()
+    cut_short = np.asarray(cut["truncated"])
+    assert cut_short.any() and not np.asarray(whole["truncated"]).any()
+    assert not (np.asarray(cut["finished"]) & cut_short).any()
+    summary = summarise_episodes(cut)
+    assert summary["truncated"] == cut_short.sum()
+    assert summary["episodes"] == np.asarray(cut["finished"]).sum() == 16 - cut_short.sum()
+    done = np.asarray(cut["finished"])
+    ratio = np.asarray(cut["episode_time_s"]) / np.asarray(cut["time_ref_s"])
+    assert summary["time_vs_request"] == pytest.approx(ratio[done].mean())
+    with pytest.raises(ValueError, match="no job ran to completion"):
+        summarise_episodes({**cut, "finished": np.zeros(16, bool)})
+
+
+def test_make_train_refuses_an_env_of_another_action_set() -> None:
+    """The trainer built a 90-action network under a config that says ``paper`` (9 actions), and its
+    checkpoints recorded the config's action set."""
+    with pytest.raises(ValueError, match=r"'targets' action set but config\.actions is 'paper'"):
+        make_train(TrainConfig(actions="paper"), JobAllocationEnv(action_set="targets"))
+
+
+def test_the_shared_catalogue_cannot_be_written_in_place() -> None:
+    """``load_catalog()`` is cached: prices multiplied in place reached every env and policy after."""
+    catalog = load_catalog()
+    with pytest.raises(ValueError, match="read-only"):
+        catalog.gpu_price_per_hour[:] = 0.0
+    assert np.all(make("mixed")[1].gpu_price_per_hour > 0)
+
+
+def test_hypervolume_refuses_points_of_another_shape() -> None:
+    """``[K, 3]`` rows or a transposed ``[2, K]`` array were reshaped into other points."""
+    points = np.array([[0.5, 0.5], [0.25, 0.75]])
+    assert hypervolume(points[0]) == hypervolume(points[:1])
+    for bad in (np.c_[points, [1.0, 1.0]], np.c_[points.T, [0.1, 0.9]]):  # [K, 3], [2, K]
+        with pytest.raises(ValueError, match=r"shape \[K, 2\]"):
+            hypervolume(bad)
+
+
+def test_bad_keys_and_counts_are_named_not_failed_on_inside_jax() -> None:
+    """``run_episodes`` with the key 0 said "invalid PRNG key data", with ``num_episodes=-1`` "slice
+    limit_indices"; a policy sampled with a batch of keys said "categorical accepts a single key"."""
+    from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.env import NUM_FEATURES
+
+    env, params = make("mixed")
+    with pytest.raises(TypeError, match="key must be one JAX PRNG key"):
+        run_episodes(env, params, keep_allocation, 0, 4)
+    for count in (-1, 0, 2.0, True):
+        with pytest.raises(ValueError, match="num_episodes must be a positive integer"):
+            run_episodes(env, params, keep_allocation, jax.random.key(0), count)
+    with pytest.raises(TypeError, match="params must be EnvParams"):
+        run_episodes(env, None, keep_allocation, jax.random.key(0), 4)
+    policy = load_policy(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
+    obs, weights = np.zeros((2, NUM_FEATURES), np.float32), np.full((2, 3), 1 / 3, np.float32)
+    with pytest.raises(TypeError, match="key must be one JAX PRNG key"):
+        policy(obs, weights, jax.random.split(jax.random.key(0), 2))
+    assert policy(obs, weights, jax.random.key(0)).shape == (2,)
+
+
+def test_save_policy_refuses_what_load_policy_would(tmp_path: Path) -> None:
+    """``save_policy`` wrote params of another network, or any dict, and an invalid config; loading
+    them failed later with a hint about "another JAX PRNG implementation"."""
+    from slamorl_jax.agent.networks import ActorCritic, init_params
+    from slamorl_jax.checkpoint import load_policy, save_policy
+    from slamorl_jax.env import NUM_FEATURES
+
+    config = TrainConfig(hidden_sizes=(8, 8))
+    network = ActorCritic(config.network)
+    params = init_params(network, jax.random.key(0), NUM_FEATURES)
+    for wrong in (
+        {"foo": 1},
+        init_params(ActorCritic(TrainConfig(hidden_sizes=(8, 4)).network), jax.random.key(0), NUM_FEATURES),
+    ):
+        with pytest.raises(ValueError, match="params are not the network of this config"):
+            save_policy(tmp_path / "p", wrong, config)
+    with pytest.raises(ValueError, match="num_envs"):
+        save_policy(tmp_path / "p", params, TrainConfig(hidden_sizes=(8, 8), num_envs=-5))
+    assert not (tmp_path / "p").exists()
+    save_policy(tmp_path / "p", params, config)
+    assert load_policy(tmp_path / "p").config == config
+
+
+def test_history_writers_refuse_what_their_loaders_would(tmp_path: Path) -> None:
+    """``save_records`` and ``save_decisions`` wrote stores and logs their own loaders refused (an
+    empty store, a ``.txt``, epochs of -5, a NaN in a decision), and a NumPy count raised TypeError."""
+    import dataclasses
+
+    from slamorl_jax.history.decisions import load_decisions, save_decisions
+    from slamorl_jax.history.records import HistoryRecord, load_records, save_records
+
+    good = HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (1.0, 0.0, 0.0), 8, 32)
+    for records, path, phrase in [
+        ([], "h.json", "no records"),
+        ([good], "h.txt", "must end in .json or .csv"),
+        ([dataclasses.replace(good, epochs=-5)], "h.json", "record 0: epochs"),
+        ([dataclasses.replace(good, deadline_s=float("nan"))], "h.csv", "record 0: deadline_s"),
+        ([good, dataclasses.replace(good, preference=(5.0, 5.0, 5.0))], "h.json", "record 1: preference"),
+    ]:
+        with pytest.raises(ValueError, match=phrase):
+            save_records(records, tmp_path / path)
+    save_records([good], tmp_path / "h.csv")
+    assert load_records(tmp_path / "h.csv") == [good]
+    example = json.loads((Path(__file__).resolve().parent.parent / "docs" / "example_job.json").read_text())
+    decision = {**example, "next_gpus": np.int64(8), "next_cpus": 32}
+    for rows, path, phrase in [
+        ([], "d.jsonl", "no decisions"),
+        ([decision], "d.txt", "must end in .json or .jsonl"),
+        ([{**decision, "next_gpus": 4.0}], "d.jsonl", "decision 0: next_gpus"),
+        ([decision, {**decision, "elapsed_s": float("nan")}], "d.json", "decision 1: "),
+    ]:
+        with pytest.raises(ValueError, match=phrase):
+            save_decisions(rows, tmp_path / path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.csv"]
+    save_decisions([decision], tmp_path / "d.jsonl")
+    assert load_decisions(tmp_path / "d.jsonl")[0].next_gpus == 8
