@@ -117,10 +117,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "job's nearest record (method policy_from_history)",
     )
     parser.add_argument(
-        "--episodes", type=bounded(int, 1, 1 << 20), default=2048, help="fresh jobs per scenario and seed"
+        "--episodes",
+        type=bounded(int, 1, 1 << 20),
+        default=2048,
+        help="fresh jobs per scenario and seed (default %(default)s)",
     )
-    parser.add_argument("--seeds", type=bounded(int, 1, 100), default=3, help="independent batches of jobs")
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="first seed")
+    parser.add_argument(
+        "--seeds",
+        type=bounded(int, 1, 100),
+        default=3,
+        help="independent batches of jobs (default %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="first seed (default %(default)s)"
+    )
     parser.add_argument(
         "--scenarios",
         type=scenario_list,
@@ -131,7 +141,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--front_points",
         type=front_points,
         default=11,
-        help="preference vectors on the time-cost front (0 skips the front)",
+        help="preference vectors on the time-cost front (0 skips the front; default %(default)s)",
     )
     parser.add_argument(
         "--front_scenario", choices=SCENARIOS, default="balanced", help="jobs of the preference front"

@@ -219,6 +219,10 @@ flags.DEFINE_string(
     "same network layout), with a fresh optimiser; unset: a fresh initialisation.",
 )
 flags.DEFINE_string("checkpoint_dir", None, "Checkpoint directory (default: <run_dir>/checkpoints).")
+# --log_dir is absl's own flag; listed in --help with what a run writes there.
+LOG_DIR_HELP = "Directory of metrics.jsonl, the TensorBoard events, config.json and summary.json "
+FLAGS["log_dir"].help = LOG_DIR_HELP + "(default: <run_dir>/logs)."
+flags.declare_key_flag("log_dir")
 flags.DEFINE_string(
     "run_dir",
     None,
