@@ -43,12 +43,12 @@ from slamorl_jax.array_checksum import (
     signed_meta,
     tree_digests,
 )
-from slamorl_jax.cli_args import cleanup_on_interrupt, first_line
+from slamorl_jax.cli_args import first_line
 from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, OBSERVATION_LAYOUT
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.restore_noise import silence_abandoned_restores
-from slamorl_jax.run_dirs import new_folder_problem, new_folder_undo
+from slamorl_jax.run_dirs import new_folder_problem, staged_new_folder
 
 FORMAT_VERSION = 1
 # Version of the training state's structure (``TrainState``, whose env batch is an ``EnvState``):
@@ -502,27 +502,34 @@ def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any]
         raise CheckpointError(f"{destination} already holds checkpoints; choose an empty directory")
     if problem := new_folder_problem(destination):
         raise CheckpointError(f"{destination}: {problem}")
-    undo = new_folder_undo(destination)
     silence_abandoned_restores()  # a failed write's loop closes under TensorStore's callbacks too
     arrays = {"params": params}
     try:
-        manager = make_manager(destination, keep=1)
-        # A failed write is reported once, as the CheckpointError below: orbax's threads would log
-        # it with a traceback each first. A stop signal ends the process inside (cli_args).
-        with cleanup_on_interrupt(undo), absl_verbosity(absl_logging.FATAL):
-            manager.save(
-                step,
-                args=ocp.args.Composite(
-                    policy=ocp.args.StandardSave(arrays),
-                    meta=ocp.args.JsonSave(signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})),
-                ),
-            )
-            manager.wait_until_finished()
-    except BaseException as err:
-        undo()  # a half-written step would hold the folder, which a new try refuses
-        if isinstance(err, (OSError, ValueError)):  # orbax reports a failed write (a full disk) as either
-            raise CheckpointError(f"cannot write {destination}: {write_failure(err)}") from None
-        raise
+        # Written beside the destination and renamed into it when whole: a failure or a stop signal
+        # leaves no half-written step (the next try refused the folder), and a run that lost the race
+        # for the folder removes only its own files.
+        with staged_new_folder(destination) as stage:
+            manager = make_manager(stage, keep=1)
+            # A failed write is reported once, as the CheckpointError below: orbax's threads would
+            # log it with a traceback each first.
+            with absl_verbosity(absl_logging.FATAL):
+                manager.save(
+                    step,
+                    args=ocp.args.Composite(
+                        policy=ocp.args.StandardSave(arrays),
+                        meta=ocp.args.JsonSave(
+                            signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})
+                        ),
+                    ),
+                )
+                manager.wait_until_finished()
+            manager.close()
+    except FileExistsError:
+        raise CheckpointError(
+            f"{destination} was filled by another program while this policy was saved"
+        ) from None
+    except (OSError, ValueError) as err:  # orbax reports a failed write (a full disk) as either
+        raise CheckpointError(f"cannot write {destination}: {write_failure(err)}") from None
     return destination.absolute() / str(step)
 
 

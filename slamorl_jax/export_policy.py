@@ -23,15 +23,17 @@ def main(argv: list[str] | None = None) -> int:
     from slamorl_jax.checkpoint import CheckpointError, export_policy
     from slamorl_jax.run_dirs import new_folder_undo
 
-    # Stopped before it printed the export, the command leaves none (checkpoint._save_policy_only
-    # removes a half-written one itself).
-    with cleanup_on_interrupt(new_folder_undo(args.destination)):
+    # Stopped between its save and printing it, the command removes the export: it leaves none that
+    # it did not announce (a save stopped half-way leaves nothing by itself; checkpoint.py).
+    undo, saved = new_folder_undo(args.destination), []
+    with cleanup_on_interrupt(lambda: saved and undo()):
         try:
             path = export_policy(args.source, args.destination)
         except CheckpointError as err:
             fail(str(err), PROG)
         except OSError as err:
             fail(f"cannot write {args.destination!r}: {err.strerror or err}", PROG)
+        saved.append(path)
         print(path, flush=True)
     return 0
 

@@ -162,14 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     params = init_params(trainer.network, net_key, trainer.obs_dim)
     params, report = fit(trainer.network, params, demos, imitation, fit_key)
     report = {"source": source, "settings": dataclasses.asdict(imitation), "seed": args.seed, **report}
-    # Stopped before its report is out, the run leaves no checkpoint: none that it did not announce.
-    with cleanup_on_interrupt(new_folder_undo(out)):
+    # Stopped between its save and its report, the run removes its checkpoint: it leaves none that it
+    # did not announce (a save stopped half-way leaves nothing by itself; checkpoint.py).
+    undo, saved = new_folder_undo(out), []
+    with cleanup_on_interrupt(lambda: saved and undo()):
         try:
             step_dir = save_policy(out, params, config, extra={"imitation": report})
         except CheckpointError as err:  # --out filled up while it trained, or a failed write
             fail(f"--out: {err}", PROG)
         except OSError as err:
             fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
+        saved.append(step_dir)
         print(json.dumps({"checkpoint": str(step_dir.parent), **report}, indent=2), flush=True)
     return 0
 

@@ -12,10 +12,12 @@ have been shared since (runs of a sweep started into one new folder), so it is n
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable
+import uuid
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -193,6 +195,45 @@ def new_folder_undo(path: str | Path) -> Callable[[], None]:
                     child.unlink(missing_ok=True)
 
     return undo
+
+
+@contextlib.contextmanager
+def staged_new_folder(destination: str | Path) -> Iterator[Path]:
+    """A private folder beside ``destination`` to write a new folder's contents into, renamed to
+    ``destination`` when the block ends (which must then be absent or an empty folder:
+    ``FileExistsError`` otherwise). If the block fails, or a stop signal ends the process inside it
+    (``cli_args.cleanup_on_interrupt``), the staged folder goes, with the parents it made when left
+    empty. So a half-written folder never appears at ``destination``, and a run that loses the race
+    for it to another removes only its own files."""
+    from slamorl_jax.cli_args import cleanup_on_interrupt
+
+    destination = Path(destination)
+    missing = _missing_ancestors(destination.parent)
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    # mkdir (not mkdtemp, whose folder is private to its owner) so the result has the umask's mode.
+    stage = destination.parent / f".{destination.name}.{uuid.uuid4().hex[:12]}.partial"
+    stage.mkdir()
+
+    def remove() -> None:
+        shutil.rmtree(stage, ignore_errors=True)
+        remove_created(CreatedDirs([], missing), only_empty=True)
+
+    placed = False
+    try:
+        with cleanup_on_interrupt(remove):
+            yield stage
+            try:
+                os.rename(stage, destination)  # replaces an empty folder; refuses one that holds anything
+            except OSError as err:
+                if err.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise FileExistsError(
+                        errno.EEXIST, "filled by another program meanwhile", str(destination)
+                    ) from None
+                raise
+            placed = True
+    finally:
+        if not placed:
+            remove()
 
 
 def checkpoint_marks(checkpoint_dir: Path) -> set[tuple[str, int]]:

@@ -64,15 +64,24 @@ def test_export_keeps_the_policy_and_refuses_a_used_destination(tmp_path: Path) 
         ckpt.export_policy(SHIPPED, tmp_path / "copy")
 
 
-@pytest.mark.parametrize("failure", ["full disk", "interrupted"])
+def staged_files(destination: Path) -> list[Path]:
+    """The files of a policy save staged beside ``destination`` (``run_dirs.staged_new_folder``)."""
+    return [
+        f for stage in destination.parent.glob(f".{destination.name}.*.partial") for f in stage.rglob("*")
+    ]
+
+
+@pytest.mark.parametrize("failure", ["full disk", "interrupted", "lost the race"])
 @pytest.mark.parametrize("existing", [False, True], ids=["new folder", "empty folder"])
 def test_a_failed_export_leaves_its_destination_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failure: str, existing: bool
 ) -> None:
     """A policy save that fails or is stopped after writing (orbax reports a full disk as a
     ``ValueError``; a stop signal) used to leave its step behind, so the same command was then
-    refused ("must be a new or empty folder") and every reader found no complete checkpoint: what
-    it wrote goes, with the folders it made, and a write failure is a one-line ``CheckpointError``."""
+    refused ("must be a new or empty folder") and every reader found no complete checkpoint. It is
+    written beside the destination and renamed into it whole: a failure removes what it wrote, with
+    the folders it made, and is one ``CheckpointError`` line; a save that finds the destination
+    filled by another meanwhile removes only its own files."""
     destination = tmp_path / "new" / "export" if not existing else tmp_path / "export"
     if existing:
         destination.mkdir()
@@ -80,10 +89,14 @@ def test_a_failed_export_leaves_its_destination_as_it_was(
 
     def written_then_failed(manager: object) -> None:
         real_wait(manager)
-        if not any(destination.iterdir()):  # orbax's own wait before it writes
+        if not staged_files(destination):  # orbax's own wait before it writes
             return
         if failure == "interrupted":
             raise KeyboardInterrupt
+        if failure == "lost the race":
+            destination.mkdir(parents=True, exist_ok=True)
+            (destination / "theirs").write_text("another run's\n")
+            return
         raise ValueError(f"RESOURCE_EXHAUSTED: Error writing {'x' * 400}: Failed [os_error_code='28']")
 
     monkeypatch.setattr(ckpt.ocp.CheckpointManager, "wait_until_finished", written_then_failed)
@@ -91,14 +104,23 @@ def test_a_failed_export_leaves_its_destination_as_it_was(
         with pytest.raises(KeyboardInterrupt):
             ckpt.export_policy(SHIPPED, destination)
     else:
-        with pytest.raises(ckpt.CheckpointError, match=r"^cannot write .*export: No space left on device$"):
+        message = (
+            "filled by another program" if failure == "lost the race" else r"export: No space left on device$"
+        )
+        with pytest.raises(ckpt.CheckpointError, match=message):
             ckpt.export_policy(SHIPPED, destination)
+    assert not staged_files(destination) and not list(destination.parent.glob("*.partial"))
+    if failure == "lost the race":
+        assert [p.name for p in destination.iterdir()] == ["theirs"]
+        return
     assert [p.name for p in tmp_path.iterdir()] == (["export"] if existing else [])
     assert not existing or not any(destination.iterdir())
     monkeypatch.undo()
     assert ckpt.params_equal(
         ckpt.load_policy(ckpt.export_policy(SHIPPED, destination)).params, ckpt.load_policy(SHIPPED).params
     )
+    (tmp_path / "plain").mkdir()  # the export has a plain folder's mode (mkdtemp's would be 0700)
+    assert destination.stat().st_mode == (tmp_path / "plain").stat().st_mode
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)
