@@ -168,11 +168,12 @@ def new_folder_problem(path: str | Path) -> str | None:
 
 
 def new_folder_undo(path: str | Path) -> Callable[[], None]:
-    """What removes a new checkpoint written into ``path`` if it fails or is stopped half-way:
-    ``path``'s contents, ``path`` itself if it is new, and its new parents when left empty. A
-    half-written step would otherwise hold the folder, which the next try refuses as not empty. Only
-    a ``path`` absent or empty now (as :func:`new_folder_problem` requires) is undone: one that holds
-    anything already is left as it is."""
+    """What removes a checkpoint that a command saved into ``path`` but was stopped before it
+    announced (``imitate``, ``export_policy``): ``path``'s contents, ``path`` itself if it is new, and
+    its new parents when left empty. Only a ``path`` absent or empty now (as
+    :func:`new_folder_problem` requires) is undone: one that holds anything already is left as it is.
+    The caller runs it only once its own save completed (a save stopped half-way removes its staged
+    files itself: :func:`staged_new_folder`)."""
     path = Path(path)
     created = CreatedDirs([], [])
     ours = False  # a folder that already holds something is not the new checkpoint's: left alone
