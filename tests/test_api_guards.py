@@ -79,6 +79,8 @@ def test_bad_keys_and_counts_are_named_not_failed_on_inside_jax() -> None:
             run_episodes(env, params, keep_allocation, jax.random.key(0), count)
     with pytest.raises(TypeError, match="params must be EnvParams"):
         run_episodes(env, None, keep_allocation, jax.random.key(0), 4)
+    with pytest.raises(TypeError, match="key must be one JAX PRNG key"):
+        make_train(TrainConfig(num_envs=4)).init(0, params)
     policy = load_policy(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
     obs, weights = np.zeros((2, NUM_FEATURES), np.float32), np.full((2, 3), 1 / 3, np.float32)
     with pytest.raises(TypeError, match="key must be one JAX PRNG key"):

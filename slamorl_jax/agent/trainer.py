@@ -35,6 +35,7 @@ from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.schedule import learning_rate_schedule
 from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.catalog import Catalog
+from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES, EnvParams, with_values
 from slamorl_jax.env.prices import with_prices
@@ -164,7 +165,8 @@ class Trainer:
         return constrain_batch(tree, self.mesh, axis)
 
     def init(self, key: jax.Array, env_params: EnvParams) -> TrainState:
-        """Fresh network, optimiser and ``num_envs`` running jobs from ``key``."""
+        """Fresh network, optimiser and ``num_envs`` running jobs from ``key`` (one JAX PRNG key)."""
+        check_key(key)
         key, net_key, env_key = jax.random.split(key, 3)
         params = init_params(self.network, net_key, self.obs_dim)
         env_keys = self._split(jax.random.split(env_key, self.config.num_envs))
