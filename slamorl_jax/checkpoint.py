@@ -430,6 +430,13 @@ def _check_layout(meta: dict[str, Any], config: TrainConfig, where: Path) -> int
     return obs_dim
 
 
+def _network_and_shapes(config: TrainConfig, obs_dim: int) -> tuple[ActorCritic, Any]:
+    """``config``'s actor-critic reading ``obs_dim`` features and its parameters' shapes and dtypes
+    (traced, not an initialisation run op by op: seconds of small compiles)."""
+    network = ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
+    return network, jax.eval_shape(lambda key: init_params(network, key, obs_dim), jax.random.key(0))
+
+
 def load_policy(path: str | Path) -> LoadedPolicy:
     """Load the policy of a checkpoint (a run's checkpoint directory = latest step, or a step directory).
 
@@ -440,11 +447,9 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     meta, root, step = read_meta(path)
     config = TrainConfig.from_dict(meta["config"])
     obs_dim = _check_layout(meta, config, root / str(step))
-    network = ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
-    # The parameters' shapes only (not an initialisation run op by op: seconds of small compiles),
-    # placed on this process's first device: orbax before 0.12 restores only onto a given sharding.
+    network, shapes = _network_and_shapes(config, obs_dim)
+    # Placed on this process's first device: orbax before 0.12 restores only onto a given sharding.
     on_device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
-    shapes = jax.eval_shape(lambda key: init_params(network, key, obs_dim), jax.random.key(0))
     abstract = {
         "params": jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=on_device), shapes)
     }
@@ -482,8 +487,7 @@ def save_policy(
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     validate_config(config)
-    network = ActorCritic(dataclasses.replace(config.network, obs_dim=NUM_FEATURES))
-    wanted = jax.eval_shape(lambda key: init_params(network, key, NUM_FEATURES), jax.random.key(0))
+    _, wanted = _network_and_shapes(config, NUM_FEATURES)
     same_tree = jax.tree.structure(params) == jax.tree.structure(wanted)
     arrays = all(hasattr(leaf, "shape") and hasattr(leaf, "dtype") for leaf in jax.tree.leaves(params))
     if not (same_tree and arrays and _array_layout(params) == _array_layout(wanted)):
