@@ -248,7 +248,7 @@ def _run_jobs(
     env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, params_axes))
 
     def step(carry: tuple, step_key: jax.Array) -> tuple:
-        obs, weights, state, finished, completed, relocations, figures = carry
+        obs, weights, state, ended, completed, relocations, figures = carry
         act_key, env_key = jax.random.split(step_key)
         if controller is None:
             actions = policy(policy_params, obs, weights, act_key)
@@ -258,13 +258,13 @@ def _run_jobs(
         obs, state, terminated, truncated, info = env_step(step_keys, state, actions, params)
         relocated = emitted_relocation(actions, env.action_set)
         relocations = relocations + relocated.astype(jnp.int32)
-        ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(finished))
-        ended = {**info, LEFT_EVENT_NODES: state.event_left, RELOCATIONS: relocations}
+        ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(ended))
+        at_end = {**info, LEFT_EVENT_NODES: state.event_left, RELOCATIONS: relocations}
         figures = {
-            name: jnp.where(_expand(ends_now, value), ended[name], value) for name, value in figures.items()
+            name: jnp.where(_expand(ends_now, value), at_end[name], value) for name, value in figures.items()
         }
         completed = completed | jnp.logical_and(ends_now, terminated)
-        return (obs, state.weights, state, finished | ends_now, completed, relocations, figures), None
+        return (obs, state.weights, state, ended | ends_now, completed, relocations, figures), None
 
     nothing = jnp.zeros(batch, bool)
     carry = (obs, state.weights, state, nothing, nothing, jnp.zeros(batch, jnp.int32), figures)
