@@ -215,7 +215,9 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
     env_params = learner.place(env_params_from_config(config))
 
     start = time.perf_counter()
-    if options.progress:
+    held = ckpt.complete_steps(Path(options.checkpoint_dir)) if options.resume else []
+    finished = bool(held) and held[-1] >= config.num_updates  # its newest step, if intact, ends it
+    if options.progress and not finished:
         say("compiling (the first run with these shapes takes a while; later runs load the cache)")
     state = learner.init(learner.place(jax.random.key(config.seed)), env_params)
     if config.init_from is not None and not options.resume:  # a resumed run restores its own

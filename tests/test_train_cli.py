@@ -221,15 +221,17 @@ def test_resuming_a_finished_run_trains_nothing_and_keeps_its_summary(
     finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``--resume`` of a run that reached its last update says so and exits 0; it used to rewrite
-    ``summary.json`` with its own zero steps (and drop the final evaluation)."""
+    ``summary.json`` with its own zero steps (and drop the final evaluation), and then to announce a
+    compilation it does not do."""
     run = tmp_path / "run"
     shutil.copytree(finished.run_dir, run)
     kept = {
         name: (run / "logs" / name).read_bytes() for name in ("summary.json", "metrics.jsonl", "config.json")
     }
-    outcome = train_in_process(["--resume", f"--run_dir={run}", "--progress=false"], capsys, tmp_path)
+    outcome = train_in_process(["--resume", f"--run_dir={run}", "--progress=true"], capsys, tmp_path)
     assert outcome.code == 0, outcome.report()
     assert "the run is complete" in outcome.stdout + outcome.stderr, outcome.report()
+    assert "compiling" not in outcome.stdout + outcome.stderr, outcome.report()  # it compiles no chunk
     assert {name: (run / "logs" / name).read_bytes() for name in kept} == kept
 
 
