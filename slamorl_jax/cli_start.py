@@ -13,6 +13,7 @@ install) is one line and status 2 instead of a traceback of the import that firs
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -77,7 +78,12 @@ def require_backend() -> None:
     try:
         jax.devices()
     except RuntimeError as err:
-        advice = "check JAX_PLATFORMS and the accelerator's drivers"
+        platforms = os.environ.get("JAX_PLATFORMS", "")
+        advice = (
+            f"JAX_PLATFORMS={platforms} asks for it; unset JAX_PLATFORMS to use what this machine has"
+            if platforms
+            else "check the accelerator's drivers and the jax package installed for it"
+        )
         fail(f"JAX cannot start its backend ({advice}): {first_line(err)}", command)
 
 
