@@ -78,7 +78,7 @@ from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.env.state import EnvState
+from slamorl_jax.env.state import EnvState, check_state
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
 from slamorl_jax.env.validation import validate_params
 from slamorl_jax.json_input import short_value
@@ -386,6 +386,7 @@ def job_description(state: EnvState, catalog: Catalog | None = None) -> dict[str
     """What the job of one env state (unbatched) is, in the fields of a report (:class:`LiveJob`):
     workload and GPU type by name, allocation, request, epochs, SLA targets and preference; no
     progress or readings (a simulated job reported to ``recommend`` or logged as a decision adds them)."""
+    check_state(state, batched_use="describe one job of it: jax.tree.map(lambda x: x[i], state)")
     catalog = catalog or load_catalog()
     job = jax.device_get(state.job)
     targets = job.sla_targets

@@ -13,11 +13,12 @@ import pytest
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import make_train
-from slamorl_jax.env import JobAllocationEnv, make
+from slamorl_jax.env import JobAllocationEnv, make, observe
 from slamorl_jax.env.catalog import load_catalog
 from slamorl_jax.env.params import with_values
 from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes
 from slamorl_jax.evaluation.pareto import hypervolume
+from slamorl_jax.live import reported_job
 
 
 def test_jobs_cut_short_by_the_step_limit_are_not_counted_as_finished() -> None:
@@ -144,3 +145,18 @@ def test_history_writers_refuse_what_their_loaders_would(tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["h.csv"]
     save_decisions([decision], tmp_path / "d.jsonl")
     assert load_decisions(tmp_path / "d.jsonl")[0].next_gpus == 8
+
+
+def test_one_env_functions_name_a_batched_state() -> None:
+    """``observe`` and ``reported_job`` take one env's state: given a batch they failed with a
+    concatenation error about shapes (9, 4) and (4, 6), and 'only 0-dimensional arrays can be
+    converted to Python scalars'."""
+    env, params = make("mixed")
+    _, states = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(0), 4), params)
+    with pytest.raises(ValueError, match=r"batch of envs .*jax\.vmap\(observe"):
+        observe(states, params)
+    with pytest.raises(ValueError, match=r"batch of envs .*jax\.tree\.map"):
+        reported_job(states)
+    one = jax.tree.map(lambda leaf: leaf[0], states)
+    assert observe(one, params).shape == jax.vmap(observe, (0, None))(states, params).shape[1:]
+    assert reported_job(one).epochs_done == 0

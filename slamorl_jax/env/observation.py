@@ -37,7 +37,7 @@ from slamorl_jax.env.action_sets import NUM_TARGETS, action_names
 from slamorl_jax.env.forecast import FORECAST_FEATURE_NAMES, OUTCOME_FEATURES, forecast_parts
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.params import EnvParams, max_gpus
-from slamorl_jax.env.state import EnvState
+from slamorl_jax.env.state import EnvState, check_state
 
 PAPER_FEATURE_NAMES = (
     "gpu_alloc",
@@ -69,7 +69,8 @@ TARGET_BLOCK = (NUM_PAPER_FEATURES, NUM_TARGETS, len(OUTCOME_FEATURES))
 
 
 def observe(state: EnvState, params: EnvParams) -> jax.Array:
-    """The float32 observation of ``state``: :func:`paper_features` then the forecast block."""
+    """The float32 observation of one env's ``state``: :func:`paper_features` then the forecast block."""
+    check_state(state, batched_use="observe a batch with jax.vmap(observe, (0, None))")
     return jnp.concatenate([paper_features(state, params), *forecast_parts(state, params)])
 
 

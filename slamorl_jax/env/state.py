@@ -105,9 +105,14 @@ class EnvState:
         return self.steps
 
 
-def check_state(state: object, batch: int | None = None) -> None:
+def check_state(
+    state: object,
+    batch: int | None = None,
+    batched_use: str = "step a batch with env.step_batch or jax.vmap(env.step)",
+) -> None:
     """``TypeError`` unless ``state`` is an :class:`EnvState`; ``ValueError`` unless it holds one env
-    (``batch=None``) or a batch of ``batch`` envs on its leading axis.
+    (``batch=None``) or a batch of ``batch`` envs on its leading axis; ``batched_use`` says what to do
+    with a batch given where one env is expected.
 
     Types and shapes are static, so under ``jit`` this runs once at trace time and costs a compiled
     step nothing; without it a wrong state fails deep in the step (``'NoneType' object has no
@@ -117,8 +122,7 @@ def check_state(state: object, batch: int | None = None) -> None:
     shape = jnp.shape(state.epoch)
     if batch is None and shape != ():
         raise ValueError(
-            f"state holds a batch of envs (epoch shape {shape}): step a batch with env.step_batch "
-            "or jax.vmap(env.step)"
+            f"state holds a batch of envs (epoch shape {shape}): {batched_use}"
         )
     if batch is not None and shape != (batch,):
         raise ValueError(
