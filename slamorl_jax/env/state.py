@@ -121,9 +121,7 @@ def check_state(
         raise TypeError(f"state must be the EnvState that reset or step returned, got {type(state).__name__}")
     shape = jnp.shape(state.epoch)
     if batch is None and shape != ():
-        raise ValueError(
-            f"state holds a batch of envs (epoch shape {shape}): {batched_use}"
-        )
+        raise ValueError(f"state holds a batch of envs (epoch shape {shape}): {batched_use}")
     if batch is not None and shape != (batch,):
         raise ValueError(
             f"state must hold one env per key ({batch} on its leading axis); its epoch has shape {shape}"
