@@ -160,3 +160,23 @@ def test_one_env_functions_name_a_batched_state() -> None:
     one = jax.tree.map(lambda leaf: leaf[0], states)
     assert observe(one, params).shape == jax.vmap(observe, (0, None))(states, params).shape[1:]
     assert reported_job(one).epochs_done == 0
+
+
+def test_a_history_rule_built_in_python_refuses_records_the_loader_would() -> None:
+    """``HistoryStart.from_records`` took records built in Python unchecked: an unknown workload was
+    a bare KeyError, epochs of -5 and weights of 5, 5, 5 became a table silently."""
+    import dataclasses
+
+    from slamorl_jax.history.lookup import HistoryStart, table_from_records
+    from slamorl_jax.history.records import HistoryRecord
+
+    good = HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (1.0, 0.0, 0.0), 8, 32)
+    for changes, phrase in [
+        ({"workload": "no-such-model"}, "record 1: .*no-such-model"),
+        ({"epochs": -5}, "record 1: epochs"),
+        ({"preference": (5.0, 5.0, 5.0)}, "record 1: preference"),
+        ({"preference": "balanced"}, "record 1: preference must be three weights"),
+    ]:
+        with pytest.raises(ValueError, match=phrase):
+            HistoryStart.from_records([good, dataclasses.replace(good, **changes)])
+    assert table_from_records([good]).gpus.tolist() == [8]

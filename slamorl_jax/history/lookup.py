@@ -41,7 +41,7 @@ from flax import struct
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
-from slamorl_jax.history.records import HistoryRecord
+from slamorl_jax.history.records import HistoryRecord, check_records
 
 HISTORY_FEATURES = (
     "log_epochs",
@@ -95,10 +95,11 @@ class HistoryTable:
 
 
 def table_from_records(records: Sequence[HistoryRecord], catalog: Catalog | None = None) -> HistoryTable:
-    """The arrays of ``records`` (at least one)."""
+    """The arrays of ``records`` (at least one, each as :func:`load_records` would accept it)."""
     if not records:
         raise ValueError("a history store needs at least one record")
     catalog = catalog or load_catalog()
+    check_records(records, catalog)
 
     def column(values: list, dtype: type) -> jax.Array:
         return jnp.asarray(np.asarray(values, dtype=dtype))

@@ -296,6 +296,24 @@ def load_records(
     return records
 
 
+def check_records(records: Sequence[HistoryRecord], catalog: Catalog | None = None) -> None:
+    """``ValueError`` naming the first of ``records`` that :func:`load_records` would refuse (not a
+    :class:`HistoryRecord`, a name not in the catalogue, a count below 1, a non-finite limit, weights
+    off the simplex): records built in Python pass through the loader's checks too."""
+    for i, record in enumerate(records):
+        if not isinstance(record, HistoryRecord):
+            raise ValueError(f"record {i}: a HistoryRecord is needed, got {type(record).__name__}")
+        try:
+            fields = record.as_dict()
+        except TypeError:  # as_dict rounds each weight: a preset name or a number is no weights
+            raise ValueError(
+                f"record {i}: preference must be three weights, got {short_value(record.preference)}"
+            ) from None
+        read_back = record_from_mapping(fields, f"record {i}", catalog)
+        if not np.allclose(read_back.preference, record.preference, atol=1e-5):  # loading normalises
+            raise ValueError(f"record {i}: preference must be weights summing to 1, got {record.preference}")
+
+
 def save_records(
     records: Sequence[HistoryRecord],
     path: str | Path,
@@ -312,12 +330,7 @@ def save_records(
         raise ValueError(f"a history store must end in .json or .csv, got {str(path)!r}")
     if not records:
         raise ValueError("no records to save: load_records refuses an empty store")
-    for i, record in enumerate(records):  # what load_records would refuse, found before writing
-        if not isinstance(record, HistoryRecord):
-            raise ValueError(f"record {i}: a HistoryRecord is needed, got {type(record).__name__}")
-        read_back = record_from_mapping(record.as_dict(), f"record {i}")
-        if not np.allclose(read_back.preference, record.preference, atol=1e-5):  # loading normalises
-            raise ValueError(f"record {i}: preference must be weights summing to 1, got {record.preference}")
+    check_records(records)  # what load_records would refuse, found before writing
     write = write_text_atomically if replace else write_new_text_atomically
     if path.suffix.lower() == ".csv":
         stream = io.StringIO(newline="")
