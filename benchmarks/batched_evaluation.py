@@ -21,6 +21,7 @@ from typing import Any
 from benchmarks.common import machine_info, markdown_table, parse_and_report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
+from slamorl_jax.shipped_policy import SHIPPED_POLICY
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(
         prog="python -m benchmarks.batched_evaluation", description=summary(__doc__)
     )
-    parser.add_argument("--checkpoint", default="checkpoints/default")
+    parser.add_argument("--checkpoint", default=SHIPPED_POLICY)
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
     parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=2048)
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=2)

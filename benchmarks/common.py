@@ -42,6 +42,7 @@ from slamorl_jax.cli_args import (
 from slamorl_jax.cli_start import require_backend
 from slamorl_jax.json_output import dumps_strict
 from slamorl_jax.run_dirs import RunDirError, check_dir
+from slamorl_jax.shipped_policy import SHIPPED_POLICY
 
 # Run as a program (every benchmark imports this module before the package's env): a platform the
 # machine lacks is one line and status 2, before the benchmark's own imports touch a device.
@@ -330,7 +331,7 @@ def policy_benchmark_main(
     name = module.rsplit(".", 1)[-1]
     parser = OneLineArgumentParser(prog=f"python -m {module}", description=summary(doc))
     add_job_flags(parser, episodes=episodes, most=1 << 16)
-    parser.add_argument("--checkpoint", default="checkpoints/default", help="the trained policy")
+    parser.add_argument("--checkpoint", default=SHIPPED_POLICY, help="the trained policy")
     parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run, to_markdown)
 
 

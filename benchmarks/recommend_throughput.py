@@ -37,10 +37,11 @@ import numpy as np
 from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report, run_child
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
+from slamorl_jax.shipped_policy import CHECKOUT_POLICY
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recommend_throughput.json"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CHECKPOINT = str(REPO_ROOT / "checkpoints" / "default")
+DEFAULT_CHECKPOINT = str(CHECKOUT_POLICY)
 EXAMPLE_JOB = REPO_ROOT / "docs" / "example_job.json"
 EPOCHS_RUN = 3  # epochs each simulated job runs before it reports
 ONE_AT_A_TIME_JOBS = 64  # jobs answered by single recommend calls per timed pass

@@ -55,6 +55,7 @@ from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import SUGGESTIBLE, suggested_targets
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, with_init_strategy
 from slamorl_jax.quality_bar import greedy_policy
+from slamorl_jax.shipped_policy import SHIPPED_POLICY
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "suggested_slas.json"
 STARTS = {"forecast": 0.0, "probes": math.inf}  # probe budget: never, always
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
     parser = OneLineArgumentParser(prog="python -m benchmarks.suggested_slas", description=summary(__doc__))
     add_job_flags(parser, episodes=2048)
-    parser.add_argument("--checkpoint", default="checkpoints/default", help="the policy")
+    parser.add_argument("--checkpoint", default=SHIPPED_POLICY, help="the policy")
     parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
 
 

@@ -38,13 +38,13 @@ from slamorl_jax.cli_args import (
 )
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
+from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
     from slamorl_jax.checkpoint import LoadedPolicy
     from slamorl_jax.history.lookup import HistoryStart
 
 PROG = "python -m slamorl_jax.evaluate"
-DEFAULT_CHECKPOINT = "checkpoints/default"
 OUTPUT_NAMES = ("evaluation.json", "evaluation.md", "evaluation.csv", "scenarios.png", "front.png")
 
 
@@ -100,7 +100,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument(
         "--checkpoint",
-        default=DEFAULT_CHECKPOINT,
+        default=SHIPPED_POLICY,
         help="a run's checkpoint directory (latest step) or one step directory (default: %(default)s)",
     )
     parser.add_argument(
@@ -170,9 +170,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.plots == "yes" and not have_matplotlib:
         fail("--plots=yes needs matplotlib: pip install 'slamorl_jax[plot]'", PROG)
     args.plots = args.plots == "yes" or (args.plots == "auto" and have_matplotlib)
-    for flag, path in [("--checkpoint", args.checkpoint), *(("--compare", p) for p in args.compare.values())]:
-        if not run_dirs.path_exists(path):
-            fail(f"{flag} {path!r} does not exist", PROG)
+    try:
+        args.checkpoint = resolve_checkpoint("--checkpoint", args.checkpoint)
+        for path in args.compare.values():
+            resolve_checkpoint("--compare", path)
+    except ValueError as err:
+        fail(str(err), PROG)
     return args
 
 

@@ -51,7 +51,7 @@ import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, first_line, run_command, summary
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.json_input import DuplicateKeyError, json_kind, loads_strict
-from slamorl_jax.run_dirs import path_exists
+from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
     import argparse
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from slamorl_jax.live import LiveJob
 
 PROG = "python -m slamorl_jax.recommend"
-DEFAULT_CHECKPOINT = "checkpoints/default"
 
 
 def read_source(source: str, flag: str) -> str:
@@ -205,8 +204,10 @@ def serve_http(args: argparse.Namespace) -> int:
 
 def load_checkpoint(path: str) -> LoadedPolicy:
     """The policy at ``path``; exits 2 with one line when it is missing or cannot be loaded."""
-    if not path_exists(path):
-        fail(f"--checkpoint {path!r} does not exist", PROG)
+    try:
+        path = resolve_checkpoint("--checkpoint", path)
+    except ValueError as err:
+        fail(str(err), PROG)
     from slamorl_jax.checkpoint import CheckpointError, load_policy
 
     try:
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         help="answer jobs POSTed to http://HOST:PORT/recommend until stopped (port 0: a free one)",
     )
     parser.add_argument(
-        "--checkpoint", default=DEFAULT_CHECKPOINT, help="policy checkpoint (default: %(default)s)"
+        "--checkpoint", default=SHIPPED_POLICY, help="policy checkpoint (default: %(default)s)"
     )
     parser.add_argument(
         "--history",

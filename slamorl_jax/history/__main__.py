@@ -23,13 +23,13 @@ require_backend()  # a platform the machine lacks: one line, before an import to
 from slamorl_jax.atomic_files import probe_writable
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
-from slamorl_jax.run_dirs import path_exists, unusable_path
+from slamorl_jax.run_dirs import unusable_path
+from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
     import argparse
 
 PROG = "python -m slamorl_jax.history"
-DEFAULT_CHECKPOINT = "checkpoints/default"
 MAX_JOBS = 1 << 20
 
 
@@ -38,7 +38,7 @@ def parser() -> OneLineArgumentParser:
     top = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
     build = commands.add_parser("build", help="build a store from fresh simulated jobs and their oracle")
-    build.add_argument("--checkpoint", default=DEFAULT_CHECKPOINT, help="policy whose env config to use")
+    build.add_argument("--checkpoint", default=SHIPPED_POLICY, help="policy whose env config to use")
     build.add_argument("--out", required=True, help="the store to write (.json or .csv)")
     build.add_argument("--jobs", type=bounded(int, 1, MAX_JOBS), default=4096, help="jobs to record")
     build.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=1, help="jobs' seed")
@@ -74,8 +74,10 @@ def build(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if problem := out_problem(out, args.overwrite):
         fail(f"--out {args.out!r}: {problem}", PROG)
-    if not path_exists(args.checkpoint):
-        fail(f"--checkpoint {args.checkpoint!r} does not exist", PROG)
+    try:
+        args.checkpoint = resolve_checkpoint("--checkpoint", args.checkpoint)
+    except ValueError as err:
+        fail(str(err), PROG)
     start_cache(args.compilation_cache_dir, PROG)
     import jax
 
