@@ -52,7 +52,7 @@ def suggested_slas(
     choice with the reference code's margins (or those of ``confidence``), whatever ``job`` holds for
     them; the others as ``job`` gives them. ``ValueError`` for a job that has run an epoch, one
     ``live.check_recommendable`` refuses, a name outside :data:`SUGGESTIBLE` or a confidence outside
-    (0, 1)."""
+    ``CONFIDENCE_RANGE``."""
     suggest = check_suggestible(suggest)  # a tuple: a static argument of the compiled suggestion
     if job.epochs_done > 0:
         raise ValueError(

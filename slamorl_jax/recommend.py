@@ -266,9 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_cache_argument(parser)
     args = parser.parse_args(argv)
-    if args.sla_confidence is not None and not (args.suggest_slas and 0.0 < args.sla_confidence < 1.0):
-        fail("--sla_confidence is a probability in (0, 1) for --suggest_slas", PROG)
     slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
+    if args.sla_confidence is not None:
+        from slamorl_jax.env.suggested_slas import CONFIDENCE_RANGE
+
+        low, high = CONFIDENCE_RANGE
+        if not (args.suggest_slas and low <= args.sla_confidence <= high):
+            fail(f"--sla_confidence is a probability in [{low}, {high}] for --suggest_slas", PROG)
     start_cache(args.compilation_cache_dir, PROG, min_compile_time_s=0.0)  # every program: see the docstring
     new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
     if args.job is None:  # --jobs, --serve or --http
@@ -286,9 +290,10 @@ def main(argv: list[str] | None = None) -> int:
     from slamorl_jax.live import MAX_VALUE, LiveJob
     from slamorl_jax.live_slas import SUGGESTIBLE
 
-    left_out = [name for name in SUGGESTIBLE if isinstance(data, dict) and name not in data]
+    # Left out: absent or null (null leaves out any optional field, as everywhere in a job).
+    left_out = [name for name in SUGGESTIBLE if isinstance(data, dict) and data.get(name) is None]
     if args.suggest_slas:  # a placeholder the suggestion replaces, so the job validates as usual
-        data = {**{name: MAX_VALUE for name in left_out}, **data}
+        data = {**data, **{name: MAX_VALUE for name in left_out}}
     try:
         job = LiveJob.from_dict(data)
     except ValueError as err:

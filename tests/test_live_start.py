@@ -106,6 +106,17 @@ def test_recommend_cli_history(workdir: Path, capsys: pytest.CaptureFixture[str]
     assert answer["source"] == "forecast_slas" and answer["deadline_s"] > 0 and answer["budget_usd"] > 0
 
 
+def test_null_slas_are_left_out_for_a_suggestion(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``null`` leaves an optional field out: ``--suggest_slas`` refused a null deadline, and with a
+    null minimum throughput suggested none (0.0, not in ``suggested``)."""
+    nulls = {**NEW_JOB, "deadline_s": None, "min_throughput": None}
+    outcome = call(_recommend(nulls, "--suggest_slas"), capsys, workdir)
+    assert outcome.code == 0, outcome.report()
+    answer = json.loads(outcome.stdout)
+    assert answer["suggested"] == ["deadline_s", "min_throughput"] and answer["min_throughput"] > 0
+    assert answer["budget_usd"] == NEW_JOB["budget_usd"] and answer["deadline_s"] > 0
+
+
 def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
     plan = probe_plan(LiveJob.from_dict(NEW_JOB), params)
     runs = [(run["gpus"], run["cpus"]) for run in plan["probes"]]
@@ -151,6 +162,11 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     assert_refused(call(_recommend(running, "--forecast_start"), capsys, workdir), "no epoch yet")
     outcome = call(_recommend(NEW_JOB, "--sla_confidence=0.9"), capsys, workdir)
     assert_refused(outcome, "for --suggest_slas")
+    # Past float32's normal quantile: an OverflowError (exit 1), a math domain error, or 1e-40 read
+    # as 0.5 silently.
+    for extreme in ("0.99999999", "1e-300", "1e-40"):
+        outcome = call(_recommend(NEW_JOB, "--suggest_slas", f"--sla_confidence={extreme}"), capsys, workdir)
+        assert_refused(outcome, "--sla_confidence is a probability in [0.001, 0.999]")
     no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
     assert_refused(call(_recommend(no_slas), capsys, workdir), "--suggest_slas suggests them")
     # No hint when a field the flag does not suggest is missing too (the GPU count).

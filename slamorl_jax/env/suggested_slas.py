@@ -49,6 +49,18 @@ TIME_MARGIN = 1.1
 COST_MARGIN = 1.1
 THROUGHPUT_MARGIN = 0.9
 SUGGESTIBLE = ("deadline_s", "budget_usd", "min_throughput")
+#: The confidences a suggestion takes: the normal quantile of a probability nearer 0 or 1 runs
+#: past float32 (0.99999999 rounds to 1, an infinite margin; 1e-40 to 0) or gives a margin near 0.
+CONFIDENCE_RANGE = (0.001, 0.999)
+
+
+def check_confidence(confidence: float | None) -> None:
+    """``ValueError`` unless ``confidence`` is ``None`` or a probability in :data:`CONFIDENCE_RANGE`."""
+    low, high = CONFIDENCE_RANGE
+    if confidence is not None and not low <= confidence <= high:
+        raise ValueError(f"an SLA confidence is a probability in [{low}, {high}], got {confidence}")
+
+
 NO_LIMIT = 1e30  # a deadline or budget never reached
 UNLIMITED = {"deadline_s": NO_LIMIT, "budget_usd": NO_LIMIT, "min_throughput": 0.0}
 
@@ -133,11 +145,11 @@ def suggested_targets(
     state: EnvState, params: EnvParams, names: Iterable[str] = SUGGESTIBLE, confidence: float | None = None
 ) -> tuple[SlaTargets, dict[str, jax.Array]]:
     """The job's SLA targets with ``names`` suggested (module docstring: the reference code's margins,
-    or margins for ``confidence`` in (0, 1)) and the others kept, and the forecast's choice they come
-    from (:func:`forecast_choice`, with ``names`` unlimited; ``margin`` is the time factor used)."""
+    or margins for ``confidence`` in :data:`CONFIDENCE_RANGE`) and the others kept, and the
+    forecast's choice they come from (:func:`forecast_choice`, with ``names`` unlimited; ``margin``
+    is the time factor used)."""
     names = check_suggestible(names)
-    if confidence is not None and not 0.0 < confidence < 1.0:
-        raise ValueError(f"an SLA confidence is a probability in (0, 1), got {confidence}")
+    check_confidence(confidence)
     choice = forecast_choice(without_limits(state, names), params)
     if confidence is None:
         time_margin, cost_margin, throughput_margin = TIME_MARGIN, COST_MARGIN, THROUGHPUT_MARGIN
