@@ -85,16 +85,17 @@ def read_source(source: str, flag: str) -> str:
 
 
 def parse_json(text: str, where: str) -> object:
-    """The JSON value of ``text``; exits 2 naming ``where`` when it is not JSON or repeats a key in an
-    object (which JSON readers resolve differently: Python's keeps the last)."""
+    """The JSON value of ``text``; exits 2 naming ``where`` when it is not JSON, repeats a key in an
+    object (which JSON readers resolve differently: Python's keeps the last) or holds a number Python
+    will not convert (an integer of over 4,300 digits)."""
     try:
         return loads_strict(text)
     except json.JSONDecodeError as err:
         fail(f"{where} is not valid JSON: {err.msg} (line {err.lineno})", PROG)
     except RecursionError:
         fail(f"{where} is nested too deeply to be a job", PROG)
-    except DuplicateKeyError as err:
-        fail(f"{where}: {err}", PROG)
+    except ValueError as err:  # a key given twice; an integer of more digits than Python converts
+        fail(f"{where}: {first_line(err)}", PROG)
     return None  # unreachable
 
 

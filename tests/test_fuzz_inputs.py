@@ -328,6 +328,7 @@ BAD_JOBS: dict[str, bytes | str | None] = {
     "null": "null",
     "a list": "[1, 2]",
     "nested too deeply": "[" * 100_000 + "]" * 100_000,
+    "an integer past Python's 4,300 digits": job_with_token("gpus", "1" * 5000),
     "gpus a string": job_text(gpus="4"),
     "gpus a boolean": job_text(gpus=True),
     "gpus null": job_text(gpus=None),
