@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,22 +19,7 @@ from tqdm import tqdm
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.schedule import learning_rate_after
-
-METRICS_FILE = "metrics.jsonl"  # one JSON line per logged update, in the run's log_dir
-CONFIG_FILE = "config.json"  # the run's TrainConfig
-SUMMARY_FILE = "summary.json"  # the finished run's figures and evaluation
-EVENTS_PREFIX = "events.out.tfevents"  # TensorBoard event files (tensorboardX's names)
-
-
-def run_log_files(log_dir: str | Path) -> list[str]:
-    """The names of a training run's log files already in ``log_dir`` (config, metrics, summary,
-    TensorBoard events), sorted; empty where the folder is new, empty or unreadable."""
-    try:
-        names = [entry.name for entry in Path(log_dir).iterdir()]
-    except OSError:
-        return []
-    ours = {CONFIG_FILE, METRICS_FILE, SUMMARY_FILE}
-    return sorted(name for name in names if name in ours or name.startswith(EVENTS_PREFIX))
+from slamorl_jax.run_log_names import CONFIG_FILE, METRICS_FILE
 
 
 def drop_records_after(path: Path, update: int) -> None:
@@ -123,8 +109,8 @@ class MetricsLogger:
         )
 
     def message(self, text: str) -> None:
-        """Print a line without breaking the progress bar."""
-        self._bar.write(text)
+        """Print a status line on stderr, as every other one, without breaking the progress bar."""
+        self._bar.write(text, file=sys.stderr)
 
     def close(self) -> None:
         """Flush and close files and the bar."""

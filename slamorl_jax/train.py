@@ -46,6 +46,7 @@ from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start,
 from slamorl_jax.env.action_sets import ACTION_SETS
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.scenarios import SCENARIOS
+from slamorl_jax.run_log_names import metrics_mark
 
 DEFAULTS = TrainConfig()
 FLAGS = flags.FLAGS
@@ -325,8 +326,10 @@ def check_run_flags() -> None:
     if FLAGS.keep < 1:
         raise ValueError(f"--keep must be >= 1, got {FLAGS.keep}")
     train_checks.check_eval_episodes(FLAGS.eval_episodes)
-    for name in ("run_dir", "checkpoint_dir"):  # --log_dir is absl's, whose default is ""
-        if getattr(FLAGS, name) == "":  # an unset shell variable: not the default folder
+    for name in ("run_dir", "checkpoint_dir", "log_dir"):
+        # An unset shell variable: not the default folder. --log_dir is absl's, whose default is "".
+        given = FLAGS[name].present if name == "log_dir" else True
+        if given and getattr(FLAGS, name) == "":
             raise ValueError(f"--{name} is empty: name a folder (or leave the flag out)")
     if FLAGS.resume and FLAGS.checkpoint_dir is None and FLAGS.run_dir is None:
         raise ValueError("--resume needs --run_dir or --checkpoint_dir (the run to continue)")
@@ -481,6 +484,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
     set_up.created.append(made)
     created = run_dirs.CreatedDirs([*claimed.own, *made.own], [*claimed.parents, *made.parents])
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
+    logged_before = metrics_mark(log_dir)
     owns_dirs = [True]  # once a multi-process run starts, only process 0 removes the shared folders
     # One run at a time per checkpoint folder; a --distributed run's process 0 takes it for all of its
     # processes once they have joined (below), so a run cannot start in a launched run's folder.
@@ -491,9 +495,11 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
         fail(f"{checkpoint_flag} {str(checkpoint_dir)!r} is in use by another training run; wait for it")
 
     def remove_if_empty() -> None:
-        # A run that saves no checkpoint (bad input found late, Ctrl-C while importing or
-        # compiling, a first update that diverged) leaves none of the directories it created.
-        if owns_dirs[0] and run_dirs.checkpoint_marks(checkpoint_dir) == saved_before:
+        # A run that saves no checkpoint and logs no update (bad input found late, Ctrl-C while
+        # importing or compiling) leaves none of the directories it created. One that logged
+        # updates and then diverged before its first save keeps them: its metrics show the loss.
+        unsaved = run_dirs.checkpoint_marks(checkpoint_dir) == saved_before
+        if owns_dirs[0] and unsaved and metrics_mark(log_dir) == logged_before:
             run_dirs.remove_created(created)
 
     code = 1

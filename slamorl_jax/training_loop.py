@@ -25,12 +25,14 @@ import jax
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
+from slamorl_jax.atomic_files import write_text_atomically
 from slamorl_jax.checkpoint_resume import newest_readable_meta, restore_newest_intact
 from slamorl_jax.cli_args import STOP_SIGNALS
 from slamorl_jax.distributed import any_process, is_primary
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
-from slamorl_jax.run_logging import SUMMARY_FILE, MetricsLogger, run_log_files
+from slamorl_jax.run_log_names import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, has_metrics, run_log_files
+from slamorl_jax.run_logging import MetricsLogger
 from slamorl_jax.sharding import check_divisible, env_mesh
 from slamorl_jax.train_checks import budget_note
 from slamorl_jax.warm_start import warm_start
@@ -159,7 +161,22 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
         raise ckpt.CheckpointError(
             f"--resume: flags differ from the checkpoint's config: {', '.join(sorted(conflicts))}"
         )
+    if logged_config(options.log_dir) not in (None, stored):
+        # Its metrics past the checkpoint's update, its summary and config would be replaced.
+        raise ckpt.CheckpointError(
+            f"--resume: {options.log_dir} holds the logs of another run (its {CONFIG_FILE} is not the "
+            "checkpoint's config): resume with this run's own --log_dir"
+        )
     return stored, meta
+
+
+def logged_config(log_dir: Path) -> TrainConfig | None:
+    """The config a run's ``config.json`` in ``log_dir`` records; ``None`` where there is none or it
+    cannot be read (the resumed run then writes its own)."""
+    try:
+        return TrainConfig.from_dict(json.loads((Path(log_dir) / CONFIG_FILE).read_text()))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
 
 
 def checkpoint_due(update: int, last_saved: int, save_interval: int) -> bool:
@@ -179,12 +196,15 @@ def resumed_flag_matches(name: str, stored: Any, given: Any) -> bool:
     return stored == given
 
 
-def diverged_message(update: int, last_saved: int, checkpoint_dir: Path) -> str:
-    """What a run that hit a non-finite loss at ``update`` keeps (``last_saved``: its latest save)."""
+def diverged_message(update: int, last_saved: int, checkpoint_dir: Path, log_dir: Path | None = None) -> str:
+    """What a run that hit a non-finite loss at ``update`` keeps (``last_saved``: its latest save;
+    ``log_dir``: where its metrics are, kept when it logged any)."""
     if ckpt.has_checkpoint(checkpoint_dir):
         kept = f"The last good checkpoint (update {last_saved}) in {checkpoint_dir} is kept."
     else:
         kept = "No checkpoint had been saved yet."
+    if log_dir is not None and has_metrics(log_dir):
+        kept += f" Its metrics up to there are in {Path(log_dir) / METRICS_FILE}."
     return f"non-finite loss at update {update}; stopping. {kept}"
 
 
@@ -225,10 +245,18 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         say(f"init: the policy starts from {config.init_from}")
     if options.resume:
         state = restore_newest_intact(options.checkpoint_dir, state, report=say)
-        if int(state.update) >= config.num_updates:  # its summary and logs stay as they are
-            done = f"{int(state.update):,} of {config.num_updates:,} updates"
-            say(f"the run is complete ({done}): nothing to train")
-            return 0
+        if int(state.update) >= config.num_updates:
+            done = f"the run is complete ({int(state.update):,} of {config.num_updates:,} updates)"
+            if (Path(options.log_dir) / SUMMARY_FILE).exists():  # its summary and logs stay as they are
+                say(f"{done}: nothing to train")
+                return 0
+            # Stopped after its last save and before its summary (in the final evaluation): the
+            # summary, with the evaluation, is what is left to do.
+            say(f"{done} but stopped before writing {SUMMARY_FILE}: writing it")
+            if primary:
+                figures = {"env_steps_this_run": 0, "steps_per_s": 0.0, "compile_s": 0.0}
+                write_summary(trainer, state, config, options, figures, start, int(state.update))
+            return EXIT_OK
     # After the restore, which may set damaged steps aside: the manager lists the steps it finds.
     manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
     compile_start = time.perf_counter()
@@ -258,7 +286,8 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
             jax.block_until_ready(new_state)
             train_s += time.perf_counter() - tick
             if not math.isfinite(metrics["loss"]):
-                logger.message(diverged_message(int(new_state.update), last_saved, options.checkpoint_dir))
+                update = int(new_state.update)
+                logger.message(diverged_message(update, last_saved, options.checkpoint_dir, options.log_dir))
                 return EXIT_NON_FINITE
             state = new_state
             update = int(state.update)
@@ -278,19 +307,40 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         if int(state.update) != last_saved:
             last_saved = ckpt.save(manager, state, config, saved_run_options(options))
     env_steps = (int(state.update) - first_chunk * config.updates_per_chunk) * config.batch_size
+    if primary:
+        figures = {
+            "env_steps_this_run": env_steps,
+            "steps_per_s": env_steps / max(train_s, 1e-9),
+            "compile_s": compile_s,
+        }
+        write_summary(trainer, state, config, options, figures, start, last_saved)
+    return code
+
+
+def write_summary(
+    trainer: Any,
+    state: Any,
+    config: TrainConfig,
+    options: RunOptions,
+    figures: dict[str, Any],
+    start: float,
+    last_saved: int,
+) -> None:
+    """Process 0's end of a run: the final evaluation of ``state``'s policy against the request
+    (``options.eval_episodes`` fresh jobs a scenario kind; none for 0) beside the run's ``figures``,
+    written whole to ``summary.json`` (a run stopped while writing it leaves none, and ``--resume``
+    writes it) and printed."""
     summary: dict[str, Any] = {
         "config": dataclasses.asdict(config),
         "updates": int(state.update),
-        "env_steps_this_run": env_steps,
-        "steps_per_s": env_steps / max(train_s, 1e-9),
-        "compile_s": compile_s,
+        **figures,
         "wall_s": time.perf_counter() - start,
         "checkpoint": str(Path(options.checkpoint_dir).absolute() / str(last_saved)),
         "log_dir": str(Path(options.log_dir).absolute()),
     }
-    if options.eval_episodes > 0 and primary:
+    if options.eval_episodes > 0:
         if options.progress:
-            say(
+            print_error(
                 f"evaluating the policy and the request on {options.eval_episodes:,} fresh jobs per "
                 "scenario kind"
             )
@@ -302,12 +352,9 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         summary["quality_bar"] = quality_bar(evaluation)
         summary["evaluation_markdown"] = format_evaluation(evaluation)
     summary["wall_s"] = time.perf_counter() - start
-    if not primary:
-        return code
     Path(options.log_dir).mkdir(parents=True, exist_ok=True)
-    (Path(options.log_dir) / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+    write_text_atomically(Path(options.log_dir) / SUMMARY_FILE, json.dumps(summary, indent=2))
     print_summary(summary)
-    return code
 
 
 class SilentLogger:

@@ -141,6 +141,7 @@ def test_tiny_run_writes_metrics_events_summary_config_and_checkpoint(
 
 BAD_FLAGS = {
     "num_envs zero": (["--num_envs=0"], ["--num_envs"]),
+    "empty log dir": (["--log_dir="], ["--log_dir is empty"]),  # it ran, logging under --run_dir
     "minibatches do not divide": (["--num_envs=32", "--rollout_length=8", "--num_minibatches=3"], ["256"]),
     "unknown scenario": (["--scenario=nope"], ["--scenario", "deadline-critical"]),
     "hidden sizes not integers": (["--hidden_sizes=a,b"], ["--hidden_sizes"]),
@@ -233,6 +234,40 @@ def test_resuming_a_finished_run_trains_nothing_and_keeps_its_summary(
     assert "the run is complete" in outcome.stdout + outcome.stderr, outcome.report()
     assert "compiling" not in outcome.stdout + outcome.stderr, outcome.report()  # it compiles no chunk
     assert {name: (run / "logs" / name).read_bytes() for name in kept} == kept
+
+
+def test_resuming_a_finished_run_that_stopped_before_its_summary_writes_it(
+    finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run stopped after its last save, in its final evaluation, had no ``summary.json``, and
+    ``--resume`` said "nothing to train" and wrote none: the evaluation was lost for good."""
+    run = tmp_path / "run"
+    shutil.copytree(finished.run_dir, run)
+    (run / "logs" / "summary.json").unlink()
+    metrics = (run / "logs" / "metrics.jsonl").read_bytes()
+    outcome = train_in_process(["--resume", f"--run_dir={run}", "--progress=false"], capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    assert "stopped before writing summary.json: writing it" in outcome.stderr, outcome.report()
+    summary = json.loads((run / "logs" / "summary.json").read_text())
+    expected = json.loads((finished.log_dir / "summary.json").read_text())
+    assert summary["updates"] == TINY.num_updates and summary["env_steps_this_run"] == 0
+    assert summary["evaluation"] == expected["evaluation"]  # the run's own --eval_episodes=4, seeded
+    assert (run / "logs" / "metrics.jsonl").read_bytes() == metrics
+
+
+def test_resuming_into_another_runs_logs_is_refused(
+    finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--resume --log_dir=<another run's logs>`` replaced that run's metrics past the checkpoint's
+    update, its summary and its config."""
+    other = tmp_path / "other"
+    shutil.copytree(finished.run_dir, other)
+    config = json.loads((other / "logs" / "config.json").read_text())
+    (other / "logs" / "config.json").write_text(json.dumps({**config, "seed": config["seed"] + 1}))
+    before = {p.name: p.read_bytes() for p in (other / "logs").iterdir() if p.is_file()}
+    args = ["--resume", f"--run_dir={finished.run_dir}", f"--log_dir={other / 'logs'}"]
+    assert_one_error_line(train_in_process(args, capsys, tmp_path), "holds the logs of another run")
+    assert {p.name: p.read_bytes() for p in (other / "logs").iterdir() if p.is_file()} == before
 
 
 def test_a_folder_another_run_trains_in_is_refused_and_left_alone(
@@ -363,7 +398,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(flagfile: Path, tmp_path: Path
     assert process.returncode == 128 + signal.SIGTERM, report
     assert "Traceback" not in stderr, report
     last_update = read_jsonl(metrics)[-1]["update"]
-    assert f"SIGTERM: saved checkpoint at update {last_update}" in stdout, report
+    assert f"SIGTERM: saved checkpoint at update {last_update}" in stderr, report  # a status line
 
     policy = ckpt.load_policy(checkpoint_dir)
     assert policy.step == last_update
@@ -388,22 +423,30 @@ train.run()
 """
 
 
-def test_cli_exits_3_on_a_non_finite_loss(flagfile: Path, tmp_path: Path) -> None:
+def test_cli_exits_3_on_a_non_finite_loss_and_keeps_the_metrics_that_show_it(
+    flagfile: Path, tmp_path: Path
+) -> None:
+    """A run that diverged before its first save removed its whole new folder, the metrics of the
+    updates before the divergence with it (up to 9 chunks' at the defaults). The last good
+    checkpoint, when there is one, is kept too (the in-process test below)."""
+    run_dir = tmp_path / "run"
     command = cli_command(
         f"--flagfile={flagfile}",
-        f"--save_interval={TINY.updates_per_chunk}",
+        "--save_interval=1000",  # no save before the second chunk diverges
         "--eval_episodes=0",
         "--noprogress",
-        f"--run_dir={tmp_path}",
+        f"--run_dir={run_dir}",
     )
     command[1:3] = ["-c", NAN_ON_SECOND_CHUNK]  # instead of -m slamorl_jax.train
     result = subprocess.run(
         command, cwd=REPO_ROOT, env=cli_env(), capture_output=True, text=True, timeout=CLI_TIMEOUT_S
     )
     assert result.returncode == 3, result.stderr[-3000:]
-    assert "non-finite loss" in result.stdout and "Traceback" not in result.stderr
-    assert ckpt.load_policy(tmp_path / "checkpoints").step == TINY.updates_per_chunk
-    assert not (tmp_path / "logs" / "summary.json").exists()
+    assert "non-finite loss" in result.stderr and "Traceback" not in result.stderr
+    assert "No checkpoint had been saved yet. Its metrics up to there are in" in result.stderr
+    assert [r["update"] for r in read_jsonl(run_dir / "logs" / "metrics.jsonl")] == [TINY.updates_per_chunk]
+    assert not ckpt.has_checkpoint(run_dir / "checkpoints")
+    assert not (run_dir / "logs" / "summary.json").exists()
 
 
 def run_options(root: Path, **overrides: Any) -> training_loop.RunOptions:
@@ -439,7 +482,7 @@ def test_non_finite_loss_stops_with_exit_3_and_keeps_the_last_good_checkpoint(
     nan_loss_on_second_chunk(monkeypatch)
     options = run_options(tmp_path)
     assert training_loop.run_training(TINY, options) == training_loop.EXIT_NON_FINITE == 3
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err  # a status line: stderr, as every other
     assert "non-finite loss" in out and f"update {TINY.updates_per_chunk}" in out
     kept = sorted(int(p.name) for p in options.checkpoint_dir.iterdir() if p.name.isdigit())
     assert kept == [TINY.updates_per_chunk]
