@@ -272,6 +272,26 @@ def lock_run_dir(directory: Path) -> int | None:
     return fd
 
 
+def lock_run_dirs(folders: list[tuple[str, Path]]) -> tuple[list[int], tuple[str, Path] | None]:
+    """Take :func:`lock_run_dir` on each of a run's ``(flag, folder)`` pairs (its checkpoints and its
+    logs: two runs logging into one folder replaced each other's metrics), a folder named twice once:
+    the descriptors held and ``None``, or none held and the first ``(flag, folder)`` another process
+    holds."""
+    held: list[int] = []
+    seen: set[str] = set()
+    for flag, folder in folders:
+        if os.path.realpath(folder) in seen:
+            continue
+        seen.add(os.path.realpath(folder))
+        fd = lock_run_dir(folder)
+        if fd is None:
+            for taken in held:
+                unlock_run_dir(taken)
+            return [], (flag, folder)
+        held.append(fd)
+    return held, None
+
+
 def unlock_run_dir(fd: int | None) -> None:
     """Release a lock :func:`lock_run_dir` took (nothing for ``None`` or ``-1``)."""
     if fd is not None and fd >= 0:

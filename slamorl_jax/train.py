@@ -7,7 +7,8 @@ against the jobs' requested static allocations.
 Bad flags, stray arguments and unusable output paths exit with code 2 and one line, before anything
 is written; SIGTERM, SIGINT and SIGHUP save a checkpoint before exiting (before the first update they
 exit with 128 + signal and remove the directories the run created); a diverged run exits 3.
-A run holds its checkpoint folder's lock while it runs: a second run into it is refused (exit 2).
+A run holds its checkpoint and log folders' locks while it runs: a second run into either is refused
+(exit 2).
 """
 
 from __future__ import annotations
@@ -488,11 +489,14 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
     owns_dirs = [True]  # once a multi-process run starts, only process 0 removes the shared folders
     # One run at a time per checkpoint folder; a --distributed run's process 0 takes it for all of its
     # processes once they have joined (below), so a run cannot start in a launched run's folder.
-    lock = -1 if distributed.enabled else run_dirs.lock_run_dir(checkpoint_dir)  # -1: no lock taken
-    if lock is None:
-        # The folders are the other run's now, whoever created them: only empty new ones go.
-        run_dirs.remove_created(created, only_empty=True)
-        fail(f"{checkpoint_flag} {str(checkpoint_dir)!r} is in use by another training run; wait for it")
+    folders = [(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)]
+    locks: list[int] = []
+    if not distributed.enabled:
+        locks, busy = run_dirs.lock_run_dirs(folders)
+        if busy is not None:
+            # The folders are the other run's now, whoever created them: only empty new ones go.
+            run_dirs.remove_created(created, only_empty=True)
+            fail(in_use_message(*busy))
 
     def remove_if_empty() -> None:
         # A run that saves no checkpoint and logs no update (bad input found late, Ctrl-C while
@@ -521,13 +525,9 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
                 if distributed.enabled:
                     join(distributed)  # already done at start-up when launched as a command
                     if jax.process_index() == 0:
-                        lock = run_dirs.lock_run_dir(checkpoint_dir)
-                        if lock is None:  # every process is told, and stops (fail)
-                            lock = -1
-                            fail(
-                                f"{checkpoint_flag} {str(checkpoint_dir)!r} is in use by another training "
-                                "run; wait for it"
-                            )
+                        locks, busy = run_dirs.lock_run_dirs(folders)
+                        if busy is not None:  # every process is told, and stops (fail)
+                            fail(in_use_message(*busy))
                 if not FLAGS.resume:  # a resumed run's own num_envs is checked once it is read
                     check_divisible(config.num_envs, jax.device_count())
                 # Every process has checked its flags and folders: all start, or all stop. Until
@@ -556,8 +556,14 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
     finally:
         if code != 0:
             remove_if_empty()
-        run_dirs.unlock_run_dir(lock)
+        for lock in locks:
+            run_dirs.unlock_run_dir(lock)
     sys.exit(code)
+
+
+def in_use_message(flag: str, folder: Path) -> str:
+    """The refusal of a folder another training run holds (its lock, ``run_dirs.lock_run_dirs``)."""
+    return f"{flag} {str(folder)!r} is in use by another training run; wait for it"
 
 
 def run(argv: list[str] | None = None) -> None:

@@ -270,25 +270,29 @@ def test_resuming_into_another_runs_logs_is_refused(
     assert {p.name: p.read_bytes() for p in (other / "logs").iterdir() if p.is_file()} == before
 
 
+@pytest.mark.parametrize("held_folder", ["checkpoints", "logs"])
 def test_a_folder_another_run_trains_in_is_refused_and_left_alone(
-    flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    held_folder: str, flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Two runs into one folder both trained and interleaved their checkpoints and metrics. A run
-    holds its checkpoint folder's lock (here taken by the test, as another process would); a second
-    run is refused with one line and leaves the folder, which is the other run's, as it was."""
-    checkpoints = tmp_path / "run" / "checkpoints"
-    checkpoints.mkdir(parents=True)
-    held = run_dirs.lock_run_dir(checkpoints)
+    """Two runs into one folder both trained and interleaved their checkpoints and metrics (two runs
+    given one ``--log_dir`` kept one run's metrics of the two). A run holds its checkpoint and log
+    folders' locks (here one taken by the test, as another process would); a second run is refused
+    with one line and leaves the folder, which is the other run's, as it was."""
+    held_dir = tmp_path / "shared" / held_folder
+    held_dir.mkdir(parents=True)
+    folder_flags = {
+        "checkpoints": [f"--run_dir={tmp_path / 'shared'}"],
+        "logs": [f"--run_dir={tmp_path / 'own'}", f"--log_dir={held_dir}"],
+    }[held_folder]
+    held = run_dirs.lock_run_dir(held_dir)
     assert held is not None and held >= 0
     try:
-        outcome = train_in_process(
-            [f"--flagfile={flagfile}", f"--run_dir={tmp_path / 'run'}"], capsys, tmp_path
-        )
-        assert_one_error_line(outcome, str(checkpoints), "in use by another training run")
-        assert checkpoints.is_dir()  # the other run's; the empty logs folder this run made is gone
+        outcome = train_in_process([f"--flagfile={flagfile}", *folder_flags], capsys, tmp_path)
+        assert_one_error_line(outcome, str(held_dir), "in use by another training run")
+        assert held_dir.is_dir()  # the other run's; the empty folders this run made are gone
     finally:
         run_dirs.unlock_run_dir(held)
-    again = run_dirs.lock_run_dir(checkpoints)  # released: the next run may take it
+    again = run_dirs.lock_run_dir(held_dir)  # released: the next run may take it
     assert again is not None
     run_dirs.unlock_run_dir(again)
 
