@@ -145,16 +145,21 @@ def path_exists(path: str | Path) -> bool:
 
 def new_folder_problem(path: str | Path) -> str | None:
     """Why ``path`` cannot take a checkpoint of its own (an exported or pre-trained policy), or
-    ``None`` when it can: it must be absent or an empty folder, at a path the filesystem can hold
-    (not a name too long), whose nearest existing folder can be written (a file is made and removed
-    to find out, before the work it is to hold). Missing parents are fine, as for ``train``'s
-    folders: the checkpoint's save creates them, so a command that fails before it leaves none."""
+    ``None`` when it can: it must be absent or an empty folder, not inside a run's checkpoint
+    folder, at a path the filesystem can hold (not a name too long), whose nearest existing folder
+    can be written (a file is made and removed to find out, before the work it is to hold). Missing
+    parents are fine, as for ``train``'s folders: the checkpoint's save creates them, so a command
+    that fails before it leaves none."""
     path = Path(path)
     if "\0" in str(path):
         return "not a path (it holds a NUL byte)"
     try:
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             return "must be a new or empty folder"
+        if checkpoint_marks(path.absolute().parent):
+            # A run's checkpoint folder: its next save takes numbered folders for its own steps and
+            # deletes them past --keep; --resume removed a policy exported into one.
+            return "is inside a run's checkpoint folder (it holds numbered steps): choose a folder outside it"
         missing = _missing_ancestors(path)
         existing = _nearest_existing(path)
         if existing is None:

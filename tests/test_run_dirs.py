@@ -46,6 +46,16 @@ def test_a_new_folder_where_nothing_can_be_written_is_a_problem_found_first() ->
     assert new_folder_problem("/proc/self") is not None  # not empty
 
 
+def test_a_new_folder_inside_a_runs_checkpoint_folder_is_a_problem(tmp_path: Path) -> None:
+    """``export_policy <run>/checkpoints <run>/checkpoints/99`` was accepted; the run's next
+    ``--resume`` deleted the export (its saves take numbered folders there for their own steps)."""
+    checkpoints = tmp_path / "run" / "checkpoints"
+    (checkpoints / "12" / "meta").mkdir(parents=True)
+    assert "inside a run's checkpoint folder" in new_folder_problem(checkpoints / "99")
+    assert "inside a run's checkpoint folder" in new_folder_problem(checkpoints / "policy")
+    assert new_folder_problem(tmp_path / "run" / "exported") is None
+
+
 def test_a_folder_that_cannot_be_written_is_named_as_such(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
