@@ -149,6 +149,11 @@ def _step_dir_and_root(path: Path) -> tuple[Path, int]:
         steps = complete_steps(path)
     except OSError as err:
         raise CheckpointError(f"cannot read checkpoint path {path}: {err.strerror or err}") from None
+    if not steps and path.name.isdigit() and has_checkpoint(path.parent):
+        raise CheckpointError(
+            f"{path} is an incomplete step (no meta: its save did not finish); its run's complete "
+            f"steps are {', '.join(map(str, complete_steps(path.parent)))}"
+        )
     if not steps:
         inner = path / "checkpoints"  # a training run's folder (--run_dir) keeps its steps there
         hint = f"; a run's folder keeps them in {inner}" if has_checkpoint(inner) else ""

@@ -180,3 +180,14 @@ def test_a_history_rule_built_in_python_refuses_records_the_loader_would() -> No
         with pytest.raises(ValueError, match=phrase):
             HistoryStart.from_records([good, dataclasses.replace(good, **changes)])
     assert table_from_records([good]).gpus.tolist() == [8]
+
+
+def test_an_incomplete_step_folder_is_named_as_one(tmp_path: Path) -> None:
+    """A step whose save did not finish (no ``meta``) read as "no complete checkpoint in .../8
+    (expected numbered step directories)", though it is one."""
+    from slamorl_jax.checkpoint import CheckpointError, load_policy
+
+    (tmp_path / "checkpoints" / "4" / "meta").mkdir(parents=True)
+    (tmp_path / "checkpoints" / "8").mkdir()
+    with pytest.raises(CheckpointError, match=r"8 is an incomplete step .* complete steps are 4$"):
+        load_policy(tmp_path / "checkpoints" / "8")
