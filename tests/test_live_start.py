@@ -106,6 +106,19 @@ def test_recommend_cli_history(workdir: Path, capsys: pytest.CaptureFixture[str]
     assert answer["source"] == "forecast_slas" and answer["deadline_s"] > 0 and answer["budget_usd"] > 0
 
 
+@pytest.mark.parametrize("flag", ["--forecast_start", "--probe_plan"])
+def test_the_shipped_new_job_with_slas_gets_a_first_allocation(
+    flag: str, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's new-job commands run on a shipped file (``docs/example_new_job.json`` leaves
+    its deadline and budget out for ``--suggest_slas``, and these answers need them)."""
+    job = Path(SHIPPED).parent.parent / "docs" / "example_new_job_slas.json"
+    argv = [f"--job={job}", f"--checkpoint={SHIPPED}", flag]
+    outcome = call(lambda: recommend_cli.main(argv), capsys, workdir)
+    assert outcome.code == 0 and not outcome.stderr, outcome.report()
+    assert json.loads(outcome.stdout)["source"] == flag.removeprefix("--").replace("_start", "")
+
+
 def test_null_slas_are_left_out_for_a_suggestion(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``null`` leaves an optional field out: ``--suggest_slas`` refused a null deadline, and with a
     null minimum throughput suggested none (0.0, not in ``suggested``)."""
