@@ -203,6 +203,11 @@ def new_folder_undo(path: str | Path) -> Callable[[], None]:
     return undo
 
 
+#: How often, and how far apart, an abandoned staged folder is removed (``staged_new_folder``).
+STAGE_REMOVAL_PASSES = 10
+STAGE_SETTLE_S = 0.02
+
+
 @contextlib.contextmanager
 def staged_new_folder(destination: str | Path) -> Iterator[Path]:
     """A private folder beside ``destination`` to write a new folder's contents into, renamed to
@@ -221,7 +226,13 @@ def staged_new_folder(destination: str | Path) -> Iterator[Path]:
     stage.mkdir()
 
     def remove() -> None:
-        shutil.rmtree(stage, ignore_errors=True)
+        # A writer's threads (orbax's) may still be writing when a failure or a signal gets here,
+        # and put files back into the removed folder: it is removed until it stays gone.
+        for _ in range(STAGE_REMOVAL_PASSES):
+            shutil.rmtree(stage, ignore_errors=True)
+            time.sleep(STAGE_SETTLE_S)
+            if not stage.exists():
+                break
         remove_created(CreatedDirs([], missing), only_empty=True)
 
     placed = False

@@ -69,3 +69,26 @@ def test_a_folder_that_cannot_be_written_is_named_as_such(
         check_dir("--run_dir", run, must_exist=True)
     with pytest.raises(RunDirError, match=r"cannot be created: '.*run' is not writable$"):
         check_dir("--run_dir", run / "checkpoints")
+
+
+def test_an_abandoned_stage_is_removed_even_when_a_writer_thread_adds_to_it_late(tmp_path: Path) -> None:
+    """A stop signal during ``export_policy``'s save left ``.out.<id>.partial`` behind (2 tries in
+    40): orbax's threads wrote into the staged folder after it was removed."""
+    import threading
+    import time
+
+    from slamorl_jax.run_dirs import staged_new_folder
+
+    late_writes: list[threading.Thread] = []
+
+    def write_late(stage: Path) -> None:
+        time.sleep(0.005)  # after the first removal
+        (stage / "policy.orbax-checkpoint-tmp").mkdir(parents=True, exist_ok=True)
+        (stage / "policy.orbax-checkpoint-tmp" / "chunk").write_bytes(b"late")
+
+    with pytest.raises(RuntimeError, match="save failed"), staged_new_folder(tmp_path / "out") as stage:
+        late_writes.append(threading.Thread(target=write_late, args=(stage,)))
+        late_writes[0].start()
+        raise RuntimeError("save failed")
+    late_writes[0].join()
+    assert list(tmp_path.iterdir()) == []
