@@ -67,6 +67,8 @@ def read_source(source: str, flag: str) -> str:
     cannot be read."""
     if not source:
         fail(f"{flag} is empty: give a file path, or - for standard input", PROG)
+    if source == "-" and sys.stdin is None:
+        fail(f"{flag} - reads standard input, which is closed", PROG)
     try:
         if source == "-":
             stream = getattr(sys.stdin, "buffer", None)
@@ -175,6 +177,8 @@ def serve_stdin(args: argparse.Namespace) -> int:
 
     from slamorl_jax.recommend_serve import serve
 
+    if sys.stdin is None:
+        fail("--serve reads jobs from standard input, which is closed", PROG)
     policy = load_checkpoint(args.checkpoint)
     stream = getattr(sys.stdin, "buffer", None)
     # Bytes that are not UTF-8 become U+FFFD: that line is then refused, the others answered.

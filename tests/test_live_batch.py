@@ -368,3 +368,13 @@ def test_a_new_recommend_process_reads_its_programs_back_from_the_compilation_ca
     monkeypatch.setattr(compilation_cache, "DEFAULT_CACHE_DIR", unwritable)
     outcome = call(lambda: recommend_cli.main([job]), capsys, tmp_path)
     assert outcome.code == 0 and json.loads(outcome.stdout)["gpus"] == answers[0]["gpus"], outcome.report()
+
+
+@pytest.mark.parametrize("argv", [["--serve"], ["--job=-"], ["--jobs=-"]], ids=["serve", "job", "jobs"])
+def test_a_closed_standard_input_is_named(
+    argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--serve 0<&-`` failed with 'unexpected TypeError', ``--job=- 0<&-`` with AttributeError."""
+    monkeypatch.setattr(sys, "stdin", None)  # what Python sets when file descriptor 0 is closed
+    outcome = call(lambda: recommend_cli.main(argv), capsys, tmp_path)
+    assert_refused(outcome, "standard input, which is closed")
