@@ -321,6 +321,21 @@ def _check_last_epoch(job: LiveJob) -> None:
         )
 
 
+def _check_elapsed(job: LiveJob) -> None:
+    """``elapsed_s`` covers the epochs the job reports having run (every one in ``history``, or the
+    last), pauses on top, within ``LAST_EPOCH_TOLERANCE``: 1 s with ten epochs of 1,550 s was read
+    as a job far ahead of its deadline."""
+    if job.elapsed_s is None or job.epochs_done == 0:
+        return
+    run = sum(seconds for _, _, seconds in job.history) if job.history else job.last_epoch_time_s or 0.0
+    if run > job.elapsed_s * (1 + LAST_EPOCH_TOLERANCE):
+        what = f"the {len(job.history)} epochs of its history" if job.history else "its last epoch"
+        raise ValueError(
+            f"elapsed_s ({job.elapsed_s:g} s) is less than {what} took ({run:g} s): elapsed_s is the "
+            "job's time so far, every epoch and pause included"
+        )
+
+
 def _check(job: LiveJob) -> None:
     """Ranges of every field; ``ValueError`` naming the first bad one."""
     workload_index(job.workload)
@@ -377,6 +392,7 @@ def _check(job: LiveJob) -> None:
             if gpus < 1 or cpus < 1 or not epoch_time >= MIN_POSITIVE:
                 raise ValueError(f"{field}[{i}] needs gpus, cpus >= 1 and epoch_time_s >= {MIN_POSITIVE:g}")
     _check_last_epoch(job)
+    _check_elapsed(job)
     if job.multipliers is not None and not all(0 <= m <= MAX_MULTIPLIER for m in job.multipliers):
         raise ValueError(f"multipliers must be in [0, {MAX_MULTIPLIER:g}], got {list(job.multipliers)}")
     preference_vector(job.preference)  # raises for a bad preference

@@ -107,7 +107,7 @@ def longer(job: LiveJob, epochs: int) -> LiveJob:
         (longer(typical_job(), 1000), "epochs_total 1000 is outside"),
         (typical_job(deadline_s=10.0), "deadline_s is"),
         (typical_job(budget_usd=1e9), "budget_usd is"),
-        (typical_job(last_epoch_time_s=1e6, history=None), "took"),
+        (typical_job(last_epoch_time_s=1e6, history=None, elapsed_s=1e6 + 9 * 1550.0), "took"),
         # A price rise multiplies the GPU price by 1.5-3 (shifts.py): a discount or 10x is unseen.
         (typical_job(price_per_hour=0.5 * typical_job().price_per_hour), "price_per_hour is 0.5x"),
         (typical_job(price_per_hour=10 * typical_job().price_per_hour), "training jobs paid 1x-3x"),
@@ -158,3 +158,17 @@ def test_a_deadline_a_cut_could_make_is_within_training() -> None:
     assert (
         "0.18x-3x" in outside_training(dataclasses.replace(job, deadline_s=0.1 * job.deadline_s), PARAMS)[0]
     )
+
+
+def test_an_elapsed_time_shorter_than_the_reported_epochs_is_refused() -> None:
+    """1 s elapsed after ten epochs of 1,550 s was answered as a job far ahead of its deadline (its
+    time SLA met, its severity 0); the epochs plus pauses fit, as the env's own jobs do."""
+    job = typical_job()
+    epoch = {"gpus": job.gpus, "cpus": job.cpus, "epoch_time_s": job.last_epoch_time_s}
+    history = [epoch] * job.epochs_done
+    with pytest.raises(ValueError, match=r"elapsed_s \(1 s\) is less than the 10 epochs of its history"):
+        LiveJob.from_dict({**dataclasses.asdict(job), "history": history, "elapsed_s": 1.0})
+    with pytest.raises(ValueError, match=r"elapsed_s \(1 s\) is less than its last epoch"):
+        LiveJob.from_dict({**dataclasses.asdict(job), "history": None, "elapsed_s": 1.0})
+    whole = job.epochs_done * job.last_epoch_time_s
+    LiveJob.from_dict({**dataclasses.asdict(job), "history": history, "elapsed_s": whole})

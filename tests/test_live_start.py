@@ -143,9 +143,9 @@ def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
 @pytest.mark.parametrize(
     ("job", "ask", "phrase"),
     [
-        ({**NEW_JOB, "epochs_done": 1}, "plan", "no epoch yet"),
-        ({**NEW_JOB, "epochs_done": 1}, "history", "no epoch yet"),
-        ({**NEW_JOB, "epochs_done": 1}, "forecast", "no epoch yet"),
+        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}, "plan", "no epoch yet"),
+        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}, "history", "no epoch yet"),
+        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}, "forecast", "no epoch yet"),
         ({**NEW_JOB, "probes": [{"gpus": 99, "cpus": 8, "epoch_time_s": 9.0}]}, "plan", "probes[0]"),
     ],
 )
@@ -266,7 +266,7 @@ def test_probes_move_the_suggested_slas(params: object) -> None:
 
 def test_bad_sla_suggestions_are_refused(params: object) -> None:
     with pytest.raises(ValueError, match="no epoch yet"):
-        suggested_slas(LiveJob.from_dict({**NEW_JOB, "epochs_done": 1}), params)
+        suggested_slas(LiveJob.from_dict({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}), params)
     with pytest.raises(ValueError, match="can be suggested"):
         suggested_slas(LiveJob.from_dict(NEW_JOB), params, ("max_memory_gib",))
 
