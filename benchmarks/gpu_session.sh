@@ -11,12 +11,15 @@
 #   4. benchmarks.scaling: steps/s up to 2**20 envs, compile time and peak device memory (issue 10),
 #      and the plain-Python job loop on the machine's CPU
 # Each part has its own time limit, and a part that fails leaves the others running. Results are
-# written to $RESULTS (default benchmarks/results) as *_gpu.* files; with $OUT set (the device tool's
+# written to $RESULTS (default benchmarks/results) as *_gpu.* files, replacing those there (each
+# benchmark is given --overwrite); with $OUT set (the device tool's
 # folder of files to bring back, which takes at most 8) they are also packed, after every part, into
 # $OUT/gpu_session.tgz: `tar xzf gpu_session.tgz -C benchmarks/results` puts them in place.
 #
 #   bash benchmarks/gpu_session.sh          # on the GPU machine, from the repository root
 #   DRY=1 bash benchmarks/gpu_session.sh    # tiny sizes on any machine: checks the script itself
+#                                           # (without DRY=1, a machine whose JAX has no GPU is
+#                                           # refused: its numbers are not the *_gpu results)
 #   PARTS="machine env_throughput" ENV_SIZES=4096 ENV_LIMIT=90 bash benchmarks/gpu_session.sh
 #                                           # some parts only (names as logged), other sizes
 #   bash benchmarks/gpu_scaling.sh          # the scaling part alone, at every size (issue 10)
@@ -55,6 +58,14 @@ done
 if [ "${DRY:-0}" = 1 ]; then  # a check of the script must not replace the committed GPU results
     RESULTS=${RESULTS:-$(mktemp -d)}
 else
+    # CPU numbers under the *_gpu names (and the log emptied) would replace the GPU's: checked
+    # before anything is written. The wheels below are gymnax and the like, not JAX.
+    backend=$("$PYTHON" -c 'import jax; print(jax.default_backend())' 2>/dev/null | tail -n 1)
+    if [ "$backend" != gpu ]; then
+        echo "gpu_session.sh: JAX's default backend is '${backend:-unknown}', not a GPU;" \
+            "DRY=1 checks the script on any machine" >&2
+        exit 2
+    fi
     RESULTS=${RESULTS:-benchmarks/results}
 fi
 mkdir -p "$RESULTS" || exit 2
@@ -94,20 +105,21 @@ part() {  # part SECONDS NAME COMMAND...: one part under its own limit, its exit
     echo "== $name: exit ${PIPESTATUS[0]} $(date -u +%T)" | tee -a "$LOG"
     pack
 }
-# The default parts' limits add up to 580 s, inside the device tool's 600 s a command (the env and
-# training benchmarks time five and four programs a size: the other reset and the branch-free
-# variants beside the defaults).
+# The default parts' limits add up to 580 s (the backend's check above takes seconds), inside the
+# device tool's 600 s a command (the env and training benchmarks time five and four programs a size:
+# the other reset and the branch-free variants beside the defaults).
 part 30 machine bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,memory.used --format=csv 2>&1;
     "$1" -c "import jax, flax, optax, orbax.checkpoint, gymnax; print(jax.__version__, jax.devices())"' _ "$PYTHON"
 part "${ENV_LIMIT:-170}" env_throughput "$PYTHON" -m benchmarks.env_throughput --num-envs "$ENV_SIZES" \
-    --python-seconds 0 --repeats 5 --also-reset-by scatter,select --also-branch-free --out "$RESULTS/env_throughput_gpu.json"
+    --python-seconds 0 --repeats 5 --also-reset-by scatter,select --also-branch-free \
+    --out "$RESULTS/env_throughput_gpu.json" --overwrite
 part 150 train_throughput "$PYTHON" -m benchmarks.train_throughput --num-envs "$TRAIN_SIZES" \
-    --repeats 3 --also-branch-free --out "$RESULTS/train_throughput_gpu.json"
+    --repeats 3 --also-branch-free --out "$RESULTS/train_throughput_gpu.json" --overwrite
 part 50 step_profile "$PYTHON" -m benchmarks.step_profile --num-envs "$PROFILE_ENVS" --steps 32 --top 30 \
-    --out "$RESULTS/step_profile_gpu.json" --keep-trace "$RESULTS/step_profile_gpu"
+    --out "$RESULTS/step_profile_gpu.json" --keep-trace "$RESULTS/step_profile_gpu" --overwrite
 part 60 step_profile_train "$PYTHON" -m benchmarks.step_profile --program train \
     --num-envs "$PROFILE_ENVS" --top 30 --out "$RESULTS/step_profile_train_gpu.json" \
-    --keep-trace "$RESULTS/step_profile_train_gpu"
+    --keep-trace "$RESULTS/step_profile_train_gpu" --overwrite
 part $((BUDGET + ROW + 20)) scaling "$PYTHON" -m benchmarks.scaling --devices=native \
     --env-num-envs="$SCALE_ENV" --train-num-envs="$SCALE_TRAIN" --rounds=1 --repeats=3 \
-    --python-seconds=3 --row-timeout="$ROW" --budget-s="$BUDGET" --out="$RESULTS/scaling_gpu.json"
+    --python-seconds=3 --row-timeout="$ROW" --budget-s="$BUDGET" --out="$RESULTS/scaling_gpu.json" --overwrite
