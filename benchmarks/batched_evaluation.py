@@ -1,14 +1,16 @@
 """Batched vs one-at-a-time evaluation: the policy's methods and the static baselines on one scenario.
 
     python -m benchmarks.batched_evaluation [--episodes 2048] [--scenario deadline-critical]
-        [--repeats 2] [--out benchmarks/results/batched_evaluation.json]
+        [--repeats 2] [--checkpoint checkpoints/default]
+        [--out benchmarks/results/batched_evaluation.json] [--overwrite]
 
 Runs the evaluation's policy methods (the policy, its start rules and ablations) and static
 baselines (the oracle, the profile oracle, the request, min, max, the heuristic) of
 ``checkpoints/default`` on the same jobs two ways: ``evaluation.methods.run_methods`` (runs that
 share a policy step in one compiled program) and ``run_method`` once per method (one program per
-method). The first call of each includes compiling (no persistent cache is enabled here); the
-repeats after it are warm. The two are timed in turns; ``block_until_ready`` is implied, as both
+method). The first call of each includes compiling (no persistent cache is enabled here, unless
+``JAX_COMPILATION_CACHE_DIR`` turns JAX's on: the report's machine says so); the repeats after it are
+warm. The two are timed in turns; ``block_until_ready`` is implied, as both
 return host arrays.
 """
 
@@ -18,10 +20,16 @@ import argparse
 import time
 from typing import Any
 
-from benchmarks.common import machine_info, markdown_table, parse_and_report
+from benchmarks.common import (
+    RESULTS_DIR,
+    add_checkpoint_flag,
+    check_checkpoint,
+    machine_info,
+    markdown_table,
+    parse_and_report,
+)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
-from slamorl_jax.shipped_policy import SHIPPED_POLICY
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -91,11 +99,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(
         prog="python -m benchmarks.batched_evaluation", description=summary(__doc__)
     )
-    parser.add_argument("--checkpoint", default=SHIPPED_POLICY)
+    add_checkpoint_flag(parser)
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
     parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=2048)
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=2)
-    parse_and_report(parser, argv, "benchmarks/results/batched_evaluation.json", run, to_markdown)
+    parse_and_report(
+        parser, argv, RESULTS_DIR / "batched_evaluation.json", run, to_markdown, check_checkpoint
+    )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,19 @@
 
 Also here: machine facts for the report, a Markdown table, JSON + Markdown output, and the
 ``--out`` check (the one-line argument parser is ``slamorl_jax.cli_args``).
+
+* Every benchmark that writes a report takes ``--out`` (:func:`add_out_flags`; its default, under
+  ``benchmarks/results/`` of this checkout whatever the working directory, shown in ``--help``) and
+  ``--overwrite``: a report already at ``--out`` (a committed result included) is refused in one line
+  with status 2, before anything is measured, unless ``--overwrite`` is given.
+* A persistent compilation cache is left as the environment sets it (``JAX_COMPILATION_CACHE_DIR``,
+  ``slamorl_jax.compilation_cache.JAX_CACHE_VARIABLE``), not turned off: :func:`machine_info` records
+  it as ``compilation_cache`` (the folder, or ``None``), and the reports that give compile times say
+  beside them when one was active (:func:`compilation_cache_note`): with one, a compile time is that of
+  reading or writing the cache, not of a cold compile.
+* A ``--checkpoint`` defaults to the shipped policy and is resolved as the package's commands resolve
+  it (:func:`resolve_checkpoints`, ``slamorl_jax.shipped_policy.resolve_checkpoint``), so a benchmark
+  run from another folder of a checkout finds it.
 """
 
 from __future__ import annotations
@@ -18,6 +31,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -42,13 +56,14 @@ from slamorl_jax.cli_args import (
 from slamorl_jax.cli_start import require_backend
 from slamorl_jax.json_output import dumps_strict
 from slamorl_jax.run_dirs import RunDirError, check_dir
-from slamorl_jax.shipped_policy import SHIPPED_POLICY
+from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 # Run as a program (every benchmark imports this module before the package's env): a platform the
 # machine lacks is one line and status 2, before the benchmark's own imports touch a device.
 require_backend()
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = Path(__file__).resolve().parent / "results"  # the committed reports, the default --out's folder
 NAME_MAX = 255  # the longest file name (bytes) of common file systems (ext4, XFS, APFS, NTFS)
 
 
@@ -161,8 +176,31 @@ def machine_info(**extra: Any) -> dict[str, Any]:
         "processor": platform.processor() or platform.machine(),
         "git_commit": _git_commit(),
         "timestamp_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "compilation_cache": active_compilation_cache(),
         **extra,
     }
+
+
+def active_compilation_cache() -> str | None:
+    """The folder of JAX's persistent compilation cache when one is on in this process (set by
+    ``JAX_COMPILATION_CACHE_DIR`` or ``jax_compilation_cache_dir``), else ``None``. Children that
+    measure inherit the variable, so the parent's answer is theirs."""
+    directory = jax.config.jax_compilation_cache_dir
+    return str(directory) if directory and jax.config.jax_enable_compilation_cache else None
+
+
+def compilation_cache_note(machine: Mapping[str, Any]) -> str:
+    """A sentence for a report that gives compile times, when ``machine`` (:func:`machine_info`) ran
+    with a persistent compilation cache; ``""`` without one (and for reports from before it was
+    recorded)."""
+    directory = machine.get("compilation_cache")
+    if not directory:
+        return ""
+    return (
+        f" Compile times were taken with JAX's persistent compilation cache on ({directory}): they are "
+        "those of reading or writing it, not of cold compiles (unset JAX_COMPILATION_CACHE_DIR to time "
+        "those)."
+    )
 
 
 def available_memory_bytes() -> int | None:
@@ -228,12 +266,37 @@ def write_report(out: Path, payload: Mapping[str, Any], markdown: str) -> tuple[
     return out, md
 
 
-def check_out_path(out: Path, prog: str) -> None:
+def add_out_flags(parser: argparse.ArgumentParser, default: Path | None, shown: str | None = None) -> None:
+    """A benchmark's ``--out`` (the JSON report, its Markdown twin beside it; default ``default``,
+    shown in ``--help``; required when ``default`` and ``shown`` are ``None``) and ``--overwrite``
+    (replace a report already there; :func:`check_out_path`). ``shown``: the default as ``--help``
+    gives it when it depends on other flags; ``--out`` is then ``None`` unless given, and the
+    benchmark picks the path."""
+    if default is None and shown is None:
+        parser.add_argument(
+            "--out", type=Path, required=True, help="JSON report (Markdown written beside it)"
+        )
+    else:
+        parser.add_argument(
+            "--out",
+            type=Path,
+            default=default,
+            help=f"JSON report, Markdown written beside it (default: {shown or '%(default)s'})",
+        )
+    parser.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the report already at --out (without it, one there is refused before the run)",
+    )
+
+
+def check_out_path(out: Path, prog: str, overwrite: bool = False) -> None:
     """Exit 2 with one line unless the report can be written: ``out`` ends in ``.json``, its name
     fits a file system's 255 bytes, neither it nor its Markdown twin is a folder, the twin is not a
     file of the user's (a Markdown file with no JSON report beside it: ``--out=README.json`` would
-    replace ``README.md``), and its folder exists writable or can be created (checked before a
-    benchmark runs, so a long run is not lost to a bad ``--out``)."""
+    replace ``README.md``), no report is there already unless ``overwrite`` (``--overwrite``: a rerun
+    replaced committed results silently), and its folder exists writable or can be created (checked
+    before a benchmark runs, so a long run is not lost to a bad ``--out``)."""
     if out.suffix != ".json":
         fail(f"--out must end in .json, got {str(out)!r}", prog)
     if len(os.fsencode(out.name)) > NAME_MAX:
@@ -253,6 +316,51 @@ def check_out_path(out: Path, prog: str) -> None:
             f"--out {str(out)!r} would replace {str(twin)!r}, which is not its report; choose another --out",
             prog,
         )
+    if out.exists() and not overwrite:
+        fail(f"--out {str(out)!r}: a report is there already; pass --overwrite to replace it", prog)
+
+
+def check_report_flags(args: argparse.Namespace, prog: str) -> None:
+    """:func:`check_out_path` of a benchmark's parsed ``--out`` and ``--overwrite``
+    (:func:`add_out_flags`)."""
+    check_out_path(args.out, prog, args.overwrite)
+
+
+def resolve_checkpoints(value: str, prog: str, several: bool = False) -> str:
+    """A ``--checkpoint`` as the package's commands take it (``shipped_policy.resolve_checkpoint``:
+    the default finds the checkout's shipped policy from any working directory); with ``several``, each
+    of a comma-separated list. One that does not exist exits 2 with one line, before the run."""
+    paths = [path for path in value.split(",") if path] if several else [value]
+    if not paths:
+        fail("--checkpoint names no policy", prog)
+    try:
+        return ",".join(resolve_checkpoint("--checkpoint", path) for path in paths)
+    except ValueError as error:
+        fail(str(error), prog)
+
+
+def check_checkpoint(args: argparse.Namespace, prog: str) -> None:
+    """A :func:`parse_and_report` check: the benchmark's ``--checkpoint`` resolved
+    (:func:`resolve_checkpoints`; one that does not exist exits 2 with one line)."""
+    args.checkpoint = resolve_checkpoints(args.checkpoint, prog)
+
+
+def add_checkpoint_flag(parser: argparse.ArgumentParser, what: str = "the trained policy") -> None:
+    """A benchmark's ``--checkpoint``, default the shipped policy (resolve it with
+    :func:`resolve_checkpoints`)."""
+    parser.add_argument("--checkpoint", default=SHIPPED_POLICY, help=f"{what} (default: %(default)s)")
+
+
+def in_own_flags(message: str, renamed: Mapping[str, str] | None = None) -> str:
+    """``message`` of the package's (which names ``train``'s flags, ``--num_envs``) in a benchmark's
+    flag names: each ``--a_b`` as ``renamed`` maps it, else ``--a-b``."""
+    renamed = renamed or {}
+
+    def own(match: re.Match[str]) -> str:
+        flag = match.group(0)
+        return renamed.get(flag, flag.replace("_", "-"))
+
+    return re.sub(r"--[a-z0-9]+(?:_[a-z0-9]+)+", own, message)
 
 
 def report(
@@ -271,17 +379,21 @@ def report(
 def parse_and_report(
     parser: argparse.ArgumentParser,
     argv: list[str] | None,
-    default_out: str,
+    default_out: Path | None,
     run: Callable[[argparse.Namespace], dict[str, Any]],
     to_markdown: Callable[[dict[str, Any]], str],
+    check: Callable[[argparse.Namespace, str], None] | None = None,
+    shown_out: str | None = None,
 ) -> None:
-    """Add ``--out`` (default ``default_out``) to a benchmark's ``parser``, parse ``argv``, check the
-    output path (exit 2 with one line) and :func:`report`; a checkpoint that cannot be loaded exits
-    with code 2 and one line."""
-    parser.add_argument("--out", default=default_out, help="JSON output (Markdown beside it)")
+    """Add ``--out`` (default ``default_out``, or as ``shown_out`` says) and ``--overwrite`` to a
+    benchmark's ``parser`` (:func:`add_out_flags`), parse ``argv``, run ``check(args, prog)`` (the
+    benchmark's own checks, which may pick ``args.out``), check the output path (exit 2 with one
+    line) and :func:`report`; a checkpoint that cannot be loaded exits with code 2 and one line."""
+    add_out_flags(parser, default_out, shown_out)
     args = parser.parse_args(argv)
-    args.out = Path(args.out)
-    check_out_path(args.out, parser.prog)
+    if check is not None:
+        check(args, parser.prog)
+    check_report_flags(args, parser.prog)
 
     def run_checked(args: argparse.Namespace) -> dict[str, Any]:
         try:
@@ -323,16 +435,22 @@ def policy_benchmark_main(
     episodes: int,
     run: Callable[[argparse.Namespace], dict[str, Any]],
     to_markdown: Callable[[dict[str, Any]], str],
+    several: bool = False,
 ) -> None:
     """``main`` of a benchmark that runs a trained policy on fresh jobs: ``--episodes`` (default
-    ``episodes``), ``--seed``, ``--checkpoint`` (default the shipped policy) and ``--out`` (default
-    ``benchmarks/results/<name>.json``), then :func:`parse_and_report`; a checkpoint that cannot be
-    loaded exits with code 2 and one line."""
+    ``episodes``), ``--seed``, ``--checkpoint`` (default the shipped policy; with ``several``, a
+    comma-separated list; :func:`resolve_checkpoints`) and ``--out`` (default
+    ``benchmarks/results/<name>.json`` of this checkout), then :func:`parse_and_report`; a checkpoint
+    that is missing or cannot be loaded exits with code 2 and one line."""
     name = module.rsplit(".", 1)[-1]
     parser = OneLineArgumentParser(prog=f"python -m {module}", description=summary(doc))
     add_job_flags(parser, episodes=episodes, most=1 << 16)
-    parser.add_argument("--checkpoint", default=SHIPPED_POLICY, help="the trained policy")
-    parse_and_report(parser, argv, f"benchmarks/results/{name}.json", run, to_markdown)
+    add_checkpoint_flag(parser, "the trained policies, comma-separated" if several else "the trained policy")
+
+    def check(args: argparse.Namespace, prog: str) -> None:
+        args.checkpoint = resolve_checkpoints(args.checkpoint, prog, several)
+
+    parse_and_report(parser, argv, RESULTS_DIR / f"{name}.json", run, to_markdown, check)
 
 
 def run_child(
@@ -385,17 +503,18 @@ def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: flo
 def child_or_report(
     parser: argparse.ArgumentParser,
     argv: list[str] | None,
-    default_out: str,
+    default_out: Path,
     measure: Callable[[argparse.Namespace], dict[str, Any]],
     run: Callable[[argparse.Namespace], dict[str, Any]],
     to_markdown: Callable[[dict[str, Any]], str],
 ) -> None:
     """The two sides of a benchmark that measures in child processes (:func:`run_in_child`): adds
-    the hidden ``--child`` flag, and ``--out`` as :func:`parse_and_report` does; parses ``argv``.
-    A child prints ``measure(args)`` as one JSON line; the parent checks ``--out`` and every device
-    count against ``--num-envs`` (the batch splits evenly over each, or no child starts) and reports."""
+    the hidden ``--child`` flag, and ``--out`` and ``--overwrite`` as :func:`parse_and_report` does;
+    parses ``argv``. A child prints ``measure(args)`` as one JSON line; the parent checks ``--out`` and
+    every device count against ``--num-envs`` (the batch splits evenly over each, or no child starts)
+    and reports."""
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--out", default=default_out, help="JSON output (Markdown beside it)")
+    add_out_flags(parser, default_out)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(measure(args)), flush=True)
@@ -406,9 +525,8 @@ def child_or_report(
         try:
             check_divisible(args.num_envs, devices)
         except ValueError as error:
-            fail(f"--devices {devices}: {str(error).replace('--num_envs', '--num-envs')}", parser.prog)
-    args.out = Path(args.out)
-    check_out_path(args.out, parser.prog)
+            fail(f"--devices {devices}: {in_own_flags(str(error))}", parser.prog)
+    check_report_flags(args, parser.prog)
     report(args, run, to_markdown)
 
 

@@ -2,7 +2,7 @@
 
     python -m benchmarks.compile_flags [--variants O3,O1,O0,O3-legacy,O0-legacy] [--rounds 1]
         [--compile-envs 32] [--run-envs 1024] [--steps 20] [--repeats 5]
-        [--out benchmarks/results/compile_flags.json]
+        [--out benchmarks/results/compile_flags.json] [--overwrite]
 
 A variant ``O<n>`` sets LLVM's optimisation level (``--xla_backend_optimization_level=n``, 0-3; XLA's
 default is 3); ``-legacy`` adds ``--xla_cpu_use_fusion_emitters=false``, XLA:CPU's older loop emitters
@@ -29,7 +29,15 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import REPO_ROOT, check_out_path, machine_info, markdown_table, report, run_child
+from benchmarks.common import (
+    REPO_ROOT,
+    add_out_flags,
+    check_report_flags,
+    machine_info,
+    markdown_table,
+    report,
+    run_child,
+)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.xla_flags import FUSION_EMITTERS_FLAG, LLVM_LEVEL_FLAG, with_xla_flags
 
@@ -164,13 +172,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--run-envs", type=bounded(int, 1, 1 << 20), default=1024)
     parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=20)
     parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=5)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
+    add_out_flags(parser, DEFAULT_OUT)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(measure(args.compile_envs, args.run_envs, args.steps, args.repeats)))
         return
-    check_out_path(args.out, parser.prog)
+    check_report_flags(args, parser.prog)
     report(args, run, to_markdown)
 
 

@@ -1,7 +1,7 @@
 """What the fresh-nodes rule is worth: a policy and the best static allocation with and without it.
 
     python -m benchmarks.contention_rule [--episodes 2048] [--seed 0]
-        [--checkpoint checkpoints/default] [--out benchmarks/results/contention_rule.json]
+        [--checkpoint checkpoints/default] [--out benchmarks/results/contention_rule.json] [--overwrite]
 
 Since 7553e9f a GPU change restarts a job on fresh nodes, which leaves random contention and
 ``shifting``'s spells and slower nodes (``EnvParams.moves_leave_contention``, ``env/shifts.py``);

@@ -2,7 +2,7 @@
 
     python -m benchmarks.env_throughput [--num-envs 1,64,4096,65536,262144] [--steps N]
         [--repeats 5] [--python-seconds 2] [--scenario mixed] [--also-reset-by scatter,select]
-        [--also-branch-free] [--out benchmarks/results/env_throughput.json]
+        [--also-branch-free] [--out benchmarks/results/env_throughput.json] [--overwrite]
 
 Harness (identical for both JAX envs): one jitted function resets ``num_envs`` envs (``vmap``) and
 ``lax.scan``s ``steps`` steps of the env's batched step with actions from ``jax.random.randint`` and
@@ -38,8 +38,10 @@ import jax.numpy as jnp
 
 from benchmarks.common import (
     Timing,
+    add_out_flags,
     available_memory_bytes,
-    check_out_path,
+    check_report_flags,
+    compilation_cache_note,
     compile_timed,
     format_rate,
     interleaved_timings,
@@ -273,7 +275,7 @@ def to_markdown(payload: dict) -> str:
         f"{m['usable_cpus']} usable of {m['cpu_count']} CPUs, {m['processor']}, "
         f"gymnax {m['gymnax_version']}, commit {m['git_commit']}, {m['timestamp_utc']}. "
         f"Compile time is measured apart; {payload['config']['repeats']} timed call(s) "
-        "per cell after one warm-up call, the two JAX envs timed in turns.",
+        "per cell after one warm-up call, the two JAX envs timed in turns." + compilation_cache_note(m),
     ]
     return "\n".join(lines)
 
@@ -424,11 +426,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also time our env with no lax.cond on its start strategy when it builds new jobs "
         "(JobAllocationEnv(branch_on_init_strategy=False))",
     )
-    parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown written beside it)"
-    )
+    add_out_flags(parser, DEFAULT_OUT)
     args = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
+    check_report_flags(args, parser.prog)
     return args
 
 

@@ -3,7 +3,7 @@
     python -m benchmarks.exploration_overhead [--episodes 1024] [--seed 0] [--epochs 5]
         [--history_jobs 2048] [--train_updates 30] [--train_envs 64] [--imitation_jobs 1024]
         [--training_only]
-        [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json]
+        [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json] [--overwrite]
 
 **Per job** (issue 8): the exploration overhead of a start is, over a job's first
 ``N = --epochs`` epochs (5; all of a shorter job's), its regret against the best static allocation in
@@ -60,7 +60,14 @@ import math
 import jax
 import numpy as np
 
-from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from benchmarks.common import (
+    add_checkpoint_flag,
+    add_job_flags,
+    check_checkpoint,
+    machine_info,
+    markdown_table,
+    parse_and_report,
+)
 from slamorl_jax.agent.imitation import ImitationConfig, fit
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
@@ -322,8 +329,8 @@ def main(argv: list[str] | None = None) -> None:
         "--imitation_jobs", type=bounded(int, 0, 1 << 20), default=1024, help="0 skips the imitation run"
     )
     parser.add_argument("--training_only", action="store_true", help="skip the per-job measurement")
-    parser.add_argument("--checkpoint", default="checkpoints/default", help="the policy")
-    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+    add_checkpoint_flag(parser, "the policy")
+    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown, check_checkpoint)
 
 
 if __name__ == "__main__":

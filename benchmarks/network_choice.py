@@ -1,7 +1,7 @@
 """Which network reaches the quality bar fastest: wall-clock time to the bar per actor-critic size.
 
     python -m benchmarks.network_choice [--hidden-sizes 64,64 128,128 256,256] [--budget-s 300]
-        [--eval-every 5] [--eval-episodes 512] [--out benchmarks/results/network_choice.json]
+        [--eval-every 5] [--eval-episodes 512] [--out benchmarks/results/network_choice.json] [--overwrite]
 
 For each size, ``python -m slamorl_jax.train``'s default configuration is trained chunk by chunk;
 every ``--eval-every`` chunks the greedy policy is evaluated against the requested static
@@ -24,7 +24,9 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 
 from benchmarks.common import (
-    check_out_path,
+    add_out_flags,
+    check_report_flags,
+    compilation_cache_note,
     format_rate,
     machine_info,
     markdown_table,
@@ -114,7 +116,8 @@ def to_markdown(payload: dict) -> str:
             f"Evaluation every {payload['config']['eval_every']} chunks on "
             f"{payload['config']['eval_episodes']} fresh jobs per scenario; budget "
             f"{payload['config']['budget_s']} s of training. Machine: jax {m['jax_version']}, "
-            f"{m['backend']}, {m['usable_cpus']} CPUs, commit {m['git_commit']}, {m['timestamp_utc']}.",
+            f"{m['backend']}, {m['usable_cpus']} CPUs, commit {m['git_commit']}, {m['timestamp_utc']}."
+            + compilation_cache_note(m),
         ]
     )
 
@@ -151,9 +154,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval-every", type=bounded(int, 1, 10_000), default=5)
     parser.add_argument("--eval-episodes", type=bounded(int, 16, 100_000), default=512)
     parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    add_out_flags(parser, DEFAULT_OUT)
     args = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
+    check_report_flags(args, parser.prog)
     return args
 
 

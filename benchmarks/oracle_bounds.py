@@ -1,7 +1,7 @@
 """What a policy that starts at the request can reach: controllers between the request and the oracle.
 
     python -m benchmarks.oracle_bounds [--episodes 2048] [--seed 0]
-        [--out benchmarks/results/oracle_bounds.json]
+        [--out benchmarks/results/oracle_bounds.json] [--overwrite]
 
 The best-static oracle (``evaluation/baselines.py``) is placed at its allocation before the first
 epoch for free; a policy starts at the request and pays the re-allocation pause to leave it, and it
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
     parser = OneLineArgumentParser(prog="python -m benchmarks.oracle_bounds", description=summary(__doc__))
     add_job_flags(parser, episodes=2048)
-    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown)
 
 
 if __name__ == "__main__":

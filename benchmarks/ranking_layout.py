@@ -1,8 +1,9 @@
-"""The forecast's ranking in the two layouts a batch can take: job-major (as ``vmap`` lays it out) and
-candidate-major.
+"""The forecast's ranking timed in the two layouts a batch can take: job-major and candidate-major.
 
     python -m benchmarks.ranking_layout [--num-envs 4096] [--repeats 15]
-        [--out benchmarks/results/ranking_layout.json]
+        [--out benchmarks/results/ranking_layout.json] [--overwrite]
+
+Job-major is the layout ``vmap`` gives a batch; candidate-major puts the candidates first.
 
 ``benchmarks.step_breakdown`` shows the ranking (``forecast.suggestion``: four dependent reductions
 over the candidates, then a flag per candidate) costing about as much as the rest of the
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         "--num-envs", type=bounded(int, 1, 1 << 20), default=4096, help="jobs in the batch (default: 4096)"
     )
     parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=15, help="timed calls per layout")
-    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     python -m benchmarks.reallocation_patterns [--checkpoint checkpoints/default]
         [--scenario deadline-critical] [--episodes 512] [--seed 1]
-        [--out benchmarks/results/reallocation_patterns.json]
+        [--out benchmarks/results/reallocation_patterns.json] [--overwrite]
 
 Runs fresh jobs of one scenario from the request to their end under the greedy policy (as
 ``evaluate`` does) and counts, per job, the epochs, the re-allocations (the allocation differs from
@@ -31,7 +31,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from benchmarks.common import (
+    RESULTS_DIR,
+    add_checkpoint_flag,
+    add_job_flags,
+    check_checkpoint,
+    machine_info,
+    markdown_table,
+    parse_and_report,
+)
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env.action_sets import emitted_relocation
@@ -146,10 +154,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(
         prog="python -m benchmarks.reallocation_patterns", description=summary(__doc__)
     )
-    parser.add_argument("--checkpoint", default="checkpoints/default")
+    add_checkpoint_flag(parser)
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
     add_job_flags(parser, episodes=512, seed=1, most=1 << 16)
-    parse_and_report(parser, argv, "benchmarks/results/reallocation_patterns.json", run, to_markdown)
+    parse_and_report(
+        parser, argv, RESULTS_DIR / "reallocation_patterns.json", run, to_markdown, check_checkpoint
+    )
 
 
 if __name__ == "__main__":

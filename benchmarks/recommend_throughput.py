@@ -2,7 +2,7 @@
 
     python -m benchmarks.recommend_throughput [--num-jobs 1,64,1024,4096] [--repeats 5]
         [--checkpoint checkpoints/default] [--process-calls 3]
-        [--out benchmarks/results/recommend_throughput.json]
+        [--out benchmarks/results/recommend_throughput.json] [--overwrite]
 
 The jobs are what simulated jobs of the policy's scenario report after their first epochs
 (``live.reported_job``, each with its measured epochs as history): different workloads, GPU types,
@@ -34,14 +34,20 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 import numpy as np
 
-from benchmarks.common import format_rate, machine_info, markdown_table, parse_and_report, run_child
+from benchmarks.common import (
+    add_checkpoint_flag,
+    check_checkpoint,
+    format_rate,
+    machine_info,
+    markdown_table,
+    parse_and_report,
+    run_child,
+)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
-from slamorl_jax.shipped_policy import CHECKOUT_POLICY
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recommend_throughput.json"
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CHECKPOINT = str(CHECKOUT_POLICY)
 EXAMPLE_JOB = REPO_ROOT / "docs" / "example_job.json"
 EPOCHS_RUN = 3  # epochs each simulated job runs before it reports
 ONE_AT_A_TIME_JOBS = 64  # jobs answered by single recommend calls per timed pass
@@ -99,7 +105,8 @@ def timed(call: Any, repeats: int) -> tuple[float, list[float]]:
 def process_seconds(checkpoint: str, cache_dir: str) -> float:
     """Wall-clock seconds of one ``python -m slamorl_jax.recommend --job`` process on the example job."""
     command = [sys.executable, "-m", "slamorl_jax.recommend", f"--job={EXAMPLE_JOB}"]
-    command += [f"--checkpoint={checkpoint}", f"--compilation_cache_dir={cache_dir}"]
+    # The child runs in the repository: a checkpoint named from the caller's folder is made absolute.
+    command += [f"--checkpoint={Path(checkpoint).absolute()}", f"--compilation_cache_dir={cache_dir}"]
     # JAX's own cache variable would turn a cache on behind "--compilation_cache_dir=".
     environ = {k: v for k, v in os.environ.items() if k != JAX_CACHE_VARIABLE}
     start = time.perf_counter()
@@ -214,16 +221,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--num-jobs", type=job_counts, default=[1, 64, 1024, 4096], help="batch sizes")
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=5, help="timed passes per row")
-    parser.add_argument(
-        "--checkpoint", default=DEFAULT_CHECKPOINT, help="the policy (default: the shipped one)"
-    )
+    add_checkpoint_flag(parser, "the policy")
     parser.add_argument(
         "--process-calls",
         type=bounded(int, 0, 100),
         default=3,
         help="new recommend processes timed per cache setting (0: none)",
     )
-    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown, check_checkpoint)
 
 
 if __name__ == "__main__":

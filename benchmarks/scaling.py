@@ -2,7 +2,7 @@
 
     python -m benchmarks.scaling [--devices 1,2,4,8] [--env-num-envs 4096] [--train-num-envs 1024]
         [--steps 0] [--repeats 3] [--python-seconds 2] [--row-timeout 600] [--budget-s 0] [--rounds 2]
-        [--no-one-core] [--out benchmarks/results/scaling_cpu.json]
+        [--no-one-core] [--out benchmarks/results/scaling_cpu.json] [--overwrite]
     python -m benchmarks.scaling --devices native ...   # the devices JAX finds (GPUs), no fake ones
 
 Each row runs in its own process (``benchmarks/scaling_worker.py``), since the device count is
@@ -38,7 +38,9 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 from benchmarks.common import (
     REPO_ROOT,
-    check_out_path,
+    add_out_flags,
+    check_report_flags,
+    compilation_cache_note,
     format_rate,
     machine_info,
     markdown_table,
@@ -284,7 +286,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
         f"({m['usable_cpus']} usable); "
         f"backend {m['backend']} ({m['device']}); jax {m['jax_version']}, jaxlib {m['jaxlib_version']}; "
         f"commit {m['git_commit']}; {m['timestamp_utc']}; load average at the end "
-        f"{', '.join(f'{x:.1f}' for x in m['load_average_at_end'])}.",
+        f"{', '.join(f'{x:.1f}' for x in m['load_average_at_end'])}." + compilation_cache_note(m),
         "",
         markdown_table(headers, table),
         "",
@@ -329,15 +331,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="also run env-only on 1 device pinned to one core (Linux; not with --devices native)",
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    add_out_flags(parser, DEFAULT_OUT)
     args = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
+    check_report_flags(args, parser.prog)
     return args
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and write its report."""
-    report(parse_args(), run, to_markdown)
+    report(parse_args(argv), run, to_markdown)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """The env step on a batch split over devices: ``step_batch`` per device against ``vmap(env.step)``.
 
     python -m benchmarks.sharded_step [--devices 1,2] [--num-envs 4096] [--steps 64] [--repeats 9]
-        [--out benchmarks/results/sharded_step.json]
+        [--out benchmarks/results/sharded_step.json] [--overwrite]
 
 For each device count a process of its own with that many fake CPU devices (on a machine with
 accelerators, set ``--devices`` to what it has) compiles ``scaling_worker``'s rollout of the env
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=bounded(int, 1, 100_000), default=64, help="scan steps per call")
     parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=9, help="timed calls per step")
     child_or_report(
-        parser, argv, str(DEFAULT_OUT), lambda a: measure(a.num_envs, a.steps, a.repeats), run, to_markdown
+        parser, argv, DEFAULT_OUT, lambda a: measure(a.num_envs, a.steps, a.repeats), run, to_markdown
     )
 
 

@@ -1,7 +1,8 @@
 """Where sharded training spends its time: rollout vs learning per device count, and the collectives.
 
     python -m benchmarks.sharded_training_profile [--devices 1,2,8] [--num-envs 1024] [--repeats 3]
-        [--minibatch-shuffle global|per_env] [--out benchmarks/results/sharded_training_profile.json]
+        [--minibatch-shuffle global|per_env]
+        [--out benchmarks/results/sharded_training_profile.json] [--overwrite]
 
 For each device count (a process of its own with that many fake CPU devices) the default learner's
 two halves of an update are compiled and timed apart over the device mesh, exactly as training
@@ -172,7 +173,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Parent: run each device count in its own process and report; child: measure and print JSON."""
     parser = OneLineArgumentParser(prog="benchmarks.sharded_training_profile", description=summary(__doc__))
     parser.add_argument("--devices", type=positive_int_list, default=[1, 2, 8])
@@ -181,8 +182,8 @@ def main() -> None:
     parser.add_argument("--minibatch-shuffle", choices=("global", "per_env"), default="global")
     child_or_report(
         parser,
-        None,
-        str(DEFAULT_OUT),
+        argv,
+        DEFAULT_OUT,
         lambda a: measure(a.num_envs, a.repeats, a.minibatch_shuffle),
         run,
         to_markdown,

@@ -1,7 +1,7 @@
 """How much re-planning can win on jobs whose world changes: the two hindsight anchors per event kind.
 
     python -m benchmarks.shifting_anchors [--episodes 1024] [--seed 0]
-        [--checkpoint checkpoints/default] [--out benchmarks/results/shifting_anchors.json]
+        [--checkpoint checkpoints/default] [--out benchmarks/results/shifting_anchors.json] [--overwrite]
 
 For each mid-run event kind of ``env/shifts.py`` (every job of the ``shifting`` scenario meeting
 that event, at its documented rates and sizes), on the same fresh jobs (common random numbers):
@@ -60,9 +60,7 @@ NODE_EVENTS = ("contention", "slow_node")  # the events a GPU change or a reloca
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every anchor on every event kind, then on the whole scenario."""
     env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
-    paths = [path for path in args.checkpoint.split(",") if path]
-    if not paths:
-        fail("--checkpoint names no policy", PROG)
+    paths = args.checkpoint.split(",")  # each resolved, none empty (common.resolve_checkpoints)
     policies = [load_policy(path) for path in paths]
     for path, policy in zip(paths, policies, strict=True):
         if difference := world_difference(policy.config, policies[0].config):
@@ -174,7 +172,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, run, print and write the report."""
-    policy_benchmark_main(MODULE, __doc__, argv, 1024, run, to_markdown)
+    policy_benchmark_main(MODULE, __doc__, argv, 1024, run, to_markdown, several=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Where an env step's time goes: the full step against the same step with a smaller observation.
 
     python -m benchmarks.step_breakdown [--num-envs 4096] [--steps 256] [--repeats 5]
-        [--out benchmarks/results/step_breakdown.json]
+        [--out benchmarks/results/step_breakdown.json] [--overwrite]
 
 Ten variants run in ``env_throughput``'s harness (reset, then ``lax.scan`` of the batched step with
 random actions; compile time apart, warm-up, timed in turns): the env's own ``step`` (the paper's 21
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--steps", type=bounded(int, 1, 100_000), default=256, help="scan steps per call")
     parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=5, help="timed calls per variant")
-    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown)
 
 
 if __name__ == "__main__":

@@ -1,26 +1,26 @@
-"""Where an env step's (or a PPO update's) time goes, by the Python function that computes it (XLA:CPU
-or XLA:GPU).
+"""Where an env step's (or a PPO update's) time goes, by the Python function that computes it.
 
     python -m benchmarks.step_profile [--program env|train] [--num-envs 4096] [--steps 64]
-        [--step batch|vmap] [--top 20] [--out benchmarks/results/step_profile.json]
-        [--keep-trace PREFIX | --from-trace PREFIX]
+        [--step batch|vmap] [--top 20] [--out benchmarks/results/step_profile.json] [--overwrite]
+    python -m benchmarks.step_profile --keep-trace PREFIX [...]   # report at PREFIX.json
+    python -m benchmarks.step_profile --from-trace PREFIX [--top 20] [--out PREFIX.json] [--overwrite]
 
-The rollout of ``env_throughput`` (reset, then ``lax.scan`` of the batched step with random
-actions) is compiled and run twice, then once under ``jax.profiler.trace``. On a CPU the trace
-times every thunk the XLA runtime executes (a fusion, a concatenate, a reduction, ...), named by
-its HLO instruction; ``hlo_sources.py`` maps each instruction to the lines of Python its operations
-were traced from. An instruction's time is split evenly over the operations fused into it, so a
-function's figure is an estimate: XLA may fuse one function's work into another's loop, and every
-fused operation does not cost the same. Control-flow instructions (``while``) are not charged; the
-thunks of their bodies are. Times are per unit, summed over the thunks (the CPU runtime may run two
-thunks at once, so the sum can exceed the wall time); the profiler slows a run down, so read the
-shares per unit of work (env step or update), and time steps with ``env_throughput`` or
-``step_breakdown``. The profiler's cost per thunk may also weigh the many small thunks (a step runs
-hundreds) against the few large ones, and an operation's share is not what removing it would save:
-on 0a03a90, computing the targets' prices without the per-job list-price lookup moved 5 % of the
-charged time off ``lookup.py`` and left the step's speed where it was (``env_throughput``'s
-harness, five runs in turn). Use it to
-find the large instructions and where they come from; judge a change by timing it.
+On XLA:CPU or XLA:GPU. The rollout of ``env_throughput`` (reset, then ``lax.scan`` of the batched
+step with random actions) is compiled and run twice, then once under ``jax.profiler.trace``. On a
+CPU the trace times every thunk the XLA runtime executes (a fusion, a concatenate, a reduction,
+...), named by its HLO instruction; ``hlo_sources.py`` maps each instruction to the lines of Python
+its operations were traced from. An instruction's time is split evenly over the operations fused
+into it, so a function's figure is an estimate: XLA may fuse one function's work into another's
+loop, and every fused operation does not cost the same. Control-flow instructions (``while``) are
+not charged; the thunks of their bodies are. Times are per unit, summed over the thunks (the CPU
+runtime may run two thunks at once, so the sum can exceed the wall time); the profiler slows a run
+down, so read the shares per unit of work (env step or update), and time steps with
+``env_throughput`` or ``step_breakdown``. The profiler's cost per thunk may also weigh the many
+small thunks (a step runs hundreds) against the few large ones, and an operation's share is not what
+removing it would save: on 0a03a90, computing the targets' prices without the per-job list-price
+lookup moved 5 % of the charged time off ``lookup.py`` and left the step's speed where it was
+(``env_throughput``'s harness, five runs in turn). Use it to find the large instructions and where
+they come from; judge a change by timing it.
 
 ``--step batch`` (default) profiles ``env.step_batch``, the trainer's step; ``--step vmap`` the
 per-env ``step`` under ``vmap``. ``--program train`` profiles one jitted chunk of the default
@@ -30,9 +30,12 @@ per update. Writes JSON and a Markdown table beside it.
 On a GPU the trace times kernels instead: a kernel launched from a command buffer (XLA:GPU runs
 loop bodies as CUDA graphs) names the buffer as its instruction, and is charged to the fusion its
 own name gives. ``--keep-trace PREFIX`` keeps the trace and the compiled program's text
-(``PREFIX.trace.json.gz``, ``PREFIX.hlo.txt.gz``); ``--from-trace PREFIX`` charges a run kept so (with
-``--out PREFIX.json``) again on any machine, with no JAX program run (``benchmarks/gpu_session.sh``
-keeps the GPU's).
+(``PREFIX.trace.json.gz``, ``PREFIX.hlo.txt.gz``) beside the report, which is then ``PREFIX.json``
+(another ``--out`` is refused: ``--from-trace`` reads the run's figures there); ``--from-trace
+PREFIX`` charges a run kept so again on any machine, with no JAX program run, and writes its report
+to ``PREFIX.json`` unless ``--out`` says otherwise (so ``--overwrite`` rewrites the kept run's report;
+``benchmarks/gpu_session.sh`` keeps the GPU's). The flags of what is profiled (``--program``,
+``--num-envs``, ``--steps``, ``--step``) are the kept run's, and refused with ``--from-trace``.
 """
 
 from __future__ import annotations
@@ -66,6 +69,9 @@ from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "step_profile.json"
+# What is profiled: the flags' defaults, and the flags --from-trace takes from the kept run instead
+PROFILED = {"program": "env", "num_envs": 4096, "steps": 64, "step": "batch"}
+KEPT_SUFFIXES = (".trace.json.gz", ".hlo.txt.gz")  # what --keep-trace PREFIX writes beside PREFIX.json
 WARMUP_CALLS = 2
 GROUPS = ("file", "function", "line", "instruction")
 RECORDED = ("program", "num_envs", "steps", "step", "units", "machine")  # what --from-trace reads back
@@ -229,11 +235,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "run it with JAX_PLATFORMS=cpu",
                 PROG,
             )
-        if args.keep_trace is not None and not args.keep_trace.absolute().parent.is_dir():
-            fail(
-                f"--keep-trace {args.keep_trace}: no folder to keep it in",
-                PROG,
-            )
         compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
         text, times, events = profile(compiled, call_args, args.keep_trace)
         what = {"program": args.program, "num_envs": args.num_envs, "steps": args.steps, "step": args.step}
@@ -282,28 +283,87 @@ def to_markdown(payload: dict[str, Any]) -> str:
     return "\n\n".join(sections) + "\n"
 
 
+def check_paths(args: argparse.Namespace, prog: str) -> None:
+    """The report's path and what is profiled, before anything runs (exit 2 with one line): with
+    ``--from-trace PREFIX``, no flag of what is profiled (the kept run's are used) and the report at
+    ``PREFIX.json`` unless ``--out`` is given (it went to the CPU's ``step_profile.json``); with
+    ``--keep-trace PREFIX``, the report at ``PREFIX.json`` (another ``--out`` is refused), a folder to
+    keep the files in, and no kept file there already unless ``--overwrite``."""
+    given = [name for name in PROFILED if getattr(args, name) is not None]
+    if args.from_trace is not None and given:
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        fail(f"--from-trace takes what it profiled from the kept run: {flags} cannot be given with it", prog)
+    for name, default in PROFILED.items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
+    prefix = args.keep_trace if args.keep_trace is not None else args.from_trace
+    report = DEFAULT_OUT if prefix is None else Path(f"{prefix}.json")
+    if args.out is None:
+        args.out = report
+    if args.keep_trace is None:
+        return
+    if args.out.resolve() != report.resolve():
+        fail(
+            f"--keep-trace {prefix} writes its report to {report}, where --from-trace reads it back; "
+            f"leave --out out or give --out {report}",
+            prog,
+        )
+    if not report.absolute().parent.is_dir():
+        fail(f"--keep-trace {prefix}: no folder to keep it in", prog)
+    for suffix in KEPT_SUFFIXES:
+        if Path(f"{prefix}{suffix}").exists() and not args.overwrite:
+            fail(
+                f"--keep-trace {prefix}: {prefix}{suffix} is there already; pass --overwrite to replace it",
+                prog,
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse flags, profile, write the JSON and Markdown."""
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
-    parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 22), default=4096, help="batch size")
-    parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=64, help="steps profiled")
-    parser.add_argument("--program", choices=("env", "train"), default="env", help="env steps or PPO updates")
-    parser.add_argument("--step", choices=("batch", "vmap"), default="batch", help="step_batch or vmap(step)")
+    shown = " (default: {})"
+    parser.add_argument(
+        "--num-envs",
+        type=bounded(int, 1, 1 << 22),
+        default=None,
+        help="batch size" + shown.format(PROFILED["num_envs"]),
+    )
+    parser.add_argument(
+        "--steps",
+        type=bounded(int, 1, 10_000),
+        default=None,
+        help="steps profiled" + shown.format(PROFILED["steps"]),
+    )
+    parser.add_argument(
+        "--program",
+        choices=("env", "train"),
+        default=None,
+        help="env steps or PPO updates" + shown.format(PROFILED["program"]),
+    )
+    parser.add_argument(
+        "--step",
+        choices=("batch", "vmap"),
+        default=None,
+        help="step_batch or vmap(step)" + shown.format(PROFILED["step"]),
+    )
     parser.add_argument("--top", type=bounded(int, 1, KEPT_ROWS), default=20, help="rows per table")
     kept = parser.add_mutually_exclusive_group()
     kept.add_argument(
         "--keep-trace",
         type=Path,
         default=None,
+        metavar="PREFIX",
         help="also keep the trace and the program's text (PREFIX.trace.json.gz, PREFIX.hlo.txt.gz)",
     )
     kept.add_argument(
         "--from-trace",
         type=Path,
         default=None,
-        help="charge a run kept with --keep-trace PREFIX --out PREFIX.json again instead of running",
+        metavar="PREFIX",
+        help="charge a run kept with --keep-trace PREFIX again instead of running",
     )
-    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+    shown_out = f"{DEFAULT_OUT}; PREFIX.json with --keep-trace or --from-trace PREFIX"
+    parse_and_report(parser, argv, None, run, to_markdown, check_paths, shown_out)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """How often jobs meet the SLAs suggested for them from the forecast (``recommend --suggest_slas``).
 
     python -m benchmarks.suggested_slas [--episodes 2048] [--seed 0]
-        [--checkpoint checkpoints/default] [--out benchmarks/results/suggested_slas.json]
+        [--checkpoint checkpoints/default] [--out benchmarks/results/suggested_slas.json] [--overwrite]
 
 A user who gives no deadline, budget or minimum throughput gets them from the forecast's first
 choice with the SLA-MORL reference code's margins (``env/suggested_slas.py``: time and cost x 1.1,
@@ -40,7 +40,14 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 import numpy as np
 
-from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from benchmarks.common import (
+    add_checkpoint_flag,
+    add_job_flags,
+    check_checkpoint,
+    machine_info,
+    markdown_table,
+    parse_and_report,
+)
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
@@ -55,7 +62,6 @@ from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import SUGGESTIBLE, suggested_targets
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, with_init_strategy
 from slamorl_jax.quality_bar import greedy_policy
-from slamorl_jax.shipped_policy import SHIPPED_POLICY
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "suggested_slas.json"
 STARTS = {"forecast": 0.0, "probes": math.inf}  # probe budget: never, always
@@ -165,8 +171,8 @@ def main(argv: list[str] | None = None) -> None:
     """Parse flags, run, write the JSON and Markdown."""
     parser = OneLineArgumentParser(prog="python -m benchmarks.suggested_slas", description=summary(__doc__))
     add_job_flags(parser, episodes=2048)
-    parser.add_argument("--checkpoint", default=SHIPPED_POLICY, help="the policy")
-    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+    add_checkpoint_flag(parser, "the policy")
+    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown, check_checkpoint)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What a target grid costs: the best static allocation on the grid against the oracle's full lattice.
 
     python -m benchmarks.target_grid [--episodes 2048] [--grids "2,4,8,12;0,2,4,8,12"]
-        [--out benchmarks/results/target_grid.json]
+        [--out benchmarks/results/target_grid.json] [--overwrite]
 
 For each CPUs-per-GPU grid (every GPU count 1-16 x the given CPUs per GPU, 0 = the fewest CPUs
 the cluster allows; ``env/action_sets.py``) and each named scenario kind, the same fresh jobs run
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--grids", type=parse_grids, default=parse_grids(DEFAULT_GRIDS), help="CPUs-per-GPU grids"
     )
-    parse_and_report(parser, argv, str(DEFAULT_OUT), run, to_markdown)
+    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,12 @@
 """Training steps per second: PPO on our env vs PPO on gymnax CartPole with the same learner.
 
-    python -m benchmarks.train_throughput [--num-envs 64,1024,4096,16384] [--hidden-sizes 64,64]
-        [--rollout-length 16] [--update-epochs 4] [--num-minibatches 4] [--updates-per-call 2]
-        [--repeats 3] [--also-branch-free] [--out benchmarks/results/train_throughput.json]
+    python -m benchmarks.train_throughput [--num-envs 64,1024,4096,16384] [--hidden-sizes H,H]
+        [--rollout-length N] [--update-epochs N] [--num-minibatches N] [--minibatch-shuffle S]
+        [--updates-per-call 2] [--repeats 3] [--also-branch-free]
+        [--out benchmarks/results/train_throughput.json] [--overwrite]
+
+The learner's flags default to the default learner's (``slamorl_jax.agent.config.TrainConfig``;
+``--help`` shows the values). Every size's configuration is checked before the first is measured.
 
 Both runs use ``slamorl_jax.agent.trainer`` unchanged (same network shape, rollout length, epochs,
 minibatches, optimiser; PureJaxRL's structure: rollout scan, GAE, epoch and minibatch scans), so
@@ -35,21 +39,26 @@ import jax
 from benchmarks.cartpole_adapter import CartPoleForTrainer
 from benchmarks.common import (
     Timing,
-    check_out_path,
+    add_out_flags,
+    check_report_flags,
+    compilation_cache_note,
     compile_timed,
     format_rate,
+    in_own_flags,
     interleaved_timings,
     machine_info,
     markdown_table,
     report,
 )
-from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.config import MINIBATCH_SHUFFLES, TrainConfig, validate_config
 from slamorl_jax.agent.trainer import Trainer, env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
 from slamorl_jax.env.job_env import JobAllocationEnv
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096, 16384)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "train_throughput.json"
+# train's flags that this benchmark spells otherwise than by hyphens (validate_config names train's)
+RENAMED_FLAGS = {"--updates_per_chunk": "--updates-per-call"}
 TARGET_NUM_ENVS = 4096
 TARGET_VS_CARTPOLE = 0.7  # issue 7's bar: >= 0.7x CartPole PPO at 4096 envs
 
@@ -182,28 +191,40 @@ def to_markdown(payload: dict) -> str:
         f"Machine: jax {m['jax_version']}, backend {m['backend']} ({m['device']}), {m['usable_cpus']} usable "
         f"of {m['cpu_count']} CPUs, commit {m['git_commit']}, {m['timestamp_utc']}. One timed call = "
         f"{c['updates_per_call']} PPO updates; {c['repeats']} timed calls per cell after a warm-up, "
-        "all timed in turns; compile time apart.",
+        "all timed in turns; compile time apart." + compilation_cache_note(m),
     ]
     return "\n".join(lines)
+
+
+def train_config(args: argparse.Namespace, num_envs: int) -> TrainConfig:
+    """The learner timed at ``num_envs``: the default one with this benchmark's flags."""
+    return TrainConfig(
+        num_envs=num_envs,
+        rollout_length=args.rollout_length,
+        update_epochs=args.update_epochs,
+        num_minibatches=args.num_minibatches,
+        minibatch_shuffle=args.minibatch_shuffle,
+        hidden_sizes=tuple(args.hidden_sizes),
+        updates_per_chunk=args.updates_per_call,
+        total_timesteps=num_envs * args.rollout_length * args.updates_per_call,
+    )
+
+
+def check_configs(args: argparse.Namespace, prog: str) -> None:
+    """Exit 2 with one line, in this benchmark's flag names, unless the learner is valid at every
+    ``--num-envs`` (checked before any is measured: a bad later size lost the rows before it)."""
+    for num_envs in args.num_envs:
+        try:
+            validate_config(train_config(args, num_envs))
+        except ValueError as error:  # e.g. minibatches that do not divide the rollout
+            fail(f"--num-envs {num_envs}: {in_own_flags(str(error), RENAMED_FLAGS)}", prog)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """All measurements of one run as a JSON-ready dict."""
     results = []
     for num_envs in args.num_envs:
-        config = TrainConfig(
-            num_envs=num_envs,
-            rollout_length=args.rollout_length,
-            update_epochs=args.update_epochs,
-            num_minibatches=args.num_minibatches,
-            hidden_sizes=tuple(args.hidden_sizes),
-            updates_per_chunk=args.updates_per_call,
-            total_timesteps=num_envs * args.rollout_length * args.updates_per_call,
-        )
-        try:
-            validate_config(config)
-        except ValueError as error:  # e.g. minibatches that do not divide the rollout
-            fail(str(error))
+        config = train_config(args, num_envs)
         row = measure(config, args.repeats, args.also_branch_free)
         results.append(row)
         print(
@@ -222,6 +243,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "rollout_length": args.rollout_length,
             "update_epochs": args.update_epochs,
             "num_minibatches": args.num_minibatches,
+            "minibatch_shuffle": train_config(args, args.num_envs[0]).minibatch_shuffle,
             "updates_per_call": args.updates_per_call,
             "repeats": args.repeats,
             "also_branch_free": args.also_branch_free,
@@ -245,21 +267,46 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
     defaults = TrainConfig()
     parser = OneLineArgumentParser(prog="train_throughput", description=summary(__doc__))
-    parser.add_argument("--num-envs", type=positive_int_list, default=list(DEFAULT_NUM_ENVS))
-    parser.add_argument("--hidden-sizes", type=positive_int_list, default=list(defaults.hidden_sizes))
-    parser.add_argument("--rollout-length", type=bounded(int, 1, 4096), default=defaults.rollout_length)
-    parser.add_argument("--update-epochs", type=bounded(int, 1, 100), default=defaults.update_epochs)
-    parser.add_argument("--num-minibatches", type=bounded(int, 1, 4096), default=defaults.num_minibatches)
-    parser.add_argument("--updates-per-call", type=bounded(int, 1, 1000), default=2)
-    parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)
+    shown = " (default: %(default)s)"
+    parser.add_argument(
+        "--num-envs", type=positive_int_list, default=list(DEFAULT_NUM_ENVS), help="batch sizes" + shown
+    )
+    parser.add_argument(
+        "--hidden-sizes", type=positive_int_list, default=list(defaults.hidden_sizes), help="layers" + shown
+    )
+    parser.add_argument(
+        "--rollout-length", type=bounded(int, 1, 4096), default=defaults.rollout_length, help="steps" + shown
+    )
+    parser.add_argument(
+        "--update-epochs", type=bounded(int, 1, 100), default=defaults.update_epochs, help="epochs" + shown
+    )
+    parser.add_argument(
+        "--num-minibatches",
+        type=bounded(int, 1, 4096),
+        default=defaults.num_minibatches,
+        help="minibatches per epoch" + shown,
+    )
+    parser.add_argument(
+        "--minibatch-shuffle",
+        choices=MINIBATCH_SHUFFLES,
+        default=None,
+        help=f"how minibatches are drawn (default: the default action set's, {defaults.minibatch_shuffle})",
+    )
+    parser.add_argument(
+        "--updates-per-call", type=bounded(int, 1, 1000), default=2, help="PPO updates per timed call" + shown
+    )
+    parser.add_argument(
+        "--repeats", type=bounded(int, 1, 100), default=3, help="timed calls per cell" + shown
+    )
     parser.add_argument(
         "--also-branch-free",
         action="store_true",
         help="also time our trainer with no branch on device values in its rollout (branch_free_trainer)",
     )
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="JSON output (Markdown beside it)")
+    add_out_flags(parser, DEFAULT_OUT)
     args = parser.parse_args(argv)
-    check_out_path(args.out, parser.prog)
+    check_report_flags(args, parser.prog)
+    check_configs(args, parser.prog)
     return args
 
 

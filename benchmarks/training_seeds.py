@@ -11,6 +11,8 @@ paper's moves, and all six SLAs met, each as mean, sample standard deviation, mi
     python -m benchmarks.training_seeds --seeds=0,1,2 --out=benchmarks/results/training_seeds.json
     python -m benchmarks.training_seeds --runs=runs/a,runs/b,runs/c --seeds=0,1,2 --out=...  # evaluate
     python -m benchmarks.training_seeds --seeds=0,1,2 --train-flags="--actions=paper" --out=...
+
+A report already at ``--out`` is refused unless ``--overwrite`` is given.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import REPO_ROOT, check_out_path, machine_info, run_child, write_report
+from benchmarks.common import (
+    REPO_ROOT,
+    add_out_flags,
+    check_report_flags,
+    machine_info,
+    run_child,
+    write_report,
+)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
 from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
@@ -158,7 +167,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(EVALUATION_SCENARIOS),
         help="comma-separated scenarios to evaluate (default: every named one but mixed)",
     )
-    parser.add_argument("--out", required=True, help="JSON output (Markdown written beside it)")
+    add_out_flags(parser, None)
     args = parser.parse_args(argv)
     try:
         args.train_flags = shlex.split(args.train_flags)
@@ -170,8 +179,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         fail(
             f"--scenarios: unknown {', '.join(unknown)}; choose from {', '.join(ALL_SCENARIOS)}", parser.prog
         )
-    args.out = Path(args.out)
-    check_out_path(args.out, parser.prog)
+    check_report_flags(args, parser.prog)
     return args
 
 

@@ -3,7 +3,7 @@
     python -m benchmarks.weights_ablation \\
         --runs static=runs/ablation/static-seed0,runs/ablation/static-seed1,runs/ablation/static-seed2 \\
         --runs severity=... --runs dual=... [--scenarios conflict,shifting] [--episodes 1024] \\
-        [--out benchmarks/results/weights_ablation.json]
+        [--out benchmarks/results/weights_ablation.json] [--overwrite]
 
 Each ``--runs`` names one weights form and its runs (one per training seed, the same command and
 budget but ``--weights``). Every run's final policy runs greedily from the request, fed the weights
@@ -27,7 +27,15 @@ import argparse
 
 import jax
 
-from benchmarks.common import add_job_flags, check_out_path, machine_info, markdown_table, report
+from benchmarks.common import (
+    RESULTS_DIR,
+    add_job_flags,
+    add_out_flags,
+    check_report_flags,
+    machine_info,
+    markdown_table,
+    report,
+)
 from benchmarks.training_seeds import spread
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
@@ -170,10 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", action="append", required=True, help="form=run[,run...] (repeat)")
     parser.add_argument("--scenarios", default="conflict,shifting", help="comma-separated scenarios")
     add_job_flags(parser, episodes=1024, most=1 << 16)
-    parser.add_argument("--out", default="benchmarks/results/weights_ablation.json")
+    add_out_flags(parser, RESULTS_DIR / "weights_ablation.json")
     args = parser.parse_args(argv)
-    args.out = Path(args.out)
-    check_out_path(args.out, PROG)
+    check_report_flags(args, PROG)
     args.scenarios = tuple(s.strip() for s in args.scenarios.split(","))
     unknown = [s for s in args.scenarios if s not in SCENARIOS]
     if unknown:

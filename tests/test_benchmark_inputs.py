@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -240,3 +241,38 @@ def test_a_count_list_beyond_int32_is_refused() -> None:
     assert positive_int_list("1,64,2147483647") == [1, 64, 2**31 - 1]
     with pytest.raises(argparse.ArgumentTypeError, match="at most 2,147,483,647"):
         positive_int_list("64,99999999999")
+
+
+@pytest.mark.parametrize(
+    ("flags", "line"),
+    [
+        (
+            ["--num-envs=64,2", "--num-minibatches=64", "--minibatch-shuffle=global"],
+            "--num-envs 2: --num-minibatches=64 must divide the rollout batch",
+        ),
+        (
+            ["--num-envs=64", "--num-minibatches=32"],
+            "--num-envs 64: --minibatch-shuffle=per_env needs --num-minibatches=32 to divide "
+            "--rollout-length=16 (or --minibatch-shuffle=global)",
+        ),
+        (["--num-envs=64", "--hidden-sizes=9000"], "--num-envs 64: --hidden-sizes must be 1 to 8192"),
+    ],
+)
+def test_train_throughput_checks_every_size_before_measuring_in_its_own_flags(
+    flags: list[str],
+    line: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bad second size was found after the first was measured (its row lost), and the refusal
+    named train's flags (``--num_minibatches``, ``--minibatch_shuffle``), not the benchmark's."""
+    import benchmarks.train_throughput as benchmark
+
+    def measured(*args: object, **kwargs: object) -> None:
+        raise AssertionError("measured before every size was checked")
+
+    monkeypatch.setattr(benchmark, "measure", measured)
+    outcome = call(lambda: benchmark.main([*flags, f"--out={tmp_path / 'r.json'}"]), capsys, tmp_path)
+    assert_refused(outcome, line)
+    assert not re.search(r"--[a-z]+_", outcome.stderr), outcome.report()  # no flag of train's

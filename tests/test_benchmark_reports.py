@@ -117,8 +117,77 @@ def test_a_trace_kept_where_no_folder_is_refused_before_compiling(
 ) -> None:
     from benchmarks.step_profile import main
 
-    argv = ["--keep-trace", str(tmp_path / "no" / "run"), "--out", str(tmp_path / "run.json")]
+    argv = ["--keep-trace", str(tmp_path / "no" / "run")]
     assert_refused(call(lambda: main(argv), capsys, tmp_path), "--keep-trace", "no folder to keep it in")
+
+
+def test_a_charged_again_trace_is_reported_beside_it_not_over_the_cpu_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--from-trace benchmarks/results/step_profile_gpu`` (docs/speed.md's command) replaced the
+    committed CPU ``step_profile.{json,md}`` with the GPU's tables: the report is ``PREFIX.json``, and
+    being the kept run's own, it is replaced only with ``--overwrite``."""
+    import shutil
+
+    from benchmarks.step_profile import DEFAULT_OUT, main
+
+    for suffix in (".json", ".hlo.txt.gz", ".trace.json.gz"):
+        shutil.copyfile(RESULTS / f"step_profile_gpu{suffix}", tmp_path / f"gpu{suffix}")
+    cpu_report = DEFAULT_OUT.read_bytes(), DEFAULT_OUT.with_suffix(".md").read_bytes()
+    prefix = str(tmp_path / "gpu")
+    outcome = call(lambda: main(["--from-trace", prefix]), capsys, tmp_path)
+    assert_refused(outcome, f"--out '{prefix}.json'", "a report is there already", "--overwrite")
+    outcome = call(lambda: main(["--from-trace", prefix, "--top", "3", "--overwrite"]), capsys, tmp_path)
+    assert outcome.code is None, outcome.report()
+    assert outcome.new_paths == ("gpu.md",), outcome.report()  # the JSON replaced, its table beside it
+    again = json.loads((tmp_path / "gpu.json").read_text())
+    assert again["machine"]["backend"] == "gpu" and again["top"] == 3
+    assert (DEFAULT_OUT.read_bytes(), DEFAULT_OUT.with_suffix(".md").read_bytes()) == cpu_report
+
+
+@pytest.mark.parametrize("flag", ["--num-envs=8", "--steps=2", "--program=train", "--step=vmap"])
+def test_a_flag_that_from_trace_would_ignore_is_refused(
+    flag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The kept run says what was profiled; a flag saying otherwise was dropped without a word."""
+    from benchmarks.step_profile import main
+
+    argv = ["--from-trace", str(RESULTS / "step_profile_gpu"), flag, "--out", str(tmp_path / "r.json")]
+    outcome = call(lambda: main(argv), capsys, tmp_path)
+    assert_refused(outcome, "--from-trace", flag.split("=")[0], "cannot be given with it")
+
+
+def test_a_kept_trace_writes_its_report_where_from_trace_reads_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--keep-trace PREFIX`` with another ``--out`` kept a trace that ``--from-trace PREFIX`` could
+    not read back; kept files already there were replaced without ``--overwrite``."""
+    from benchmarks.step_profile import main
+
+    prefix = str(tmp_path / "run")
+    tiny = ["--num-envs=2", "--steps=1", "--keep-trace", prefix]
+    outcome = call(lambda: main([*tiny, "--out", str(tmp_path / "other.json")]), capsys, tmp_path)
+    assert_refused(outcome, f"writes its report to {prefix}.json", f"--out {prefix}.json")
+    (tmp_path / "run.trace.json.gz").write_bytes(b"an earlier run's")
+    outcome = call(lambda: main(tiny), capsys, tmp_path)
+    assert_refused(outcome, f"{prefix}.trace.json.gz is there already", "--overwrite")
+
+
+def test_gpu_session_refuses_a_machine_without_a_gpu_before_writing_anything(tmp_path: Path) -> None:
+    """Run where JAX has no GPU it wrote CPU numbers under the committed ``*_gpu`` names and emptied
+    their log: one line, exit 2, nothing written (``DRY=1`` is the check of the script anywhere)."""
+    import sys
+
+    script = RESULTS.parent / "gpu_session.sh"
+    results = tmp_path / "results"
+    env = {**os.environ, "RESULTS": str(results), "PYTHON": sys.executable, "JAX_PLATFORMS": "cpu"}
+    env.pop("DRY", None)
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "gpu_session.sh: JAX's default backend is 'cpu', not a GPU; DRY=1 checks the script on any machine"
+    ]
+    assert not results.exists() and list(tmp_path.iterdir()) == []
 
 
 def test_gpu_session_refuses_an_unknown_part_before_writing_anything(tmp_path: Path) -> None:
