@@ -41,12 +41,14 @@ def test_two_copies_of_one_policy_give_its_figures_with_no_spread(tmp_path: Path
 
 @pytest.mark.parametrize(
     "checkpoints, message",
-    [(",", "--checkpoint names no policy"), (f"{SHIPPED},/nonexistent", "/nonexistent does not exist")],
+    [(",", "--checkpoint names no policy"), (f"{SHIPPED},{{tmp}}/missing", "missing' does not exist")],
 )
 def test_a_bad_checkpoint_list_is_one_line_and_exit_2(
     checkpoints: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """No policy named, or one that does not exist: one line naming it, exit code 2, nothing written."""
+    """No policy named, or one that does not exist: one line naming it, exit code 2, nothing written.
+    (A missing path under the test's own folder: a fixed one such as /nonexistent may exist.)"""
+    checkpoints = checkpoints.replace("{tmp}", str(tmp_path))
     out = tmp_path / "anchors.json"
     with pytest.raises(SystemExit) as exit_info:
         main(["--checkpoint", checkpoints, "--episodes", "4", "--out", str(out)])
