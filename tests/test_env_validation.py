@@ -263,6 +263,11 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
         ),
         "come out non-finite from the workload",
     ),
+    (  # the opposed preference's share was cut silently (0.8 + 0.8 gave 0.2 of jobs opposed)
+        "preference shares summing past 1",
+        lambda p: with_values(p, random_preference_prob=0.8, opposed_preference_prob=0.8),
+        "random_preference_prob + opposed_preference_prob must be at most 1",
+    ),
     (
         "stale tables after a speed change",
         lambda p: with_workload_values(p, compute_speed=np.asarray(p.workloads.compute_speed) * 2),

@@ -103,7 +103,7 @@ class EnvParams:
     forecast_noise: jax.Array
     # Absolute targets of the ``targets`` action set (action_sets.py).
     target_gpus: jax.Array  # (16,) int32 GPU counts
-    target_cpus_per_gpu: jax.Array  # (4,) CPUs per GPU
+    target_cpus_per_gpu: jax.Array  # (5,) CPUs per GPU
     # Dynamics.
     reallocation_pause_s: jax.Array  # checkpoint-restart pause when the GPU count changes (billed)
     cpu_reallocation_pause_s: jax.Array  # data-loader restart when only the CPUs change (billed)

@@ -307,6 +307,13 @@ def validate_params(params: EnvParams) -> EnvParams:
         )
     if np.any(host["fixed_preference"].sum(axis=-1) <= 0):
         raise ValueError("EnvParams.fixed_preference must have a positive sum")
+    preference_share = host["random_preference_prob"] + host["opposed_preference_prob"]
+    if np.any(preference_share > 1.0 + 1e-6):
+        raise ValueError(
+            "EnvParams.random_preference_prob + opposed_preference_prob must be at most 1 (a job takes "
+            "the opposed preference when random_preference_prob <= u < their sum), got "
+            f"{preference_share.max():g}"
+        )
     fresh = with_derived_tables(params)
     broken = non_finite_derived_fields(fresh)
     if broken:
@@ -319,6 +326,7 @@ def validate_params(params: EnvParams) -> EnvParams:
     if stale:
         raise ValueError(
             f"EnvParams.{', '.join(stale)} are stale: call "
-            "slamorl_jax.env.with_derived_tables(params) after changing workload, cluster or price fields"
+            "slamorl_jax.env.with_derived_tables(params) after changing workload, cluster, price, "
+            "target or request fields"
         )
     return params
