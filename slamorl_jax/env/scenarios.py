@@ -16,10 +16,12 @@ balanced               0.60 - 1.00      0.60 - 1.00      0.4 - 0.8       2 - 4  
 =====================  ===============  ===============  ==============  =============  ========
 
 GPU utilisation minimum 0.2-0.4 / 0.4-0.7 / 0.3-0.5 and CPU utilisation minimum 0.05-0.2 (absolute).
-Tight targets stay reachable: the deadline is at least ``feasibility_margin`` x the fastest static
-allocation's time, the budget at least that margin x the cheapest one's cost, and the throughput
-minimum at most the fastest throughput / margin. Whether one static allocation meets all six SLAs
-at once is not guaranteed; ``slamorl_jax.env.feasibility`` measures how often it does.
+Tight targets stay within the plan's reach: the deadline is at least ``feasibility_margin`` x the
+profile's fastest static allocation's time, the budget at least that margin x the profile's cheapest
+one's cost, and the throughput minimum at most the profile's fastest throughput / margin (from the
+profile, as a user plans them, not the job's hidden truth, which a binding floor would reveal: a job
+slower than its profile may miss a floored SLA whatever it does). Whether one static allocation meets
+all six SLAs at once is not guaranteed; ``slamorl_jax.env.feasibility`` measures how often it does.
 
 Named scenarios (``scenario_params(name)``):
 

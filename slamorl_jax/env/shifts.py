@@ -20,10 +20,11 @@ kind            what happens from epoch ``at + 1`` on                          s
                 until it leaves its nodes
 ``price_rise``  spot prices rise: the job's GPU price per hour x size          1.5 - 3.0
 ``deadline_cut`` the user moves the deadline earlier: deadline x size, never    0.6 - 0.9
-                below ``feasibility_margin`` x the true fastest static run's
-                time (so the fastest allocation held from the start meets it)
+                below ``feasibility_margin`` x the profile's fastest static
+                run's time (the user's plan; a job slower than its profile
+                may miss it whatever it does, as the generator's floors)
 ``budget_cut``  the user cuts the budget: budget x size, never below the       0.6 - 0.9
-                margin x the true cheapest static run's cost
+                margin x the profile's cheapest static run's cost
 ``preemption``  the job is preempted and restarts on ``floor(size x GPUs)``    0.5
                 GPUs (at least 1; CPUs per GPU kept, on the CPU lattice)
                 before epoch ``at + 1``, paying the checkpoint-restart pause
