@@ -36,6 +36,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
 from slamorl_jax.env.state import EnvState
+from slamorl_jax.env.validation import validate_params_once
 
 Policy = Callable[[Any, jax.Array, jax.Array, jax.Array], jax.Array]
 StartRule = Callable[[EnvState, EnvParams], tuple[jax.Array, jax.Array]]
@@ -138,6 +139,9 @@ def run_episode_batches(
     for p in params:
         if not isinstance(p, EnvParams):
             raise TypeError(f"params must be EnvParams (env.default_params), got {type(p).__name__}")
+        # Stale derived tables (a field changed by with_values and no with_derived_tables), a NaN
+        # noise or a step limit of 0 ran silently: wrong costs, NaN times, jobs of no epoch.
+        validate_params_once(p)
     check_key(key)
     if isinstance(num_episodes, bool) or not isinstance(num_episodes, numbers.Integral) or num_episodes < 1:
         raise ValueError(f"num_episodes must be a positive integer, got {num_episodes!r}")

@@ -80,7 +80,7 @@ from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState, check_state
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
-from slamorl_jax.env.validation import validate_params
+from slamorl_jax.env.validation import validate_params_once
 from slamorl_jax.json_input import short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many, uses_dual_weights
 from slamorl_jax.live_encoding import READINGS, live_states, padded_size
@@ -548,10 +548,6 @@ def recommend_many(
     return _recommend_checked(policy, list(jobs), params, lambda i: f"{names[i] if names else f'job {i}'}: ")
 
 
-# The params last checked by _recommend_checked: a live loop passes the same object every call.
-_validated_params: list[EnvParams | None] = [None]
-
-
 def _recommend_checked(
     policy: LoadedPolicy, jobs: list[LiveJob], params: EnvParams | None, where: Callable[[int], str]
 ) -> list[Recommendation]:
@@ -560,11 +556,10 @@ def _recommend_checked(
         raise TypeError(f"policy must be a LoadedPolicy, got {type(policy).__name__}")
     if params is not None and not isinstance(params, EnvParams):
         raise TypeError(f"params must be EnvParams (or None for the policy's), got {type(params).__name__}")
-    if params is not None and params is not _validated_params[0]:
+    if params is not None:
         # Caller's params: a field changed without its derived tables recomputed (with_values or
         # replace, then no with_derived_tables) gave another answer from the stale tables, silently.
-        validate_params(params)
-        _validated_params[0] = params
+        validate_params_once(params)
     params = params if params is not None else policy.env_params
     limits = ClusterLimits.of(params)
     for i, job in enumerate(jobs):

@@ -191,3 +191,16 @@ def test_an_incomplete_step_folder_is_named_as_one(tmp_path: Path) -> None:
     (tmp_path / "checkpoints" / "8").mkdir()
     with pytest.raises(CheckpointError, match=r"8 is an incomplete step .* complete steps are 4$"):
         load_policy(tmp_path / "checkpoints" / "8")
+
+
+def test_run_episodes_refuses_params_validate_params_would() -> None:
+    """Stale derived tables (``gpus_per_node`` changed, no ``with_derived_tables``) ran with the old
+    tables' costs; a NaN noise gave NaN times; a step limit of 0 gave jobs of no epoch."""
+    env, params = make("mixed")
+    for changes, phrase in [
+        ({"gpus_per_node": 2}, "are stale"),
+        ({"epoch_time_noise": float("nan")}, "epoch_time_noise"),
+        ({"max_steps_in_episode": 0}, "max_steps_in_episode"),
+    ]:
+        with pytest.raises(ValueError, match=phrase):
+            run_episodes(env, with_values(params, **changes), keep_allocation, jax.random.key(0), 4)

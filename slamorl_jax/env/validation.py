@@ -330,3 +330,21 @@ def validate_params(params: EnvParams) -> EnvParams:
             "target or request fields"
         )
     return params
+
+
+#: The params objects :func:`validate_params_once` passed lately, newest last (identity, not value).
+_RECENTLY_VALIDATED: list[EnvParams] = []
+RECENTLY_VALIDATED_KEPT = 8
+
+
+def validate_params_once(params: EnvParams) -> EnvParams:
+    """:func:`validate_params`, skipped for an object it passed lately: the host-side entry points
+    (``recommend``, ``run_episodes``) check their caller's params, and a loop that passes the same
+    object pays the check (a few milliseconds) once. ``EnvParams`` are immutable, so an object that
+    passed stays valid."""
+    if any(params is seen for seen in _RECENTLY_VALIDATED):
+        return params
+    validate_params(params)
+    _RECENTLY_VALIDATED.append(params)
+    del _RECENTLY_VALIDATED[:-RECENTLY_VALIDATED_KEPT]
+    return params
