@@ -199,7 +199,17 @@ def step_batch(
     """``vmap(env.step)(keys, state, action, params)`` over the leading env axis, resetting only the
     finished jobs (module docstring); ``reset_slots`` defaults to :func:`default_reset_slots`,
     ``reset_by`` (:data:`RESET_BY`) to :func:`default_reset_by`."""
-    num_envs = keys.shape[0] if jnp.ndim(keys) else 0
+    if jnp.ndim(keys) != 1:  # static, as every check here: free in a compiled step
+        raise ValueError(
+            "step_batch takes one key per env (jax.random.split(key, num_envs)), got keys of shape "
+            f"{jnp.shape(keys)}"
+        )
+    if jnp.ndim(params.max_steps_in_episode) != 0:
+        raise ValueError(
+            "step_batch shares one params across the batch (a scalar field of shape "
+            f"{jnp.shape(params.max_steps_in_episode)} here): for params per env use jax.vmap(env.step)"
+        )
+    num_envs = keys.shape[0]
     check_state(state, batch=num_envs)
     if not isinstance(action, jax.Array):  # host actions (a list, NumPy int64): clipped in their own
         # type here, as env.step does; vmap would cast them to int32 first, wrapping 2**32 + 5 to 5
