@@ -146,6 +146,12 @@ BAD_ENV_CALLS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
         "for params per env use jax.vmap(env.step)",
     ),
     ("with_values unknown field", lambda: with_values(PARAMS, nosuch=1), TypeError, "no field 'nosuch'"),
+    (  # 'WorkloadParams' object has no attribute 'dtype'
+        "with_values of a group",
+        lambda: with_values(PARAMS, workloads=PARAMS.workloads),
+        ValueError,
+        "workloads is a group of fields",
+    ),
     ("catalog a string", lambda: JobAllocationEnv(catalog="x"), TypeError, "catalog must be a Catalog"),
     ("default_params(3)", lambda: default_params(3), TypeError, "catalog must be a Catalog"),
 ]

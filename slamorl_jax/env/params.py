@@ -170,7 +170,10 @@ def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:
     and on a cast that would change a value (a fraction, NaN or out-of-range number for an integer
     field, anything but 0 or 1 for a flag). It checks no ranges: call
     :func:`slamorl_jax.env.validate_params` on the result (``reset`` and ``step`` run under ``jit``
-    and do not). ``TypeError`` for a name that is not a field.
+    and do not). ``TypeError`` for a name that is not a field, ``ValueError`` for a nested group
+    (``workloads``: edit its fields with ``params.replace(workloads=with_values(params.workloads,
+    ...))``). A host-side edit: the values are cast on the host, so under ``jit`` or ``vmap`` (a sweep
+    over a field) use ``params.replace(name=value)`` instead.
     """
     known = {field.name for field in dataclasses.fields(tree)}
     if isinstance(tree, EnvParams):
@@ -180,6 +183,11 @@ def with_values(tree: T, *, same_shape: bool = True, **values: Any) -> T:
         if name not in known:
             raise TypeError(f"{type(tree).__name__} has no field {name!r}")
         old = getattr(tree, name)
+        if not hasattr(old, "dtype"):  # a nested group of fields (EnvParams.workloads)
+            raise ValueError(
+                f"{name} is a group of fields: edit them with with_values(params.{name}, ...) and "
+                f"params.replace({name}=...)"
+            )
         array = _exact_cast(name, value, old.dtype)
         if same_shape and array.shape != old.shape:
             raise ValueError(f"{name}: shape {array.shape} does not match {old.shape}")

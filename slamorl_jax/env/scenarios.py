@@ -98,7 +98,11 @@ def check_params_type(params: object, function: str) -> None:
 
 
 def with_scenario(params: EnvParams, name: str) -> EnvParams:
-    """``params`` with the job generator set to the named scenario."""
+    """``params`` with the job generator set to the named scenario: it sets ``scenario_probs``,
+    ``random_preference_prob``, ``opposed_preference_prob``, ``kind_preference`` and ``shift_probs``
+    (edits of those five made before are replaced; make them after) and keeps every other field,
+    ``use_fixed_preference`` included: a preference fixed by :func:`with_preference` stays in force
+    over the scenario's own (``conflict``'s opposed one too)."""
     check_params_type(params, "with_scenario")
     check_scenario(name)
     probs = np.zeros(len(SCENARIO_KINDS), dtype=np.float32)
