@@ -125,8 +125,8 @@ def env_settings(draw: st.DrawFn, num_workloads: int, num_gpu_types: int) -> dic
     scenario = draw(st.sampled_from((*SCENARIOS, None)))
     if scenario is None:  # a custom generator instead of a named scenario
         fields["scenario_probs"] = draw(probabilities(3))
-        fields["random_preference_prob"] = draw(floats(0.0, 1.0))
-        fields["opposed_preference_prob"] = draw(floats(0.0, 1.0))
+        fields["random_preference_prob"] = draw(floats(0.0, 1.0))  # the two shares sum to at most 1
+        fields["opposed_preference_prob"] = draw(floats(0.0, 1.0 - fields["random_preference_prob"]))
         fields["shift_probs"] = draw(probabilities(NUM_SHIFT_KINDS))
     epochs = None
     if draw(st.booleans()):  # short jobs, so that many episodes end inside the rollout

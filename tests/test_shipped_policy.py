@@ -232,10 +232,12 @@ def test_shipped_policy_answers_the_readme_job_sensibly(shipped: Path, preferenc
         checked += 1
     assert checked >= 3, preference
     # A tenth of the README job's throughput over all its epochs (its deadline, budget and
-    # throughput SLAs all at risk).
+    # throughput SLAs all at risk), its time and spend so far those ten epochs' (a report whose
+    # elapsed time is shorter than its epochs is refused).
     slow_epochs = [{**epoch, "epoch_time_s": 15_500} for epoch in README_JOB["history"]]
+    so_far = {"elapsed_s": 10 * README_JOB["elapsed_s"], "cost_usd": 10 * README_JOB["cost_usd"]}
     slow = _recommendation(
-        policy, throughput=83, last_epoch_time_s=15_500, history=slow_epochs, preference=preference
+        policy, throughput=83, last_epoch_time_s=15_500, history=slow_epochs, preference=preference, **so_far
     )
     assert slow.relocate or (slow.gpus, slow.cpus) != (gpus, cpus), preference
 
