@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
     from slamorl_jax.checkpoint import LoadedPolicy
     from slamorl_jax.live import LiveJob
+    from slamorl_jax.live_checks import ClusterLimits
 
 PROG = "python -m slamorl_jax.recommend"
 
@@ -110,10 +111,11 @@ def read_job(source: str) -> dict:
     return data
 
 
-def read_jobs(source: str) -> list[tuple[str, LiveJob]]:
+def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob | str]]:
     """The jobs of the ``--jobs`` file, each with where it is (``line N`` or ``item i``): JSON Lines
     (one job object a line, blank lines skipped), one JSON list of job objects, or one job object
-    over several lines; exits 2 naming the line or item of a bad one."""
+    over several lines; exits 2 naming the line or item of a bad one, or with ``keep_going`` gives
+    why in its place (a string). A file that cannot be read, or holds no jobs, exits 2 either way."""
     from slamorl_jax.live import LiveJob
 
     text = read_source(source, "--jobs")
@@ -132,43 +134,101 @@ def read_jobs(source: str) -> list[tuple[str, LiveJob]]:
     else:  # JSON Lines: records end at newlines only (a string may hold U+2028 and the like)
         lines = [(f"line {n}", line) for n, line in enumerate(text.split("\n"), 1)]
         named = [
-            (where, parse_json(line, f"--jobs {source!r} {where}")) for where, line in lines if line.strip()
+            (where, _line_value(line, where, source, keep_going)) for where, line in lines if line.strip()
         ]
     if not named:
         fail(f"--jobs {source!r} holds no jobs", PROG)
-    jobs = []
+    jobs: list[tuple[str, LiveJob | str]] = []
     for where, item in named:
-        if not isinstance(item, dict):
-            fail(f"--jobs {source!r} {where} must be a JSON object (a job), got {json_kind(item)}", PROG)
         try:
+            if isinstance(item, _Unreadable):
+                raise ValueError(item.reason)
+            if not isinstance(item, dict):
+                raise ValueError(f"must be a JSON object (a job), got {json_kind(item)}")
             jobs.append((where, LiveJob.from_dict(item)))
         except ValueError as err:
-            fail(f"--jobs {source!r} {where}: {err}", PROG)
+            if not keep_going:
+                fail(f"--jobs {source!r} {where}{_joined(str(err))}", PROG)
+            jobs.append((where, first_line(err)))
     return jobs
+
+
+class _Unreadable:
+    """A ``--jobs`` line that is not JSON, kept (with ``--keep_going``) to be answered by its reason."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _line_value(line: str, where: str, source: str, keep_going: bool) -> object:
+    """The JSON value of one ``--jobs`` line; exits 2 naming it when it is not JSON, or with
+    ``keep_going`` gives an :class:`_Unreadable` that says why."""
+    if not keep_going:
+        return parse_json(line, f"--jobs {source!r} {where}")
+    try:
+        return loads_strict(line)
+    except json.JSONDecodeError as err:
+        return _Unreadable(f"is not valid JSON: {err.msg}")
+    except (ValueError, RecursionError) as err:  # a key given twice, a huge integer, deep nesting
+        return _Unreadable(first_line(err) if not isinstance(err, RecursionError) else "is nested too deeply")
+
+
+def _joined(reason: str) -> str:
+    """A reason after a job's location: ``line 2 must be ...``, ``line 2 is not ...``, else
+    ``line 2: ...``."""
+    return f" {reason}" if reason.startswith(("must be", "is not", "is nested")) else f": {reason}"
 
 
 def answer_jobs(args: argparse.Namespace) -> int:
     """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order; a
     refused job or a warning names its line (or list item)."""
-    located = read_jobs(args.jobs)
+    located = read_jobs(args.jobs, args.keep_going)
     policy = load_checkpoint(args.checkpoint)
     from slamorl_jax.live import recommend_many
+    from slamorl_jax.live_checks import ClusterLimits
 
-    names = [f"--jobs {args.jobs!r} {where}" for where, _ in located]
+    if args.keep_going:  # a job the policy's cluster cannot hold, or a finished one, answered by why
+        limits = ClusterLimits.of(policy.env_params)
+        located = [(where, _refusal(job, limits)) for where, job in located]
+    answerable = [(where, job) for where, job in located if not isinstance(job, str)]
+    names = [f"--jobs {args.jobs!r} {where}" for where, _ in answerable]
     try:
-        answers = recommend_many(policy, [job for _, job in located], names=names)
+        answers = recommend_many(policy, [job for _, job in answerable], names=names)
     except ValueError as err:  # a job the policy cannot answer, named by its line
         fail(str(err), PROG)
-    for (where, _), answer in zip(located, answers, strict=True):
+    for (where, _), answer in zip(answerable, answers, strict=True):
         if answer.outside_training:
             notes = "; ".join(answer.outside_training)
             print(
                 f"{PROG}: warning: {where} is outside what the policy was trained on: {notes}",
                 file=sys.stderr,
             )
-    for answer in answers:
-        print(json.dumps(answer.as_dict()))
+    answered = iter(answers)
+    for where, job in located:
+        line = {"at": where, "error": job} if isinstance(job, str) else next(answered).as_dict()
+        print(json.dumps(line))
+    refused = len(located) - len(answers)
+    if refused:  # --keep_going: every job has its line; the status says not all were answered
+        print(
+            f"{PROG}: error: {refused} of {len(located)} jobs refused (their lines say why)",
+            file=sys.stderr,
+        )
+        return 2
     return 0
+
+
+def _refusal(job: LiveJob | str, limits: ClusterLimits) -> LiveJob | str:
+    """``job``, or why ``live.check_recommendable`` refuses it (a string); a string already (an
+    unreadable job) stays."""
+    from slamorl_jax.live import check_recommendable
+
+    if isinstance(job, str):
+        return job
+    try:
+        check_recommendable(job, limits)
+    except ValueError as err:
+        return first_line(err)
+    return job
 
 
 def serve_stdin(args: argparse.Namespace) -> int:
@@ -244,6 +304,12 @@ def main(argv: list[str] | None = None) -> int:
         "--checkpoint", default=SHIPPED_POLICY, help="policy checkpoint (default: %(default)s)"
     )
     parser.add_argument(
+        "--keep_going",
+        action="store_true",
+        help='with --jobs: answer a refused job by its reason ({"at": ..., "error": ...}) in its '
+        "place and answer the others; exit 2 if any was refused",
+    )
+    parser.add_argument(
         "--history",
         default=None,
         help="history store (.json/.csv): a new job's first allocation by nearest match",
@@ -271,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_cache_argument(parser)
     args = parser.parse_args(argv)
+    if args.keep_going and args.jobs is None:
+        fail("--keep_going goes with --jobs (--serve and --http answer each job on its own already)", PROG)
     slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
     if args.sla_confidence is not None:
         from slamorl_jax.env.suggested_slas import CONFIDENCE_RANGE

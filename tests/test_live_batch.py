@@ -378,3 +378,27 @@ def test_a_closed_standard_input_is_named(
     monkeypatch.setattr(sys, "stdin", None)  # what Python sets when file descriptor 0 is closed
     outcome = call(lambda: recommend_cli.main(argv), capsys, tmp_path)
     assert_refused(outcome, "standard input, which is closed")
+
+
+def test_keep_going_answers_every_job_and_names_the_refused_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One refused job (a job that finished between the platform's snapshot and the call, a line
+    that is not JSON) failed the whole ``--jobs`` batch: with ``--keep_going`` each job gets its
+    line, the refused ones their reason, and the status is 2."""
+    example = _job_dict(EXAMPLE)
+    finished = {**example, "epochs_done": example["epochs_total"], "history": None}
+    path = tmp_path / "jobs.jsonl"
+    path.write_text(
+        "\n".join([json.dumps(example), "{not json", json.dumps(finished), "[1]", json.dumps(example)])
+    )
+    outcome = call(lambda: recommend_cli.main([f"--jobs={path}", "--keep_going"]), capsys, tmp_path)
+    assert outcome.code == 2 and "3 of 5 jobs refused" in outcome.stderr, outcome.report()
+    lines = [json.loads(line) for line in outcome.stdout.splitlines()]
+    assert [line.get("at") for line in lines] == [None, "line 2", "line 3", "line 4", None]
+    assert "not valid JSON" in lines[1]["error"] and "has finished" in lines[2]["error"]
+    assert lines[0] == lines[4] and lines[0]["action_name"]  # the answerable jobs answered
+    alone = call(lambda: recommend_cli.main([f"--jobs={path}"]), capsys, tmp_path)
+    assert_refused(alone, "line 2 is not valid JSON")  # without the flag: the first refusal, as before
+    both = call(lambda: recommend_cli.main(["--job=x.json", "--keep_going"]), capsys, tmp_path)
+    assert_refused(both, "--keep_going goes with --jobs")
