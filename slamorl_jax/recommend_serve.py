@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from slamorl_jax.checkpoint import LoadedPolicy
 
 MAX_ERROR_CHARS = 1000
+REPLACED_BYTE = "\ufffd"  # what a byte that is not UTF-8 becomes on the way in (recommend.serve_stdin)
 
 
 def answer_line(policy: LoadedPolicy, line: str) -> dict:
@@ -30,6 +31,8 @@ def answer_line(policy: LoadedPolicy, line: str) -> dict:
     for absurd nesting) when the line is not a job the policy can answer."""
     from slamorl_jax.live import LiveJob, recommend
 
+    if REPLACED_BYTE in line:  # standard input is decoded with errors="replace"
+        raise ValueError("the line is not UTF-8 text")
     data = loads_strict(line.strip())
     if not isinstance(data, dict):
         raise ValueError(f"a line must be one JSON object (a job), got {json_kind(data)}")

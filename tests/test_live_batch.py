@@ -281,11 +281,21 @@ def test_serve_answers_each_line_as_it_comes_and_goes_on_after_a_bad_one(policy:
     line; a line it cannot answer gets an error line and the next job is answered."""
     good = json.dumps(_job_dict(EXAMPLE))
     outside = json.dumps(_job_dict(dataclasses.replace(EXAMPLE, gpus=1000, history=None)))
-    lines = [good + "\n", "\n", '{"gpus": 4,\n', "[1]\n", outside + "\n", '{"gpus": 4, "gpus": 8}\n', good]
+    not_utf8 = '{"workload": "caf\ufffd"}\n'  # a Latin-1 byte, as serve_stdin decodes it
+    lines = [
+        good + "\n",
+        "\n",
+        '{"gpus": 4,\n',
+        "[1]\n",
+        outside + "\n",
+        '{"gpus": 4, "gpus": 8}\n',
+        not_utf8,
+        good,
+    ]
     out = io.StringIO()
     assert serve(policy, lines, out) == 0
     answers = [json.loads(line) for line in out.getvalue().splitlines()]
-    assert [a["line"] for a in answers] == [1, 3, 4, 5, 6, 7]
+    assert [a["line"] for a in answers] == [1, 3, 4, 5, 6, 7, 8]
     alone = recommend(policy, EXAMPLE)
     for answer in (answers[0], answers[-1]):
         assert (answer["gpus"], answer["cpus"], answer["action"]) == (alone.gpus, alone.cpus, alone.action)
@@ -294,6 +304,7 @@ def test_serve_answers_each_line_as_it_comes_and_goes_on_after_a_bad_one(policy:
     assert "got a list" in errors[1]
     assert "1000 GPUs is outside the policy's cluster" in errors[2]
     assert errors[3] == "the field 'gpus' is given twice"
+    assert errors[4] == "the line is not UTF-8 text"  # not the text it decodes to (workload "caf?")
 
 
 def test_serve_reads_stdin_from_the_command_line(
