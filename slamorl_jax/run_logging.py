@@ -95,6 +95,9 @@ class MetricsLogger:
                 self._writer.add_scalar(name, value, env_steps)
         self._writer.add_scalar("steps_per_s", rate, env_steps)
         self._writer.add_scalar("learning_rate", record["learning_rate"], env_steps)
+        # On disk with the metrics line: a run killed after its next checkpoint resumes past these
+        # updates, so points still in tensorboardX's queue (flushed every 2 minutes) would be lost.
+        self._writer.flush()
         self._bar.update(env_steps - self._steps)
         self._steps = env_steps
         self._bar.set_postfix(

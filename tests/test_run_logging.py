@@ -43,3 +43,14 @@ def test_a_resumed_logger_continues_after_the_restored_update(tmp_path: Path) ->
     assert _updates(tmp_path / METRICS_FILE) == [2, 4, 6]
     last = json.loads((tmp_path / METRICS_FILE).read_text().splitlines()[-1])
     assert last["return"] == 0.0 and "learning_rate" in last  # the new record, not the stale one
+
+
+def test_each_logged_update_reaches_the_tensorboard_file_at_once(tmp_path: Path) -> None:
+    """A run killed (SIGKILL) after a checkpoint lost the TensorBoard points of its last updates for
+    good: tensorboardX flushes its queue every 2 minutes, and the resumed run starts past them."""
+    metrics = {"return": 0.0, "all_slas_met": 0.0, "time_vs_request": 1.0, "cost_vs_request": 1.0}
+    with MetricsLogger(tmp_path, TINY, total_steps=10 * TINY.batch_size, progress=False) as logger:
+        (events,) = tmp_path.glob("events.out.tfevents.*")
+        before = events.stat().st_size
+        logger.log(2, {**metrics, "loss": 0.25}, 1.0)
+        assert events.stat().st_size > before  # before the logger closes
