@@ -3,6 +3,8 @@ platform asked for, and help that is asked for."""
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
 import subprocess
 import sys
@@ -108,3 +110,36 @@ def test_train_help_is_status_0_and_h_is_help(capsys: pytest.CaptureFixture[str]
 def test_train_h_after_a_double_dash_is_left_alone(capsys: pytest.CaptureFixture[str]) -> None:
     """Past ``--`` every argument is positional, ``-h`` included (train then refuses it as one)."""
     assert train.parse_flags(["slamorl_jax.train", "--", "-h"])[-1] == "-h"
+
+
+def _first_non_stdlib_import(path: Path) -> str:
+    """The module the first top-level import of ``path`` that is not the standard library's names."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        names = (
+            [alias.name for alias in node.names]
+            if isinstance(node, ast.Import)
+            else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+            else []
+        )
+        for name in names:
+            if name != "__future__" and name.split(".")[0] not in sys.stdlib_module_names:
+                return name
+    return ""
+
+
+@pytest.mark.parametrize(
+    "module", [*(f"slamorl_jax.{c}" for c in cli_start.COMMANDS), *cli_start.TOOL_MODULES]
+)
+def test_every_command_installs_its_signal_handlers_before_a_heavy_import(module: str) -> None:
+    """``job_spread`` imported JAX and NumPy before ``cli_start``: a Ctrl-C in its first second was
+    swallowed by a garbage-collection callback (the table printed, status 0) or a traceback."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None, module
+    path = Path(spec.origin)
+    if path.name == "__init__.py":  # a package run with -m runs its __main__
+        path = path.with_name("__main__.py")
+    if module.startswith("slamorl_jax.env."):  # its package's __init__ runs first, and starts so
+        path = path.with_name("__init__.py")
+    first = _first_non_stdlib_import(path)
+    assert first in ("slamorl_jax.cli_start", "absl"), (path, first)  # absl's flags load no array library

@@ -21,11 +21,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while NumPy loads
+
+# ruff: noqa: I001  (the signal handlers first, then the loaders' NumPy)
 from slamorl_jax.atomic_files import probe_writable, write_new_text_atomically
 from slamorl_jax.calibration import loaders
 from slamorl_jax.calibration.loaders import DEFAULT_OUTPUT
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command
-from slamorl_jax.cli_start import require_backend
 
 if TYPE_CHECKING:  # build imports JAX and SciPy: main imports it once the arguments are checked
     from slamorl_jax.calibration.build import Report

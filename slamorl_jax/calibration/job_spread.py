@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slamorl_jax.cli_start import require_backend  # before JAX and NumPy load: a quiet Ctrl-C then
+
+require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
+# ruff: noqa: E402  (the imports below start JAX's backend)
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
-
-require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
-# ruff: noqa: E402  (the imports below start JAX's backend)
 from slamorl_jax.calibration import gavel_fit, gpu_speed
 from slamorl_jax.calibration.loaders import (
     DEFAULT_DATA_DIR,
