@@ -44,7 +44,13 @@ def launched_command() -> str | None:
     script = Path(sys.argv[0] if sys.argv else "")
     if spec is None and script.suffix == ".py" and script.parent.name == BENCHMARKS:
         return f"{BENCHMARKS}.{script.stem}"
-    return script.name if script.name in {f"slamorl-{command}" for command in COMMANDS} else None
+    return script.name if script.name in {console_script(command) for command in COMMANDS} else None
+
+
+def console_script(command: str) -> str:
+    """The console script ``pyproject.toml`` installs for a package command (``slamorl-export-policy``
+    for ``export_policy``)."""
+    return f"slamorl-{command.replace('_', '-')}"
 
 
 def module_after_dash_m(argv: list[str]) -> str | None:

@@ -25,6 +25,7 @@ from slamorl_jax import cli_start, train
         ("slamorl_jax.history.__main__", "__main__.py", "slamorl_jax.history"),  # python -m <package>
         ("slamorl_jax.export_policy", "export_policy.py", "slamorl_jax.export_policy"),
         (None, "/usr/bin/slamorl-imitate", "slamorl-imitate"),
+        (None, "/venv/bin/slamorl-export-policy", "slamorl-export-policy"),
         ("slamorl_jax.env.feasibility", "feasibility.py", "slamorl_jax.env.feasibility"),  # a tool
         ("benchmarks.oracle_bounds", "oracle_bounds.py", "benchmarks.oracle_bounds"),
         (None, "benchmarks/oracle_bounds.py", "benchmarks.oracle_bounds"),  # python benchmarks/X.py
@@ -143,3 +144,14 @@ def test_every_command_installs_its_signal_handlers_before_a_heavy_import(module
         path = path.with_name("__init__.py")
     first = _first_non_stdlib_import(path)
     assert first in ("slamorl_jax.cli_start", "absl"), (path, first)  # absl's flags load no array library
+
+
+def test_every_package_command_has_its_console_script() -> None:
+    """The README's package commands are train, evaluate, recommend, imitate, history and
+    export_policy; pyproject.toml installed scripts for the first four only."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert set(scripts) == {cli_start.console_script(command) for command in cli_start.COMMANDS}
+    for target in scripts.values():
+        module, function = target.split(":")
+        assert callable(getattr(importlib.import_module(module), function)), target
