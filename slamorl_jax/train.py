@@ -568,7 +568,22 @@ def in_use_message(flag: str, folder: Path) -> str:
 
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point; ``argv`` is the whole command line (default ``sys.argv``)."""
+    help_as_main_module()
     run_command(lambda: app.run(main, argv=argv, flags_parser=parse_flags), "slamorl_jax.train")
+
+
+def help_as_main_module() -> None:
+    """Make this module's flags and docstring the ``--help`` of the program that calls :func:`run`:
+    absl lists the flags and docstring of the program's main module, which for the ``slamorl-train``
+    console script is pip's wrapper (it listed none). ``python -m`` needs nothing: this module is
+    the main one there."""
+    program = sys.modules.get("__main__")
+    if __name__ == "__main__" or program is None or not sys.argv:
+        return
+    for flag in FLAGS.get_key_flags_for_module(__name__):
+        FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    if not program.__doc__:
+        program.__doc__ = __doc__
 
 
 if __name__ == "__main__":

@@ -155,3 +155,15 @@ def test_every_package_command_has_its_console_script() -> None:
     for target in scripts.values():
         module, function = target.split(":")
         assert callable(getattr(importlib.import_module(module), function)), target
+
+
+def test_the_console_scripts_help_lists_trains_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``slamorl-train --help`` printed a usage line and no flag: absl lists the main module's
+    flags, and a console script's main module is pip's wrapper."""
+    wrapper = types.ModuleType("__main__")  # pip's wrapper: no docstring, no flags
+    monkeypatch.setitem(sys.modules, "__main__", wrapper)
+    monkeypatch.setattr(sys, "argv", ["/venv/bin/slamorl-train-under-test"])
+    assert "--num_envs" not in train.FLAGS.main_module_help()
+    train.help_as_main_module()
+    assert "--num_envs" in train.FLAGS.main_module_help() and "--run_dir" in train.FLAGS.main_module_help()
+    assert wrapper.__doc__ == train.__doc__
