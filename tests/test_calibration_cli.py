@@ -25,7 +25,7 @@ import pytest
 import slamorl_jax.atomic_files as atomic_files
 import slamorl_jax.calibration.__main__ as cli
 from slamorl_jax.calibration import build, job_spread
-from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR
+from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR, DEFAULT_OUTPUT
 
 PROG = "python -m slamorl_jax.calibration"
 SPREAD_PROG = "python -m slamorl_jax.calibration.job_spread"
@@ -442,13 +442,44 @@ def test_job_spread_refuses_bad_arguments(capsys, argv, expected):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("{", "is not valid JSON: "), ("[1]", "is not a calibrated-workloads JSON (no 'workloads')")],
+    [
+        ("{", "is not valid JSON: "),
+        ("[1]", "is not a calibrated-workloads JSON (no 'workloads')"),
+        (
+            '{"workloads": 5}',
+            "has no workloads: 'workloads' must be a non-empty list",
+        ),  # was "'int' object is not iterable"
+    ],
 )
 def test_job_spread_refuses_a_calibrated_file_that_is_not_one(capsys, tmp_path, text, expected):
     path = tmp_path / "c.json"
     path.write_text(text)
     line = refused(capsys, job_spread.main, ["--calibrated", str(path)])
     assert line.startswith(f"{SPREAD_PROG}: error: --calibrated {str(path)!r} {expected}")
+
+
+def test_job_spread_refuses_fits_and_measurements_that_make_no_spread(capsys, tmp_path):
+    """A NaN fit, or negative step times in a copied data folder, printed 'nan' with status 0 (and
+    NumPy's warnings): both are refused in one line."""
+    shipped = json.loads(DEFAULT_OUTPUT.read_text())
+    workloads = [dict(w) for w in shipped["workloads"]]
+    workloads[2]["gamma"] = float("nan")  # squad-bert's
+    nan_fit = {**shipped, "workloads": workloads}
+    calibrated = tmp_path / "nan.json"
+    calibrated.write_text(json.dumps(nan_fit))
+    line = refused(capsys, job_spread.main, ["--calibrated", str(calibrated)])
+    assert "come out non-finite" in line
+    data = tmp_path / "data"
+    shutil.copytree(DEFAULT_DATA_DIR, data)
+    placements = data / "pollux-osdi21" / "traces" / "bert" / "placements.csv"
+    rows = placements.read_text().splitlines()
+    header = rows[0].split(",")
+    step = header.index("step_time")
+    cells = rows[1].split(",")
+    cells[step] = "-0.5"
+    placements.write_text("\n".join([rows[0], ",".join(cells), *rows[2:]]) + "\n")
+    line = refused(capsys, job_spread.main, ["--data-dir", str(data)])
+    assert "every step_time must be a finite number >= 1e-09, found -0.5" in line
 
 
 def test_job_spread_names_the_inputs_when_the_data_dir_lacks_its_files(capsys, tmp_path):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -222,7 +223,9 @@ def format_markdown(sp: JobSpread) -> str:
 
 
 def _read_calibrated(text: str) -> None:
-    """Refuse (one line, exit 2) a ``--calibrated`` that is not a readable JSON object."""
+    """Refuse (one line, exit 2) a ``--calibrated`` that is not a readable JSON object of workloads."""
+    if not text:
+        fail("--calibrated is empty: name a calibrated-workloads JSON (or leave the flag out)", PROG)
     try:
         shipped = json.loads(Path(text).read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
@@ -233,6 +236,9 @@ def _read_calibrated(text: str) -> None:
         fail(f"cannot read --calibrated {text!r}: {err.strerror or err}", PROG)
     if not isinstance(shipped, dict) or "workloads" not in shipped:
         fail(f"--calibrated {text!r} is not a calibrated-workloads JSON (no 'workloads')", PROG)
+    workloads = shipped["workloads"]
+    if not isinstance(workloads, list) or not workloads or not all(isinstance(w, dict) for w in workloads):
+        fail(f"--calibrated {text!r} has no workloads: 'workloads' must be a non-empty list of objects", PROG)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -255,11 +261,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     _read_calibrated(args.calibrated)
     where = f"--data-dir {args.data_dir!r} and --calibrated {args.calibrated!r}"
     try:
-        spread = job_spread(Path(args.data_dir), Path(args.calibrated))
+        # A NaN or negative fit is refused below in one line, not warned about on the way.
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            spread = job_spread(Path(args.data_dir), Path(args.calibrated))
     except KeyError as err:
         fail(f"cannot size the spreads from {where}: missing {err.args[0] if err.args else err!r}", PROG)
     except (ValueError, TypeError, IndexError, csv.Error, OSError) as err:
         fail(f"cannot size the spreads from {where}: {first_line(err)}", PROG)
+    if not all(np.isfinite(v) for v in (spread.compute_rms, spread.sync_median, spread.sync_pooled)):
+        fail(
+            f"cannot size the spreads from {where}: they come out non-finite (a fit or a measurement "
+            "that is NaN, negative or zero where a time must be positive)",
+            PROG,
+        )
     print(format_markdown(spread))
     return 0
 

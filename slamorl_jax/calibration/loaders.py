@@ -31,6 +31,9 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return [row for row in csv.DictReader(f) if any((v or "").strip() for v in row.values())]
 
 
+MIN_SECONDS = 1e-9  # the least step time a measurement may hold (a 0 s step divides by zero)
+
+
 def _checked(values: np.ndarray, path: Path, what: str, least: float) -> np.ndarray:
     """``values`` when every one is finite and at least ``least``, else ``ValueError`` naming ``path``
     and ``what`` (a damaged or edited data file must not silently change the fits)."""
@@ -91,12 +94,13 @@ def load_pollux_step_times(app: str, data_dir: Path = DEFAULT_DATA_DIR) -> StepT
         sync.append(float(row["sync_time"]))
         source.append("scalability")
         placement.append("")
-    return StepTimes(
-        num_gpus=np.asarray(gpus, dtype=np.float64),
-        num_nodes=np.asarray(nodes, dtype=np.float64),
-        local_batch=np.asarray(batch, dtype=np.float64),
-        step_time=np.asarray(step, dtype=np.float64),
-        sync_time=np.asarray(sync, dtype=np.float64),
+    where = root / "{placements,scalability}.csv"
+    return StepTimes(  # checked as the other loaders check theirs: an edited file must not fit NaN
+        num_gpus=_checked(np.asarray(gpus, dtype=np.float64), where, "GPU count", 1),
+        num_nodes=_checked(np.asarray(nodes, dtype=np.float64), where, "node count", 1),
+        local_batch=_checked(np.asarray(batch, dtype=np.float64), where, "local_bsz", 1),
+        step_time=_checked(np.asarray(step, dtype=np.float64), where, "step_time", MIN_SECONDS),
+        sync_time=_checked(np.asarray(sync, dtype=np.float64), where, "sync_time", 0),
         source=np.asarray(source),
         placement=np.asarray(placement),
     )
