@@ -304,6 +304,11 @@ def main(argv: list[str] | None = None) -> int:
         "--checkpoint", default=SHIPPED_POLICY, help="policy checkpoint (default: %(default)s)"
     )
     parser.add_argument(
+        "--compact",
+        action="store_true",
+        help="with --job: the answer on one line (--jobs, --serve and --http always answer so)",
+    )
+    parser.add_argument(
         "--keep_going",
         action="store_true",
         help='with --jobs: answer a refused job by its reason ({"at": ..., "error": ...}) in its '
@@ -337,6 +342,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_cache_argument(parser)
     args = parser.parse_args(argv)
+    if args.compact and args.job is None:
+        fail("--compact goes with --job (--jobs, --serve and --http answer a line a job already)", PROG)
     if args.keep_going and args.jobs is None:
         fail("--keep_going goes with --jobs (--serve and --http answer each job on its own already)", PROG)
     slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
@@ -377,13 +384,14 @@ def main(argv: list[str] | None = None) -> int:
     policy = load_checkpoint(args.checkpoint)
     from slamorl_jax.live import recommend
 
+    indent = None if args.compact else 2
     records = read_history(args.history, policy) if args.history is not None else None
     new_job = job.epochs_done == 0
     if args.suggest_slas:
-        print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=2))
+        print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=indent))
         return 0
     if (records is not None and new_job) or args.probe_plan or args.forecast_start:
-        print(json.dumps(first_allocation(policy, job, records, args.forecast_start), indent=2))
+        print(json.dumps(first_allocation(policy, job, records, args.forecast_start), indent=indent))
         return 0
     try:
         answer = recommend(policy, job)
@@ -392,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     if answer.outside_training:
         notes = "; ".join(answer.outside_training)
         print(f"{PROG}: warning: outside what the policy was trained on: {notes}", file=sys.stderr)
-    print(json.dumps(answer.as_dict(), indent=2))
+    print(json.dumps(answer.as_dict(), indent=indent))
     return 0
 
 
