@@ -25,19 +25,15 @@ def run_log_files(log_dir: str | Path) -> list[str]:
     return sorted(name for name in names if name in ours or name.startswith(EVENTS_PREFIX))
 
 
-def metrics_mark(log_dir: str | Path) -> tuple[int, int] | None:
-    """``metrics.jsonl``'s size and modification time in ``log_dir``, ``None`` where there is none:
-    a run compares them before and after to know whether it logged anything there."""
+def metrics_size(log_dir: str | Path) -> int:
+    """The bytes of ``metrics.jsonl`` in ``log_dir`` (0 where there is none): a run compares them
+    before and after to know whether it logged an update there (the logger creates the file empty)."""
     try:
-        status = (Path(log_dir) / METRICS_FILE).stat()
+        return (Path(log_dir) / METRICS_FILE).stat().st_size
     except OSError:
-        return None
-    return status.st_size, status.st_mtime_ns
+        return 0
 
 
 def has_metrics(log_dir: str | Path) -> bool:
     """Whether ``log_dir`` holds a non-empty ``metrics.jsonl`` (a run logged an update there)."""
-    try:
-        return (Path(log_dir) / METRICS_FILE).stat().st_size > 0
-    except OSError:
-        return False
+    return metrics_size(log_dir) > 0

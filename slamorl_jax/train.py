@@ -47,7 +47,7 @@ from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start,
 from slamorl_jax.env.action_sets import ACTION_SETS
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.scenarios import SCENARIOS
-from slamorl_jax.run_log_names import metrics_mark
+from slamorl_jax.run_log_names import metrics_size
 
 DEFAULTS = TrainConfig()
 FLAGS = flags.FLAGS
@@ -485,7 +485,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
     set_up.created.append(made)
     created = run_dirs.CreatedDirs([*claimed.own, *made.own], [*claimed.parents, *made.parents])
     saved_before = run_dirs.checkpoint_marks(checkpoint_dir)
-    logged_before = metrics_mark(log_dir)
+    logged_before = metrics_size(log_dir)
     owns_dirs = [True]  # once a multi-process run starts, only process 0 removes the shared folders
     # One run at a time per checkpoint folder; a --distributed run's process 0 takes it for all of its
     # processes once they have joined (below), so a run cannot start in a launched run's folder.
@@ -503,7 +503,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
         # importing or compiling) leaves none of the directories it created. One that logged
         # updates and then diverged before its first save keeps them: its metrics show the loss.
         unsaved = run_dirs.checkpoint_marks(checkpoint_dir) == saved_before
-        if owns_dirs[0] and unsaved and metrics_mark(log_dir) == logged_before:
+        if owns_dirs[0] and unsaved and metrics_size(log_dir) <= logged_before:
             run_dirs.remove_created(created)
 
     code = 1

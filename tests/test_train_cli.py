@@ -453,6 +453,20 @@ def test_cli_exits_3_on_a_non_finite_loss_and_keeps_the_metrics_that_show_it(
     assert not (run_dir / "logs" / "summary.json").exists()
 
 
+def test_a_run_that_diverges_in_its_first_chunk_leaves_no_folder(
+    flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With nothing logged and nothing saved there is nothing to keep: the logger's empty
+    ``metrics.jsonl`` (made before the first chunk) is no reason to leave the run's new folders."""
+    real_summarise = training_loop.summarise
+    monkeypatch.setattr(training_loop, "summarise", lambda m: {**real_summarise(m), "loss": float("nan")})
+    run_dir = tmp_path / "run"
+    args = [f"--flagfile={flagfile}", f"--run_dir={run_dir}", "--eval_episodes=0", "--progress=false"]
+    outcome = train_in_process(args, capsys, tmp_path)
+    assert outcome.code == 3 and "No checkpoint had been saved yet." in outcome.stderr, outcome.report()
+    assert "Its metrics" not in outcome.stderr and not run_dir.exists(), outcome.report()
+
+
 def run_options(root: Path, **overrides: Any) -> training_loop.RunOptions:
     """In-process run options: checkpoints after every chunk, no evaluation, no progress bar."""
     values: dict[str, Any] = {
