@@ -187,3 +187,17 @@ def test_reset_draws_are_the_slots_after_the_step_draws() -> None:
     keys = jax.random.split(jax.random.key(11), 16)
     every_slot = jax.vmap(lambda key: jnp.stack(d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)))(keys)
     np.testing.assert_array_equal(np.asarray(reset_draws(keys)), np.asarray(every_slot[:, d.STEP_DRAWS :]))
+
+
+def test_step_batch_takes_raw_uint32_keys_as_env_step_does() -> None:
+    """``jax.random.split(jax.random.PRNGKey(0), 4)`` (shape (4, 2)) is one raw key per env, as
+    ``env.step`` and ``reset`` take them: the same step as the typed keys that wrap that data."""
+    env = JobAllocationEnv()
+    params = env.default_params
+    raw = jax.random.split(jax.random.PRNGKey(0), 4)
+    typed = jax.random.wrap_key_data(raw)
+    _, states = jax.vmap(env.reset, (0, None))(typed, params)
+    actions = jnp.arange(4, dtype=jnp.int32)
+    from_raw = env.step_batch(raw, states, actions, params)
+    from_typed = env.step_batch(typed, states, actions, params)
+    assert_trees_close(from_raw[:5], from_typed[:5], 0.0)
