@@ -247,7 +247,10 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
         state = restore_newest_intact(options.checkpoint_dir, state, report=say)
         if int(state.update) >= config.num_updates:
             done = f"the run is complete ({int(state.update):,} of {config.num_updates:,} updates)"
-            if (Path(options.log_dir) / SUMMARY_FILE).exists():  # its summary and logs stay as they are
+            # Its summary and logs stay as they are; and where the log folder is not this run's own
+            # (a --checkpoint_dir resumed without its --log_dir logs to a new folder), the summary,
+            # if any, is in the one it had.
+            if (Path(options.log_dir) / SUMMARY_FILE).exists() or logged_config(options.log_dir) != config:
                 say(f"{done}: nothing to train")
                 return 0
             # Stopped after its last save and before its summary (in the final evaluation): the

@@ -255,6 +255,18 @@ def test_resuming_a_finished_run_that_stopped_before_its_summary_writes_it(
     assert (run / "logs" / "metrics.jsonl").read_bytes() == metrics
 
 
+def test_resuming_a_finished_run_into_a_new_log_folder_writes_no_second_summary(
+    finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``--checkpoint_dir`` not named ``checkpoints`` resumed without its ``--log_dir`` logs to a
+    new folder, which has no summary: that is no sign the run stopped before writing its own."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(finished.checkpoint_dir, tmp_path / "ck")
+    outcome = train_in_process(["--resume", "--checkpoint_dir=ck", "--progress=false"], capsys, tmp_path)
+    assert outcome.code == 0 and "nothing to train" in outcome.stderr, outcome.report()
+    assert not list(tmp_path.glob("runs/*/logs/summary.json")), outcome.report()
+
+
 def test_resuming_into_another_runs_logs_is_refused(
     finished: FinishedRun, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
