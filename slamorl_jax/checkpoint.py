@@ -519,19 +519,24 @@ def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any]
         # for the folder removes only its own files.
         with staged_new_folder(destination) as stage:
             manager = make_manager(stage, keep=1)
-            # A failed write is reported once, as the CheckpointError below: orbax's threads would
-            # log it with a traceback each first.
-            with absl_verbosity(absl_logging.FATAL):
-                manager.save(
-                    step,
-                    args=ocp.args.Composite(
-                        policy=ocp.args.StandardSave(arrays),
-                        meta=ocp.args.JsonSave(
-                            signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})
+            try:
+                # A failed write is reported once, as the CheckpointError below: orbax's threads
+                # would log it with a traceback each first.
+                with absl_verbosity(absl_logging.FATAL):
+                    manager.save(
+                        step,
+                        args=ocp.args.Composite(
+                            policy=ocp.args.StandardSave(arrays),
+                            meta=ocp.args.JsonSave(
+                                signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})
+                            ),
                         ),
-                    ),
-                )
-                manager.wait_until_finished()
+                    )
+                    manager.wait_until_finished()
+            except BaseException:  # orbax's threads done before the stage goes (none write later)
+                with absl_verbosity(absl_logging.FATAL), contextlib.suppress(Exception):
+                    manager.close()
+                raise
             manager.close()
     except FileExistsError:
         raise CheckpointError(

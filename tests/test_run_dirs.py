@@ -71,24 +71,25 @@ def test_a_folder_that_cannot_be_written_is_named_as_such(
         check_dir("--run_dir", run / "checkpoints")
 
 
-def test_an_abandoned_stage_is_removed_even_when_a_writer_thread_adds_to_it_late(tmp_path: Path) -> None:
+def test_an_abandoned_stage_is_removed_even_when_a_writer_adds_to_it_late(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A stop signal during ``export_policy``'s save left ``.out.<id>.partial`` behind (2 tries in
-    40): orbax's threads wrote into the staged folder after it was removed."""
-    import threading
-    import time
-
+    40): orbax's threads wrote into the staged folder after it was removed. Here the late write
+    happens right after the first removal, every time."""
     from slamorl_jax.run_dirs import staged_new_folder
 
-    late_writes: list[threading.Thread] = []
+    real_rmtree = run_dirs.shutil.rmtree
+    removals: list[Path] = []
 
-    def write_late(stage: Path) -> None:
-        time.sleep(0.005)  # after the first removal
-        (stage / "policy.orbax-checkpoint-tmp").mkdir(parents=True, exist_ok=True)
-        (stage / "policy.orbax-checkpoint-tmp" / "chunk").write_bytes(b"late")
+    def rmtree_then_a_late_write(path: Path, ignore_errors: bool = False) -> None:
+        real_rmtree(path, ignore_errors=ignore_errors)
+        removals.append(Path(path))
+        if len(removals) == 1:  # a writer thread's file lands after the first pass
+            (Path(path) / "policy.orbax-checkpoint-tmp").mkdir(parents=True)
+            (Path(path) / "policy.orbax-checkpoint-tmp" / "chunk").write_bytes(b"late")
 
-    with pytest.raises(RuntimeError, match="save failed"), staged_new_folder(tmp_path / "out") as stage:
-        late_writes.append(threading.Thread(target=write_late, args=(stage,)))
-        late_writes[0].start()
+    monkeypatch.setattr(run_dirs.shutil, "rmtree", rmtree_then_a_late_write)
+    with pytest.raises(RuntimeError, match="save failed"), staged_new_folder(tmp_path / "out"):
         raise RuntimeError("save failed")
-    late_writes[0].join()
-    assert list(tmp_path.iterdir()) == []
+    assert len(removals) == 2 and list(tmp_path.iterdir()) == []
