@@ -171,6 +171,13 @@ class LiveJob:
         missing = [name for name in required if name not in data]
         if missing:
             raise ValueError(f"missing job field(s): {', '.join(missing)}")
+        so_far = [name for name in SO_FAR if data.get(name) is None]
+        if so_far and type(data["epochs_done"]) is int and data["epochs_done"] > 0:
+            # Their defaults (0) are a new job's: a running job read as one that took no time.
+            raise ValueError(
+                f"missing job field(s): {', '.join(so_far)} (a job that has run an epoch reports its "
+                "time and spend so far)"
+            )
         # The runs' JSON form (objects); every other field is checked by the constructor.
         # null means left out, for the runs as for every optional field (a platform may write an
         # unset field as null); a required field that is null is refused by the constructor.
@@ -183,6 +190,7 @@ class LiveJob:
 
 
 RUN_FIELDS = ("history", "probes")
+SO_FAR = ("elapsed_s", "cost_usd")  # optional before the first epoch, required after it
 
 
 def _field_value(name: str, kind: str, value: Any) -> Any:
@@ -325,7 +333,7 @@ def _check_elapsed(job: LiveJob) -> None:
     """``elapsed_s`` covers the epochs the job reports having run (every one in ``history``, or the
     last), pauses on top, within ``LAST_EPOCH_TOLERANCE``: 1 s with ten epochs of 1,550 s was read
     as a job far ahead of its deadline."""
-    if job.elapsed_s is None or job.epochs_done == 0:
+    if job.epochs_done == 0:
         return
     run = sum(seconds for _, _, seconds in job.history) if job.history else job.last_epoch_time_s or 0.0
     if run > job.elapsed_s * (1 + LAST_EPOCH_TOLERANCE):

@@ -172,3 +172,15 @@ def test_an_elapsed_time_shorter_than_the_reported_epochs_is_refused() -> None:
         LiveJob.from_dict({**dataclasses.asdict(job), "history": None, "elapsed_s": 1.0})
     whole = job.epochs_done * job.last_epoch_time_s
     LiveJob.from_dict({**dataclasses.asdict(job), "history": history, "elapsed_s": whole})
+
+
+def test_a_running_job_must_report_its_time_and_spend_so_far() -> None:
+    """Left out (or null), ``elapsed_s`` and ``cost_usd`` read as 0: a running job taken for one
+    that cost nothing and took no time; a new job may still leave them out."""
+    job = {k: v for k, v in dataclasses.asdict(typical_job()).items() if k not in ("elapsed_s", "cost_usd")}
+    job["history"] = None
+    with pytest.raises(ValueError, match=r"missing job field\(s\): elapsed_s, cost_usd \(a job that has run"):
+        LiveJob.from_dict(job)
+    with pytest.raises(ValueError, match=r"missing job field\(s\): cost_usd "):
+        LiveJob.from_dict({**job, "elapsed_s": 20_000.0, "cost_usd": None})
+    assert LiveJob.from_dict({**job, "epochs_done": 0}).elapsed_s == 0.0
