@@ -172,8 +172,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.plots = args.plots == "yes" or (args.plots == "auto" and have_matplotlib)
     try:
         args.checkpoint = resolve_checkpoint("--checkpoint", args.checkpoint)
-        for path in args.compare.values():
-            resolve_checkpoint("--compare", path)
+        args.compare = {name: resolve_checkpoint("--compare", path) for name, path in args.compare.items()}
     except ValueError as err:
         fail(str(err), PROG)
     return args

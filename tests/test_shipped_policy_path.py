@@ -59,3 +59,13 @@ def test_an_empty_checkpoint_flag_is_named(
     args = ["--job=job.json"] if main is recommend.main else ["--out_dir=out"]
     outcome = call(lambda: main([*args, "--checkpoint="]), capsys, tmp_path)
     assert_refused(outcome, "--checkpoint is empty")
+
+
+def test_evaluate_compares_with_the_shipped_policy_from_another_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--compare=shipped=checkpoints/default`` passed the check from another folder, then failed
+    to load: the resolved path was checked and thrown away."""
+    monkeypatch.chdir(tmp_path)
+    args = evaluate.parse_args([f"--compare=shipped={SHIPPED_POLICY}", "--out_dir=out"])
+    assert args.compare == {"shipped": str(CHECKOUT_POLICY)} and args.checkpoint == str(CHECKOUT_POLICY)
