@@ -284,7 +284,7 @@ def history_start(path: str | None, policy: LoadedPolicy) -> HistoryStart | None
     from slamorl_jax.history.records import load_records
 
     try:
-        return HistoryStart.from_records(load_records(path, cluster=policy.env_params))
+        return HistoryStart.from_records(load_records(path, cluster=policy.env_params), loaded=True)
     except ValueError as err:
         fail(f"--history: {err}", PROG)
 
