@@ -241,8 +241,12 @@ def serve_stdin(args: argparse.Namespace) -> int:
         fail("--serve reads jobs from standard input, which is closed", PROG)
     policy = load_checkpoint(args.checkpoint)
     stream = getattr(sys.stdin, "buffer", None)
-    # Bytes that are not UTF-8 become U+FFFD: that line is then refused, the others answered.
-    lines = sys.stdin if stream is None else io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace")
+    # Bytes that are not UTF-8 become lone surrogates: that line is then refused, the others answered.
+    lines = (
+        sys.stdin
+        if stream is None
+        else io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape")
+    )
     return serve(policy, lines, sys.stdout)
 
 

@@ -13,6 +13,7 @@ The first job compiles (a second or two, and again for a job whose runs need a l
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, TextIO
 
@@ -23,7 +24,9 @@ if TYPE_CHECKING:
     from slamorl_jax.checkpoint import LoadedPolicy
 
 MAX_ERROR_CHARS = 1000
-REPLACED_BYTE = "\ufffd"  # what a byte that is not UTF-8 becomes on the way in (recommend.serve_stdin)
+#: What a byte that is not UTF-8 becomes on the way in (``recommend.serve_stdin``): a lone surrogate,
+#: which no UTF-8 text holds (a real U+FFFD in a line is text like any other).
+ESCAPED_BYTES = re.compile("[\udc80-\udcff]")
 
 
 def answer_line(policy: LoadedPolicy, line: str) -> dict:
@@ -31,7 +34,7 @@ def answer_line(policy: LoadedPolicy, line: str) -> dict:
     for absurd nesting) when the line is not a job the policy can answer."""
     from slamorl_jax.live import LiveJob, recommend
 
-    if REPLACED_BYTE in line:  # standard input is decoded with errors="replace"
+    if ESCAPED_BYTES.search(line):  # standard input is decoded with errors="surrogateescape"
         raise ValueError("the line is not UTF-8 text")
     data = loads_strict(line.strip())
     if not isinstance(data, dict):

@@ -281,7 +281,7 @@ def test_serve_answers_each_line_as_it_comes_and_goes_on_after_a_bad_one(policy:
     line; a line it cannot answer gets an error line and the next job is answered."""
     good = json.dumps(_job_dict(EXAMPLE))
     outside = json.dumps(_job_dict(dataclasses.replace(EXAMPLE, gpus=1000, history=None)))
-    not_utf8 = '{"workload": "caf\ufffd"}\n'  # a Latin-1 byte, as serve_stdin decodes it
+    not_utf8 = '{"workload": "caf\udce9"}\n'  # a Latin-1 byte, as serve_stdin decodes it
     lines = [
         good + "\n",
         "\n",
@@ -305,6 +305,9 @@ def test_serve_answers_each_line_as_it_comes_and_goes_on_after_a_bad_one(policy:
     assert "1000 GPUs is outside the policy's cluster" in errors[2]
     assert errors[3] == "the field 'gpus' is given twice"
     assert errors[4] == "the line is not UTF-8 text"  # not the text it decodes to (workload "caf?")
+    real_replacement_character = io.StringIO()  # valid UTF-8 text: answered as any other line
+    serve(policy, ['{"workload": "caf\ufffd"}\n'], real_replacement_character)
+    assert "not UTF-8" not in real_replacement_character.getvalue()
 
 
 def test_serve_reads_stdin_from_the_command_line(
