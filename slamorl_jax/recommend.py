@@ -352,11 +352,14 @@ def main(argv: list[str] | None = None) -> int:
         fail("--keep_going goes with --jobs (--serve and --http answer each job on its own already)", PROG)
     slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
     if args.sla_confidence is not None:
-        from slamorl_jax.env.suggested_slas import CONFIDENCE_RANGE
+        from slamorl_jax.env.suggested_slas import check_confidence
 
-        low, high = CONFIDENCE_RANGE
-        if not (args.suggest_slas and low <= args.sla_confidence <= high):
-            fail(f"--sla_confidence is a probability in [{low}, {high}] for --suggest_slas", PROG)
+        if not args.suggest_slas:
+            fail("--sla_confidence goes with --suggest_slas", PROG)
+        try:
+            check_confidence(args.sla_confidence)
+        except ValueError as err:
+            fail(f"--sla_confidence: {err}", PROG)
     start_cache(args.compilation_cache_dir, PROG, min_compile_time_s=0.0)  # every program: see the docstring
     new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
     if args.job is None:  # --jobs, --serve or --http

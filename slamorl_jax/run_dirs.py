@@ -294,11 +294,16 @@ def lock_run_dirs(folders: list[tuple[str, Path]]) -> tuple[list[int], tuple[str
     the descriptors held and ``None``, or none held and the first ``(flag, folder)`` another process
     holds."""
     held: list[int] = []
-    seen: set[str] = set()
+    seen: set[tuple[int, int]] = set()
     for flag, folder in folders:
-        if os.path.realpath(folder) in seen:
+        try:  # one folder by two paths (a symlink, a bind mount): its lock is taken once
+            status = os.stat(folder)
+            identity = (status.st_dev, status.st_ino)
+        except OSError:  # not there to lock (lock_run_dir runs unlocked then)
+            identity = (-1, len(seen))
+        if identity in seen:
             continue
-        seen.add(os.path.realpath(folder))
+        seen.add(identity)
         fd = lock_run_dir(folder)
         if fd is None:
             for taken in held:

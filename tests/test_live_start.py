@@ -174,12 +174,12 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     running = json.loads((Path(SHIPPED).parent.parent / "docs" / "example_job.json").read_text())
     assert_refused(call(_recommend(running, "--forecast_start"), capsys, workdir), "no epoch yet")
     outcome = call(_recommend(NEW_JOB, "--sla_confidence=0.9"), capsys, workdir)
-    assert_refused(outcome, "for --suggest_slas")
+    assert_refused(outcome, "--sla_confidence goes with --suggest_slas")
     # Past float32's normal quantile: an OverflowError (exit 1), a math domain error, or 1e-40 read
     # as 0.5 silently.
     for extreme in ("0.99999999", "1e-300", "1e-40"):
         outcome = call(_recommend(NEW_JOB, "--suggest_slas", f"--sla_confidence={extreme}"), capsys, workdir)
-        assert_refused(outcome, "--sla_confidence is a probability in [0.001, 0.999]")
+        assert_refused(outcome, "--sla_confidence: an SLA confidence is a probability in [0.001, 0.999]")
     no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
     assert_refused(call(_recommend(no_slas), capsys, workdir), "--suggest_slas suggests them")
     # No hint when a field the flag does not suggest is missing too (the GPU count).

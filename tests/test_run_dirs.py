@@ -93,3 +93,18 @@ def test_an_abandoned_stage_is_removed_even_when_a_writer_adds_to_it_late(
     with pytest.raises(RuntimeError, match="save failed"), staged_new_folder(tmp_path / "out"):
         raise RuntimeError("save failed")
     assert len(removals) == 2 and list(tmp_path.iterdir()) == []
+
+
+def test_one_folder_named_twice_is_locked_once(tmp_path: Path) -> None:
+    """Two paths to one folder (here a symlink) took its lock twice, and the run's second ``flock``
+    failed against its own first: a false "in use by another training run"."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "run")
+    held, busy = run_dirs.lock_run_dirs(
+        [("--checkpoint_dir", tmp_path / "run"), ("--log_dir", tmp_path / "alias")]
+    )
+    try:
+        assert busy is None and len(held) == 1
+    finally:
+        for fd in held:
+            run_dirs.unlock_run_dir(fd)

@@ -340,8 +340,9 @@ RECENTLY_VALIDATED_KEPT = 8
 def validate_params_once(params: EnvParams) -> EnvParams:
     """:func:`validate_params`, skipped for an object it passed lately: the host-side entry points
     (``recommend``, ``run_episodes``) check their caller's params, and a loop that passes the same
-    object pays the check (a few milliseconds) once. ``EnvParams`` are immutable, so an object that
-    passed stays valid."""
+    object pays the check (a few milliseconds) once. ``EnvParams`` are frozen, so an object that
+    passed stays valid, unless a NumPy array given as a field is written into afterwards (replace a
+    field's value, do not write into it)."""
     if any(params is seen for seen in _RECENTLY_VALIDATED):
         return params
     validate_params(params)
