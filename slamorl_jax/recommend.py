@@ -87,19 +87,27 @@ def read_source(source: str, flag: str) -> str:
     return ""  # unreachable
 
 
-def parse_json(text: str, where: str) -> object:
-    """The JSON value of ``text``; exits 2 naming ``where`` when it is not JSON, repeats a key in an
-    object (which JSON readers resolve differently: Python's keeps the last) or holds a number Python
-    will not convert (an integer of over 4,300 digits)."""
+def json_or_reason(text: str) -> tuple[object, str | None]:
+    """The JSON value of ``text`` and ``None``, or ``None`` and why it is none, to follow where it
+    came from: it is not JSON, is nested too deeply, repeats a key in an object (which JSON readers
+    resolve differently: Python's keeps the last) or holds a number Python will not convert (an
+    integer of over 4,300 digits)."""
     try:
-        return loads_strict(text)
+        return loads_strict(text), None
     except json.JSONDecodeError as err:
-        fail(f"{where} is not valid JSON: {err.msg} (line {err.lineno})", PROG)
+        return None, f" is not valid JSON: {err.msg} (line {err.lineno})"
     except RecursionError:
-        fail(f"{where} is nested too deeply to be a job", PROG)
+        return None, " is nested too deeply to be a job"
     except ValueError as err:  # a key given twice; an integer of more digits than Python converts
-        fail(f"{where}: {first_line(err)}", PROG)
-    return None  # unreachable
+        return None, f": {first_line(err)}"
+
+
+def parse_json(text: str, where: str) -> object:
+    """The JSON value of ``text``; exits 2 naming ``where`` when it has none (:func:`json_or_reason`)."""
+    value, reason = json_or_reason(text)
+    if reason is not None:
+        fail(f"{where}{reason}", PROG)
+    return value
 
 
 def read_job(source: str) -> dict:
@@ -149,7 +157,7 @@ def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob 
         except ValueError as err:
             if not keep_going:
                 fail(f"--jobs {source!r} {where}{_joined(str(err))}", PROG)
-            jobs.append((where, first_line(err)))
+            jobs.append((where, first_line(err).lstrip(" :")))
     return jobs
 
 
@@ -161,22 +169,20 @@ class _Unreadable:
 
 
 def _line_value(line: str, where: str, source: str, keep_going: bool) -> object:
-    """The JSON value of one ``--jobs`` line; exits 2 naming it when it is not JSON, or with
+    """The JSON value of one ``--jobs`` line; exits 2 naming it when it has none, or with
     ``keep_going`` gives an :class:`_Unreadable` that says why."""
     if not keep_going:
         return parse_json(line, f"--jobs {source!r} {where}")
-    try:
-        return loads_strict(line)
-    except json.JSONDecodeError as err:
-        return _Unreadable(f"is not valid JSON: {err.msg}")
-    except (ValueError, RecursionError) as err:  # a key given twice, a huge integer, deep nesting
-        return _Unreadable(first_line(err) if not isinstance(err, RecursionError) else "is nested too deeply")
+    value, reason = json_or_reason(line)
+    return value if reason is None else _Unreadable(reason)
 
 
 def _joined(reason: str) -> str:
-    """A reason after a job's location: ``line 2 must be ...``, ``line 2 is not ...``, else
-    ``line 2: ...``."""
-    return f" {reason}" if reason.startswith(("must be", "is not", "is nested")) else f": {reason}"
+    """A reason after a job's location: `` is not ...`` as it is (:func:`json_or_reason`), ``must
+    be ...`` after a space, anything else after a colon."""
+    if reason.startswith((" ", ":")):
+        return reason
+    return f" {reason}" if reason.startswith("must be") else f": {reason}"
 
 
 def answer_jobs(args: argparse.Namespace) -> int:
