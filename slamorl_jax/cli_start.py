@@ -47,6 +47,13 @@ def launched_command() -> str | None:
     return script.name if script.name in {console_script(command) for command in COMMANDS} else None
 
 
+def program_name(module: str) -> str:
+    """How a command names itself in its messages (usage, errors, an interrupt): the console script
+    it was started as (``slamorl-evaluate``), else ``python -m <module>``."""
+    command = launched_command()
+    return command if command is not None and command.startswith("slamorl-") else f"python -m {module}"
+
+
 def console_script(command: str) -> str:
     """The console script ``pyproject.toml`` installs for a package command (``slamorl-export-policy``
     for ``export_policy``)."""
@@ -90,9 +97,9 @@ def require_backend() -> None:
             if platforms
             else "check the accelerator's drivers and the jax package installed for it"
         )
-        fail(f"JAX cannot start its backend ({advice}): {first_line(err)}", command)
+        fail(f"JAX cannot start its backend ({advice}): {first_line(err)}", program_name(command))
 
 
 _command = launched_command()
 if _command is not None:
-    exit_on_interrupt(_command)
+    exit_on_interrupt(program_name(_command))

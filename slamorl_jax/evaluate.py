@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
+from slamorl_jax.cli_start import program_name, require_backend  # first of ours: quiet Ctrl-C
 
 require_backend()  # a platform the machine lacks: one line, before an import touches a device
 # ruff: noqa: E402  (the imports below may start JAX's backend)
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from slamorl_jax.checkpoint import LoadedPolicy
     from slamorl_jax.history.lookup import HistoryStart
 
-PROG = "python -m slamorl_jax.evaluate"
+PROG = program_name("slamorl_jax.evaluate")  # as started: -m or its script
 OUTPUT_NAMES = ("evaluation.json", "evaluation.md", "evaluation.csv", "scenarios.png", "front.png")
 
 

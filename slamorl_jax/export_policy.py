@@ -10,7 +10,7 @@ from __future__ import annotations
 import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
 from slamorl_jax.cli_args import OneLineArgumentParser, cleanup_on_interrupt, fail, run_command
 
-PROG = "python -m slamorl_jax.export_policy"
+PROG = slamorl_jax.cli_start.program_name("slamorl_jax.export_policy")  # as started: -m or its script
 
 
 def main(argv: list[str] | None = None) -> int:

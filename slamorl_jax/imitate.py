@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
+from slamorl_jax.cli_start import program_name, require_backend  # first of ours: quiet Ctrl-C
 
 require_backend()  # a platform the machine lacks: one line, before an import touches a device
 # ruff: noqa: E402  (the imports below may start JAX's backend)
@@ -43,7 +43,7 @@ from slamorl_jax.run_dirs import new_folder_problem, new_folder_undo, path_exist
 if TYPE_CHECKING:
     import argparse
 
-PROG = "python -m slamorl_jax.imitate"
+PROG = program_name("slamorl_jax.imitate")  # as started: -m or its script
 MAX_JOBS = 1 << 20
 DECISIONS_PER_JOB = 8  # --oracle_jobs: a simulated job's first epochs, each a demonstration
 # Most demonstrations one run builds (--oracle_jobs x --decisions_per_job): each holds an observation

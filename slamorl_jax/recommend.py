@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from slamorl_jax.live import LiveJob
     from slamorl_jax.live_checks import ClusterLimits
 
-PROG = "python -m slamorl_jax.recommend"
+PROG = slamorl_jax.cli_start.program_name("slamorl_jax.recommend")  # as started: -m or its script
 
 
 def read_source(source: str, flag: str) -> str:

@@ -22,7 +22,7 @@ from typing import NoReturn
 from absl import app, flags
 from absl import logging as absl_logging  # defines --log_dir, which we use for metrics too
 
-from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
+from slamorl_jax.cli_start import program_name, require_backend  # first of ours: quiet Ctrl-C
 from slamorl_jax.distributed_start import join_if_launched
 
 join_if_launched(sys.argv)  # a multi-process run joins before anything touches a device
@@ -569,7 +569,7 @@ def in_use_message(flag: str, folder: Path) -> str:
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point; ``argv`` is the whole command line (default ``sys.argv``)."""
     help_as_main_module()
-    run_command(lambda: app.run(main, argv=argv, flags_parser=parse_flags), "slamorl_jax.train")
+    run_command(lambda: app.run(main, argv=argv, flags_parser=parse_flags), program_name("slamorl_jax.train"))
 
 
 def help_as_main_module() -> None:

@@ -167,3 +167,17 @@ def test_the_console_scripts_help_lists_trains_flags(monkeypatch: pytest.MonkeyP
     train.help_as_main_module()
     assert "--num_envs" in train.FLAGS.main_module_help() and "--run_dir" in train.FLAGS.main_module_help()
     assert wrapper.__doc__ == train.__doc__
+
+
+@pytest.mark.parametrize(
+    ("argv0", "expected"),
+    [("/venv/bin/slamorl-evaluate", "slamorl-evaluate"), ("pytest", "python -m slamorl_jax.evaluate")],
+)
+def test_a_command_names_itself_as_it_was_started(
+    monkeypatch: pytest.MonkeyPatch, argv0: str, expected: str
+) -> None:
+    """A console script said ``python -m slamorl_jax.evaluate: error:``, and its interrupt line
+    changed name mid-run (the script's before the imports, ``python -m ...`` after)."""
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert cli_start.program_name("slamorl_jax.evaluate") == expected

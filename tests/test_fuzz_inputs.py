@@ -589,7 +589,7 @@ def test_row_5_a_signal_while_compiling_exits_quietly_and_removes_the_run(sandbo
     report = f"exit {process.returncode}\nstdout: {stdout}\nstderr: {stderr}"
     assert process.returncode == 128 + signum, report
     lines = stderr.strip().splitlines()  # the run's "run: ..." line, then the interrupt
-    assert lines[-1] == f"slamorl_jax.train: interrupted ({signal.Signals(signum).name})", report
+    assert lines[-1] == f"python -m slamorl_jax.train: interrupted ({signal.Signals(signum).name})", report
     assert len(lines) <= 3 and "Traceback" not in stderr, report
     assert not run_dir.exists(), report
 

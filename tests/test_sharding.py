@@ -578,7 +578,7 @@ def test_ctrl_c_while_waiting_to_join_ends_the_process() -> None:
             process.kill()
             process.wait()
     assert process.returncode == 130, err
-    assert err.strip().splitlines()[-1] == "slamorl_jax.train: interrupted (SIGINT)", err
+    assert err.strip().splitlines()[-1] == "python -m slamorl_jax.train: interrupted (SIGINT)", err
 
 
 def test_processes_given_different_flags_are_refused_naming_them(tmp_path: Path) -> None:

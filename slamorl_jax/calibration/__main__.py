@@ -21,7 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while NumPy loads
+from slamorl_jax.cli_start import program_name, require_backend  # first of ours: quiet Ctrl-C
 
 # ruff: noqa: I001  (the signal handlers first, then the loaders' NumPy)
 from slamorl_jax.atomic_files import probe_writable, write_new_text_atomically
@@ -32,7 +32,7 @@ from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_co
 if TYPE_CHECKING:  # build imports JAX and SciPy: main imports it once the arguments are checked
     from slamorl_jax.calibration.build import Report
 
-PROG = "python -m slamorl_jax.calibration"
+PROG = program_name("slamorl_jax.calibration")  # as started: -m or its script
 #: What a loader raises on a file it cannot use (``json.JSONDecodeError`` is a ``ValueError``).
 LOAD_ERRORS = (ValueError, KeyError, TypeError, IndexError, AttributeError, SyntaxError, csv.Error, OSError)
 #: What the fits raise on data they cannot fit.

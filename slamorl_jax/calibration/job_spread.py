@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from slamorl_jax.cli_start import require_backend  # before JAX and NumPy load: a quiet Ctrl-C then
+from slamorl_jax.cli_start import program_name, require_backend  # before JAX, NumPy: quiet Ctrl-C
 
 require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
 # ruff: noqa: E402  (the imports below start JAX's backend)
@@ -47,7 +47,7 @@ from slamorl_jax.calibration.workloads import WORKLOADS
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command, summary
 from slamorl_jax.env import throughput
 
-PROG = "python -m slamorl_jax.calibration.job_spread"
+PROG = program_name("slamorl_jax.calibration.job_spread")  # as started: -m or its script
 
 #: 1.4826 x MAD estimates the standard deviation of a normal sample.
 MAD_TO_SD = 1.4826

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
+from slamorl_jax.cli_start import program_name, require_backend  # first of ours: quiet Ctrl-C
 
 require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
 # ruff: noqa: E402  (the imports below start JAX's backend)
@@ -85,4 +85,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m slamorl_jax.env.feasibility")
+    run_command(main, program_name("slamorl_jax.env.feasibility"))

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from slamorl_jax.cli_start import require_backend  # first of ours: a quiet Ctrl-C while JAX loads
+from slamorl_jax.cli_start import program_name, require_backend  # first of ours: quiet Ctrl-C
 
 require_backend()  # a platform the machine lacks: one line, before an import touches a device
 # ruff: noqa: E402  (the imports below may start JAX's backend)
@@ -29,7 +29,7 @@ from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 if TYPE_CHECKING:
     import argparse
 
-PROG = "python -m slamorl_jax.history"
+PROG = program_name("slamorl_jax.history")  # as started: -m or its script
 MAX_JOBS = 1 << 20
 
 
