@@ -171,13 +171,6 @@ class LiveJob:
         missing = [name for name in required if name not in data]
         if missing:
             raise ValueError(f"missing job field(s): {', '.join(missing)}")
-        so_far = [name for name in SO_FAR if data.get(name) is None]
-        if so_far and type(data["epochs_done"]) is int and data["epochs_done"] > 0:
-            # Their defaults (0) are a new job's: a running job read as one that took no time.
-            raise ValueError(
-                f"missing job field(s): {', '.join(so_far)} (a job that has run an epoch reports its "
-                "time and spend so far)"
-            )
         # The runs' JSON form (objects); every other field is checked by the constructor.
         # null means left out, for the runs as for every optional field (a platform may write an
         # unset field as null); a required field that is null is refused by the constructor.
@@ -186,6 +179,14 @@ class LiveJob:
             for name, v in data.items()
             if v is not None or name in required
         }
+        done = data["epochs_done"]  # a count the constructor checks; 10.0 is taken as 10
+        so_far = [name for name in SO_FAR if data.get(name) is None]
+        if so_far and isinstance(done, int | float) and not isinstance(done, bool) and done > 0:
+            # Their defaults (0) are a new job's: a running job read as one that took no time.
+            raise ValueError(
+                f"missing job field(s): {', '.join(so_far)} (a job that has run an epoch reports its "
+                "time and spend so far)"
+            )
         return cls(**values)
 
 

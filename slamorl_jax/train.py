@@ -553,9 +553,8 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
             except CheckpointError as err:
                 code = 2
                 fail(str(err))
-    finally:
-        if code != 0:
-            remove_if_empty()
+    finally:  # a run that saved and logged nothing (refused late, stopped, or a finished run
+        remove_if_empty()  # resumed into a new log folder) leaves none of the folders it made
         for lock in locks:
             run_dirs.unlock_run_dir(lock)
     sys.exit(code)

@@ -183,4 +183,6 @@ def test_a_running_job_must_report_its_time_and_spend_so_far() -> None:
         LiveJob.from_dict(job)
     with pytest.raises(ValueError, match=r"missing job field\(s\): cost_usd "):
         LiveJob.from_dict({**job, "elapsed_s": 20_000.0, "cost_usd": None})
+    with pytest.raises(ValueError, match=r"missing job field\(s\): cost_usd "):  # 10.0 epochs are 10
+        LiveJob.from_dict({**job, "elapsed_s": 20_000.0, "epochs_done": float(job["epochs_done"])})
     assert LiveJob.from_dict({**job, "epochs_done": 0}).elapsed_s == 0.0
