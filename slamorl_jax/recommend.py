@@ -152,7 +152,7 @@ def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob 
             if isinstance(item, _Unreadable):
                 raise ValueError(item.reason)
             if not isinstance(item, dict):
-                raise ValueError(f"must be a JSON object (a job), got {json_kind(item)}")
+                raise ValueError(f" must be a JSON object (a job), got {json_kind(item)}")
             jobs.append((where, LiveJob.from_dict(item)))
         except ValueError as err:
             if not keep_going:
@@ -178,11 +178,9 @@ def _line_value(line: str, where: str, source: str, keep_going: bool) -> object:
 
 
 def _joined(reason: str) -> str:
-    """A reason after a job's location: `` is not ...`` as it is (:func:`json_or_reason`), ``must
-    be ...`` after a space, anything else after a colon."""
-    if reason.startswith((" ", ":")):
-        return reason
-    return f" {reason}" if reason.startswith("must be") else f": {reason}"
+    """A reason after a job's location: one that says how it joins (`` is not ...``, ``: ...``, as
+    :func:`json_or_reason` gives them) as it is, any other (a job's refusal) after a colon."""
+    return reason if reason.startswith((" ", ":")) else f": {reason}"
 
 
 def answer_jobs(args: argparse.Namespace) -> int:

@@ -26,11 +26,11 @@ def resolve_checkpoint(flag: str, path: str) -> str:
         raise ValueError(f"{flag} is empty: name a policy checkpoint folder")
     if path_exists(path):
         return path
-    if Path(path) == Path(SHIPPED_POLICY) and CHECKOUT_POLICY.exists():
+    if Path(path) != Path(SHIPPED_POLICY):
+        raise ValueError(f"{flag} {path!r} does not exist")
+    if CHECKOUT_POLICY.exists():
         return str(CHECKOUT_POLICY)
-    if Path(path) == Path(SHIPPED_POLICY):
-        raise ValueError(
-            f"{flag} {path!r} does not exist here: the shipped policy is in the repository, not in "
-            "the installed package; run from the repository's root or pass --checkpoint=PATH"
-        )
-    raise ValueError(f"{flag} {path!r} does not exist")
+    raise ValueError(
+        f"{flag} {path!r} does not exist here: the shipped policy is in the repository, not in the "
+        "installed package; run from the repository's root or pass --checkpoint=PATH"
+    )

@@ -199,8 +199,7 @@ def step_batch(
     """``vmap(env.step)(keys, state, action, params)`` over the leading env axis, resetting only the
     finished jobs (module docstring); ``reset_slots`` defaults to :func:`default_reset_slots`,
     ``reset_by`` (:data:`RESET_BY`) to :func:`default_reset_by`."""
-    typed = jnp.issubdtype(getattr(keys, "dtype", jnp.float32), jax.dtypes.prng_key)
-    if jnp.ndim(keys) != (1 if typed else 2):  # static, as every check here: free in a compiled step
+    if jnp.ndim(keys) != (1 if d.is_typed_key(keys) else 2):  # static: free in a compiled step
         raise ValueError(  # one typed key per env, or a row of raw uint32 key data per env
             "step_batch takes one key per env (jax.random.split(key, num_envs)), got keys of shape "
             f"{jnp.shape(keys)}"

@@ -55,12 +55,19 @@ def _mix32(x: jax.Array) -> jax.Array:
     return x ^ (x >> 16)
 
 
+def is_typed_key(key: Any) -> bool:
+    """Whether ``key`` (or a batch of them) holds typed keys (``jax.random.key``), not raw ``uint32``
+    key data (``jax.random.PRNGKey``): its dtype says so, statically."""
+    dtype = getattr(key, "dtype", None)
+    return dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
+
+
 def check_key(key: Any, name: str = "key", hint: str = "") -> bool:
     """Raise ``TypeError`` unless ``key`` is one JAX PRNG key: a typed key (``jax.random.key``;
     returns ``True``) or raw ``uint32`` key data (``jax.random.PRNGKey``; ``False``). Shapes and
     dtypes are static, so the check costs nothing in a compiled program."""
     dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
-    typed = dtype is not None and jnp.issubdtype(dtype, jax.dtypes.prng_key)
+    typed = is_typed_key(key)
     if not (shape == () if typed else dtype == jnp.uint32 and shape is not None and len(shape) == 1):
         raise TypeError(
             f"{name} must be one JAX PRNG key (jax.random.key(seed)); got "
