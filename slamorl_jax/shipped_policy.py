@@ -1,9 +1,10 @@
 """The shipped policy as every command's default ``--checkpoint``, and where to find it.
 
-The policy lives in the repository (``checkpoints/default``), not in the installed package, so the
-relative default names it only from the repository's root. A command run from elsewhere (a service's
-working directory) with the package installed from a checkout (``pip install -e``, or the checkout
-on ``PYTHONPATH``) still finds it beside the package; anywhere else the refusal says what to do.
+The policy lives in the repository (``checkpoints/default``), so the relative default names it from
+the repository's root. A command run from elsewhere (a service's working directory) finds it beside
+the package when the package is a checkout's (``pip install -e``, or the checkout on
+``PYTHONPATH``), and inside the package when it was installed from a wheel or a source
+distribution: the build copies it there (``setup.py``). Anywhere else the refusal says what to do.
 """
 
 from __future__ import annotations
@@ -16,21 +17,24 @@ from slamorl_jax.run_dirs import path_exists
 SHIPPED_POLICY = "checkpoints/default"
 #: The shipped policy beside the package: present when it is imported from a repository checkout.
 CHECKOUT_POLICY = Path(__file__).resolve().parent.parent / SHIPPED_POLICY
+#: The build's copy of the shipped policy in an installed package (``setup.py`` puts it there).
+INSTALLED_POLICY = Path(__file__).resolve().parent / "shipped" / "default"
 
 
 def resolve_checkpoint(flag: str, path: str) -> str:
-    """``path`` when it exists; the checkout's shipped policy when ``path`` is the default and the
-    working directory has none; else ``ValueError`` with one line naming ``flag`` (an empty value,
-    a missing path, and for the default where the shipped policy is)."""
+    """``path`` when it exists; for the default when the working directory has none, the checkout's
+    shipped policy, else the installed package's copy; else ``ValueError`` with one line naming
+    ``flag`` (an empty value, a missing path, and for the default where the shipped policy is)."""
     if path == "":
         raise ValueError(f"{flag} is empty: name a policy checkpoint folder")
     if path_exists(path):
         return path
     if Path(path) != Path(SHIPPED_POLICY):
         raise ValueError(f"{flag} {path!r} does not exist")
-    if CHECKOUT_POLICY.exists():
-        return str(CHECKOUT_POLICY)
+    for shipped in (CHECKOUT_POLICY, INSTALLED_POLICY):
+        if shipped.exists():
+            return str(shipped)
     raise ValueError(
-        f"{flag} {path!r} does not exist here: the shipped policy is in the repository, not in the "
-        "installed package; run from the repository's root or pass --checkpoint=PATH"
+        f"{flag} {path!r} does not exist here, and neither a checkout nor the installed package "
+        "holds the shipped policy; run from the repository's root or pass --checkpoint=PATH"
     )

@@ -1,18 +1,22 @@
 """Every command's default ``--checkpoint`` finds the shipped policy from any working directory of a
-checkout, and a missing or empty one is refused in a line that says what to do. Run from another
-folder, ``recommend`` said "'checkpoints/default' does not exist", and ``--checkpoint=`` named the
-working directory as the checkpoint that was not there."""
+checkout or of an installed package, and a missing or empty one is refused in a line that says what
+to do. Run from another folder, ``recommend`` said "'checkpoints/default' does not exist", and
+``--checkpoint=`` named the working directory as the checkpoint that was not there; a package
+installed from a wheel held no policy at all."""
 
 from __future__ import annotations
 
+import filecmp
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from cli_harness import assert_refused, call
 
 from slamorl_jax import evaluate, recommend, shipped_policy
-from slamorl_jax.shipped_policy import CHECKOUT_POLICY, SHIPPED_POLICY, resolve_checkpoint
+from slamorl_jax.shipped_policy import CHECKOUT_POLICY, INSTALLED_POLICY, SHIPPED_POLICY, resolve_checkpoint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,8 +35,9 @@ def test_missing_and_empty_checkpoints_say_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(shipped_policy, "CHECKOUT_POLICY", tmp_path / "installed" / SHIPPED_POLICY)
-    with pytest.raises(ValueError, match=r"shipped policy is in the repository.*pass --checkpoint=PATH"):
+    monkeypatch.setattr(shipped_policy, "CHECKOUT_POLICY", tmp_path / "elsewhere" / SHIPPED_POLICY)
+    monkeypatch.setattr(shipped_policy, "INSTALLED_POLICY", tmp_path / "site-packages" / "shipped")
+    with pytest.raises(ValueError, match=r"neither a checkout nor .* pass --checkpoint=PATH"):
         resolve_checkpoint("--checkpoint", SHIPPED_POLICY)
     with pytest.raises(ValueError, match=r"^--compare 'other' does not exist$"):
         resolve_checkpoint("--compare", "other")
@@ -69,3 +74,42 @@ def test_evaluate_compares_with_the_shipped_policy_from_another_folder(
     monkeypatch.chdir(tmp_path)
     args = evaluate.parse_args([f"--compare=shipped={SHIPPED_POLICY}", "--out_dir=out"])
     assert args.compare == {"shipped": str(CHECKOUT_POLICY)} and args.checkpoint == str(CHECKOUT_POLICY)
+
+
+def _same_tree(left: Path, right: Path) -> bool:
+    """Whether two folders hold the same names with the same bytes, all the way down."""
+    compared = filecmp.dircmp(left, right)
+    if compared.left_only or compared.right_only or compared.funny_files:
+        return False
+    _, mismatch, errors = filecmp.cmpfiles(left, right, compared.common_files, shallow=False)
+    return not mismatch and not errors and all(_same_tree(left / d, right / d) for d in compared.common_dirs)
+
+
+def test_a_built_package_carries_the_shipped_policy_and_answers_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``setup.py``'s ``build_py`` (what a wheel and an sdist install run) copies the policy byte for
+    byte to where ``INSTALLED_POLICY`` looks, the sdist carries it (``MANIFEST.in``), and with no
+    checkout beside the package the default ``--checkpoint`` answers from that copy."""
+    pytest.importorskip("setuptools", reason="the build hook needs setuptools")
+    build_lib = tmp_path / "build"
+    subprocess.run(
+        [sys.executable, "setup.py", "-q", "build_py", f"--build-lib={build_lib}"],
+        cwd=REPO_ROOT, check=True, capture_output=True, timeout=120,
+    )  # fmt: skip
+    package = build_lib / "slamorl_jax"
+    built = package / INSTALLED_POLICY.relative_to(Path(shipped_policy.__file__).resolve().parent)
+    assert _same_tree(REPO_ROOT / SHIPPED_POLICY, built)
+    assert f"graft {SHIPPED_POLICY}" in (REPO_ROOT / "MANIFEST.in").read_text().splitlines()
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(shipped_policy, "CHECKOUT_POLICY", tmp_path / "no-checkout" / SHIPPED_POLICY)
+    monkeypatch.setattr(shipped_policy, "INSTALLED_POLICY", built)
+    assert resolve_checkpoint("--checkpoint", SHIPPED_POLICY) == str(built)
+    job = REPO_ROOT / "docs" / "example_job.json"
+    answers = []
+    for flags in ([], [f"--checkpoint={CHECKOUT_POLICY}"]):  # the default, then the checkout's policy
+        outcome = call(lambda f=flags: recommend.main([f"--job={job}", *f]), capsys, tmp_path)
+        assert outcome.code == 0, outcome.report()
+        answers.append(json.loads(outcome.stdout))
+    assert answers[0] == answers[1]
