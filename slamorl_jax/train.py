@@ -407,7 +407,7 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
     """The validated config and multi-process settings of the command line (``fail`` with one line
     on any bad value)."""
     from slamorl_jax.checkpoint import checkpoint_step_dir  # loads JAX: only once the flags parsed
-    from slamorl_jax.warm_start import check_init_from
+    from slamorl_jax.warm_start import init_from_config
 
     try:
         train_checks.check_no_positional(argv)
@@ -422,7 +422,8 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
         check_run_flags()
         if config.init_from is not None and not FLAGS.resume:
             absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every restore at INFO
-            check_init_from(config)
+            given = [name for name in FLAGS if FLAGS[name].present]
+            config = init_from_config(config, given)
             # Recorded as the step folder it loads (the typed path is relative to where the command
             # ran, and a run folder's latest step moves on as that run trains).
             config = dataclasses.replace(config, init_from=str(checkpoint_step_dir(config.init_from)))

@@ -188,11 +188,12 @@ def checkpoint_due(update: int, last_saved: int, save_interval: int) -> bool:
 
 def resumed_flag_matches(name: str, stored: Any, given: Any) -> bool:
     """Whether a flag given with ``--resume`` says what the checkpoint's config holds. ``init_from`` is
-    recorded as the absolute step folder it loaded, so the path the first command typed (that step,
-    or the run or policy folder holding it) matches it too."""
+    recorded as the absolute step folder it loaded, so the paths the first command could have typed
+    (that step, or the checkpoint or policy folder holding it) match it too; no other folder above
+    it does (``--init_from`` refuses a run's folder or ``/``)."""
     if name == "init_from" and stored is not None and given is not None:
         step, typed = (Path(os.path.normpath(Path(path).absolute())) for path in (stored, given))
-        return step.is_relative_to(typed)
+        return typed in (step, step.parent)
     return stored == given
 
 

@@ -6,13 +6,17 @@ initialisation. Everything else starts fresh: the optimiser's state (Adam's mome
 whatever the parameters), the learning-rate schedule, the jobs and the keys. The two networks must
 have the same layout: the same tree of parameters with the same shapes and dtypes (same hidden sizes,
 action set, suggestion prior or target head, observation); any difference is refused with a
-:class:`~slamorl_jax.checkpoint.CheckpointError` naming the first one. The run records the source in
-its config (``TrainConfig.init_from``), so its checkpoints and ``summary.json`` say where it started.
+:class:`~slamorl_jax.checkpoint.CheckpointError` naming the flag that differs. The settings that only
+shape a fresh network's starting parameters (``INIT_ONLY_SETTINGS``) are the source's: the run
+records them as the source's config has them, and refuses one given with another value (it would be
+recorded and never applied). The run records the source in its config (``TrainConfig.init_from``),
+so its checkpoints and ``summary.json`` say where it started.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +27,16 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.checkpoint import CheckpointError, LoadedPolicy, load_policy, read_meta
-from slamorl_jax.env.observation import NUM_FEATURES
+from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
+
+#: The flags whose values decide the network's parameters' layout, or (``activation``) the function
+#: they compute: a warm start needs the source's.
+NETWORK_SETTINGS = (
+    "actions", "hidden_sizes", "target_head", "suggestion_prior", "paper_suggestion_prior", "activation",
+)  # fmt: skip
+#: The flags that set only where a fresh network's parameters start (``relocate_gain_init`` also
+#: whether the relocate prior's exist at all): a warm-started run's are the source's.
+INIT_ONLY_SETTINGS = ("initializer", "suggestion_gain_init", "relocate_gain_init")
 
 
 def _leaves(tree: Any) -> dict[str, Any]:
@@ -70,21 +83,61 @@ def initial_params(source: str | Path | LoadedPolicy, template: Any) -> Any:
     return policy.params
 
 
-def check_init_from(config: TrainConfig) -> None:
-    """Refuse (``CheckpointError``, one line) a ``config.init_from`` whose policy cannot start a run of
-    ``config``'s network, before the run creates anything."""
+def _flag(name: str, value: Any) -> str:
+    """``--name=value`` as the command line spells it (a tuple as comma-separated values)."""
+    if isinstance(value, bool):
+        return f"--{name}" if value else f"--no{name}"
+    if isinstance(value, (tuple, list)):
+        value = ",".join(str(v) for v in value)
+    return f"--{name}={value}"
+
+
+def init_from_config(config: TrainConfig, given: Collection[str] = ()) -> TrainConfig:
+    """``config`` as a run warm-started from ``config.init_from`` trains: its ``INIT_ONLY_SETTINGS``
+    those of the source's config. ``CheckpointError`` (one line, before the run creates anything)
+    for a source that cannot start ``config``'s network, naming the flag that differs, or for a flag
+    named in ``given`` (those typed on the command line) among ``INIT_ONLY_SETTINGS`` with another
+    value than the source's. ``config`` as it is without ``init_from``."""
     if config.init_from is None:
-        return
+        return config
+    path = config.init_from
+    try:
+        meta, _, _ = read_meta(path)
+    except CheckpointError as err:
+        raise CheckpointError(f"--init_from: {err}") from None
+    source = TrainConfig.from_dict(meta["config"])
+    for name in INIT_ONLY_SETTINGS:
+        if name in given and getattr(config, name) != getattr(source, name):
+            raise CheckpointError(
+                f"--{name} has no effect with --init_from: the network starts from {path}'s parameters "
+                f"(started from {_flag(name, getattr(source, name))}); leave it out"
+            )
+    config = dataclasses.replace(config, **{name: getattr(source, name) for name in INIT_ONLY_SETTINGS})
+    obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
+    if obs_dim != NUM_FEATURES:
+        raise CheckpointError(
+            f"--init_from {path}: its network reads the paper's {obs_dim} features only (trained before "
+            f"the forecast block), this run's all {NUM_FEATURES}; start the run without --init_from"
+        )
     network = ActorCritic(config.network)
     template = jax.eval_shape(lambda: init_params(network, jax.random.key(0), NUM_FEATURES))
-    initial_params(config.init_from, template)
+    try:
+        initial_params(path, template)
+    except CheckpointError as err:
+        differing = [name for name in NETWORK_SETTINGS if getattr(source, name) != getattr(config, name)]
+        if not differing or not str(err).startswith(f"--init_from {path}: its network"):
+            raise
+        raise CheckpointError(_differs(path, differing[0], source, config)) from None
     # Same layers and shapes under another activation would start from another function, untrained.
-    trained_with = TrainConfig.from_dict(read_meta(config.init_from)[0]["config"]).activation
-    if trained_with != config.activation:
-        raise CheckpointError(
-            f"--init_from {config.init_from}: its network uses --activation={trained_with}, this run's "
-            f"{config.activation}; use the same --activation"
-        )
+    if source.activation != config.activation:
+        raise CheckpointError(_differs(path, "activation", source, config))
+    return config
+
+
+def _differs(path: str, name: str, source: TrainConfig, config: TrainConfig) -> str:
+    """The refusal of a source whose network setting ``name`` is not this run's."""
+    theirs, ours = _flag(name, getattr(source, name)), _flag(name, getattr(config, name))
+    return f"--init_from {path}: its network was trained with {theirs}, this run's has {ours}; use {theirs}"
 
 
 def warm_start(

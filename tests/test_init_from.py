@@ -14,7 +14,9 @@ from learner_fixtures import TINY, cli_flags, shared_trainer, trees_equal
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import train
 from slamorl_jax.training_loop import resumed_flag_matches
-from slamorl_jax.warm_start import layout_difference, warm_start
+from slamorl_jax.warm_start import init_from_config, layout_difference, warm_start
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
 ONE_CHUNK = dataclasses.replace(
     TINY, total_timesteps=TINY.num_envs * TINY.rollout_length * TINY.updates_per_chunk
@@ -29,6 +31,48 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("source") / "checkpoints"
     ckpt.save(ckpt.make_manager(directory), state, TINY)
     return directory
+
+
+@pytest.fixture(scope="module")
+def source_with_gains(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A TINY checkpoint whose config started its network from other gains and another initialiser
+    (the same layout: both priors exist)."""
+    started = dataclasses.replace(
+        TINY, suggestion_gain_init=2.5, relocate_gain_init=3.0, initializer="glorot"
+    )
+    directory = tmp_path_factory.mktemp("gains") / "checkpoints"
+    ckpt.save(ckpt.make_manager(directory), shared_trainer(TINY).fresh(seed=7), started)
+    return directory
+
+
+def test_a_warm_start_records_the_sources_starting_settings_and_refuses_others(
+    source_with_gains: Path,
+) -> None:
+    """``--suggestion_gain_init=12`` with ``--init_from`` trained from the source's learnt gain and
+    recorded 12; an unset one recorded the default."""
+    config = init_from_config(dataclasses.replace(TINY, init_from=str(source_with_gains)))
+    started = (config.suggestion_gain_init, config.relocate_gain_init, config.initializer)
+    assert started == (2.5, 3.0, "glorot")
+    same = dataclasses.replace(TINY, init_from=str(source_with_gains), suggestion_gain_init=2.5)
+    assert init_from_config(same, given=["suggestion_gain_init"]).suggestion_gain_init == 2.5
+    for name, value, shown in (
+        ("suggestion_gain_init", 12.0, "--suggestion_gain_init=2.5"),
+        ("relocate_gain_init", 0.0, "--relocate_gain_init=3.0"),
+        ("initializer", "he", "--initializer=glorot"),
+    ):
+        other = dataclasses.replace(TINY, init_from=str(source_with_gains), **{name: value})
+        refusal = rf"^--{name} has no effect with --init_from: .*{shown}"
+        with pytest.raises(ckpt.CheckpointError, match=refusal):
+            init_from_config(other, given=[name])
+    assert init_from_config(TINY) is TINY
+
+
+def test_a_paper_feature_policy_cannot_start_a_run() -> None:
+    """A policy of the paper's 21 features was refused as a shape mismatch whose advice (the same
+    --hidden_sizes, --actions, ...) no flag could follow."""
+    config = dataclasses.replace(TINY, init_from=str(REPO_ROOT / "checkpoints" / "static-weights"))
+    with pytest.raises(ckpt.CheckpointError, match=r"paper's 21 features only .* without --init_from"):
+        init_from_config(config)
 
 
 def test_warm_start_takes_the_parameters_and_keeps_the_rest_fresh(source: Path) -> None:
@@ -85,7 +129,9 @@ def test_a_resumed_init_from_matches_the_folder_it_was_typed_as(tmp_path: Path) 
     step = str(tmp_path / "policy" / "0")  # what the run recorded: the step folder it loaded
     for typed in (step, str(tmp_path / "policy"), str(tmp_path / "x" / ".." / "policy")):
         assert resumed_flag_matches("init_from", step, typed), typed
-    for typed in (str(tmp_path / "other"), str(tmp_path / "policy" / "1"), str(tmp_path / "pol")):
+    # A folder further up was accepted (even "/"); --init_from itself refuses it on a new run.
+    for typed in ("other", "policy/1", "pol", ".", "/"):
+        typed = str(tmp_path / typed)
         assert not resumed_flag_matches("init_from", step, typed), typed
     assert not resumed_flag_matches("init_from", None, step)
     assert not resumed_flag_matches("init_from", step, None)
@@ -95,9 +141,10 @@ def test_a_resumed_init_from_matches_the_folder_it_was_typed_as(tmp_path: Path) 
 @pytest.mark.parametrize(
     ("extra", "phrases"),
     [
-        (("--hidden_sizes=8,8",), ("--init_from", "does not match", "has shape")),
-        (("--actions=paper",), ("--init_from", "does not match")),
-        (("--activation=relu",), ("--init_from", "--activation=tanh", "this run's relu")),
+        (("--hidden_sizes=8,8",), ("trained with --hidden_sizes=16,16", "this run's has --hidden_sizes=8,8")),
+        (("--actions=paper",), ("trained with --actions=targets_relocate", "this run's has --actions=paper")),
+        (("--activation=relu",), ("trained with --activation=tanh", "this run's has --activation=relu")),
+        (("--suggestion_gain_init=12",), ("--suggestion_gain_init has no effect with --init_from", "=4.0")),
         (("--init_from=nowhere",), ("--init_from", "does not exist")),
     ],
 )
