@@ -261,6 +261,7 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
                 figures = {"env_steps_this_run": 0, "steps_per_s": 0.0, "compile_s": 0.0}
                 write_summary(trainer, state, config, options, figures, start, int(state.update))
             return EXIT_OK
+        say(f"resume: from update {int(state.update):,} of {config.num_updates:,}")
     # After the restore, which may set damaged steps aside: the manager lists the steps it finds.
     manager = ckpt.make_manager(options.checkpoint_dir, options.keep)
     compile_start = time.perf_counter()

@@ -560,7 +560,7 @@ def test_stop_signal_right_after_a_periodic_save_exits_cleanly(
 
 
 def test_stop_signal_in_process_saves_and_resume_continues_exactly(
-    tmp_path: Path, compiled: Compiled, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, compiled: Compiled, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     real_summarise = training_loop.summarise
     stop_after_first_chunk(monkeypatch, signal.SIGINT)
@@ -571,7 +571,10 @@ def test_stop_signal_in_process_saves_and_resume_continues_exactly(
     assert ckpt.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
 
     monkeypatch.setattr(training_loop, "summarise", real_summarise)
+    capsys.readouterr()
     assert training_loop.run_training(TINY, dataclasses.replace(options, resume=True)) == 0
+    # it said where it went on from (it said nothing of it)
+    assert f"resume: from update {TINY.updates_per_chunk} of {TINY.num_updates}" in capsys.readouterr().err
     resumed = ckpt.load_policy(options.checkpoint_dir)
     straight, _ = compiled.run(compiled.fresh(), TINY.num_chunks)
     assert resumed.step == TINY.num_updates
