@@ -34,6 +34,7 @@ from benchmarks.common import (
     run_child,
     write_report,
 )
+from benchmarks.run_sets import checked_runs
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
 from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
@@ -186,7 +187,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Train or take the runs, evaluate each, write the spread."""
     args = parse_args(argv)
-    from slamorl_jax.checkpoint import CheckpointError, load_policy, read_meta
+    from slamorl_jax.checkpoint import CheckpointError, load_policy
     from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
 
     seeds = args.seeds
@@ -197,11 +198,11 @@ def main(argv: list[str] | None = None) -> None:
             fail(f"--runs {args.runs!r} names an empty run (an unset variable?); leave it out to train", PROG)
         if len(runs) != len(seeds):
             fail(f"--runs names {len(runs)} runs but --seeds {len(seeds)} seeds", PROG)
-        for run in runs:  # every run's meta checked before the first is evaluated
-            try:
-                read_meta(run / "checkpoints")
-            except CheckpointError as error:
-                fail(f"--runs: {error}", PROG)
+        # every run checked before the first is evaluated: finished, of one command but the seed
+        for run, given in zip(checked_runs({"": runs}, PROG)[""], seeds, strict=True):
+            if run.config.seed != given:
+                trained = f"--seed={run.config.seed}"
+                fail(f"--runs: {run.path} was trained with {trained}, --seeds says {given}", PROG)
     else:
         runs = [Path(args.run_root) / f"seed{seed}" for seed in seeds]
         for seed, run in zip(seeds, runs, strict=True):
@@ -221,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
         per_run.append(figures_of(payload))
     names = list(per_run[0])
     payload = {
-        "seeds": seeds,  # with --runs: the seeds those runs were trained with, as given
+        "seeds": seeds,  # with --runs: the seeds those runs were trained with (checked)
         "runs": [str(r) for r in runs],
         "train_flags": shlex.join(args.train_flags),
         "train_wall_s": wall,

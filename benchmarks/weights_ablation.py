@@ -16,6 +16,7 @@ error and whether the seed ranges overlap (issue 8 asks for >= 5 points and no o
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,36 +37,36 @@ from benchmarks.common import (
     markdown_table,
     report,
 )
+from benchmarks.run_sets import SEED_ONLY, Run, checked_runs
 from benchmarks.training_seeds import spread
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
 
 BASELINE = "static"
 PROG = "python -m benchmarks.weights_ablation"
+#: What the forms may differ in besides the seed: the weights and their settings.
+WEIGHT_SETTINGS = ("weights", "adapt_strength", "dual_step", "dual_decay")
 
 
-def parse_runs(specs: list[str]) -> dict[str, list[Path]]:
-    """``form=run,run,...`` pairs to run directories (exit 2 on a bad pair or a missing run)."""
+def parse_runs(specs: list[str]) -> dict[str, list[Run]]:
+    """``form=run,run,...`` pairs to their runs, checked to be finished and of one command but the
+    seed within a form and the weights settings across forms (``run_sets.checked_runs``; exit 2 on a
+    bad pair or run)."""
     forms: dict[str, list[Path]] = {}
     for spec in specs:
         name, sep, paths = spec.partition("=")
         if not sep or not name or not paths:
             fail(f"--runs takes form=run[,run...], got {spec!r}", PROG)
+        if name in forms:
+            fail(f"--runs names the form {name!r} twice", PROG)
         runs = [Path(p) for p in paths.split(",")]
         missing = [str(r) for r in runs if not (r / "checkpoints").is_dir()]
         if missing:
             fail(f"--runs {name}: no checkpoints under {', '.join(missing)}", PROG)
-        from slamorl_jax.checkpoint import CheckpointError, read_meta
-
-        for r in runs:  # a run stopped before its first save has the folder and no checkpoint
-            try:
-                read_meta(r / "checkpoints")
-            except CheckpointError as err:
-                fail(f"--runs {name}: {err}", PROG)
         forms[name] = runs
     if BASELINE not in forms:
         fail(f"--runs needs a {BASELINE!r} form to compare with", PROG)
-    return forms
+    return checked_runs(forms, PROG, WEIGHT_SETTINGS)
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -81,8 +82,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from slamorl_jax.quality_bar import greedy_policy, objective
 
     env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
-    policies = {name: [load_policy(r / "checkpoints") for r in runs] for name, runs in args.runs.items()}
-    first = next(iter(policies.values()))[0]
+    policies = {name: [load_policy(r.path / "checkpoints") for r in runs] for name, runs in args.runs.items()}
+    first = next(iter(policies.values()))[0]  # every form's env is this one (parse_runs)
     base = with_preference(env_params_from_config(first.config, env.catalog), None)
     oracle = Method("best_static_oracle", "oracle", start=BestStatic.for_params(base))
     keys = [jax.random.key(args.seed)]
@@ -110,7 +111,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 over.append(objective(scenario, mine) / oracle_rows[scenario]["objective"])
             per_seed[scenario][name] = {"all_slas_met": met, "over_oracle": over}
     return {
-        "runs": {name: [str(r) for r in runs] for name, runs in args.runs.items()},
+        "runs": {name: [str(r.path) for r in runs] for name, runs in args.runs.items()},
+        # each run's update and what its form's runs may differ in; the rest is the first run's config
+        "run_settings": {
+            name: [r.as_dict((*SEED_ONLY, *WEIGHT_SETTINGS)) for r in runs]
+            for name, runs in args.runs.items()
+        },
+        "config": dataclasses.asdict(first.config),
         "episodes": args.episodes,
         "seed": args.seed,
         "oracle": oracle_rows,
