@@ -94,6 +94,7 @@ def test_bad_input_is_one_line() -> None:
         (lambda: envs.reset(seed=-3), "one integer >= 0"),
         (lambda: envs.reset(seed=[1, 2]), "one integer"),
         (lambda: envs.reset(options={"params": 1}), "unknown reset option"),
+        (lambda: envs.reset(options=[1]), "options must be a dict"),
         (lambda: envs.reset(options={"env_params": 1}), "must be EnvParams"),
         (lambda: JobAllocationVectorEnv(num_envs=0), "positive integer"),
         (lambda: JobAllocationMOEnv(render_mode="human"), "render_mode"),
@@ -105,6 +106,16 @@ def test_bad_input_is_one_line() -> None:
         assert "\n" not in str(err.value)
     with pytest.raises(TypeError, match="params must be EnvParams, got str"):
         JobAllocationMOEnv(params="balanced")
+    # A leaf of the wrong type through gymnasium.make: one line (make appended its keyword arguments to
+    # a TypeError, the whole EnvParams over 200 lines).
+    bad_leaf = short_jobs().replace(cpu_step=4)
+    for make_env in (
+        lambda: gymnasium.make(ENV_ID, params=bad_leaf),
+        lambda: gymnasium.make_vec(ENV_ID, params=bad_leaf),
+    ):
+        with pytest.raises(ValueError, match=r"cpu_step must be an integer array") as err:
+            make_env()
+        assert "\n" not in str(err.value) and len(str(err.value)) < 300
 
 
 def test_numpy_seeds_work_in_both_envs() -> None:
@@ -168,6 +179,34 @@ def test_reset_info_gives_a_loaded_policy_its_first_decision() -> None:
     obs, info = envs.reset(seed=4)
     assert info["weights"].shape == (3, 3) and info["_weights"].all()
     assert np.asarray(policy(obs, info["weights"])).shape == (3,)
+
+
+def test_the_vector_step_that_shows_a_new_job_gives_resets_info() -> None:
+    """On the step that only shows an env's new job, its ``info`` held the figures of a step the env
+    took and threw away (54 s of time, one reallocation) with every mask false, and never the new
+    job's identity. It is reset's info now (the new job's, masks true), as on Gymnasium's own vector
+    envs, and zeros with masks false for the rest; the stepping envs' info is as before."""
+    envs = JobAllocationVectorEnv(num_envs=4, scenario="balanced", params=short_jobs())
+    envs.reset(seed=2)
+    pending, checked = np.zeros(4, bool), 0
+    for _ in range(8):
+        shown_job = {
+            name: np.asarray(getattr(envs._jobs._carry.state.job, name)) for name in RESET_INFO_KEYS[1:]
+        }
+        shown_weights = np.asarray(envs._jobs._carry.state.weights)
+        _, _, terminated, truncated, info = envs.step(envs.action_space.sample())
+        for name in RESET_INFO_KEYS:
+            assert info[f"_{name}"].all(), name
+        np.testing.assert_array_equal(info["_episode_time_s"], ~pending)
+        if pending.any():
+            checked += 1
+            for name in ("episode_time_s", "reallocations", "reallocated", "mean_gpu_util"):
+                assert not np.any(info[name][pending]), name
+            for name, value in shown_job.items():
+                np.testing.assert_array_equal(info[name][pending], value[pending])
+            np.testing.assert_array_equal(info["weights"][pending], shown_weights[pending])
+        pending = terminated | truncated
+    assert checked, "no job ended: the check never ran"
 
 
 def test_the_envs_pickle_and_carry_on_identically() -> None:

@@ -21,14 +21,17 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 
-# ``info`` entries handed to Gymnasium code (``job_env``'s module docstring defines each); ``weights``
-# are those of the observation returned (the finished job's on the step that ends it).
+# ``info`` entries handed to Gymnasium code: every one ``job_env``'s module docstring defines but the
+# pre-reset ones (``final_*``) and the flags step returns anyway; ``weights`` are those of the
+# observation returned (the finished job's on the step that ends it).
 INFO_KEYS = (
     "weights",
     "step_weights",
     "severities",
     "sla_met",
     "reallocated",
+    "projected_remaining_time_s",
+    "projected_remaining_cost_usd",
     "episode_time_s",
     "episode_cost_usd",
     "time_ref_s",
@@ -38,6 +41,9 @@ INFO_KEYS = (
     "job_sla_met",
     "all_slas_met",
     "sla_compliance",
+    "mean_severity",
+    "mean_gpu_util",
+    "mean_cpu_util",
     "reallocations",
     "epochs",
     "workload",
@@ -47,9 +53,15 @@ INFO_KEYS = (
 )
 
 
-# What ``reset``'s ``info`` holds for each new job (``info`` of the step that only shows a new job holds
-# them too): its first objective weights and its identity.
+# What ``reset``'s ``info`` holds for each new job: its first objective weights and its identity. The
+# step that only shows a new job holds these, of the new job, and zeros for the other keys (no
+# decision was made), as Gymnasium's own vector envs give reset's info on that step.
 RESET_INFO_KEYS = ("weights", "workload", "gpu_type", "scenario", "preference")
+
+
+def new_job_info(state: EnvState) -> dict[str, jax.Array]:
+    """``RESET_INFO_KEYS`` of the jobs in (batched) ``state``."""
+    return {"weights": state.weights, **{name: getattr(state.job, name) for name in RESET_INFO_KEYS[1:]}}
 
 
 class Carry(NamedTuple):
@@ -91,9 +103,12 @@ def _step(env: JobAllocationEnv, carry: Carry, actions: jax.Array, params: EnvPa
 
     done = jnp.logical_or(terminated, truncated)
     shown = keep_pending(carry.reset_obs, jnp.where(done[:, None], info["final_observation"], obs))
-    weights = jnp.where(done[:, None], info["final_weights"], info["weights"])
-    out_info = {name: info[name] for name in INFO_KEYS}
-    out_info["weights"] = keep_pending(carry.state.weights, weights)
+    stepped_info = {**info, "weights": jnp.where(done[:, None], info["final_weights"], info["weights"])}
+    new_job = new_job_info(carry.state)  # a pending env's state is already the new job's
+    out_info = {
+        name: keep_pending(new_job.get(name, jnp.zeros_like(stepped_info[name])), stepped_info[name])
+        for name in INFO_KEYS
+    }
     stepped = jnp.logical_not(pending)
     result = (
         shown,
@@ -154,8 +169,7 @@ class BatchedJobEnv:
         if params is not None:
             self.params = params
         obs, self._carry = self._reset(jax.random.key(seed), self.params, self.num_envs)
-        state = self._carry.state
-        info = {"weights": state.weights, **{name: getattr(state.job, name) for name in RESET_INFO_KEYS[1:]}}
+        info = new_job_info(self._carry.state)
         return np.array(obs), {name: np.array(value) for name, value in info.items()}
 
     def step(self, actions: np.ndarray) -> StepResult:

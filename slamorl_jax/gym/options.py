@@ -18,12 +18,30 @@ def build_params(env: JobAllocationEnv, params: EnvParams | None, scenario: str 
     named); ``params`` given with a ``scenario`` draw that scenario's jobs (it was ignored)."""
     if params is None:
         return validate_params(env.default_params)
-    return validate_params(with_scenario(params, scenario) if scenario is not None else params)
+    return _validated(with_scenario(params, scenario) if scenario is not None else params)
+
+
+def _validated(params: EnvParams) -> EnvParams:
+    """``validate_params``, its ``TypeError`` for a leaf of the wrong type raised as ``ValueError``:
+    ``gymnasium.make`` re-raises a constructor's ``TypeError`` with its keyword arguments appended,
+    the whole ``EnvParams`` printed over two hundred lines. (``params`` that are not ``EnvParams``
+    at all keep their ``TypeError``.)"""
+    if not isinstance(params, EnvParams):
+        return validate_params(params)
+    try:
+        return validate_params(params)
+    except TypeError as err:
+        raise ValueError(str(err)) from None
 
 
 def params_option(options: dict[str, Any] | None) -> EnvParams | None:
     """New params from ``reset(options={"env_params": params})`` (gymnax's Gym wrappers' key), validated;
     ``None`` when not given. ``ValueError`` for other keys or a value that is not ``EnvParams``."""
+    if options is None:
+        return None
+    if not isinstance(options, dict):
+        what = type(options).__name__
+        raise ValueError(f"options must be a dict such as {{'env_params': params}}, got {what}")
     if not options:
         return None
     unknown = sorted(set(options) - {"env_params"})
@@ -32,7 +50,7 @@ def params_option(options: dict[str, Any] | None) -> EnvParams | None:
     params = options["env_params"]
     if not isinstance(params, EnvParams):
         raise ValueError(f"options['env_params'] must be EnvParams, got {type(params).__name__}")
-    return validate_params(params)
+    return _validated(params)
 
 
 def seed_option(seed: Any) -> int | None:
@@ -41,7 +59,10 @@ def seed_option(seed: Any) -> int | None:
     if seed is None:
         return None
     if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be one integer >= 0 (each job's draws derive from it), got {seed!r}")
+        raise ValueError(
+            f"seed must be one integer >= 0 (every job's draws derive from it; a list of seeds, one per "
+            f"env, is not taken), got {seed!r}"
+        )
     return int(seed)
 
 

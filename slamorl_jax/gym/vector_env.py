@@ -5,8 +5,10 @@ sla) and ``reward_space`` is one job's reward ``Box`` of shape ``(reward_dim,)``
 ``mo_gymnasium.wrappers.vector.MOSyncVectorEnv``), so ``MORecordEpisodeStatistics`` and the like
 apply. Gymnasium's: batched ``observation_space``/``action_space`` with ``single_*`` ones,
 ``metadata["autoreset_mode"] = NEXT_STEP`` (``batched.py``), ``reset(seed=...)`` reproducible, and
-``info`` as arrays with a ``_name`` mask each (false on the step that only shows a new job). All jobs
-step in one jitted call of the JAX env.
+``info`` as arrays with a ``_name`` mask each. On the step that only shows a new job, as on
+Gymnasium's own vector envs, that env's ``info`` is reset's (the new job's ``weights``, ``workload``,
+``gpu_type``, ``scenario`` and ``preference``, masks true) and its other entries are zeros with
+masks false. All jobs step in one jitted call of the JAX env.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from slamorl_jax.env.action_sets import DEFAULT_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.gym.batched import BatchedJobEnv
+from slamorl_jax.gym.batched import RESET_INFO_KEYS, BatchedJobEnv
 from slamorl_jax.gym.options import build_params, draw_seed, params_option, render_nothing, seed_option
 from slamorl_jax.gym.spaces import reward_box, single_spaces
 
@@ -81,7 +83,8 @@ class JobAllocationVectorEnv(VectorEnv):
         """One decision per job: observations, reward vectors, terminated, truncated, info."""
         out = self._jobs.step(actions)
         info: dict[str, Any] = {}
+        every_env = np.ones(self.num_envs, bool)
         for name, value in out.info.items():
             info[name] = value
-            info[f"_{name}"] = out.stepped
+            info[f"_{name}"] = every_env if name in RESET_INFO_KEYS else out.stepped
         return out.obs, out.reward, out.terminated, out.truncated, info
