@@ -23,7 +23,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config import TrainConfig, ignored_settings
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.checkpoint import CheckpointError, LoadedPolicy, load_policy, read_meta
@@ -114,7 +114,7 @@ def init_from_config(config: TrainConfig, given: Collection[str] = ()) -> TrainC
             )
     config = dataclasses.replace(config, **{name: getattr(source, name) for name in INIT_ONLY_SETTINGS})
     obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
-    if obs_dim != NUM_FEATURES:
+    if obs_dim == NUM_PAPER_FEATURES:  # another width is another version's: load_policy says so
         raise CheckpointError(
             f"--init_from {path}: its network reads the paper's {obs_dim} features only (trained before "
             f"the forecast block), this run's all {NUM_FEATURES}; start the run without --init_from"
@@ -124,7 +124,14 @@ def init_from_config(config: TrainConfig, given: Collection[str] = ()) -> TrainC
     try:
         initial_params(path, template)
     except CheckpointError as err:
-        differing = [name for name in NETWORK_SETTINGS if getattr(source, name) != getattr(config, name)]
+        # A setting either config's action set ignores is recorded, not used (an old config's, or
+        # one imitate --like copied): naming it would advise a flag the command line refuses.
+        unused = {*ignored_settings(source), *ignored_settings(config)}
+        differing = [
+            name
+            for name in NETWORK_SETTINGS
+            if name not in unused and getattr(source, name) != getattr(config, name)
+        ]
         if not differing or not str(err).startswith(f"--init_from {path}: its network"):
             raise
         raise CheckpointError(_differs(path, differing[0], source, config)) from None

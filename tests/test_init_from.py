@@ -75,6 +75,24 @@ def test_a_paper_feature_policy_cannot_start_a_run() -> None:
         init_from_config(config)
 
 
+def test_a_mismatch_names_a_setting_the_network_uses(tmp_path: Path) -> None:
+    """A paper policy whose config records ``--nosuggestion_prior`` (an old config's default, or what
+    ``imitate --like`` copied), which the paper moves ignore, was refused naming that flag, and the
+    advice given (``--nosuggestion_prior``) was refused with ``--actions=paper`` in turn: the setting
+    that differs in the network is the paper moves' prior."""
+    from slamorl_jax.agent.networks import ActorCritic, init_params
+    from slamorl_jax.env.observation import NUM_FEATURES
+
+    paper = dataclasses.replace(TINY, actions="paper", suggestion_prior=False, paper_suggestion_prior=False)
+    params = init_params(ActorCritic(paper.network), jax.random.key(0), NUM_FEATURES)
+    ckpt.save_policy(tmp_path / "paper", params, paper)
+    run = dataclasses.replace(TINY, actions="paper", init_from=str(tmp_path / "paper"))
+    with pytest.raises(
+        ckpt.CheckpointError, match=r"trained with --nopaper_suggestion_prior, this run's has "
+    ):
+        init_from_config(run)
+
+
 def test_warm_start_takes_the_parameters_and_keeps_the_rest_fresh(source: Path) -> None:
     compiled = shared_trainer(TINY)
     fresh = compiled.fresh()
