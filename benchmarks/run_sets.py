@@ -47,13 +47,40 @@ def read_run(path: Path) -> Run:
     return Run(path, TrainConfig.from_dict(meta["config"]), step)
 
 
+#: Env settings whose ``None`` means the scenario's or the env's own value: ``None`` and that value,
+#: spelt out, train the same env.
+ENV_DEFAULTED = ("preference", "event_share", "reallocation_pause_s")
+
+
 def differences(a: Any, b: Any, may_differ: Sequence[str]) -> list[str]:
-    """The settings two configs differ in beyond ``may_differ``, each as ``name=a vs b``."""
-    return [
-        f"{field.name}={getattr(a, field.name)!r} vs {getattr(b, field.name)!r}"
+    """The settings two configs differ in beyond ``may_differ``, each as ``name=a vs b``; an
+    ``ENV_DEFAULTED`` setting only where the env it gives differs (``None`` against its value spelt
+    out is no difference)."""
+    names = [
+        field.name
         for field in dataclasses.fields(a)
         if field.name not in may_differ and getattr(a, field.name) != getattr(b, field.name)
     ]
+    spelt = [
+        name
+        for name in names
+        if name in ENV_DEFAULTED and _same_env(a, dataclasses.replace(a, **{name: getattr(b, name)}))
+    ]
+    names = [name for name in names if name not in spelt]
+    return [f"{name}={getattr(a, name)!r} vs {getattr(b, name)!r}" for name in names]
+
+
+def _same_env(a: Any, b: Any) -> bool:
+    """Whether two configs train on the same env (``env_params_from_config``, leaf by leaf)."""
+    import jax
+    import numpy as np
+
+    from slamorl_jax.agent.trainer import env_params_from_config
+
+    first, second = (jax.tree.leaves(env_params_from_config(config)) for config in (a, b))
+    return len(first) == len(second) and all(
+        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(first, second, strict=True)
+    )
 
 
 def checked_runs(

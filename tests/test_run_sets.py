@@ -101,3 +101,21 @@ def test_the_benchmarks_refuse_runs_that_do_not_belong_together(
     seeds = [f"--runs={runs['static0']},{runs['static1']}", "--seeds=0,5", out]
     outcome = call(lambda: training_seeds.main(seeds), capsys, tmp_path)
     assert_refused(outcome, f"--runs: {runs['static1']} was trained with --seed=1, --seeds says 5")
+
+
+def test_an_env_setting_spelt_out_is_no_difference() -> None:
+    """``--reallocation_pause_s=30`` (the env's own) and ``--event_share=0`` on a scenario without
+    events trained the same env as leaving them out, and were refused as other settings; another
+    value still differs, and so does a fixed preference where the scenario draws one per job."""
+    from benchmarks.run_sets import differences
+
+    spelt = dataclasses.replace(TINY, reallocation_pause_s=30.0, event_share=0.0)
+    assert differences(TINY, spelt, ("seed",)) == []
+    other = dataclasses.replace(spelt, reallocation_pause_s=60.0, preference="time")
+    assert sorted(differences(TINY, other, ("seed",))) == [
+        "preference=None vs 'time'",
+        "reallocation_pause_s=None vs 60.0",
+    ]
+    assert differences(TINY, dataclasses.replace(TINY, learning_rate=0.5), ("seed",)) == [
+        "learning_rate=0.001 vs 0.5"
+    ]
