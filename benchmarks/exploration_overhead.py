@@ -103,8 +103,14 @@ def overhead_per_job(
     figures: dict[str, np.ndarray], oracle: dict[str, np.ndarray], epochs: int
 ) -> dict[str, np.ndarray]:
     """Per job: regret, severity excess and their sum against the oracle (module docstring); NaN for
-    a job either run did not end."""
-    done = figures["finished"].astype(bool) & oracle["finished"].astype(bool)
+    a job either run did not end. A job cut at the window's ``epochs`` decisions ended its window
+    (``truncated``): only counting ``finished`` ones, since the episode runner keeps the two apart,
+    left just the jobs of ``epochs`` epochs or fewer in the early figures."""
+
+    def ended(run: dict[str, np.ndarray]) -> np.ndarray:
+        return run["finished"].astype(bool) | run["truncated"].astype(bool)
+
+    done = ended(figures) & ended(oracle)
     run = np.minimum(figures["epochs"], epochs) / figures["epochs"]
     time_scale = figures["time_ref_s"] * run
     cost_scale = figures["cost_ref_usd"] * run
@@ -116,6 +122,12 @@ def overhead_per_job(
     severity = figures["mean_severity"] - oracle["mean_severity"]
     nan = np.where(done, 1.0, np.nan)
     return {"regret": regret * nan, "severity": severity * nan, "overhead": (regret + severity) * nan}
+
+
+def cut(warm: float, cold: float) -> float:
+    """``1 - warm / cold``: how much of the cold start's overhead a warm start saves; NaN (null in
+    the report, n/a in its table) where the cold start has none to save (0 or less, or undefined)."""
+    return 1.0 - warm / cold if cold > 0 else math.nan
 
 
 def start_methods(policy: LoadedPolicy, history: HistoryStart) -> dict[str, tuple[Method, JobAllocationEnv]]:
@@ -164,14 +176,14 @@ def per_job_overheads(args: argparse.Namespace, policy: LoadedPolicy, base: EnvP
                 rows[name][start] = {part: float(np.nanmean(values)) for part, values in parts.items()}
                 rows[name][start]["reallocations"] = float(np.mean(figures["reallocations"]))
             for start in WARM_STARTS:
-                rows[name][start]["cut_vs_cold"] = (
-                    1.0 - rows[name][start]["overhead"] / rows[name]["cold"]["overhead"]
+                rows[name][start]["cut_vs_cold"] = cut(
+                    rows[name][start]["overhead"], rows[name]["cold"]["overhead"]
                 )
         overall = {start: float(np.nanmean(np.concatenate(values))) for start, values in everything.items()}
         out["horizons"][horizon] = {
             "scenarios": rows,
             "overall": overall,
-            "overall_cut_vs_cold": {start: 1.0 - overall[start] / overall["cold"] for start in WARM_STARTS},
+            "overall_cut_vs_cold": {start: cut(overall[start], overall["cold"]) for start in WARM_STARTS},
         }
     return out
 
@@ -212,14 +224,17 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
         runs[name] = {
             "episodes": int(episodes.sum()),
             "jobs_missing_an_sla": float(missed.sum()),
-            "all_slas_met": float(1.0 - missed.sum() / max(episodes.sum(), 1.0)),
-            "mean_return": float(np.nansum(returns * episodes) / max(episodes.sum(), 1.0)),
+            # undefined (null) when no job finished in those updates, not 100 % and a return of 0
+            "all_slas_met": float(1.0 - missed.sum() / episodes.sum()) if episodes.sum() else math.nan,
+            "mean_return": float(np.nansum(returns * episodes) / episodes.sum())
+            if episodes.sum()
+            else math.nan,
             "return_per_update": [round(float(r), 4) for r in returns],
             "all_slas_met_per_update": [round(float(m["all_slas_met"]), 4) for m in curve],
             "wall_s": time.perf_counter() - started,
         }
-    scratch = max(runs["scratch"]["jobs_missing_an_sla"], 1e-9)
-    cuts = {name: 1.0 - r["jobs_missing_an_sla"] / scratch for name, r in runs.items() if name != "scratch"}
+    scratch = runs["scratch"]["jobs_missing_an_sla"]
+    cuts = {name: cut(r["jobs_missing_an_sla"], scratch) for name, r in runs.items() if name != "scratch"}
     return {
         "updates": config.num_updates,
         "num_envs": config.num_envs,
@@ -265,6 +280,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _undefined(value: float | None) -> bool:
+    """A figure the report holds as null (read back) or NaN (as measured)."""
+    return value is None or not math.isfinite(value)
+
+
+def _percent(value: float | None, spec: str = ".0%") -> str:
+    """``value`` as a percentage, ``n/a`` where it is undefined."""
+    return "n/a" if _undefined(value) else format(value, spec)
+
+
 def to_markdown(payload: dict[str, Any]) -> str:
     """One table per horizon and the training comparison."""
     jobs = payload["per_job"]
@@ -281,12 +306,14 @@ def to_markdown(payload: dict[str, Any]) -> str:
         lines = []
         for scenario, by_start in result["scenarios"].items():
             for start, row in by_start.items():
-                cut = f"{row['cut_vs_cold']:.0%}" if "cut_vs_cold" in row else ""
+                saved = _percent(row["cut_vs_cold"]) if "cut_vs_cold" in row else ""
                 figures = [f"{row[part]:.4f}" for part in ("overhead", "regret", "severity")]
-                lines.append([scenario, start, *figures, f"{row['reallocations']:.2f}", cut])
+                lines.append([scenario, start, *figures, f"{row['reallocations']:.2f}", saved])
         for start, value in result["overall"].items():
-            cut = result["overall_cut_vs_cold"].get(start)
-            lines.append(["**all**", start, f"{value:.4f}", "", "", "", "" if cut is None else f"{cut:.0%}"])
+            saved = result["overall_cut_vs_cold"].get(start)
+            lines.append(
+                ["**all**", start, f"{value:.4f}", "", "", "", "" if saved is None else _percent(saved)]
+            )
         what = "each whole job" if horizon == "job" else f"each job's first {horizon} epochs"
         text += f"\n\nOver {what}:\n\n" + markdown_table(headers, lines)
     training = payload["training"]
@@ -296,9 +323,11 @@ def to_markdown(payload: dict[str, Any]) -> str:
                 name,
                 r["episodes"],
                 f"{r['jobs_missing_an_sla']:.0f}",
-                f"{r['all_slas_met']:.1%}",
-                f"{r['mean_return']:.3f}",
-                f"{cut:.0%}" if (cut := training.get("cuts_vs_scratch", {}).get(name)) is not None else "",
+                _percent(r["all_slas_met"], ".1%"),
+                "n/a" if _undefined(r["mean_return"]) else f"{r['mean_return']:.3f}",
+                _percent(saved)
+                if (saved := training.get("cuts_vs_scratch", {}).get(name)) is not None
+                else "",
             ]
             for name, r in training["runs"].items()
         ]
@@ -322,7 +351,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     add_job_flags(parser, episodes=1024)
     parser.add_argument("--epochs", type=bounded(int, 1, 1000), default=EARLY_EPOCHS, help="early epochs N")
-    parser.add_argument("--history_jobs", type=bounded(int, 1, 1 << 20), default=2048, help="store size")
+    scenarios = len([name for name in SCENARIOS if name != "mixed"])  # a store holds some of each
+    parser.add_argument(
+        "--history_jobs", type=bounded(int, scenarios, 1 << 20), default=2048, help="store size"
+    )
     parser.add_argument("--train_updates", type=bounded(int, 0, 10_000), default=30, help="0 skips training")
     parser.add_argument("--train_envs", type=bounded(int, 4, 1 << 16), default=64, help="jobs per update")
     parser.add_argument(
