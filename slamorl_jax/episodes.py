@@ -35,6 +35,7 @@ from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated_after
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
+from slamorl_jax.env.probing_env import ProbingEnv
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.validation import validate_params_once
 
@@ -148,6 +149,12 @@ def run_episode_batches(
     starts = tuple(starts) if starts is not None else (None,) * len(params)
     if len(starts) != len(params):
         raise ValueError(f"{len(starts)} start rules for {len(params)} params")
+    if isinstance(env, ProbingEnv) and any(rule is not None for rule in starts):
+        # env.place starts the job anew: the probes' time, cost and measurements were dropped unsaid.
+        raise ValueError(
+            "a start rule places a ProbingEnv's jobs anew, dropping their probes: give the rule a "
+            "JobAllocationEnv, or run the ProbingEnv without one (its probes pick the start)"
+        )
     max_steps = max(
         int(np.minimum(np.max(np.asarray(p.workloads.epochs_max)), p.max_steps_in_episode)) for p in params
     )

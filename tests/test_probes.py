@@ -123,3 +123,14 @@ def test_a_zero_budget_skips_the_probes_and_starts_at_the_forecasts_pick(probed:
     gpus, cpus = probed["forecast_pick"]
     np.testing.assert_array_equal(unprobed.gpus, gpus)
     np.testing.assert_array_equal(unprobed.cpus, cpus)
+
+
+def test_a_start_rule_on_a_probing_env_is_refused() -> None:
+    """``run_episodes(ProbingEnv(), ..., start=rule)`` placed the probed jobs anew: the probes' time,
+    cost and measurements were dropped, and the figures were the plain env's, without a word."""
+    from slamorl_jax.episodes import keep_allocation, run_episodes
+    from slamorl_jax.evaluation import baselines
+
+    params = scenario_params("balanced")
+    with pytest.raises(ValueError, match="dropping their probes"):
+        run_episodes(ProbingEnv(), params, keep_allocation, jax.random.key(0), 2, start=baselines.requested)

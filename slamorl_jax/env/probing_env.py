@@ -4,7 +4,8 @@ A reset strategy as a subclass: each reset draws the job exactly as ``JobAllocat
 same key (the same job, request and initial allocation, so runs compare job by job with any other
 start), then :func:`probe_start` probes the default set and places the job at the forecast's first
 choice, with the probes' time and cost billed. Steps are unchanged; the auto-reset of a finished job
-probes too. Use it wherever an env goes: ``episodes.run_episodes(ProbingEnv(), ...)``, the trainer.
+probes too. Use it wherever an env goes: ``episodes.run_episodes(ProbingEnv(), ...)`` (without a
+start rule, which would place the probed jobs anew: refused), the trainer.
 """
 
 from __future__ import annotations
