@@ -71,13 +71,18 @@ def differences(a: Any, b: Any, may_differ: Sequence[str]) -> list[str]:
 
 
 def _same_env(a: Any, b: Any) -> bool:
-    """Whether two configs train on the same env (``env_params_from_config``, leaf by leaf)."""
+    """Whether two configs train on the same env (``env_params_from_config``, leaf by leaf, as this
+    version builds it: a run that left a setting unset when the env's own value was another is
+    judged by today's)."""
     import jax
     import numpy as np
 
     from slamorl_jax.agent.trainer import env_params_from_config
 
-    first, second = (jax.tree.leaves(env_params_from_config(config)) for config in (a, b))
+    try:
+        first, second = (jax.tree.leaves(env_params_from_config(config)) for config in (a, b))
+    except (KeyError, TypeError, ValueError):  # a config today's env cannot build: named as a difference
+        return False
     return len(first) == len(second) and all(
         np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(first, second, strict=True)
     )

@@ -149,11 +149,11 @@ def run_episode_batches(
     starts = tuple(starts) if starts is not None else (None,) * len(params)
     if len(starts) != len(params):
         raise ValueError(f"{len(starts)} start rules for {len(params)} params")
-    if isinstance(env, ProbingEnv) and any(rule is not None for rule in starts):
+    if _starts_its_own_jobs(env) and any(rule is not None for rule in starts):
         # env.place starts the job anew: the probes' time, cost and measurements were dropped unsaid.
         raise ValueError(
-            "a start rule places a ProbingEnv's jobs anew, dropping their probes: give the rule a "
-            "JobAllocationEnv, or run the ProbingEnv without one (its probes pick the start)"
+            f"a start rule places a {type(env).__name__}'s jobs anew, dropping what its reset did (probes): "
+            "give the rule a JobAllocationEnv, or run this env without one (it picks the start)"
         )
     max_steps = max(
         int(np.minimum(np.max(np.asarray(p.workloads.epochs_max)), p.max_steps_in_episode)) for p in params
@@ -294,6 +294,13 @@ def step_once(
     After the end it keeps stepping the finished job, whose figures nobody reads any more."""
     obs, next_state, _, terminated, info = env.step_env(key, state, action, params)
     return obs, next_state, terminated, truncated_after(next_state, terminated, params), info
+
+
+def _starts_its_own_jobs(env: JobAllocationEnv) -> bool:
+    """Whether ``env``'s reset does more than draw a job (``ProbingEnv`` and the like probe and place
+    it), which a start rule's ``env.place`` would undo."""
+    own_reset = getattr(type(env), "reset_from_draws", JobAllocationEnv.reset_from_draws)
+    return isinstance(env, ProbingEnv) or own_reset is not JobAllocationEnv.reset_from_draws
 
 
 def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:

@@ -132,5 +132,11 @@ def test_a_start_rule_on_a_probing_env_is_refused() -> None:
     from slamorl_jax.evaluation import baselines
 
     params = scenario_params("balanced")
-    with pytest.raises(ValueError, match="dropping their probes"):
+    with pytest.raises(ValueError, match=r"ProbingEnv's jobs anew, dropping what its reset did"):
         run_episodes(ProbingEnv(), params, keep_allocation, jax.random.key(0), 2, start=baselines.requested)
+    # Any env whose reset does more than draw a job (the suggested-SLAs benchmark's probes too).
+    from benchmarks.suggested_slas import SuggestedSlaEnv
+
+    suggesting = SuggestedSlaEnv(math.inf)
+    with pytest.raises(ValueError, match="SuggestedSlaEnv's jobs anew"):
+        run_episodes(suggesting, params, keep_allocation, jax.random.key(0), 2, start=baselines.requested)
