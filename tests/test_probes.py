@@ -140,3 +140,18 @@ def test_a_start_rule_on_a_probing_env_is_refused() -> None:
     suggesting = SuggestedSlaEnv(math.inf)
     with pytest.raises(ValueError, match="SuggestedSlaEnv's jobs anew"):
         run_episodes(suggesting, params, keep_allocation, jax.random.key(0), 2, start=baselines.requested)
+
+
+def test_bad_probe_settings_are_refused() -> None:
+    """``budget=True`` probed as a budget of 1 (a bool is an int to Python)."""
+    for bad in (True, "1", None):
+        with pytest.raises(TypeError, match="probe budget must be a number"):
+            ProbingEnv(budget=bad)
+    with pytest.raises(TypeError, match="probe fraction must be a number"):
+        ProbingEnv(fraction=False)
+    for budget in (-1.0, math.nan):
+        with pytest.raises(ValueError, match="probe budget must be >= 0"):
+            ProbingEnv(budget=budget)
+    with pytest.raises(ValueError, match=r"probe fraction must be in \(0, 1\]"):
+        ProbingEnv(fraction=1.5)
+    assert ProbingEnv(budget=math.inf).budget == math.inf

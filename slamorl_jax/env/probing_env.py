@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -73,6 +74,18 @@ def probe_uniforms(u_reset: jax.Array | tuple[jax.Array, ...]) -> tuple[jax.Arra
     return d.uniforms(seed, NUM_PROBES)
 
 
+def _is_number(value: object) -> bool:
+    """A real number, NumPy's and JAX's scalars included; not a bool (``True`` probed as a budget
+    of 1), a string or anything else ``float`` refuses."""
+    if isinstance(value, bool | np.bool_ | str | bytes) or np.ndim(value) != 0:
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return not np.issubdtype(np.asarray(value).dtype, np.bool_)
+
+
 class ProbingEnv(JobAllocationEnv):
     """``JobAllocationEnv`` whose jobs start with probe runs (module docstring); ``fraction`` of an
     epoch per probe."""
@@ -83,6 +96,9 @@ class ProbingEnv(JobAllocationEnv):
         self, *args: object, fraction: float = PROBE_FRACTION, budget: float = PROBE_BUDGET, **kwargs: object
     ) -> None:
         super().__init__(*args, **kwargs)
+        for name, value in (("fraction", fraction), ("budget", budget)):
+            if not _is_number(value):
+                raise TypeError(f"probe {name} must be a number, got {value!r}")
         if not 0.0 < fraction <= 1.0:
             raise ValueError(f"probe fraction must be in (0, 1], got {fraction}")
         if not budget >= 0.0:
