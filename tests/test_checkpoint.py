@@ -103,6 +103,27 @@ def test_resume_equals_uninterrupted(compiled: Compiled, tmp_path: Path) -> None
     assert trees_equal(resumed, straight)
 
 
+@pytest.mark.slow  # compiles a second trainer (about 10 s); the constant-rate case above is the default's
+def test_resume_equals_uninterrupted_under_a_decaying_learning_rate(tmp_path: Path) -> None:
+    """With ``--lr_schedule=linear`` the rate depends on the optimiser's step count, which the resumed
+    state must carry on from (TINY's constant rate never read it; a learner audit checked it by hand)."""
+    linear = dataclasses.replace(TINY, lr_schedule="linear")
+    compiled = shared_trainer(linear)
+    from slamorl_jax.agent.schedule import learning_rate_after
+
+    chunk = TINY.updates_per_chunk
+    assert learning_rate_after(linear, 4 * chunk) < learning_rate_after(linear, 2 * chunk)  # it decays
+    straight, _ = compiled.run(compiled.fresh(), 4)
+    half, _ = compiled.run(compiled.fresh(), 2)
+    ckpt.save(ckpt.make_manager(tmp_path), half, linear)
+    resumed, _ = compiled.run(ckpt.restore_state(tmp_path, compiled.fresh(seed=7)), 2)
+    # the optimiser's step count (and so each update's rate) carried on: the same parameters
+    assert trees_equal(resumed.opt_state, straight.opt_state)
+    assert trees_equal(resumed, straight)
+    fresh_count, _ = compiled.run(half.replace(opt_state=compiled.fresh().opt_state), 2)
+    assert not trees_equal(fresh_count.params, straight.params)  # what a lost optimiser state gives
+
+
 def test_keeps_the_newest_checkpoints(compiled: Compiled, tmp_path: Path) -> None:
     manager = ckpt.make_manager(tmp_path, keep=2)
     state = compiled.fresh()
