@@ -111,13 +111,15 @@ class LiveJob:
     cost_usd: float = 0.0
     # The last epoch's readings (READINGS): required once the job has run an epoch; a new job may leave
     # them out and gets the profile's forecast at its allocation, as the env's reset does.
-    last_epoch_time_s: float | None = None
-    throughput: float | None = None  # samples/s in the last epoch
+    last_epoch_time_s: float | None = None  # the epoch's run time, without a re-allocation pause
+    # samples/s and utilisations over the last epoch's whole interval, the restart pause before it
+    # included (samples / (pause + epoch time)), as the env measures them
+    throughput: float | None = None
     gpu_util: float | None = None
     cpu_util: float | None = None
     memory_used_gib: float | None = None
     memory_alloc_gib: float | None = None
-    price_per_hour: float | None = None
+    price_per_hour: float | None = None  # what the current allocation costs per hour now
     min_throughput: float = 0.0
     max_memory_gib: float = NO_LIMIT
     min_gpu_util: float = 0.0
@@ -307,7 +309,7 @@ def _check_magnitudes(job: LiveJob) -> None:
             continue
         limit = MAX_COUNT if field.name in counts else MAX_VALUE
         if not math.isfinite(value) or abs(value) > limit:
-            raise ValueError(f"{field.name} must be a finite number of at most {limit:g}, got {value:g}")
+            raise ValueError(f"{field.name} must be a finite number of at most {limit:g}, got {value!r}")
     for field in ("history", "probes"):
         for i, (gpus, cpus, epoch_time) in enumerate(getattr(job, field) or ()):
             if max(gpus, cpus) > MAX_COUNT or not epoch_time <= MAX_VALUE:
