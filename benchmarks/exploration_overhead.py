@@ -221,14 +221,13 @@ def training_overhead(args: argparse.Namespace, policy: LoadedPolicy) -> dict[st
             [m["episodes"] * (1.0 - m["all_slas_met"]) if m["episodes"] else 0.0 for m in curve]
         )
         returns = np.array([m["return"] for m in curve])
+        finished = episodes.sum()
         runs[name] = {
-            "episodes": int(episodes.sum()),
+            "episodes": int(finished),
             "jobs_missing_an_sla": float(missed.sum()),
             # undefined (null) when no job finished in those updates, not 100 % and a return of 0
-            "all_slas_met": float(1.0 - missed.sum() / episodes.sum()) if episodes.sum() else math.nan,
-            "mean_return": float(np.nansum(returns * episodes) / episodes.sum())
-            if episodes.sum()
-            else math.nan,
+            "all_slas_met": float(1.0 - missed.sum() / finished) if finished else math.nan,
+            "mean_return": float(np.nansum(returns * episodes) / finished) if finished else math.nan,
             "return_per_update": [round(float(r), 4) for r in returns],
             "all_slas_met_per_update": [round(float(m["all_slas_met"]), 4) for m in curve],
             "wall_s": time.perf_counter() - started,
@@ -280,14 +279,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def _undefined(value: float | None) -> bool:
-    """A figure the report holds as null (read back) or NaN (as measured)."""
-    return value is None or not math.isfinite(value)
-
-
-def _percent(value: float | None, spec: str = ".0%") -> str:
-    """``value`` as a percentage, ``n/a`` where it is undefined."""
-    return "n/a" if _undefined(value) else format(value, spec)
+def _shown(value: float | None, spec: str = ".0%") -> str:
+    """``value`` formatted by ``spec`` (a percentage by default), ``n/a`` where it is undefined: null
+    in a report read back, NaN as measured."""
+    return "n/a" if value is None or not math.isfinite(value) else format(value, spec)
 
 
 def to_markdown(payload: dict[str, Any]) -> str:
@@ -306,13 +301,13 @@ def to_markdown(payload: dict[str, Any]) -> str:
         lines = []
         for scenario, by_start in result["scenarios"].items():
             for start, row in by_start.items():
-                saved = _percent(row["cut_vs_cold"]) if "cut_vs_cold" in row else ""
+                saved = _shown(row["cut_vs_cold"]) if "cut_vs_cold" in row else ""
                 figures = [f"{row[part]:.4f}" for part in ("overhead", "regret", "severity")]
                 lines.append([scenario, start, *figures, f"{row['reallocations']:.2f}", saved])
         for start, value in result["overall"].items():
             saved = result["overall_cut_vs_cold"].get(start)
             lines.append(
-                ["**all**", start, f"{value:.4f}", "", "", "", "" if saved is None else _percent(saved)]
+                ["**all**", start, f"{value:.4f}", "", "", "", "" if saved is None else _shown(saved)]
             )
         what = "each whole job" if horizon == "job" else f"each job's first {horizon} epochs"
         text += f"\n\nOver {what}:\n\n" + markdown_table(headers, lines)
@@ -323,11 +318,9 @@ def to_markdown(payload: dict[str, Any]) -> str:
                 name,
                 r["episodes"],
                 f"{r['jobs_missing_an_sla']:.0f}",
-                _percent(r["all_slas_met"], ".1%"),
-                "n/a" if _undefined(r["mean_return"]) else f"{r['mean_return']:.3f}",
-                _percent(saved)
-                if (saved := training.get("cuts_vs_scratch", {}).get(name)) is not None
-                else "",
+                _shown(r["all_slas_met"], ".1%"),
+                _shown(r["mean_return"], ".3f"),
+                _shown(saved) if (saved := training.get("cuts_vs_scratch", {}).get(name)) is not None else "",
             ]
             for name, r in training["runs"].items()
         ]

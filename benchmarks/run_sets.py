@@ -74,18 +74,14 @@ def _same_env(a: Any, b: Any) -> bool:
     """Whether two configs train on the same env (``env_params_from_config``, leaf by leaf, as this
     version builds it: a run that left a setting unset when the env's own value was another is
     judged by today's)."""
-    import jax
-    import numpy as np
-
     from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.checkpoint import params_equal
 
     try:
-        first, second = (jax.tree.leaves(env_params_from_config(config)) for config in (a, b))
+        first, second = (env_params_from_config(config) for config in (a, b))
     except (KeyError, TypeError, ValueError):  # a config today's env cannot build: named as a difference
         return False
-    return len(first) == len(second) and all(
-        np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(first, second, strict=True)
-    )
+    return params_equal(first, second)
 
 
 def checked_runs(

@@ -35,7 +35,6 @@ from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated_after
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
-from slamorl_jax.env.probing_env import ProbingEnv
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.validation import validate_params_once
 
@@ -297,10 +296,10 @@ def step_once(
 
 
 def _starts_its_own_jobs(env: JobAllocationEnv) -> bool:
-    """Whether ``env``'s reset does more than draw a job (``ProbingEnv`` and the like probe and place
-    it), which a start rule's ``env.place`` would undo."""
+    """Whether ``env``'s reset does more than draw a job (``ProbingEnv`` and the like override
+    ``reset_from_draws`` to probe and place it), which a start rule's ``env.place`` would undo."""
     own_reset = getattr(type(env), "reset_from_draws", JobAllocationEnv.reset_from_draws)
-    return isinstance(env, ProbingEnv) or own_reset is not JobAllocationEnv.reset_from_draws
+    return own_reset is not JobAllocationEnv.reset_from_draws
 
 
 def _expand(mask: jax.Array, like: jax.Array) -> jax.Array:
