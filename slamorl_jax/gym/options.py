@@ -26,11 +26,11 @@ def _validated(params: EnvParams) -> EnvParams:
     ``gymnasium.make`` re-raises a constructor's ``TypeError`` with its keyword arguments appended,
     the whole ``EnvParams`` printed over two hundred lines. (``params`` that are not ``EnvParams``
     at all keep their ``TypeError``.)"""
-    if not isinstance(params, EnvParams):
-        return validate_params(params)
     try:
         return validate_params(params)
     except TypeError as err:
+        if not isinstance(params, EnvParams):
+            raise
         raise ValueError(str(err)) from None
 
 
