@@ -85,7 +85,7 @@ class SuggestedSlaEnv(JobAllocationEnv):
         """The parent's job, probed if allowed, with suggested SLAs, placed at the forecast's choice."""
         state = super().reset_from_draws(u, params)
         probed, enabled = default_probes(probe_uniforms(u), state, params, PROBE_FRACTION, self.probe_budget)
-        targets, choice = suggested_targets(probed, params, SUGGESTIBLE, self.confidence)
+        targets, choice = suggested_targets(probed, params, SUGGESTIBLE, self.confidence, enabled)
         job = state.job.replace(sla_targets=targets)
         placed = self.place(state.replace(job=job), choice["gpus"], choice["cpus"], params)
         return start_at(probed, placed, params, enabled)

@@ -59,7 +59,8 @@ def suggested_slas(
             f"SLAs are suggested for a job that has run no epoch yet (epochs_done is {job.epochs_done})"
         )
     check_recommendable(job, params)
-    targets, choice = _suggested(live_state(job, params), params, suggest, confidence)
+    # launched: a job that ran probes moves from the last one; one that ran nothing starts for free.
+    targets, choice = _suggested(live_state(job, params), params, suggest, confidence, bool(job.probes))
     choice = {name: float(value) for name, value in choice.items()}
     slas = {
         name: round_outward(float(getattr(targets, name)), up=name != "min_throughput")

@@ -88,7 +88,9 @@ def forecast_first_allocation(job: LiveJob, params: EnvParams) -> dict[str, Any]
     ``ValueError`` for a job that has run epochs, or one ``live.check_recommendable`` refuses)."""
     _check_unstarted(job, "a forecast start")
     check_recommendable(job, params)
-    gpus, cpus = _suggested(live_state(job, params), params)
+    # A job that ran probes moves from the last one (the env's ProbingEnv); one that ran nothing
+    # starts wherever it is placed, so no candidate pays a pause (probes.first_placement).
+    gpus, cpus = _suggested(live_state(job, params), params, bool(job.probes))
     return {
         "source": "forecast",
         "gpus": int(gpus),

@@ -15,7 +15,6 @@ from cli_harness import assert_refused, call
 
 from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.env.job_model import epoch_metrics
-from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.history import HistoryRecord, save_records
 from slamorl_jax.live import LiveJob, live_state
@@ -83,6 +82,26 @@ def test_forecast_start_sends_a_job_that_would_miss_its_deadline_to_more_gpus(pa
     probes = [{"gpus": 4, "cpus": 32, "epoch_time_s": 1550.0}]
     probed = LiveJob.from_dict({**NEW_JOB, "probes": probes})
     assert forecast_first_allocation(probed, params)["probes_used"] == 1
+
+
+def test_the_forecast_start_of_a_reported_env_job_is_the_envs(params: object) -> None:
+    """A fresh env job reported as a real one (``live.reported_job``, reset anywhere: random starts)
+    gets the env's forecast start (``probes.first_placement``, ``evaluate``'s
+    ``policy_from_forecast``), whose ranking charges no pause for leaving the reset allocation."""
+    import jax
+
+    from slamorl_jax.env.job_env import JobAllocationEnv
+    from slamorl_jax.env.probes import first_placement
+    from slamorl_jax.episodes import with_init_strategy
+    from slamorl_jax.live import reported_job
+
+    anywhere = with_init_strategy(params, "random")
+    keys = jax.random.split(jax.random.key(11), 12)
+    _, fresh = jax.jit(jax.vmap(JobAllocationEnv().reset, in_axes=(0, None)))(keys, anywhere)
+    env_gpus, env_cpus = jax.device_get(jax.vmap(first_placement, in_axes=(0, None))(fresh, anywhere))
+    for i in range(len(keys)):
+        answer = forecast_first_allocation(reported_job(jax.tree.map(lambda x, i=i: x[i], fresh)), anywhere)
+        assert (answer["gpus"], answer["cpus"]) == (env_gpus[i], env_cpus[i]), i
 
 
 @pytest.mark.slow  # two in-process recommend runs (about 10 s: loading the policy and its env params)
@@ -208,15 +227,13 @@ def test_an_unusable_history_is_refused_whether_or_not_the_job_has_run(
 
 
 def _profile_outcome(job: dict, gpus: int, cpus: int, params: object) -> tuple[float, float, float]:
-    """(completion s, total cost $, the job's samples / completion s) of ``job`` moved before its
-    first epoch to ``(gpus, cpus)`` and held there, on its workload's profile: the pause, then every
-    epoch."""
+    """(completion s, total cost $, the job's samples / completion s) of ``job`` placed before its
+    first epoch at ``(gpus, cpus)`` and held there, on its workload's profile: every epoch, and no
+    pause (a job that has run nothing starts wherever it is placed)."""
     state = live_state(LiveJob.from_dict(job), params)
     metrics = epoch_metrics(state.job.profile, jnp.int32(gpus), jnp.int32(cpus), params)
-    pause = float(move_pause_s(state.gpus, state.cpus, jnp.int32(gpus), jnp.int32(cpus), params))
-    work_s = job["epochs_total"] * float(metrics.epoch_time_s)
-    time_s = pause + work_s
-    samples = work_s * float(metrics.throughput)
+    time_s = job["epochs_total"] * float(metrics.epoch_time_s)
+    samples = time_s * float(metrics.throughput)
     return time_s, time_s * float(metrics.price_per_hour) / 3600.0, samples / time_s
 
 

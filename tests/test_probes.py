@@ -13,7 +13,7 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation
 from slamorl_jax.env.params import with_values
-from slamorl_jax.env.probes import PROBE_FRACTION, probe_allocations, suggested_allocation
+from slamorl_jax.env.probes import PROBE_FRACTION, first_placement, probe_allocations, suggested_allocation
 from slamorl_jax.env.probing_env import ProbingEnv
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.episodes import with_init_strategy
@@ -38,7 +38,7 @@ def probed() -> dict:
         no_op = jnp.zeros(JOBS, jnp.int32)
         stepped = jax.vmap(probing.step, in_axes=(0, 0, 0, None))(keys, started, no_op, params)[1]
         _, unprobed = jax.vmap(skipping.reset, in_axes=(0, None))(keys, params)
-        pick = jax.vmap(suggested_allocation, in_axes=(0, None))(fresh, params)
+        pick = jax.vmap(first_placement, in_axes=(0, None))(fresh, params)
         return fresh, started, allocations, stepped, unprobed, pick
 
     fresh, started, allocations, stepped, unprobed, pick = jax.device_get(run(keys))
@@ -123,6 +123,30 @@ def test_a_zero_budget_skips_the_probes_and_starts_at_the_forecasts_pick(probed:
     gpus, cpus = probed["forecast_pick"]
     np.testing.assert_array_equal(unprobed.gpus, gpus)
     np.testing.assert_array_equal(unprobed.cpus, cpus)
+
+
+def test_a_job_that_has_run_nothing_is_ranked_as_if_every_start_were_free() -> None:
+    """The forecast start (``first_placement``, ``ProbingEnv`` with the probes skipped) ranked with a
+    pause from the reset allocation that the placement never pays: with a pause longer than any job,
+    every cold-started job stayed at 1 GPU. Unlaunched, the ranking ignores the pause; launched
+    (after an epoch or a probe), a move still pays it."""
+    params = with_init_strategy(scenario_params("mixed"), "cold")
+    slow_moves = with_values(params, reallocation_pause_s=1e7, cpu_reallocation_pause_s=1e7)
+    keys = jax.random.split(jax.random.key(5), 16)
+
+    @jax.jit
+    def run(keys: jax.Array) -> tuple:
+        _, fresh = jax.vmap(JobAllocationEnv().reset, in_axes=(0, None))(keys, slow_moves)
+        _, skipped = jax.vmap(ProbingEnv(budget=0.0).reset, in_axes=(0, None))(keys, slow_moves)
+        place = jax.vmap(first_placement, in_axes=(0, None))
+        move = jax.vmap(suggested_allocation, in_axes=(0, None))
+        return fresh, skipped, place(fresh, slow_moves), place(fresh, params), move(fresh, slow_moves)
+
+    fresh, skipped, placed, placed_usual_pause, moved = jax.device_get(run(keys))
+    np.testing.assert_array_equal(placed, placed_usual_pause)
+    np.testing.assert_array_equal((skipped.gpus, skipped.cpus), placed)
+    assert np.mean(placed[0] > fresh.gpus) > 0.5  # most jobs leave the cold start
+    np.testing.assert_array_equal(moved, (fresh.gpus, fresh.cpus))  # a launched job would stay
 
 
 def test_a_start_rule_on_a_probing_env_is_refused() -> None:

@@ -212,18 +212,26 @@ def target_profile(state: EnvState, params: EnvParams) -> dict[str, jax.Array]:
 
 
 def candidate_totals(
-    state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array
+    state: EnvState,
+    params: EnvParams,
+    mu_compute: jax.Array,
+    mu_sync: jax.Array,
+    launched: jax.Array | bool = True,
 ) -> tuple[Projection, Projection, jax.Array, jax.Array]:
     """Projected totals of keeping the allocation and of every target under the log deviations
     ``(mu_compute, mu_sync)``: ``(keep, targets, duplicate, now_epoch_s)``, where ``duplicate``
     marks the targets that repeat the current allocation and ``now_epoch_s`` is the corrected epoch
-    time where the job is now."""
+    time where the job is now. A move pays the re-allocation pause only from a ``launched`` job's
+    allocation: a job placed before it has run anything (``probes.first_placement``) starts
+    wherever it is placed for free."""
     job = state.job
     profile = target_profile(state, params)
     target_gpus = params.target_allocation[:, 0]
     target_cpus = params.target_allocation[:, 1]
     duplicate = jnp.logical_and(target_gpus == state.gpus, target_cpus == state.cpus)
     pause = move_pause_s(state.gpus, state.cpus, target_gpus, target_cpus, params)
+    if launched is not True:  # the observation's ranking (always launched) stays one expression
+        pause = jnp.where(launched, pause, 0.0)
     now: EpochMetrics = state.profile_now
     now_epoch_s = corrected_epoch_time(
         now.epoch_time_s, now.compute_share, now.sync_share, mu_compute, mu_sync
@@ -253,21 +261,31 @@ def candidate_totals(
 
 
 def ranked_candidates(
-    state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array
+    state: EnvState,
+    params: EnvParams,
+    mu_compute: jax.Array,
+    mu_sync: jax.Array,
+    launched: jax.Array | bool = True,
 ) -> tuple[jax.Array, Projection, Projection]:
     """The candidate the forecast ranks first under the log deviations ``(mu_compute, mu_sync)`` (0
     for keep, ``1 + k`` for target ``k``) and the projections it was ranked on: ``(first, keep,
-    targets)``."""
-    keep, targets, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync)
+    targets)``; ``launched`` as in :func:`candidate_totals`."""
+    keep, targets, duplicate, _ = candidate_totals(state, params, mu_compute, mu_sync, launched)
     keep_flag, target_flags = suggestion(state, params, keep, targets, duplicate)
     first = jnp.where(keep_flag > 0, 0, 1 + jnp.argmax(target_flags)).astype(jnp.int32)
     return first, keep, targets
 
 
-def first_choice(state: EnvState, params: EnvParams, mu_compute: jax.Array, mu_sync: jax.Array) -> jax.Array:
+def first_choice(
+    state: EnvState,
+    params: EnvParams,
+    mu_compute: jax.Array,
+    mu_sync: jax.Array,
+    launched: jax.Array | bool = True,
+) -> jax.Array:
     """The candidate the forecast ranks first under the log deviations ``(mu_compute, mu_sync)``:
-    0 for keep, ``1 + k`` for target ``k``."""
-    return ranked_candidates(state, params, mu_compute, mu_sync)[0]
+    0 for keep, ``1 + k`` for target ``k``; ``launched`` as in :func:`candidate_totals`."""
+    return ranked_candidates(state, params, mu_compute, mu_sync, launched)[0]
 
 
 def candidate_allocation(state: EnvState, params: EnvParams, first: jax.Array) -> tuple[jax.Array, jax.Array]:

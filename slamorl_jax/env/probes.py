@@ -8,8 +8,9 @@ on. The first probe launches the job (no pause), as a reset's first allocation d
 measured epoch time feeds the job's online model (``online_model.record_epoch``), the one the forecast
 block of the observation uses, and the forecast's first choice after the probes
 (``forecast.first_choice``: most SLAs projected to hold, then the
-preference's time and cost, the pause of moving included) becomes the job's first allocation; the
-switch to it from the last probe is billed too. Probes are not epochs: ``epoch`` and ``steps`` stay 0.
+preference's time and cost, the pause of moving from the last probe included) becomes the job's
+first allocation; the switch to it from the last probe is billed too. Probes are not epochs:
+``epoch`` and ``steps`` stay 0.
 
 Default probe set (:func:`probe_allocations`), in this order:
 
@@ -25,7 +26,8 @@ Probes pay off, if at all, over the epochs that follow, and a GPU switch costs a
 pause whatever the job, so a job probes only when the probes' forecast time (their runs on the
 profile and the pauses between them) is at most :data:`PROBE_BUDGET` of its forecast time at the
 request (:func:`probes_worth_running`); otherwise it starts at the forecast's first choice on the
-profile alone, unbilled (budget 0: never probe; ``math.inf``: always). The simulated measurement uses
+profile alone, unbilled and ranked with no pause for any candidate (:func:`first_placement`; budget
+0: never probe; ``math.inf``: always). The simulated measurement uses
 the job's hidden true constants at the contention of the job's start, with the env's log-normal epoch
 noise, exactly as an epoch is simulated; the measured epoch time is the probe's time over the
 fraction. The probes' busy GPU and CPU time and peak memory count in the job's utilisation and memory
@@ -177,11 +179,21 @@ def run_probes(
     )
 
 
-def suggested_allocation(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+def suggested_allocation(
+    state: EnvState, params: EnvParams, launched: jax.Array | bool = True
+) -> tuple[jax.Array, jax.Array]:
     """The allocation the forecast ranks first for ``state`` (keep or an absolute target), with the
-    job's online model as it stands."""
+    job's online model as it stands; a move pays its pause only when the job has ``launched`` (run
+    an epoch or a probe where it is), as the env bills it."""
     mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
-    return candidate_allocation(state, params, first_choice(state, params, mu_compute, mu_sync))
+    return candidate_allocation(state, params, first_choice(state, params, mu_compute, mu_sync, launched))
+
+
+def first_placement(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """The forecast start of a job that has run nothing yet (a fresh reset, no probes): the
+    allocation the forecast ranks first when every candidate starts for free, so the ranking does
+    not depend on where the job was reset (a start rule: ``episodes.run_episodes(start=...)``)."""
+    return suggested_allocation(state, params, launched=False)
 
 
 def start_at(

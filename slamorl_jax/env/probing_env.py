@@ -44,9 +44,10 @@ def probe_start(
     """``state`` (a fresh job: ``reset``/``place``) probed on the default set when they are worth
     running (``probes.probes_worth_running`` with ``budget``), ``NUM_PROBES`` uniforms ``u`` giving
     the probes' noise, and placed (``env.place``) at the forecast's first choice after them (on the
-    profile alone when the probes were skipped); ``env.step`` continues from it."""
+    profile alone and with no pause to rank when the probes were skipped: ``probes.first_placement``);
+    ``env.step`` continues from it."""
     probed, enabled = default_probes(u, state, params, fraction, budget)
-    first_gpus, first_cpus = suggested_allocation(probed, params)
+    first_gpus, first_cpus = suggested_allocation(probed, params, launched=enabled)
     return start_at(probed, env.place(state, first_gpus, first_cpus, params), params, enabled)
 
 

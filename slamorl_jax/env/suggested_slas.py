@@ -12,8 +12,10 @@ first for the job's preference with the targets being suggested counting as no l
 * budget = :data:`COST_MARGIN` x its projected total cost,
 * minimum throughput = :data:`THROUGHPUT_MARGIN` x its projected samples per second.
 
-A move from the job's current allocation pays its pause in the projection, as in the forecast
-block. The memory and utilisation SLAs are never suggested.
+A move from the job's current allocation pays its pause in the projection when the job has run
+probes there (it switches from the last probe, as ``ProbingEnv`` bills it); a job that has run
+nothing starts wherever it is placed, so no candidate pays one (``probes.first_placement``). The
+memory and utilisation SLAs are never suggested.
 
 The reference code's margins ignore how sure the forecast is, and a job's hidden deviations from
 its profile are larger than 10 % for many jobs (``benchmarks/suggested_slas.py`` measures how often
@@ -84,12 +86,15 @@ def with_targets(state: EnvState, values: dict[str, jax.Array]) -> EnvState:
     return state.replace(job=state.job.replace(sla_targets=state.job.sla_targets.replace(**values)))
 
 
-def forecast_choice(state: EnvState, params: EnvParams) -> dict[str, jax.Array]:
+def forecast_choice(
+    state: EnvState, params: EnvParams, launched: jax.Array | bool = True
+) -> dict[str, jax.Array]:
     """The forecast's first choice for ``state`` and its projection: ``gpus``, ``cpus``, ``time_s``
     (completion), ``cost_usd`` (total), ``throughput`` (the job's samples over ``time_s``, as the
-    SLA judges it) and the choice's ``compute_share`` and ``sync_share``."""
+    SLA judges it) and the choice's ``compute_share`` and ``sync_share``; a move pays its pause
+    only from a ``launched`` job (``forecast.candidate_totals``)."""
     mu_compute, mu_sync = posterior_deviation(state.model_stats, params)
-    first, keep, targets = ranked_candidates(state, params, mu_compute, mu_sync)
+    first, keep, targets = ranked_candidates(state, params, mu_compute, mu_sync, launched)
     gpus, cpus = candidate_allocation(state, params, first)
     k = jnp.maximum(first - 1, 0)
     profile = target_profile(state, params)
@@ -142,15 +147,19 @@ def margin_factor(
 
 
 def suggested_targets(
-    state: EnvState, params: EnvParams, names: Iterable[str] = SUGGESTIBLE, confidence: float | None = None
+    state: EnvState,
+    params: EnvParams,
+    names: Iterable[str] = SUGGESTIBLE,
+    confidence: float | None = None,
+    launched: jax.Array | bool = True,
 ) -> tuple[SlaTargets, dict[str, jax.Array]]:
     """The job's SLA targets with ``names`` suggested (module docstring: the reference code's margins,
     or margins for ``confidence`` in :data:`CONFIDENCE_RANGE`) and the others kept, and the
-    forecast's choice they come from (:func:`forecast_choice`, with ``names`` unlimited; ``margin``
-    is the time factor used)."""
+    forecast's choice they come from (:func:`forecast_choice`, with ``names`` unlimited and
+    ``launched`` as there; ``margin`` is the time factor used)."""
     names = check_suggestible(names)
     check_confidence(confidence)
-    choice = forecast_choice(without_limits(state, names), params)
+    choice = forecast_choice(without_limits(state, names), params, launched)
     if confidence is None:
         time_margin, cost_margin, throughput_margin = TIME_MARGIN, COST_MARGIN, THROUGHPUT_MARGIN
     else:

@@ -22,7 +22,7 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import WEIGHT_MODES, EnvParams, with_values
-from slamorl_jax.env.probes import suggested_allocation
+from slamorl_jax.env.probes import first_placement
 from slamorl_jax.episodes import (
     Controller,
     Policy,
@@ -89,7 +89,7 @@ def policy_methods(
             "the first epoch, no pause, no hindsight)",
             greedy,
             True,
-            start=suggested_allocation,
+            start=first_placement,
         ),
         Method(
             "policy_cold_start",
