@@ -45,7 +45,8 @@ epoch time (without re-allocation pauses; default: the last epoch alone; the obs
 it is the last epoch against the profile);
 ``mean_gpu_util``/``mean_cpu_util`` (time-weighted over the job so far, pauses included; default
 the last epoch's) and ``peak_memory_gib`` (default the last epoch's; before the first epoch, the
-profile's forecast of what its probes used, 0 without probes, as the env's reset and probes set it);
+profile's forecast of what its probes used, 0 without probes, as the env's reset and probes set it;
+once the job has run an epoch, at least that epoch's ``memory_used_gib``);
 ``requested_gpus``,
 ``requested_cpus`` and ``reference_throughput`` (see above); ``probes``, short runs made before the
 first epoch (``slamorl_jax.live_start.probe_plan``), each ``{"gpus", "cpus", "epoch_time_s"}`` with
@@ -374,14 +375,16 @@ def _check(job: LiveJob) -> None:
             f"({job.memory_alloc_gib:g})"
         )
     positive = ("last_epoch_time_s", "memory_alloc_gib", "deadline_s", "budget_usd")
-    for name in (*positive, "peak_memory_gib", "reference_throughput"):
+    for name in (*positive, "reference_throughput"):
         value = getattr(job, name)
         if value is not None and not value >= MIN_POSITIVE:
             raise ValueError(f"{name} must be at least {MIN_POSITIVE:g}, got {value:g}")
+    # A peak of 0 is a job that has used no memory yet (the env's fresh jobs without probes).
     non_negative = ("elapsed_s", "cost_usd", "throughput", "memory_used_gib", "price_per_hour")
-    for name in (*non_negative, "min_throughput", "max_memory_gib"):
+    for name in (*non_negative, "peak_memory_gib", "min_throughput", "max_memory_gib"):
         if getattr(job, name) is not None and not getattr(job, name) >= 0:
             raise ValueError(f"{name} must be >= 0, got {getattr(job, name)}")
+    _check_peak_memory(job)
     for name in ("gpu_util", "cpu_util", "min_gpu_util", "min_cpu_util", "mean_gpu_util", "mean_cpu_util"):
         value = getattr(job, name)
         if value is not None and not 0 <= value <= 1:
@@ -407,6 +410,17 @@ def _check(job: LiveJob) -> None:
     if job.multipliers is not None and not all(0 <= m <= MAX_MULTIPLIER for m in job.multipliers):
         raise ValueError(f"multipliers must be in [0, {MAX_MULTIPLIER:g}], got {list(job.multipliers)}")
     preference_vector(job.preference)  # raises for a bad preference
+
+
+def _check_peak_memory(job: LiveJob) -> None:
+    """A job that has run an epoch peaked at least at that epoch's memory: a lower peak is a unit or
+    field mix-up, and the memory SLA would be judged on it."""
+    peak, used = job.peak_memory_gib, job.memory_used_gib
+    if job.epochs_done > 0 and peak is not None and used is not None and peak < used:
+        raise ValueError(
+            f"peak_memory_gib ({peak:g}) is below memory_used_gib ({used:g}), the last epoch's: the peak "
+            "over the job so far includes it"
+        )
 
 
 def job_description(state: EnvState, catalog: Catalog | None = None) -> dict[str, Any]:

@@ -250,12 +250,23 @@ def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
         ({"gpus": 8}, "history's last entry \\(4 GPUs x 32 CPUs"),
         ({"preference": "fast"}, "unknown preference"),
         ({"preference": 3}, "preference must be a name or three weights"),
+        ({"peak_memory_gib": -1}, "peak_memory_gib must be >= 0"),
+        # the peak over the job so far includes the last epoch (it was accepted and judged on)
+        ({"peak_memory_gib": 10}, "peak_memory_gib \\(10\\) is below memory_used_gib \\(64\\)"),
     ],
 )
 def test_bad_live_jobs_are_refused_with_the_field_named(change: dict, message: str) -> None:
     """Every bad field gives a ValueError that names it."""
     with pytest.raises(ValueError, match=message):
         LiveJob.from_dict({**EXAMPLE, **change})
+
+
+def test_a_new_job_may_report_a_peak_of_zero() -> None:
+    """A job that has run nothing has used no memory: the env's fresh jobs have a peak of 0 (it was
+    refused as below 1e-06); before the first epoch a peak below the reading's forecast is fine."""
+    new = {**EXAMPLE, "epochs_done": 0, "elapsed_s": 0, "cost_usd": 0, "history": None}
+    assert LiveJob.from_dict({**new, "peak_memory_gib": 0}).peak_memory_gib == 0
+    assert LiveJob.from_dict({**EXAMPLE, "peak_memory_gib": 64}).peak_memory_gib == 64
 
 
 def test_null_leaves_an_optional_field_out() -> None:
