@@ -22,8 +22,11 @@ def requested_allocation(
     gpu_bins: jax.Array, cpus_per_gpu: jax.Array, data_parallel: jax.Array, params: EnvParams
 ) -> tuple[jax.Array, jax.Array]:
     """The user's static request for GPU-count bins and CPUs-per-GPU values (broadcast): a job that
-    is not data-parallel asks for one GPU; CPUs are rounded to the ``cpu_step`` lattice, then clipped."""
-    gpus = jnp.where(data_parallel, gpu_bins, 1)
+    is not data-parallel asks for one GPU; a bin above the cluster's largest job (Pollux's 32-GPU
+    bin on 16) asks for the most GPUs a job may hold; CPUs are the value x those GPUs, rounded to the
+    ``cpu_step`` lattice, then clipped. (Before 2026-12-05 the CPUs came from the unclipped bin: an
+    ImageNet request held 16 GPUs with 6.25-12 CPUs per GPU for the drawn 3.25-12.)"""
+    gpus = jnp.minimum(jnp.where(data_parallel, gpu_bins, 1), max_gpus(params))
     step = params.cpu_step.astype(jnp.float32)
     cpus = (jnp.round(cpus_per_gpu * gpus.astype(jnp.float32) / step) * step).astype(jnp.int32)
     return clip_allocation(
