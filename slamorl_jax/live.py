@@ -203,7 +203,10 @@ def _field_value(name: str, kind: str, value: Any) -> Any:
     if name == "preference":
         if isinstance(value, str):
             return value
-        if not isinstance(value, (list, tuple, np.ndarray)):
+        weights = isinstance(value, (list, tuple, np.ndarray)) and all(
+            not isinstance(v, (list, tuple, dict, np.ndarray)) for v in value
+        )
+        if not weights:
             raise ValueError(f"preference must be a name or three weights, got {short_value(value)}")
         return tuple(_number(name, v) for v in value)
     if name in ("workload", "gpu_type"):

@@ -14,8 +14,9 @@ knows the jobs it was trained on:
   deadline or budget cut the scenario's events make, ``env/shifts.py``), measured epoch times further
   from the profile's forecast than the hidden per-job spread, noise and contention ever put them,
   a reported price per hour below the catalogue's for the allocation or above it by more than
-  the scenario's largest price rise, and a job past its first epoch that gives a dual-weights policy
-  no ``multipliers`` (its SLA pressures then restart from 0).
+  the scenario's largest price rise, and a job that has run an epoch that gives a dual-weights
+  policy no ``multipliers`` (its SLA pressures then restart from 0, where the env's had already
+  moved at the job's start).
   The recommendation is still given; it says it is an extrapolation.
 """
 
@@ -167,7 +168,8 @@ def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tu
                 f"price_per_hour is {job.price_per_hour / listed:.3g}x the catalogue's for {job.gpus} "
                 f"{job.gpu_type} GPUs x {job.cpus} CPUs; training jobs paid 1x-{rise:g}x"
             )
-        if dual and job.multipliers is None and job.epochs_done > 1:
+        # The env's reset is a reading too: a job's multipliers before its first epoch's are not 0.
+        if dual and job.multipliers is None and job.epochs_done > 0:
             job_notes.append(
                 "no multipliers for a dual-weights policy: its SLA pressures restart from 0 (pass back the "
                 "previous answer's multipliers)"

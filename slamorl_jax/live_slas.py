@@ -17,8 +17,8 @@ the answer's allocation with the answer's SLAs, and asks ``recommend`` after eac
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from typing import Any
 
 import jax
@@ -40,9 +40,11 @@ _suggested = jax.jit(suggested_targets, static_argnums=(2, 3))
 
 def round_outward(value: float, up: bool, digits: int = SIGNIFICANT_DIGITS) -> float:
     """``value`` (> 0) to ``digits`` significant digits, rounded up (a deadline, a budget) or down (a
-    minimum): the margin is never eaten by the rounding."""
-    scale = 10.0 ** (digits - 1 - math.floor(math.log10(value)))
-    return (math.ceil if up else math.floor)(value * scale) / scale
+    minimum): the margin is never eaten by the rounding. In decimal arithmetic on the float's exact
+    value (a binary scale such as ``1e-5`` is inexact: 4.601e8 rounded "up" came out below it)."""
+    exact = Decimal(value)
+    quantum = Decimal(1).scaleb(exact.adjusted() - digits + 1)
+    return float(exact.quantize(quantum, rounding=ROUND_CEILING if up else ROUND_FLOOR))
 
 
 def suggested_slas(

@@ -14,7 +14,9 @@ answer (``live.recommend``), which stays the default:
   cluster;
 * :func:`probe_plan`: the probe runs to make first (``env/probes.py``'s default set and fraction, and
   whether they are worth their time for this job). The user runs them and reports each as the job's
-  ``probes`` (``{"gpus", "cpus", "epoch_time_s"}``, the probe's time over its fraction of an epoch);
+  ``probes`` (``{"gpus", "cpus", "epoch_time_s"}``, the probe's time over its fraction of an epoch),
+  with the job's ``gpus`` and ``cpus`` the last probe's (a move from there pays the pause, as in
+  ``ProbingEnv``);
   ``live.recommend`` then feeds them to the job's online model, as the env does, and the policy
   answers from the corrected forecast.
 """
@@ -123,6 +125,6 @@ def probe_plan(job: LiveJob, params: EnvParams) -> dict[str, Any]:
         "probes": runs,
         "worth_running": worth,
         "budget": PROBE_BUDGET,
-        "then": "report each run as the job's probes ({gpus, cpus, epoch_time_s = probe time / fraction}) "
-        "and ask again",
+        "then": "report each run as the job's probes ({gpus, cpus, epoch_time_s = probe time / fraction}), "
+        "the job at the last probe's allocation, and ask again",
     }

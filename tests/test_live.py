@@ -156,6 +156,16 @@ def test_a_dual_weights_job_that_passes_its_multipliers_back_gets_the_envs_weigh
     job = reported_job(job_row(run.state, running[0]), env.catalog, run.histories[running[0]])
     answer = recommend(load_policy(SHIPPED), job, params)
     assert any("no multipliers for a dual-weights policy" in note for note in answer.outside_training)
+    # After one epoch too: the env's multipliers moved at the job's start (its reset is a reading).
+    one_epoch = {
+        **EXAMPLE,
+        "epochs_done": 1,
+        "elapsed_s": 1550,
+        "cost_usd": 1.4,
+        "history": EXAMPLE["history"][:1],
+    }
+    answer = recommend(load_policy(SHIPPED), LiveJob.from_dict(one_epoch), params)
+    assert any("no multipliers for a dual-weights policy" in note for note in answer.outside_training)
     again = LiveJob.from_dict({**EXAMPLE, "multipliers": answer.multipliers})  # an answer's form is a job's
     assert again.multipliers == tuple(answer.multipliers[name] for name in SLA_NAMES)
     # The policy's own (severity) weights neither read nor carry them: null, not a figure that grows.
@@ -250,6 +260,8 @@ def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
         ({"gpus": 8}, "history's last entry \\(4 GPUs x 32 CPUs"),
         ({"preference": "fast"}, "unknown preference"),
         ({"preference": 3}, "preference must be a name or three weights"),
+        # a nested list was named "a finite number" (one weight's message)
+        ({"preference": [[1, 2, 3]]}, "preference must be a name or three weights, got \\[\\[1, 2, 3\\]\\]"),
         ({"peak_memory_gib": -1}, "peak_memory_gib must be >= 0"),
         # the peak over the job so far includes the last epoch (it was accepted and judged on)
         ({"peak_memory_gib": 10}, "peak_memory_gib \\(10\\) is below memory_used_gib \\(64\\)"),

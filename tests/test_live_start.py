@@ -293,3 +293,9 @@ def test_suggested_targets_round_away_from_the_job() -> None:
     assert round_outward(0.200011, up=True) == pytest.approx(0.2001)
     assert round_outward(40.8235, up=False) == pytest.approx(40.82)
     assert round_outward(27000.0, up=True) == 27000.0
+    # Large values (a million-epoch job's deadline) were rounded through an inexact 10.0 ** -5.
+    assert round_outward(460100000.0, up=True) == 460100000.0
+    assert round_outward(4.6009e8, up=False) == 460000000.0
+    assert round_outward(4.6009e8, up=True) == 460100000.0
+    for value in (1e-7 * 3.3333, 7.77e-3, 12345.6789, 9.99999e11):
+        assert round_outward(value, up=False) <= value <= round_outward(value, up=True)
