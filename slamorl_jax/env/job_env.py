@@ -12,8 +12,9 @@ Functional, gymnax-style API (pure functions of arrays; jit, vmap and scan them 
 Episode: one training job of ``job.epochs`` epochs; each ``step`` is one decision: the action changes
 the allocation, then one epoch runs. The job runs on its hidden true constants (``job_truth.py``); the
 agent sees its workload's profile and what the job has measured (``online_model.py``). A GPU change
-checkpoints and restarts the job (``reallocation_pause_s``, 30 s as measured by Pollux); a CPU-only
-change restarts the data loaders (``cpu_reallocation_pause_s``); both pauses are billed. Random
+checkpoints and restarts the job (``reallocation_pause_s``, 30 s: Pollux's simulator constant
+``rescale_time``, not a measurement); a CPU-only change restarts the data loaders
+(``cpu_reallocation_pause_s``); both pauses are billed. Random
 contention (a noisy neighbour or a congested link: compute x (1 + ``contention_compute_slowdown``),
 inter-node sync x (1 + ``contention_network_slowdown``)) starts with ``contention_start_prob`` an
 epoch and ends with ``contention_end_prob``; a GPU change restarts the job on a fresh placement,

@@ -2,9 +2,10 @@
 probes and the oracles' plans).
 
 A GPU change, or relocating the job to fresh nodes, checkpoints and restarts the job
-(``reallocation_pause_s``, 30 s as measured by Pollux); a CPU-only change restarts the data
-loaders (``cpu_reallocation_pause_s``); staying costs nothing. Both pauses are billed at the price
-of the allocation moved to.
+(``reallocation_pause_s``, 30 s: the constant of Pollux's simulator, ``rescale_time = 30``, not a
+measurement); a CPU-only change restarts the data loaders (``cpu_reallocation_pause_s``, 5 s, our
+assumption); staying costs nothing. Both pauses are billed at the price of the allocation moved
+to.
 """
 
 from __future__ import annotations
