@@ -44,9 +44,11 @@ epoch time (without re-allocation pauses; default: the last epoch alone; the obs
 ``surprise`` is the last entry against the online model of those before it, so without a history
 it is the last epoch against the profile);
 ``mean_gpu_util``/``mean_cpu_util`` (time-weighted over the job so far, pauses included; default
-the last epoch's) and ``peak_memory_gib`` (default the last epoch's; before the first epoch, the
-profile's forecast of what its probes used, 0 without probes, as the env's reset and probes set it;
-once the job has run an epoch, at least that epoch's ``memory_used_gib``);
+the last epoch's; before the first epoch, the profile's utilisation while its probes ran over
+``elapsed_s``, as the env's probes count busy time, 0 without probes) and ``peak_memory_gib``
+(default the last epoch's; before the first epoch, the profile's forecast of what its probes used,
+0 without probes, as the env's reset and probes set it; once the job has run an epoch, at least
+that epoch's ``memory_used_gib``);
 ``requested_gpus``,
 ``requested_cpus`` and ``reference_throughput`` (see above); ``probes``, short runs made before the
 first epoch (``slamorl_jax.live_start.probe_plan``), each ``{"gpus", "cpus", "epoch_time_s"}`` with

@@ -34,6 +34,7 @@ from slamorl_jax.env.job_model import (
 from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.online_model import empty_stats, epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.probes import PROBE_FRACTION
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
 
 if TYPE_CHECKING:
@@ -173,26 +174,32 @@ def reported_metrics(report: JobReport, forecast: EpochMetrics) -> EpochMetrics:
 
 def learn_runs(
     report: JobReport, profile: JobConstants, params: EnvParams
-) -> tuple[jax.Array, jax.Array, jax.Array]:
+) -> tuple[jax.Array, jax.Array, jax.Array, jax.Array, jax.Array]:
     """The online model's statistics after the job's runs, the last run's surprise against the model
-    of the runs before it, and the largest memory the profile forecasts for a run:
-    ``(stats, surprise, peak_gib)``."""
+    of the runs before it, the largest memory the profile forecasts for a run, and the busy GPU and
+    CPU seconds of the runs counted as probes (the profile's utilisation over
+    ``PROBE_FRACTION`` of each run's epoch time, as ``probes.run_probes`` counts them; read only
+    before the first epoch, when every run is a probe): ``(stats, surprise, peak_gib, gpu_busy_s,
+    cpu_busy_s)``."""
 
-    def learn(carry: tuple[jax.Array, jax.Array, jax.Array], run: tuple) -> tuple[tuple, None]:
-        stats, _, peak = carry
+    def learn(carry: tuple[jax.Array, ...], run: tuple) -> tuple[tuple, None]:
+        stats, _, peak, gpu_busy, cpu_busy = carry
         allocation, seconds, valid = run
         forecast = epoch_metrics(profile, allocation[0], allocation[1], params)
         measured = (seconds, forecast.epoch_time_s, forecast.compute_share, forecast.sync_share)
+        probe_s = PROBE_FRACTION * seconds
         learnt = (
             record_epoch(stats, *measured),
             epoch_surprise(stats, *measured, params),
             jnp.maximum(peak, forecast.memory_used_gib),
+            gpu_busy + forecast.gpu_util * probe_s,
+            cpu_busy + forecast.cpu_util * probe_s,
         )
         return tuple(jnp.where(valid, new, old) for new, old in zip(learnt, carry, strict=True)), None
 
     zero = jnp.zeros((), jnp.float32)
     runs = (report.run_allocation, report.run_seconds, report.run_valid)
-    return jax.lax.scan(learn, (empty_stats(), zero, zero), runs)[0]
+    return jax.lax.scan(learn, (empty_stats(), zero, zero, zero, zero), runs)[0]
 
 
 def state_from_report(report: JobReport, params: EnvParams) -> EnvState:
@@ -250,12 +257,19 @@ def state_from_report(report: JobReport, params: EnvParams) -> EnvState:
     )
     # Probes first, then the epochs, as the env measures them; the surprise is the last epoch's
     # against the model of everything measured before it (online_model.epoch_surprise), 0 before
-    # the first epoch. A new job's peak memory is what its probes used (the env's reset: 0 without).
-    stats, surprise, run_peak = learn_runs(report, profile, params)
+    # the first epoch. A new job's peak memory is what its probes used (the env's reset: 0 without),
+    # and its busy time their run time at the profile's utilisation (pauses are idle, as in the env).
+    stats, surprise, run_peak, probe_gpu_s, probe_cpu_s = learn_runs(report, profile, params)
+    started = done > 0
+    probe_share = 1.0 / jnp.maximum(elapsed, 1e-9)
     mean_gpu, mean_cpu, peak = (
         jnp.where(report.has_so_far[i], report.so_far[i], default)
         for i, default in enumerate(
-            (metrics.gpu_util, metrics.cpu_util, jnp.where(done > 0, metrics.memory_used_gib, run_peak))
+            (
+                jnp.where(started, metrics.gpu_util, jnp.minimum(probe_gpu_s * probe_share, 1.0)),
+                jnp.where(started, metrics.cpu_util, jnp.minimum(probe_cpu_s * probe_share, 1.0)),
+                jnp.where(started, metrics.memory_used_gib, run_peak),
+            )
         )
     )
     return EnvState(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -102,6 +103,54 @@ def test_the_forecast_start_of_a_reported_env_job_is_the_envs(params: object) ->
     for i in range(len(keys)):
         answer = forecast_first_allocation(reported_job(jax.tree.map(lambda x, i=i: x[i], fresh)), anywhere)
         assert (answer["gpus"], answer["cpus"]) == (env_gpus[i], env_cpus[i]), i
+
+
+def test_a_probed_new_job_counts_busy_time_and_peak_memory_over_its_probes_as_the_env_does(
+    params: object,
+) -> None:
+    """A job that reports its probes, elapsed time and cost but not its utilisation so far gets the
+    env's busy GPU and CPU time and peak memory of the probes (``ProbingEnv``; noise-free, no hidden
+    deviation, so the profile is the truth): it got the current allocation's utilisation over the
+    whole elapsed time, pauses included, where the env counts busy time only while probes run."""
+    import jax
+
+    from slamorl_jax.env.job_env import JobAllocationEnv
+    from slamorl_jax.env.job_model import epoch_metrics as metrics_at
+    from slamorl_jax.env.params import with_values
+    from slamorl_jax.env.probes import probe_allocations
+    from slamorl_jax.env.probing_env import ProbingEnv
+    from slamorl_jax.episodes import with_init_strategy
+    from slamorl_jax.live import reported_job
+
+    exact = with_values(
+        with_init_strategy(params, "requested"),
+        epoch_time_noise=0.0,
+        contention_start_prob=0.0,
+        compute_spread=0.0,
+        sync_spread=0.0,
+    )
+    keys = jax.random.split(jax.random.key(2), 6)
+    _, fresh = jax.jit(jax.vmap(JobAllocationEnv().reset, in_axes=(0, None)))(keys, exact)
+    _, started = jax.jit(jax.vmap(ProbingEnv(budget=math.inf).reset, in_axes=(0, None)))(keys, exact)
+    allocations = jax.device_get(jax.vmap(probe_allocations, in_axes=(0, None))(fresh, exact))
+    for i in range(len(keys)):
+        job_state = jax.tree.map(lambda x, i=i: x[i], started)
+        probes: list[tuple[int, int, float]] = []
+        for g, c in zip(allocations[0][i].tolist(), allocations[1][i].tolist(), strict=True):
+            if all((g, c) != (pg, pc) for pg, pc, _ in probes):
+                seconds = float(
+                    metrics_at(job_state.job.profile, jnp.int32(g), jnp.int32(c), exact).epoch_time_s
+                )
+                probes.append((g, c, seconds))
+        job = dataclasses.replace(
+            reported_job(job_state),
+            elapsed_s=float(job_state.elapsed_s),
+            cost_usd=float(job_state.cost_usd),
+            probes=tuple(probes),
+        )
+        live = live_state(job, exact)
+        for name in ("gpu_busy_s", "cpu_busy_s", "peak_memory_gib"):
+            np.testing.assert_allclose(getattr(live, name), getattr(job_state, name), rtol=1e-4, err_msg=name)
 
 
 @pytest.mark.slow  # two in-process recommend runs (about 10 s: loading the policy and its env params)
