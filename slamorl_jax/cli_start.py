@@ -25,6 +25,7 @@ TOOL_MODULES = (
     "slamorl_jax.env.feasibility",
     "slamorl_jax.calibration",
     "slamorl_jax.calibration.job_spread",
+    "slamorl_jax.calibration.assumptions",
 )
 #: The benchmark harness's package: each of its modules run as a program starts the same way.
 BENCHMARKS = "benchmarks"

@@ -27,6 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from slamorl_jax.cli_start import program_name, require_backend  # before JAX, NumPy: quiet Ctrl-C
+
+require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
+# ruff: noqa: E402  (the imports below start JAX's backend)
 import jax.numpy as jnp
 import numpy as np
 
@@ -39,7 +43,6 @@ from slamorl_jax.calibration.loaders import (
 )
 from slamorl_jax.calibration.workloads import WORKLOADS
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
-from slamorl_jax.cli_start import program_name
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.defaults import default_params
 from slamorl_jax.env.job_model import allocation_price_per_hour, epoch_metrics, job_constants_table
