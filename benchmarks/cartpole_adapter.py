@@ -19,6 +19,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from slamorl_jax.agent.plain_info import plain_info
+
 CARTPOLE_FEATURES = 4
 CARTPOLE_ACTIONS = 2
 
@@ -68,24 +70,7 @@ class CartPoleForTrainer:
         action = action % CARTPOLE_ACTIONS
         obs, inner, reward, terminated, truncated, info = self.env.step(key, state.inner, action, params)
         weights = jnp.full((self.reward_dim,), 1.0 / self.reward_dim, jnp.float32)
-        zero = jnp.zeros((), jnp.float32)
-        info = {
-            "weights": weights,
-            "final_weights": weights,
-            "final_observation": self._pad(info["final_observation"]),
-            "preference": weights,
-            "projected_remaining_time_s": zero,
-            "projected_remaining_cost_usd": zero,
-            "time_ref_s": jnp.ones((), jnp.float32),
-            "cost_ref_usd": jnp.ones((), jnp.float32),
-            "episode_time_s": zero,
-            "episode_cost_usd": zero,
-            "deadline_met": jnp.zeros((), bool),
-            "budget_met": jnp.zeros((), bool),
-            "all_slas_met": jnp.zeros((), bool),
-            "sla_compliance": zero,
-            "reallocations": jnp.zeros((), jnp.int32),
-        }
+        info = plain_info(self._pad(info["final_observation"]), weights)
         return (
             self._pad(obs),
             _WithWeights(inner, self.reward_dim),

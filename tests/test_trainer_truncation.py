@@ -18,6 +18,7 @@ from flax import struct
 from learner_fixtures import TINY
 
 from slamorl_jax.agent.gae import bootstrap_values
+from slamorl_jax.agent.plain_info import plain_info
 from slamorl_jax.agent.trainer import make_train
 
 STEP_LIMIT = 3  # every episode is truncated after this many steps
@@ -79,24 +80,7 @@ class CountingEnv:
         steps = state.steps + 1
         truncated = steps >= STEP_LIMIT
         after = jnp.where(truncated, 0, steps)
-        weights = state.weights
-        zero = jnp.zeros((), jnp.float32)
-        info = {
-            "final_observation": counting_obs(steps),
-            "final_weights": weights,
-            "preference": weights,
-            "projected_remaining_time_s": zero,
-            "projected_remaining_cost_usd": zero,
-            "time_ref_s": jnp.ones((), jnp.float32),
-            "cost_ref_usd": jnp.ones((), jnp.float32),
-            "episode_time_s": zero,
-            "episode_cost_usd": zero,
-            "deadline_met": jnp.zeros((), bool),
-            "budget_met": jnp.zeros((), bool),
-            "all_slas_met": jnp.zeros((), bool),
-            "sla_compliance": zero,
-            "reallocations": jnp.zeros((), jnp.int32),
-        }
+        info = plain_info(counting_obs(steps), state.weights)
         reward = jnp.ones((OBJECTIVES,), jnp.float32)
         return counting_obs(after), CountingState(after), reward, jnp.zeros((), bool), truncated, info
 
