@@ -355,7 +355,7 @@ class PythonJob:
         truth = profile.deviated(*deviation)
         epochs = _uniform_int(u[d.EPOCHS], v["epochs_min"][workload], v["epochs_max"][workload])
         gpus = v["requested_gpu_bins"][_categorical(u[d.REQUESTED_GPUS], p.requested_gpu_cdf[workload])]
-        gpus = gpus if profile.data_parallel else 1
+        gpus = min(gpus if profile.data_parallel else 1, v["max_gpus"])  # CPUs from the GPUs it gets
         ratio = v["requested_cpus_per_gpu_values"][_categorical(u[d.REQUESTED_CPUS], p.cpus_per_gpu_cdf)]
         requested = self._clip_allocation(gpus, on_cpu_lattice(v, gpus, ratio))
         # The user plans with the profile's forecast of the request.
