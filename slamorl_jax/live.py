@@ -205,8 +205,10 @@ def _field_value(name: str, kind: str, value: Any) -> Any:
     if name == "preference":
         if isinstance(value, str):
             return value
-        weights = isinstance(value, (list, tuple, np.ndarray)) and all(
-            not isinstance(v, (list, tuple, dict, np.ndarray)) for v in value
+        weights = (
+            isinstance(value, (list, tuple, np.ndarray))
+            and np.ndim(value) == 1
+            and all(not isinstance(v, (list, tuple, dict, np.ndarray)) for v in value)
         )
         if not weights:
             raise ValueError(f"preference must be a name or three weights, got {short_value(value)}")
@@ -417,11 +419,21 @@ def _check(job: LiveJob) -> None:
     preference_vector(job.preference)  # raises for a bad preference
 
 
+def has_launched(job: LiveJob) -> bool:
+    """Whether ``job`` has run anything where it is (an epoch, a probe, or time on its allocation):
+    a move from there pays the re-allocation pause; a job that has not starts wherever it is
+    placed for free (``env.probes.first_placement``)."""
+    return job.epochs_done > 0 or bool(job.probes) or (job.elapsed_s or 0.0) > 0
+
+
 def _check_peak_memory(job: LiveJob) -> None:
     """A job that has run an epoch peaked at least at that epoch's memory: a lower peak is a unit or
-    field mix-up, and the memory SLA would be judged on it."""
+    field mix-up, and the memory SLA would be judged on it (two tools' readings may differ within
+    ``LAST_EPOCH_TOLERANCE``)."""
     peak, used = job.peak_memory_gib, job.memory_used_gib
-    if job.epochs_done > 0 and peak is not None and used is not None and peak < used:
+    if peak is None or used is None or job.epochs_done == 0:
+        return
+    if peak < used * (1 - LAST_EPOCH_TOLERANCE):
         raise ValueError(
             f"peak_memory_gib ({peak:g}) is below memory_used_gib ({used:g}), the last epoch's: the peak "
             "over the job so far includes it"

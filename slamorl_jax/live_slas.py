@@ -32,7 +32,7 @@ from slamorl_jax.env.suggested_slas import (
     check_suggestible,
     suggested_targets,
 )
-from slamorl_jax.live import LiveJob, check_recommendable, live_state
+from slamorl_jax.live import LiveJob, check_recommendable, has_launched, live_state
 
 SIGNIFICANT_DIGITS = 4  # of a suggested target
 _suggested = jax.jit(suggested_targets, static_argnums=(2, 3))
@@ -61,8 +61,8 @@ def suggested_slas(
             f"SLAs are suggested for a job that has run no epoch yet (epochs_done is {job.epochs_done})"
         )
     check_recommendable(job, params)
-    # launched: a job that ran probes moves from the last one; one that ran nothing starts for free.
-    targets, choice = _suggested(live_state(job, params), params, suggest, confidence, bool(job.probes))
+    # A job that ran probes moves from the last one; one that ran nothing starts for free.
+    targets, choice = _suggested(live_state(job, params), params, suggest, confidence, has_launched(job))
     choice = {name: float(value) for name, value in choice.items()}
     slas = {
         name: round_outward(float(getattr(targets, name)), up=name != "min_throughput")

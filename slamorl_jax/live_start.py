@@ -43,7 +43,7 @@ from slamorl_jax.env.probes import (
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.history.lookup import nearest_record, table_from_records
 from slamorl_jax.history.records import HistoryRecord
-from slamorl_jax.live import LiveJob, check_recommendable, live_state
+from slamorl_jax.live import LiveJob, check_recommendable, has_launched, live_state
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +92,7 @@ def forecast_first_allocation(job: LiveJob, params: EnvParams) -> dict[str, Any]
     check_recommendable(job, params)
     # A job that ran probes moves from the last one (the env's ProbingEnv); one that ran nothing
     # starts wherever it is placed, so no candidate pays a pause (probes.first_placement).
-    gpus, cpus = _suggested(live_state(job, params), params, bool(job.probes))
+    gpus, cpus = _suggested(live_state(job, params), params, has_launched(job))
     return {
         "source": "forecast",
         "gpus": int(gpus),

@@ -100,7 +100,8 @@ def json_or_reason(text: str) -> tuple[object, str | None]:
         return None, " is nested too deeply to be a job"
     except ValueError as err:  # a key given twice; an integer of more digits than Python converts
         if "int_max_str_digits" in str(err) or "integer string conversion" in str(err):
-            return None, " holds an integer of more digits than a job's number can have (over 4,300)"
+            limit = sys.get_int_max_str_digits()
+            return None, f" holds an integer of more digits than a job's number can have (over {limit:,})"
         return None, f": {first_line(err)}"
 
 

@@ -279,6 +279,11 @@ def test_a_new_job_may_report_a_peak_of_zero() -> None:
     new = {**EXAMPLE, "epochs_done": 0, "elapsed_s": 0, "cost_usd": 0, "history": None}
     assert LiveJob.from_dict({**new, "peak_memory_gib": 0}).peak_memory_gib == 0
     assert LiveJob.from_dict({**EXAMPLE, "peak_memory_gib": 64}).peak_memory_gib == 64
+    # Two tools' readings of one peak may differ in the last digits.
+    assert LiveJob.from_dict({**EXAMPLE, "peak_memory_gib": 63.99}).peak_memory_gib == 63.99
+    # A 0-d array is not three weights (it raised a TypeError from iterating it).
+    with pytest.raises(ValueError, match="preference must be a name or three weights"):
+        dataclasses.replace(LiveJob.from_dict(EXAMPLE), preference=np.array(1.0))
 
 
 def test_null_leaves_an_optional_field_out() -> None:

@@ -105,6 +105,19 @@ def test_the_forecast_start_of_a_reported_env_job_is_the_envs(params: object) ->
         assert (answer["gpus"], answer["cpus"]) == (env_gpus[i], env_cpus[i]), i
 
 
+def test_a_new_job_that_has_spent_time_where_it_is_pays_the_pause_to_move(params: object) -> None:
+    """Only a job that has run nothing (no epoch, probe or elapsed time) is placed for free: one
+    already running its first epoch (elapsed_s > 0) or probed ranks moves with their pause, as the
+    env's launched jobs do."""
+    from slamorl_jax.live import has_launched
+
+    fresh = LiveJob.from_dict(NEW_JOB)
+    running = LiveJob.from_dict({**NEW_JOB, "elapsed_s": 100, "cost_usd": 0.1})
+    probed = LiveJob.from_dict({**NEW_JOB, "probes": [{"gpus": 4, "cpus": 32, "epoch_time_s": 1550.0}]})
+    assert [has_launched(job) for job in (fresh, running, probed)] == [False, True, True]
+    assert has_launched(LiveJob.from_dict({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}))
+
+
 def test_a_probed_new_job_counts_busy_time_and_peak_memory_over_its_probes_as_the_env_does(
     params: object,
 ) -> None:

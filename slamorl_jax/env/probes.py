@@ -191,8 +191,8 @@ def suggested_allocation(
 
 def first_placement(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
     """The forecast start of a job that has run nothing yet (a fresh reset, no probes): the
-    allocation the forecast ranks first when every candidate starts for free, so the ranking does
-    not depend on where the job was reset (a start rule: ``episodes.run_episodes(start=...)``)."""
+    allocation the forecast ranks first when every candidate starts for free (the reset allocation
+    stays a candidate, keep, and wins ties; a start rule: ``episodes.run_episodes(start=...)``)."""
     return suggested_allocation(state, params, launched=False)
 
 
