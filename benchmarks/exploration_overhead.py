@@ -124,10 +124,17 @@ def overhead_per_job(
     return {"regret": regret * nan, "severity": severity * nan, "overhead": (regret + severity) * nan}
 
 
+# A cold overhead below this (a hundredth of the request's objective) is within the spread of a
+# scenario's objective between evaluation seeds (0.007-0.018 in docs/evaluation/evaluation.md), so
+# a cut of it says nothing: conflict's whole-job 0.0003 made cuts of 1232 % and -12089 %.
+MIN_COLD_OVERHEAD = 0.01
+
+
 def cut(warm: float, cold: float) -> float:
     """``1 - warm / cold``: how much of the cold start's overhead a warm start saves; NaN (null in
-    the report, n/a in its table) where the cold start has none to save (0 or less, or undefined)."""
-    return 1.0 - warm / cold if cold > 0 else math.nan
+    the report, n/a in its table) where the cold start has none to save (under
+    :data:`MIN_COLD_OVERHEAD`, or undefined)."""
+    return 1.0 - warm / cold if cold >= MIN_COLD_OVERHEAD else math.nan
 
 
 def start_methods(policy: LoadedPolicy, history: HistoryStart) -> dict[str, tuple[Method, JobAllocationEnv]]:

@@ -45,5 +45,5 @@ def test_jobs_cut_at_the_window_count_and_jobs_that_ran_on_do_not() -> None:
 def test_a_cut_needs_a_cold_overhead_to_cut() -> None:
     assert cut(0.05, 0.1) == pytest.approx(0.5)
     assert cut(-0.2, 0.1) == pytest.approx(3.0)
-    for cold in (0.0, -0.015, math.nan):
+    for cold in (0.0, -0.015, math.nan, 0.0003):  # 0.0003: a cut of 2725 % of nothing
         assert math.isnan(cut(0.01, cold))
