@@ -249,16 +249,15 @@ def test_a_request_above_the_largest_job_takes_its_cpus_per_gpu_from_the_gpus_it
 ) -> None:
     """A 32-GPU bin on a 16-GPU cluster requests 16 GPUs with the drawn CPUs per GPU (every imagenet
     request): the CPUs came from the unclipped 32 GPUs, 8 CPUs per GPU for a drawn 4."""
-    from slamorl_jax.env.job_generator import job_table, requested_allocation
+    from slamorl_jax.env.job_generator import requested_allocation
 
-    bins = jnp.asarray([1, 2, 16, 32])
-    gpus, cpus = requested_allocation(bins, jnp.float32(4.0), jnp.asarray(True), params)
-    assert np.asarray(gpus).tolist() == [1, 2, 16, 16]
-    assert np.asarray(cpus).tolist() == [4, 8, 64, 64]
-    table = job_table(params)  # every request of every workload: no more CPUs per GPU than drawn
-    per_gpu = np.asarray(table["requested_cpus"]) / np.asarray(table["requested_gpus"])
-    drawn = np.asarray(params.requested_cpus_per_gpu_values)[None, None, None, :]
-    assert np.all(per_gpu <= drawn + float(params.cpu_step) / 2)
+    bins = params.requested_gpu_bins[:, None]  # every bin x every drawn CPUs per GPU (job_table's grid)
+    ratios = params.requested_cpus_per_gpu_values[None, :]
+    gpus, cpus = requested_allocation(bins, ratios, jnp.asarray(True), params)
+    assert np.asarray(gpus)[:, 0].tolist() == [1, 2, 4, 8, 16, 16]
+    assert np.asarray(cpus)[-1, 1] == 64  # the 32-GPU bin at 4 CPUs per GPU: 16 x 4 (it was 128)
+    per_gpu = np.asarray(cpus) / np.asarray(gpus)  # no more CPUs per GPU than drawn (to the step)
+    assert np.all(per_gpu <= np.asarray(ratios) + float(params.cpu_step) / 2)
 
 
 def test_reallocation_pauses_and_bills_the_job(
