@@ -143,18 +143,24 @@ def test_a_probed_new_job_counts_busy_time_and_peak_memory_over_its_probes_as_th
         sync_spread=0.0,
     )
     keys = jax.random.split(jax.random.key(2), 6)
-    _, fresh = jax.jit(jax.vmap(JobAllocationEnv().reset, in_axes=(0, None)))(keys, exact)
-    _, started = jax.jit(jax.vmap(ProbingEnv(budget=math.inf).reset, in_axes=(0, None)))(keys, exact)
-    allocations = jax.device_get(jax.vmap(probe_allocations, in_axes=(0, None))(fresh, exact))
+
+    @jax.jit
+    def jobs(keys: jax.Array) -> tuple:
+        """Each job probed and placed, its probe allocations and their (noise-free) epoch times."""
+        _, fresh = jax.vmap(JobAllocationEnv().reset, in_axes=(0, None))(keys, exact)
+        _, started = jax.vmap(ProbingEnv(budget=math.inf).reset, in_axes=(0, None))(keys, exact)
+        gpus, cpus = jax.vmap(probe_allocations, in_axes=(0, None))(fresh, exact)
+        profile_time = jax.vmap(lambda p, g, c: metrics_at(p, g, c, exact).epoch_time_s, in_axes=(None, 0, 0))
+        seconds = jax.vmap(profile_time)(fresh.job.profile, gpus, cpus)
+        return started, gpus, cpus, seconds
+
+    started, gpus, cpus, seconds = jax.device_get(jobs(keys))
     for i in range(len(keys)):
         job_state = jax.tree.map(lambda x, i=i: x[i], started)
         probes: list[tuple[int, int, float]] = []
-        for g, c in zip(allocations[0][i].tolist(), allocations[1][i].tolist(), strict=True):
+        for g, c, t in zip(gpus[i].tolist(), cpus[i].tolist(), seconds[i].tolist(), strict=True):
             if all((g, c) != (pg, pc) for pg, pc, _ in probes):
-                seconds = float(
-                    metrics_at(job_state.job.profile, jnp.int32(g), jnp.int32(c), exact).epoch_time_s
-                )
-                probes.append((g, c, seconds))
+                probes.append((g, c, t))
         job = dataclasses.replace(
             reported_job(job_state),
             elapsed_s=float(job_state.elapsed_s),
