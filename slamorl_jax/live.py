@@ -81,6 +81,7 @@ from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.probes import PROBE_FRACTION
 from slamorl_jax.env.state import EnvState, check_state
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
 from slamorl_jax.env.validation import validate_params_once
@@ -343,8 +344,15 @@ def _check_last_epoch(job: LiveJob) -> None:
 def _check_elapsed(job: LiveJob) -> None:
     """``elapsed_s`` covers the epochs the job reports having run (every one in ``history``, or the
     last), pauses on top, within ``LAST_EPOCH_TOLERANCE``: 1 s with ten epochs of 1,550 s was read
-    as a job far ahead of its deadline."""
+    as a job far ahead of its deadline. A new job's given ``elapsed_s`` covers its probes' run time
+    (``PROBE_FRACTION`` of each probe's ``epoch_time_s``; left out, it is 0: not given)."""
     if job.epochs_done == 0:
+        probe_s = PROBE_FRACTION * sum(seconds for _, _, seconds in job.probes or ())
+        if job.elapsed_s and probe_s > job.elapsed_s * (1 + LAST_EPOCH_TOLERANCE):
+            raise ValueError(
+                f"elapsed_s ({job.elapsed_s:g} s) is less than its probes ran ({probe_s:g} s, "
+                f"{PROBE_FRACTION:g} of each probe's epoch_time_s): elapsed_s is the job's time so far"
+            )
         return
     run = sum(seconds for _, _, seconds in job.history) if job.history else job.last_epoch_time_s or 0.0
     if run > job.elapsed_s * (1 + LAST_EPOCH_TOLERANCE):

@@ -118,6 +118,16 @@ def test_a_new_job_that_has_spent_time_where_it_is_pays_the_pause_to_move(params
     assert has_launched(LiveJob.from_dict({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}))
 
 
+def test_a_new_job_given_less_elapsed_time_than_its_probes_ran_is_refused() -> None:
+    """Its busy time was clipped to the elapsed time without a word; left out (0), elapsed is not
+    given and stays accepted."""
+    probes = [{"gpus": 4, "cpus": 32, "epoch_time_s": 1550.0}, {"gpus": 8, "cpus": 32, "epoch_time_s": 900.0}]
+    with pytest.raises(ValueError, match=r"elapsed_s \(10 s\) is less than its probes ran \(122\.5 s"):
+        LiveJob.from_dict({**NEW_JOB, "probes": probes, "elapsed_s": 10})
+    assert LiveJob.from_dict({**NEW_JOB, "probes": probes, "elapsed_s": 0}).elapsed_s == 0
+    assert LiveJob.from_dict({**NEW_JOB, "probes": probes, "elapsed_s": 200}).elapsed_s == 200
+
+
 def test_a_probed_new_job_counts_busy_time_and_peak_memory_over_its_probes_as_the_env_does(
     params: object,
 ) -> None:
