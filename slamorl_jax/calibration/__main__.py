@@ -42,7 +42,7 @@ FIT_ERRORS = (ValueError, KeyError, IndexError, ArithmeticError, csv.Error, OSEr
 #: Each loader, after the files it reads (relative to ``--data-dir``), to name them when it fails.
 LOADERS: tuple[tuple[tuple[str, ...], Callable[[Path], object]], ...] = (
     (("synergy-osdi22/cpu_mem_sensitivity.csv",), loaders.load_synergy_cpu_profiles),
-    (("aws-ec2-prices/aws_gpu_instances_us_east_1.csv",), loaders.load_aws_prices),
+    ((loaders.AWS_PRICE_FILE.as_posix(),), loaders.load_aws_prices),
     (("alibaba-gpu-v2023/openb_pod_list_default.csv",), loaders.load_alibaba_cpus_per_gpu),
     (("gavel-osdi20/simulation_throughputs.json",), loaders.load_gavel_isolated),
     (("pollux-osdi21/traces/philly.csv",), loaders.load_philly_num_gpus),

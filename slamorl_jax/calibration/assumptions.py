@@ -22,7 +22,6 @@ of the ``price_rise`` event (item 5 of the page). ``python -m slamorl_jax.calibr
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ import numpy as np
 
 from slamorl_jax.calibration import gavel_fit, gpu_speed
 from slamorl_jax.calibration.loaders import (
+    AWS_PRICE_FILE,
     DEFAULT_DATA_DIR,
     InstancePrice,
     load_aws_prices,
@@ -50,7 +50,6 @@ from slamorl_jax.env.params import EnvParams, max_gpus, with_values
 from slamorl_jax.env.shifts import DEFAULT_SHIFT_SIZE_HIGH, DEFAULT_SHIFT_SIZE_LOW, PRICE_RISE
 
 PROG = program_name("slamorl_jax.calibration.assumptions")  # as started: -m or its script
-PRICE_FILE = Path("aws-ec2-prices") / "aws_gpu_instances_us_east_1.csv"
 _SPECS = {s.name: s for s in WORKLOADS}
 
 
@@ -282,9 +281,11 @@ def memory_rows(params: EnvParams, catalog: Catalog, data_dir: Path = DEFAULT_DA
 def spot_ratios(catalog: Catalog, data_dir: Path = DEFAULT_DATA_DIR) -> SpotRatios:
     """``SpotPrice / Price`` of every AWS row of one of the catalogue's GPU types that has a spot price,
     with the ``price_rise`` event's default size range (``env/shifts.py``)."""
-    with (Path(data_dir) / PRICE_FILE).open(newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["AcceleratorName"] in catalog.gpu_types and r["SpotPrice"]]
-    ratios = {r["InstanceType"]: float(r["SpotPrice"]) / float(r["Price"]) for r in rows}
+    ratios = {
+        r.instance_type: r.spot_price_per_hour / r.price_per_hour
+        for r in load_aws_prices(data_dir)
+        if r.accelerator in catalog.gpu_types and r.spot_price_per_hour is not None
+    }
     return SpotRatios(ratios, DEFAULT_SHIFT_SIZE_LOW[PRICE_RISE], DEFAULT_SHIFT_SIZE_HIGH[PRICE_RISE])
 
 
@@ -334,7 +335,7 @@ def format_spot(spot: SpotRatios) -> str:
     """One line: the file's spot / on-demand range and the rise that would take a spot price to on-demand."""
     r = np.array(list(spot.ratios.values()))
     return (
-        f"{PRICE_FILE.as_posix()} SpotPrice / Price over its {r.size} rows of the simulator's GPU types: "
+        f"{AWS_PRICE_FILE.as_posix()} SpotPrice / Price over its {r.size} rows of the simulator's GPU types: "
         f"{r.min():.2f}-{r.max():.2f} (median {np.median(r):.2f}), so a spot price reaches the on-demand "
         f"price after a rise of x{1 / r.max():.2f}-{1 / r.min():.2f}; the price_rise event multiplies "
         f"the billed on-demand $/GPU-h by {spot.rise_low:g}-{spot.rise_high:g}."

@@ -204,14 +204,20 @@ class InstancePrice:
     vcpus: float
     memory_gib: float
     price_per_hour: float  # on-demand USD
+    spot_price_per_hour: float | None = None  # USD; None where the row has none
+
+
+#: The vendored AWS price table, relative to the data folder.
+AWS_PRICE_FILE = Path("aws-ec2-prices") / "aws_gpu_instances_us_east_1.csv"
 
 
 def load_aws_prices(data_dir: Path = DEFAULT_DATA_DIR) -> list[InstancePrice]:
-    """On-demand prices of the vendored AWS instance rows."""
-    path = Path(data_dir) / "aws-ec2-prices" / "aws_gpu_instances_us_east_1.csv"
+    """On-demand (and, where given, spot) prices of the vendored AWS instance rows."""
+    path = Path(data_dir) / AWS_PRICE_FILE
     out = []
     for row in _rows(path):
         count = row["AcceleratorCount"].strip()
+        spot = (row.get("SpotPrice") or "").strip()
         out.append(
             InstancePrice(
                 instance_type=row["InstanceType"],
@@ -220,6 +226,7 @@ def load_aws_prices(data_dir: Path = DEFAULT_DATA_DIR) -> list[InstancePrice]:
                 vcpus=float(row["vCPUs"]),
                 memory_gib=float(row["MemoryGiB"]),
                 price_per_hour=float(row["Price"]),
+                spot_price_per_hour=float(spot) if spot else None,
             )
         )
     return out
