@@ -473,7 +473,7 @@ def posterior_histories(
 @pytest.mark.parametrize(
     ("compute", "sync", "noise"),
     [
-        (0.28, 0.14, 0.1),
+        (0.23, 0.14, 0.1),
         (0.8, 0.6, 0.1),
         (2.0, 2.0, 1e-3),
         (0.0, 2.0, 0.01),

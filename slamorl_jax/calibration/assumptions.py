@@ -6,9 +6,10 @@ shipped / alternative. The simulated quantities come from the environment's own 
 (``env/job_model.py`` on ``default_params()``, one field changed), the alternatives from the vendored
 data through the calibration's loaders (docs/calibration.md, "Assumptions without a source"):
 
-1. the K80 and P100 speed of the Pollux workloads (T4-calibrated): the median Gavel ratio over all job
-   types, against the ratio of the same model Gavel measured (Gavel's samples/s on that GPU over
-   Pollux's T4 samples/s at the Gavel batch nearest the workload's per-GPU batch);
+1. the K80 and P100 speed of the Pollux workloads (T4-calibrated) whose model Gavel measured too:
+   that model's own ratio (Gavel's samples/s on that GPU over Pollux's T4 samples/s at the Gavel
+   batch nearest the workload's per-GPU batch), against the median Gavel ratio over all job types
+   that the other four Pollux workloads, with no model in Gavel's data, have to use;
 2. Gavel's calibration network (25 Gb/s, an assumed p3.16xlarge): against the cluster's own, i.e.
    Gavel's inter-node sync terms used as measured;
 3. Gavel's calibration vCPUs per GPU (8, an assumed p3): against the cluster's own (no CPU correction);
@@ -33,13 +34,12 @@ require_backend()  # run as a program: a platform the machine lacks is one line,
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.calibration import gavel_fit, gpu_speed
+from slamorl_jax.calibration import gpu_speed
 from slamorl_jax.calibration.loaders import (
     AWS_PRICE_FILE,
     DEFAULT_DATA_DIR,
     InstancePrice,
     load_aws_prices,
-    load_gavel_isolated,
 )
 from slamorl_jax.calibration.workloads import WORKLOADS
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
@@ -97,41 +97,36 @@ def throughput_ratios(
     return [float(a[cell] / b[cell]) for cell in cells]
 
 
-def nearest_batch(job_type: str, batch: float, gpus: Sequence[str], data_dir: Path = DEFAULT_DATA_DIR) -> int:
-    """The per-GPU batch of ``job_type`` nearest ``batch`` in log that Gavel measured on one GPU of
-    every type in ``gpus`` (Gavel's names, e.g. ``"k80"``)."""
-    iso = load_gavel_isolated(data_dir)
-    measured = [
-        b
-        for b in gavel_fit.batches_measured(job_type, data_dir)
-        if all(iso.get((g, gavel_fit.job_key(job_type, b), 1), 0.0) > 0.0 for g in gpus)
-    ]
-    if not measured:
-        raise ValueError(f"{job_type}: no batch measured on one GPU of each of {', '.join(gpus)}")
-    return min(measured, key=lambda b: abs(np.log(b / batch)))
-
-
-def speed_over_t4(app: str, job_type: str, batch: int, gpu: str, data_dir: Path = DEFAULT_DATA_DIR) -> float:
-    """Gavel's 1-GPU samples/s of ``job_type`` on ``gpu`` (``"k80"``, ``"p100"``) at ``batch`` over
-    Pollux's 1-GPU T4 samples/s of the same model (``app``) at that batch."""
-    gavel = load_gavel_isolated(data_dir)[(gpu, gavel_fit.job_key(job_type, batch), 1)] * batch
-    return gavel / gpu_speed.pollux_single_gpu_samples_per_s(app, batch, data_dir)
+def median_speeds_over_t4(catalog: Catalog, data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, float]:
+    """The K80, P100 and V100 speeds over T4 that a Pollux workload with no model in Gavel's data gets:
+    the median Gavel ratios and V100 over the T4/V100 geometric mean of the shared models (at the
+    Gavel workloads' batches, as the calibration takes them)."""
+    batches = {
+        _SPECS[name].key: int(catalog.local_batch[i])
+        for i, name in enumerate(catalog.workload_names)
+        if _SPECS[name].source == "gavel"
+    }
+    t4 = gpu_speed.t4_over_v100(batches, data_dir)
+    median = gpu_speed.median_gavel_ratios(data_dir)
+    return {"K80": median["K80"] / t4.ratio, "P100": median["P100"] / t4.ratio, "V100": 1.0 / t4.ratio}
 
 
 def gpu_speed_rows(
     params: EnvParams, catalog: Catalog, data_dir: Path = DEFAULT_DATA_DIR
 ) -> list[Sensitivity]:
-    """Item 1: K80 and P100 speed of the Pollux workloads Gavel also measured, median vs own model."""
+    """Item 1: K80 and P100 speed of the Pollux workloads Gavel also measured: the same model's
+    ratio (shipped) against the median over Gavel's job types that the other Pollux workloads get."""
     num_types = int(gpu_speed.median_gavel_ratios(data_dir)["num_job_types"])
+    median = median_speeds_over_t4(catalog, data_dir)
     speed = np.array(catalog.compute_speed, dtype=np.float64)
     cases = []
     for app, job in gpu_speed.SHARED_MODELS:
         name = next(s.name for s in WORKLOADS if s.source == "pollux" and s.key == app)
         w = workload_index(name, catalog)
-        batch = nearest_batch(job, float(catalog.local_batch[w]), ("k80", "p100"), data_dir)
+        batch = gpu_speed.same_model_batch(app, float(catalog.local_batch[w]), data_dir)
         for gpu in ("K80", "P100"):
             t = gpu_type_index(gpu, catalog)
-            speed[w, t] = speed_over_t4(app, job, batch, gpu.lower(), data_dir)
+            speed[w, t] = median[gpu]
             cases.append((name, job, batch, gpu, (w, t)))
     alternative = params.replace(workloads=with_values(params.workloads, compute_speed=speed))
     node = int(params.gpus_per_node)
@@ -140,11 +135,11 @@ def gpu_speed_rows(
         Sensitivity(
             item=1,
             subject=f"{name} on {gpu}",
-            assumption=f"speed vs T4 = median Gavel {gpu}/V100 over {num_types} job types / T4/V100",
+            assumption=f"speed vs T4 = Gavel {job} bs {batch} on {gpu} / Pollux T4 at bs {batch}",
             shipped=float(catalog.compute_speed[cell]),
             alternative=float(speed[cell]),
             value_format="{:.3f}",
-            source=f"Gavel {job} bs {batch} on {gpu} / Pollux T4 at bs {batch}",
+            source=f"median Gavel {gpu}/V100 over {num_types} job types / T4/V100, as the other Pollux apps",
             effects=tuple((_gpus_label(params, g), per_gpus[g][i]) for g in per_gpus),
         )
         for i, (name, job, batch, gpu, cell) in enumerate(cases)

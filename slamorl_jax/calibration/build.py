@@ -172,7 +172,6 @@ def calibrate(data_dir: Path = DEFAULT_DATA_DIR) -> tuple[dict[str, Any], Report
     t4 = gpu_speed.t4_over_v100({j: b for j, b in batches.items() if b is not None}, data_dir=data_dir)
     report.t4_v100 = t4
     report.gavel_median_ratios = gpu_speed.median_gavel_ratios(data_dir)
-    pollux_speeds = gpu_speed.pollux_workload_speeds(t4.ratio, data_dir)
 
     entries = []
     for spec in WORKLOADS:
@@ -195,7 +194,7 @@ def calibrate(data_dir: Path = DEFAULT_DATA_DIR) -> tuple[dict[str, Any], Report
                     f.local_batch,
                     epochs,
                     {k: getattr(f.model, k) for k in PARAM_NAMES},
-                    pollux_speeds,
+                    gpu_speed.pollux_workload_speeds(spec.key, f.local_batch, t4.ratio, data_dir),
                     cpu[spec.cpu_profile],
                     req.pollux_gpu_probs[spec.key],
                     fit,
@@ -217,7 +216,7 @@ def calibrate(data_dir: Path = DEFAULT_DATA_DIR) -> tuple[dict[str, Any], Report
         batch = batches[spec.key]
         local_batch = batch if batch is not None else int(spec.unbatched_local_batch or 1)
         name = gavel_fit.job_key(spec.key, batch)
-        speeds = gpu_speed.gavel_workload_speeds(name, t4.ratio, data_dir)
+        speeds = gpu_speed.gavel_workload_speeds(name, t4.per_model.get(spec.key, t4.ratio), data_dir)
         g = gavel_fit.fit_job(
             spec.key,
             batch,

@@ -1,23 +1,29 @@
 """Compute speed of each GPU type relative to a workload's calibration GPU.
 
 * Gavel workloads (calibrated on V100): K80 and P100 from Gavel's own 1-GPU measurements at the
-  workload's batch; T4 / V100 from the two models both datasets measured.
+  workload's batch; T4 / V100 the model's own where Pollux measured it too (ResNet-18, ResNet-50),
+  else the geometric mean below.
 * T4 / V100: Pollux measured ResNet-18/CIFAR-10 (``cifar10``) and ResNet-50/ImageNet
   (``imagenet``) on one T4; Gavel measured the same models on one V100. The Pollux 1-GPU
   throughput is interpolated (linear in log batch / log throughput between measured batches) to the
   Gavel batch and divided by the Gavel V100 throughput; the geometric mean of the two ratios is
   used for every Gavel workload.
-* Pollux workloads (calibrated on T4): K80 and P100 = median over Gavel's job types of the 1-GPU
+* Pollux workloads (calibrated on T4) whose model Gavel measured too (``cifar10``, ``imagenet``):
+  K80, P100 and V100 = Gavel's 1-GPU samples/s of that model on that GPU over Pollux's T4 samples/s,
+  both at the Gavel batch nearest (in log) the workload's per-GPU batch.
+* The other Pollux workloads: K80 and P100 = median over Gavel's job types of the 1-GPU
   K80 / V100 and P100 / V100 ratios, divided by T4 / V100; V100 = 1 / (T4 / V100).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from slamorl_jax.calibration import gavel_fit
 from slamorl_jax.calibration.loaders import (
     DEFAULT_DATA_DIR,
     load_gavel_isolated,
@@ -27,6 +33,8 @@ from slamorl_jax.calibration.loaders import (
 GPU_TYPES: tuple[str, ...] = ("T4", "K80", "P100", "V100")
 #: (Pollux app, Gavel job type) pairs that are the same model on the same dataset.
 SHARED_MODELS: tuple[tuple[str, str], ...] = (("cifar10", "ResNet-18"), ("imagenet", "ResNet-50"))
+#: Gavel's names of the GPU types it measured, in the simulator's order.
+GAVEL_GPUS: tuple[str, ...] = ("k80", "p100", "v100")
 
 
 def pollux_single_gpu_samples_per_s(app: str, batch: float, data_dir: Path = DEFAULT_DATA_DIR) -> float:
@@ -85,10 +93,46 @@ def median_gavel_ratios(data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, float]:
     return out
 
 
+def nearest_batch(job_type: str, batch: float, gpus: Sequence[str], data_dir: Path = DEFAULT_DATA_DIR) -> int:
+    """The per-GPU batch of ``job_type`` nearest ``batch`` in log that Gavel measured on one GPU of
+    every type in ``gpus`` (Gavel's names, e.g. ``"k80"``)."""
+    iso = load_gavel_isolated(data_dir)
+    measured = [
+        b
+        for b in gavel_fit.batches_measured(job_type, data_dir)
+        if all(iso.get((g, gavel_fit.job_key(job_type, b), 1), 0.0) > 0.0 for g in gpus)
+    ]
+    if not measured:
+        raise ValueError(f"{job_type}: no batch measured on one GPU of each of {', '.join(gpus)}")
+    return min(measured, key=lambda b: abs(np.log(b / batch)))
+
+
+def speed_over_t4(app: str, job_type: str, batch: int, gpu: str, data_dir: Path = DEFAULT_DATA_DIR) -> float:
+    """Gavel's 1-GPU samples/s of ``job_type`` on ``gpu`` (``"k80"``, ``"p100"``, ``"v100"``) at
+    ``batch`` over Pollux's 1-GPU T4 samples/s of the same model (``app``) at that batch."""
+    gavel = load_gavel_isolated(data_dir)[(gpu, gavel_fit.job_key(job_type, batch), 1)] * batch
+    return gavel / pollux_single_gpu_samples_per_s(app, batch, data_dir)
+
+
+def shared_model(app: str) -> str | None:
+    """Gavel's job type of the Pollux app ``app`` where Gavel measured the same model, else None."""
+    return dict(SHARED_MODELS).get(app)
+
+
+def same_model_batch(app: str, local_batch: float, data_dir: Path = DEFAULT_DATA_DIR) -> int:
+    """The Gavel batch a shared-model Pollux app's speeds are read at: nearest its per-GPU batch
+    among those Gavel measured on one GPU of every type."""
+    job = shared_model(app)
+    if job is None:
+        raise ValueError(f"{app}: Gavel measured no model of this Pollux app")
+    return nearest_batch(job, local_batch, GAVEL_GPUS, data_dir)
+
+
 def gavel_workload_speeds(
     job_name: str, t4_ratio: float, data_dir: Path = DEFAULT_DATA_DIR
 ) -> dict[str, float]:
-    """Compute speed of each GPU type relative to V100 for one Gavel job (name with batch)."""
+    """Compute speed of each GPU type relative to V100 for one Gavel job (name with batch);
+    ``t4_ratio`` is its T4 / V100 (the model's own where Pollux measured it, else the mean)."""
     return {
         "T4": t4_ratio,
         "K80": gavel_single_gpu_ratio(job_name, "k80", data_dir),
@@ -97,8 +141,16 @@ def gavel_workload_speeds(
     }
 
 
-def pollux_workload_speeds(t4_ratio: float, data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, float]:
-    """Compute speed of each GPU type relative to T4 (shared by the Pollux workloads)."""
+def pollux_workload_speeds(
+    app: str, local_batch: float, t4_ratio: float, data_dir: Path = DEFAULT_DATA_DIR
+) -> dict[str, float]:
+    """Compute speed of each GPU type relative to T4 for the Pollux app ``app``: the same model's
+    Gavel measurements over Pollux's T4 where Gavel measured it, else the median Gavel ratios
+    over ``t4_ratio`` (T4 / V100)."""
+    job = shared_model(app)
+    if job is not None:
+        batch = same_model_batch(app, local_batch, data_dir)
+        return {"T4": 1.0} | {g.upper(): speed_over_t4(app, job, batch, g, data_dir) for g in GAVEL_GPUS}
     med = median_gavel_ratios(data_dir)
     return {
         "T4": 1.0,

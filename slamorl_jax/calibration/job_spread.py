@@ -4,8 +4,9 @@ A job's true compute time is ``T_comp x exp(sigma_compute z1)`` and every sync t
 ``exp(sigma_sync z2)`` (``env/job_truth.py``). Rules (docs/calibration.md, "Per-job deviation"):
 
 * ``sigma_compute``: RMS over the (workload, GPU type) cells, equal weights (the default job mix),
-  of the log error of the profile's 1-GPU speed in the cell: repeat noise where it was measured, the
-  spread of the shared T4/V100, K80/V100, P100/V100 ratios where one is used (errors add in variance);
+  of the log error of the profile's 1-GPU speed in the cell: repeat noise where it was measured
+  (for ResNet-18 and ResNet-50, in either study), the spread of the shared T4/V100, K80/V100,
+  P100/V100 ratios where one is used (errors add in variance);
 * ``sigma_sync``: median over the data-parallel fits of the robust spread of the sync deviation
   implied by a multi-GPU residual, ``log(predicted / measured samples/s) / s`` with the elasticity
   ``s = (T_sync / T_step) ** gamma >= MIN_SYNC_SHARE``.
@@ -156,15 +157,21 @@ def sync_deviations(shipped: dict[str, Any], data_dir: Path = DEFAULT_DATA_DIR) 
     return {g: dev[keep & (names == g)] for g in dict.fromkeys(groups)}
 
 
-def compute_cell_rms(n_pollux: int, n_gavel: int, k80: float, p100: float, t4: float, rep: float) -> float:
+def compute_cell_rms(
+    n_pollux: int, n_gavel: int, k80: float, p100: float, t4: float, rep: float, n_shared: int = 0
+) -> float:
     """RMS log error of the profile's 1-GPU speed over the (workload, GPU type) cells, equal weights.
 
     Pollux (T4-calibrated): T4 measured; K80 and P100 = Gavel median ratio / (T4/V100); V100 via
-    T4/V100. Gavel (V100-calibrated): V100, K80, P100 measured; T4 via T4/V100.
+    T4/V100. Gavel (V100-calibrated): V100, K80, P100 measured; T4 via T4/V100. ``n_shared`` of the
+    Pollux and as many of the Gavel workloads are a model both studies measured: every cell of theirs
+    is that model's own measurement (repeat noise ``rep``; ``n_pollux`` and ``n_gavel`` include them).
     """
     pollux = rep**2 + (k80**2 + t4**2) + (p100**2 + t4**2) + t4**2  # T4, K80, P100, V100
     gavel = 3 * rep**2 + t4**2
-    return float(np.sqrt((n_pollux * pollux + n_gavel * gavel) / (4 * (n_pollux + n_gavel))))
+    shared = 4 * rep**2
+    total = (n_pollux - n_shared) * pollux + (n_gavel - n_shared) * gavel + 2 * n_shared * shared
+    return float(np.sqrt(total / (4 * (n_pollux + n_gavel))))
 
 
 def job_spread(data_dir: Path = DEFAULT_DATA_DIR, calibrated: Path = DEFAULT_OUTPUT) -> JobSpread:
@@ -177,7 +184,10 @@ def job_spread(data_dir: Path = DEFAULT_DATA_DIR, calibrated: Path = DEFAULT_OUT
     rep_comp, rep_step, groups = repeat_spreads(data_dir)
     k80, p100 = (robust_sd(ratios[g]) for g in ("k80", "p100"))
     sources = [_SPECS[w["name"]].source for w in shipped["workloads"]]
-    cells = compute_cell_rms(sources.count("pollux"), sources.count("gavel"), k80, p100, t4_rms, rep_comp)
+    n_shared = len(gpu_speed.SHARED_MODELS)
+    cells = compute_cell_rms(
+        sources.count("pollux"), sources.count("gavel"), k80, p100, t4_rms, rep_comp, n_shared
+    )
     dev = sync_deviations(shipped, data_dir)
     transfer = dev.pop("transfer")
     per_fit = tuple((name, robust_sd(x), len(x)) for name, x in dev.items())

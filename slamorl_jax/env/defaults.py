@@ -57,7 +57,7 @@ DEFAULT_TARGET_GPUS = tuple(range(1, 17))
 DEFAULT_TARGET_CPUS_PER_GPU = (0.0, 2.0, 4.0, 8.0, 12.0)
 # Per-job log-space spread of the true compute and sync terms around the workload's profile, sized
 # from the vendored data (``python -m slamorl_jax.calibration.job_spread``, docs/calibration.md).
-DEFAULT_COMPUTE_SPREAD = 0.28
+DEFAULT_COMPUTE_SPREAD = 0.23
 DEFAULT_SYNC_SPREAD = 0.14
 # Std of a measured epoch's log time around the online model: 3 % epoch noise plus contention
 # (compute x 1.3 for 1/6 of epochs at the default rates: std of the log about 0.1).
