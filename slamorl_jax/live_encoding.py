@@ -34,7 +34,7 @@ from slamorl_jax.env.job_model import (
 from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.online_model import empty_stats, epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.env.probes import PROBE_FRACTION
+from slamorl_jax.env.probes import probe_busy_s
 from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
 
 if TYPE_CHECKING:
@@ -187,13 +187,13 @@ def learn_runs(
         allocation, seconds, valid = run
         forecast = epoch_metrics(profile, allocation[0], allocation[1], params)
         measured = (seconds, forecast.epoch_time_s, forecast.compute_share, forecast.sync_share)
-        probe_s = PROBE_FRACTION * seconds
+        busy_gpu_s, busy_cpu_s = probe_busy_s(forecast, seconds)
         learnt = (
             record_epoch(stats, *measured),
             epoch_surprise(stats, *measured, params),
             jnp.maximum(peak, forecast.memory_used_gib),
-            gpu_busy + forecast.gpu_util * probe_s,
-            cpu_busy + forecast.cpu_util * probe_s,
+            gpu_busy + busy_gpu_s,
+            cpu_busy + busy_cpu_s,
         )
         return tuple(jnp.where(valid, new, old) for new, old in zip(learnt, carry, strict=True)), None
 

@@ -48,7 +48,7 @@ from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.epoch_readings import epoch_readings
 from slamorl_jax.env.forecast import candidate_allocation, first_choice, target_profile
-from slamorl_jax.env.job_model import epoch_metrics
+from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.pauses import move_pause_s
@@ -117,6 +117,15 @@ def probes_worth_running(
     return spend <= budget * job.epochs.astype(jnp.float32) * request
 
 
+def probe_busy_s(
+    metrics: EpochMetrics, epoch_time_s: jax.Array, fraction: float | jax.Array = PROBE_FRACTION
+) -> tuple[jax.Array, jax.Array]:
+    """Busy GPU and CPU seconds of one probe: ``metrics``' utilisation over ``fraction`` of an epoch
+    of ``epoch_time_s`` (the env counts the job's true utilisation, ``live`` the profile's)."""
+    probe_s = fraction * epoch_time_s
+    return metrics.gpu_util * probe_s, metrics.cpu_util * probe_s
+
+
 def run_probes(
     u: jax.Array | tuple[jax.Array, ...],
     state: EnvState,
@@ -158,8 +167,9 @@ def run_probes(
         interval = run * (pause + probe_s)
         elapsed = elapsed + interval
         cost = cost + interval * m.price_per_hour / 3600.0
-        gpu_busy = gpu_busy + run * m.gpu_util * probe_s
-        cpu_busy = cpu_busy + run * m.cpu_util * probe_s
+        busy_gpu_s, busy_cpu_s = probe_busy_s(m, measured_epoch_s, fraction)
+        gpu_busy = gpu_busy + run * busy_gpu_s
+        cpu_busy = cpu_busy + run * busy_cpu_s
         peak = jnp.where(repeat, peak, jnp.maximum(peak, m.memory_used_gib))
         measured = record_epoch(
             stats, measured_epoch_s, forecast.epoch_time_s, forecast.compute_share, forecast.sync_share
