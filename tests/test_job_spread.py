@@ -33,19 +33,26 @@ def test_sigmas_follow_the_stated_rules(spread):
         spread.p100_ratio[0],
         spread.t4_ratio_rms,
         spread.repeat_compute,
-        n_shared=2,  # ResNet-18 and ResNet-50: cifar10 / imagenet and their Gavel twins
+        shared=(2, 2),  # ResNet-18 and ResNet-50: cifar10 / imagenet and their Gavel twins
     )
     assert spread.compute_rms == pytest.approx(rms)
 
 
+def test_shared_models_are_counted_from_the_workloads():
+    names = [s.name for s in WORKLOADS]
+    assert job_spread.shared_model_counts([{"name": n} for n in names]) == (2, 2)
+    pollux_only = [n for n in names if n not in {"cifar10-resnet18-gavel", "imagenet-resnet50-gavel"}]
+    assert job_spread.shared_model_counts([{"name": n} for n in pollux_only]) == (2, 0)
+
+
 def test_shared_models_count_as_measured_cells():
-    # With no shared model every Pollux workload takes the median ratios' spread; with all of them
-    # shared (n_shared = n_pollux = n_gavel) only the repeat noise is left.
+    # With no shared model every Pollux workload takes the median ratios' spread; with every workload
+    # shared only the repeat noise is left.
     k80, p100, t4, rep = 0.7, 0.4, 0.1, 0.02
     none = job_spread.compute_cell_rms(6, 7, k80, p100, t4, rep)
-    two = job_spread.compute_cell_rms(6, 7, k80, p100, t4, rep, n_shared=2)
+    two = job_spread.compute_cell_rms(6, 7, k80, p100, t4, rep, shared=(2, 2))
     assert two < none
-    assert job_spread.compute_cell_rms(3, 3, k80, p100, t4, rep, n_shared=3) == pytest.approx(rep)
+    assert job_spread.compute_cell_rms(3, 3, k80, p100, t4, rep, shared=(3, 3)) == pytest.approx(rep)
 
 
 def test_evidence_matches_the_documented_calibration(spread):

@@ -98,17 +98,15 @@ def throughput_ratios(
 
 
 def median_speeds_over_t4(catalog: Catalog, data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, float]:
-    """The K80, P100 and V100 speeds over T4 that a Pollux workload with no model in Gavel's data gets:
-    the median Gavel ratios and V100 over the T4/V100 geometric mean of the shared models (at the
-    Gavel workloads' batches, as the calibration takes them)."""
+    """The speeds over T4 that a Pollux workload with no model in Gavel's data gets
+    (:func:`~slamorl_jax.calibration.gpu_speed.median_pollux_speeds`), with the T4/V100 geometric mean
+    of the shared models at the Gavel workloads' batches, as the calibration takes it."""
     batches = {
         _SPECS[name].key: int(catalog.local_batch[i])
         for i, name in enumerate(catalog.workload_names)
         if _SPECS[name].source == "gavel"
     }
-    t4 = gpu_speed.t4_over_v100(batches, data_dir)
-    median = gpu_speed.median_gavel_ratios(data_dir)
-    return {"K80": median["K80"] / t4.ratio, "P100": median["P100"] / t4.ratio, "V100": 1.0 / t4.ratio}
+    return gpu_speed.median_pollux_speeds(gpu_speed.t4_over_v100(batches, data_dir).ratio, data_dir)
 
 
 def gpu_speed_rows(

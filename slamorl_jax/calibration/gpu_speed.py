@@ -151,6 +151,12 @@ def pollux_workload_speeds(
     if job is not None:
         batch = same_model_batch(app, local_batch, data_dir)
         return {"T4": 1.0} | {g.upper(): speed_over_t4(app, job, batch, g, data_dir) for g in GAVEL_GPUS}
+    return median_pollux_speeds(t4_ratio, data_dir)
+
+
+def median_pollux_speeds(t4_ratio: float, data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, float]:
+    """Speeds relative to T4 of a Pollux workload with no model in Gavel's data: the median Gavel
+    K80 / V100 and P100 / V100 ratios and V100 over ``t4_ratio`` (T4 / V100)."""
     med = median_gavel_ratios(data_dir)
     return {
         "T4": 1.0,

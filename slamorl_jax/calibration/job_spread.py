@@ -158,20 +158,37 @@ def sync_deviations(shipped: dict[str, Any], data_dir: Path = DEFAULT_DATA_DIR) 
 
 
 def compute_cell_rms(
-    n_pollux: int, n_gavel: int, k80: float, p100: float, t4: float, rep: float, n_shared: int = 0
+    n_pollux: int,
+    n_gavel: int,
+    k80: float,
+    p100: float,
+    t4: float,
+    rep: float,
+    shared: tuple[int, int] = (0, 0),
 ) -> float:
     """RMS log error of the profile's 1-GPU speed over the (workload, GPU type) cells, equal weights.
 
     Pollux (T4-calibrated): T4 measured; K80 and P100 = Gavel median ratio / (T4/V100); V100 via
-    T4/V100. Gavel (V100-calibrated): V100, K80, P100 measured; T4 via T4/V100. ``n_shared`` of the
-    Pollux and as many of the Gavel workloads are a model both studies measured: every cell of theirs
-    is that model's own measurement (repeat noise ``rep``; ``n_pollux`` and ``n_gavel`` include them).
+    T4/V100. Gavel (V100-calibrated): V100, K80, P100 measured; T4 via T4/V100. ``shared`` counts the
+    Pollux and the Gavel workloads (included in ``n_pollux``, ``n_gavel``) whose model both studies
+    measured: every cell of theirs is that model's own measurement (repeat noise ``rep``).
     """
     pollux = rep**2 + (k80**2 + t4**2) + (p100**2 + t4**2) + t4**2  # T4, K80, P100, V100
     gavel = 3 * rep**2 + t4**2
-    shared = 4 * rep**2
-    total = (n_pollux - n_shared) * pollux + (n_gavel - n_shared) * gavel + 2 * n_shared * shared
+    measured = 4 * rep**2
+    total = (n_pollux - shared[0]) * pollux + (n_gavel - shared[1]) * gavel + sum(shared) * measured
     return float(np.sqrt(total / (4 * (n_pollux + n_gavel))))
+
+
+def shared_model_counts(workloads: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """How many of the calibrated ``workloads`` are Pollux and Gavel workloads of a model both
+    studies measured (``gpu_speed.SHARED_MODELS``)."""
+    apps, jobs = (set(side) for side in zip(*gpu_speed.SHARED_MODELS, strict=True))
+    specs = [_SPECS[w["name"]] for w in workloads]
+    return (
+        sum(s.source == "pollux" and s.key in apps for s in specs),
+        sum(s.source == "gavel" and s.key in jobs for s in specs),
+    )
 
 
 def job_spread(data_dir: Path = DEFAULT_DATA_DIR, calibrated: Path = DEFAULT_OUTPUT) -> JobSpread:
@@ -184,9 +201,9 @@ def job_spread(data_dir: Path = DEFAULT_DATA_DIR, calibrated: Path = DEFAULT_OUT
     rep_comp, rep_step, groups = repeat_spreads(data_dir)
     k80, p100 = (robust_sd(ratios[g]) for g in ("k80", "p100"))
     sources = [_SPECS[w["name"]].source for w in shipped["workloads"]]
-    n_shared = len(gpu_speed.SHARED_MODELS)
+    shared = shared_model_counts(shipped["workloads"])
     cells = compute_cell_rms(
-        sources.count("pollux"), sources.count("gavel"), k80, p100, t4_rms, rep_comp, n_shared
+        sources.count("pollux"), sources.count("gavel"), k80, p100, t4_rms, rep_comp, shared
     )
     dev = sync_deviations(shipped, data_dir)
     transfer = dev.pop("transfer")
