@@ -53,6 +53,8 @@ def test_shared_models_count_as_measured_cells():
     two = job_spread.compute_cell_rms(6, 7, k80, p100, t4, rep, shared=(2, 2))
     assert two < none
     assert job_spread.compute_cell_rms(3, 3, k80, p100, t4, rep, shared=(3, 3)) == pytest.approx(rep)
+    with pytest.raises(ValueError, match="within the workloads"):
+        job_spread.compute_cell_rms(6, 7, k80, p100, t4, rep, shared=(7, 0))
 
 
 def test_evidence_matches_the_documented_calibration(spread):

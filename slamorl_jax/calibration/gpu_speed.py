@@ -7,7 +7,8 @@
   (``imagenet``) on one T4; Gavel measured the same models on one V100. The Pollux 1-GPU
   throughput is interpolated (linear in log batch / log throughput between measured batches) to the
   Gavel batch and divided by the Gavel V100 throughput; the geometric mean of the two ratios is
-  used for every Gavel workload.
+  used for the Gavel workloads of other models (and for the Pollux workloads of models Gavel did
+  not measure).
 * Pollux workloads (calibrated on T4) whose model Gavel measured too (``cifar10``, ``imagenet``):
   K80, P100 and V100 = Gavel's 1-GPU samples/s of that model on that GPU over Pollux's T4 samples/s,
   both at the Gavel batch nearest (in log) the workload's per-GPU batch.

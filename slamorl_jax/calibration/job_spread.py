@@ -173,6 +173,8 @@ def compute_cell_rms(
     Pollux and the Gavel workloads (included in ``n_pollux``, ``n_gavel``) whose model both studies
     measured: every cell of theirs is that model's own measurement (repeat noise ``rep``).
     """
+    if not (0 <= shared[0] <= n_pollux and 0 <= shared[1] <= n_gavel):
+        raise ValueError(f"shared {shared} must lie within the workloads ({n_pollux}, {n_gavel})")
     pollux = rep**2 + (k80**2 + t4**2) + (p100**2 + t4**2) + t4**2  # T4, K80, P100, V100
     gavel = 3 * rep**2 + t4**2
     measured = 4 * rep**2
