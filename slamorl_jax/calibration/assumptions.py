@@ -112,8 +112,9 @@ def median_speeds_over_t4(catalog: Catalog, data_dir: Path = DEFAULT_DATA_DIR) -
 def gpu_speed_rows(
     params: EnvParams, catalog: Catalog, data_dir: Path = DEFAULT_DATA_DIR
 ) -> list[Sensitivity]:
-    """Item 1: K80 and P100 speed of the Pollux workloads Gavel also measured: the same model's
-    ratio (shipped) against the median over Gavel's job types that the other Pollux workloads get."""
+    """Item 1: K80, P100 and V100 speed of the Pollux workloads Gavel also measured: the same model's
+    ratio (shipped) against what the other Pollux workloads get (the median over Gavel's job types
+    over the T4/V100 mean, and V100 = 1 / that mean)."""
     num_types = int(gpu_speed.median_gavel_ratios(data_dir)["num_job_types"])
     median = median_speeds_over_t4(catalog, data_dir)
     speed = np.array(catalog.compute_speed, dtype=np.float64)
@@ -122,7 +123,7 @@ def gpu_speed_rows(
         name = next(s.name for s in WORKLOADS if s.source == "pollux" and s.key == app)
         w = workload_index(name, catalog)
         batch = gpu_speed.same_model_batch(app, float(catalog.local_batch[w]), data_dir)
-        for gpu in ("K80", "P100"):
+        for gpu in ("K80", "P100", "V100"):
             t = gpu_type_index(gpu, catalog)
             speed[w, t] = median[gpu]
             cases.append((name, job, batch, gpu, (w, t)))
@@ -137,7 +138,11 @@ def gpu_speed_rows(
             shipped=float(catalog.compute_speed[cell]),
             alternative=float(speed[cell]),
             value_format="{:.3f}",
-            source=f"median Gavel {gpu}/V100 over {num_types} job types / T4/V100, as the other Pollux apps",
+            source=(
+                f"median Gavel {gpu}/V100 over {num_types} job types / T4/V100, as the other Pollux apps"
+                if gpu != "V100"
+                else "1 / T4/V100 (the two ResNets' mean), as the other Pollux apps"
+            ),
             effects=tuple((_gpus_label(params, g), per_gpus[g][i]) for g in per_gpus),
         )
         for i, (name, job, batch, gpu, cell) in enumerate(cases)
