@@ -197,6 +197,13 @@ flags.DEFINE_float(
     "With --actions=targets_relocate and the suggestion prior, the starting gain, 0-20, on relocating "
     "after an epoch slower than the job's model forecast (0: no relocate prior).",
 )
+flags.DEFINE_float(
+    "relocate_gate",
+    DEFAULTS.relocate_gate,
+    "With the relocate prior, relocate is masked unless the last epoch ran at least this much slower "
+    "than the job's model forecast, in log time, 0-1 (0.1: x1.105, one std of the forecast noise; "
+    "0: never masked).",
+)
 flags.DEFINE_enum(
     "actions",
     DEFAULTS.actions,

@@ -202,7 +202,8 @@ def test_the_relocate_prior_starts_at_its_gain_times_how_much_slower_the_epoch_w
     from slamorl_jax.env.action_sets import RELOCATE_ACTION
     from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES
 
-    config = dataclasses.replace(TINY, actions="targets_relocate", relocate_gain_init=6.0)
+    # (without the gate, which masks relocate after the faster epoch: test_the_relocation_gate_...)
+    config = dataclasses.replace(TINY, actions="targets_relocate", relocate_gain_init=6.0, relocate_gate=0.0)
     network = ActorCritic(config.network)
     params = init_params(network, jax.random.key(3), NUM_FEATURES)
     surprise = FEATURE_NAMES.index("surprise")
@@ -230,6 +231,60 @@ def test_the_relocate_prior_starts_at_its_gain_times_how_much_slower_the_epoch_w
         {k: v for k, v in dataclasses.asdict(config).items() if k != "relocate_gain_init"}
     )
     assert legacy.relocate_gain_init == 0.0 and not legacy.network.relocate_prior
+
+
+@pytest.mark.parametrize("slower", [0.8, 1.0, 1.1, 1.106, 1.3])
+def test_the_relocation_gate_masks_relocate_unless_the_last_epoch_was_slower_than_its_gate(
+    slower: float,
+) -> None:
+    """The default gate (log time 0.1: x 1.105) masks relocate after an epoch less than 1.105x slower
+    than forecast, its probability exactly 0 and the loss's log-probabilities and entropy finite;
+    past the gate, and everywhere for the other actions, the logits are the ungated network's (the
+    same parameters). Configs saved before the gate read 0, no gate."""
+    from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
+    from slamorl_jax.agent.networks import MASKED_LOGIT, ActorCritic, init_params, relocate_allowed
+    from slamorl_jax.env.action_sets import RELOCATE_ACTION
+    from slamorl_jax.env.defaults import DEFAULT_RELOCATE_GATE
+    from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES
+
+    gated = dataclasses.replace(TINY, actions="targets_relocate", relocate_gain_init=6.0)
+    assert gated.relocate_gate == DEFAULT_RELOCATE_GATE == 0.1
+    ungated = dataclasses.replace(gated, relocate_gate=0.0)
+    network, open_network = ActorCritic(gated.network), ActorCritic(ungated.network)
+    params = init_params(network, jax.random.key(3), NUM_FEATURES)
+    obs = jax.random.uniform(jax.random.key(4), (16, NUM_FEATURES))
+    feature = 0.5 + 0.5 * np.tanh(2.0 * np.log(slower))
+    obs = obs.at[:, FEATURE_NAMES.index("surprise")].set(feature)
+    weights = jnp.full((16, 3), 1.0 / 3.0)
+    logits = np.asarray(network.apply(params, obs, weights)[0])
+    open_logits = np.asarray(open_network.apply(params, obs, weights)[0])
+    others = np.arange(gated.network.num_actions) != RELOCATE_ACTION
+    np.testing.assert_array_equal(logits[:, others], open_logits[:, others])
+    opened = np.log(slower) >= 0.1
+    assert bool(relocate_allowed(jnp.float32(feature), 0.1)) == opened
+    if opened:
+        np.testing.assert_array_equal(logits[:, RELOCATE_ACTION], open_logits[:, RELOCATE_ACTION])
+    else:
+        assert np.all(logits[:, RELOCATE_ACTION] == MASKED_LOGIT)
+        assert np.all(np.asarray(jax.nn.softmax(logits))[:, RELOCATE_ACTION] == 0.0)
+    # A PPO loss over such logits, and its gradient, stay finite.
+    batch = Batch(
+        obs=obs,
+        weights=weights,
+        actions=jnp.zeros(16, jnp.int32),
+        log_probs=jax.nn.log_softmax(logits)[:, 0],
+        values=jnp.zeros((16, 3)),
+        advantages=jax.random.normal(jax.random.key(5), (16, 3)),
+        targets=jnp.ones((16, 3)),
+    )
+    loss_fn = lambda p: ppo_loss(p, network.apply, batch, LossCoefficients())[0]  # noqa: E731
+    loss, grads = jax.value_and_grad(loss_fn)(params)
+    assert np.isfinite(float(loss))
+    assert all(np.all(np.isfinite(np.asarray(g))) for g in jax.tree.leaves(grads))
+    legacy = TrainConfig.from_dict(
+        {k: v for k, v in dataclasses.asdict(gated).items() if k != "relocate_gate"}
+    )
+    assert legacy.relocate_gate == 0.0 and legacy.network == ungated.network
 
 
 def test_the_paper_move_prior_flags_the_move_toward_the_forecasts_choice(

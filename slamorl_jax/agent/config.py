@@ -26,6 +26,7 @@ from slamorl_jax.env.defaults import (
     DEFAULT_ALL_SLAS_BONUS,
     DEFAULT_DUAL_DECAY,
     DEFAULT_DUAL_STEP,
+    DEFAULT_RELOCATE_GATE,
     DEFAULT_SLA_MET_BONUS,
 )
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
@@ -123,6 +124,9 @@ class TrainConfig:
     # after an epoch slower than the job's model forecast (networks.relocate_flag): 6 gives relocate
     # about the suggested action's logit bonus after an epoch 40 % slower than forecast (0: none).
     relocate_gain_init: float = 6.0
+    # ... and the gate on it: relocate is masked unless the last epoch ran at least this much slower
+    # (log time) than the job's model forecast (networks.relocate_allowed; 0: never masked).
+    relocate_gate: float = DEFAULT_RELOCATE_GATE
     prices: str = "aws"
     seed: int = 0
     updates_per_chunk: int = 10
@@ -165,7 +169,11 @@ class TrainConfig:
         prior = suggestion_features(self.actions) if with_prior else ()
         moves = paper_move_prior() if self.actions == "paper" and self.paper_suggestion_prior else {}
         relocating = with_prior and can_relocate(self.actions) and self.relocate_gain_init > 0
-        relocate = {"relocate_prior": relocate_prior(), "relocate_gain_init": self.relocate_gain_init}
+        relocate = {
+            "relocate_prior": relocate_prior(),
+            "relocate_gain_init": self.relocate_gain_init,
+            "relocate_gate": self.relocate_gate,
+        }
         return NetworkConfig(
             tuple(self.hidden_sizes),
             self.activation,
@@ -200,6 +208,7 @@ class TrainConfig:
         # it changes nothing, so they read the default (and a default run stays equal to its config)
         if values.get("actions") == "targets_relocate":
             values.setdefault("relocate_gain_init", 0.0)
+            values.setdefault("relocate_gate", 0.0)  # nor the gate on it (README, "Relocation gate")
         # nor the paper moves' prior (a paper run saved then had none; with targets it is ignored)
         values.setdefault("paper_suggestion_prior", values["actions"] != "paper")
         values.setdefault("weights", "severity")  # the paper's form was the only one
@@ -415,6 +424,10 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         0 <= c.relocate_gain_init <= 20,
         f"--relocate_gain_init must be in [0, 20], got {c.relocate_gain_init}",
     )
+    _require(
+        0 <= c.relocate_gate <= 1,
+        f"--relocate_gate must be in [0, 1] (log time), got {c.relocate_gate}",
+    )
     _require(c.actions in ACTION_SETS, f"--actions must be one of {', '.join(ACTION_SETS)}")
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
     _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
@@ -456,6 +469,11 @@ def ignored_settings(c: TrainConfig) -> dict[str, str]:
     if not (target_prior and can_relocate(c.actions)):
         ignored["relocate_gain_init"] = (
             "without --actions=targets_relocate and its suggestion prior (no relocate prior to start)"
+        )
+    if not (target_prior and can_relocate(c.actions) and c.relocate_gain_init > 0):
+        ignored["relocate_gate"] = (
+            "without the relocate prior (--actions=targets_relocate, its suggestion prior and "
+            "--relocate_gain_init > 0)"
         )
     return ignored
 

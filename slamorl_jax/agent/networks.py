@@ -75,6 +75,10 @@ class NetworkConfig:
     # forecast (``relocate_flag``) to relocate's logit. Empty: no such prior.
     relocate_prior: tuple[int, ...] = ()
     relocate_gain_init: float = 0.0
+    # With the relocate prior: relocate is masked out (``MASKED_LOGIT``) unless the last epoch was
+    # at least this much slower than the job's model forecast, in log units (``relocate_allowed``).
+    # 0: never masked (runs saved before the gate existed).
+    relocate_gate: float = 0.0
 
 
 class MLP(nn.Module):
@@ -169,6 +173,19 @@ def move_toward_suggestion(obs: jax.Array, config: NetworkConfig) -> jax.Array:
     return jnp.einsum("...k,...ka->...a", suggested, one_hot)
 
 
+# The logit of a masked action: its probability underflows to exactly 0, while its log-probability
+# and ``p * log p`` (the entropy's term) stay finite, which -inf would not keep through log_softmax.
+MASKED_LOGIT = -1e9
+
+
+def relocate_allowed(surprise_feature: jax.Array, gate: float) -> jax.Array:
+    """Whether relocating is open after the last epoch (bool): that epoch ran at least ``exp(gate)``
+    times the job's model forecast of it (the observation's ``surprise`` feature ``0.5 + 0.5
+    tanh(2x)`` with ``x >= gate``). Fresh nodes meet contention as often as the old ones did, so a
+    relocation pays only where the nodes slow the job; ``gate = 0`` opens it always."""
+    return relocate_flag(surprise_feature) >= np.tanh(2.0 * gate)
+
+
 def relocate_flag(surprise_feature: jax.Array) -> jax.Array:
     """How much slower than forecast the last epoch was, from the observation's ``surprise`` feature
     ``0.5 + 0.5 tanh(2x)`` (``forecast.py``): ``max(tanh(2x), 0)``, 0 for an epoch as fast as
@@ -190,7 +207,10 @@ class SuggestionActor(nn.Module):
     With ``NetworkConfig.relocate_prior`` (``targets_relocate``) relocate's logit gets a second
     learned gain, starting at ``relocate_gain_init``, times :func:`relocate_flag`: the forecast
     never names relocating (it cannot tell slow nodes from a slow job), so without a head start a
-    policy rarely tries it where it pays, after an epoch much slower than its model expected.
+    policy rarely tries it where it pays, after an epoch much slower than its model expected. With
+    ``NetworkConfig.relocate_gate`` relocate is masked unless :func:`relocate_allowed`: without the
+    gate a trained policy relocated after most epochs of long jobs, where the pause is a small share
+    of the epoch, for nothing (README, "Relocation gate").
     """
 
     config: NetworkConfig
@@ -223,6 +243,9 @@ class SuggestionActor(nn.Module):
             )(trunk)
             bonus = relocate_gain[..., 0] * relocate_flag(obs[..., feature])
             logits = logits.at[..., action].add(bonus)
+            if c.relocate_gate > 0:
+                allowed = relocate_allowed(obs[..., feature], c.relocate_gate)
+                logits = logits.at[..., action].set(jnp.where(allowed, logits[..., action], MASKED_LOGIT))
         return logits
 
 
