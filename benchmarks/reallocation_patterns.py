@@ -1,7 +1,7 @@
 """How a trained policy re-allocates, per workload: moves, GPU moves, flips and relocations.
 
     python -m benchmarks.reallocation_patterns [--checkpoint checkpoints/default]
-        [--scenario deadline-critical] [--episodes 512] [--seed 1]
+        [--scenario deadline-critical] [--episodes 512] [--seed 1] [--relocate-gate G]
         [--out benchmarks/results/reallocation_patterns.json] [--overwrite]
 
 Runs fresh jobs of one scenario from the request to their end under the greedy policy (as
@@ -13,7 +13,12 @@ flips every epoch ranks two allocations almost equally and its greedy action alt
 them; where the pause is small against the epoch this costs little, where it is not it costs time.
 Relocations (``targets_relocate``: the same allocation on fresh nodes, one pause) keep the
 allocation, so they are not among the re-allocations above: they are counted apart, from the
-actions, likewise only between epochs.
+actions, likewise only between epochs, with those made after an epoch its nodes slowed (random
+contention, or the job's contention spell or slower node, ``env/shifts.py``; hindsight the policy
+does not have): fresh nodes are contended as often as the old, so only those can pay. Per job also
+its time, cost and whether it met all six SLAs, so that two policies' counts come with what they
+achieved. ``--relocate-gate`` runs the policy with that relocation gate in place of the one it was
+trained with (``networks.relocate_allowed``; 0: none), an ablation on the same parameters.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -40,31 +46,39 @@ from benchmarks.common import (
     markdown_table,
     parse_and_report,
 )
+from slamorl_jax.agent.networks import ActorCritic
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
+from slamorl_jax.env.shifts import node_slowdown
 from slamorl_jax.quality_bar import greedy_policy
 
 
 def allocation_paths(
-    checkpoint: str, scenario: str, episodes: int, seed: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Per epoch and job (leading axes), the allocation each epoch ran on, whether the job was still
-    running and whether it relocated before the epoch; and each job's workload index. Jobs start at
+    checkpoint: str, scenario: str, episodes: int, seed: int, relocate_gate: float | None = None
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
+    """Per epoch and job (leading axes): the allocation each epoch ran on, whether the job was still
+    running, whether it relocated before the epoch and whether its nodes slowed the epoch; per job:
+    its time, cost and whether it met all six SLAs at its end, and its workload index. Jobs start at
     their request; a move before the first epoch (away from the request) is not among the counts,
-    which compare epochs."""
+    which compare epochs. ``relocate_gate``: the policy's relocation gate replaced (module docstring)."""
     policy = load_policy(checkpoint)
+    network = policy.network
+    if relocate_gate is not None:
+        if not network.config.relocate_prior:
+            raise ValueError(f"--relocate-gate: {checkpoint} has no relocate prior to gate")
+        network = ActorCritic(dataclasses.replace(network.config, relocate_gate=relocate_gate))
     env = JobAllocationEnv(action_set=policy.config.actions)
     params = with_values(scenario_params(scenario), init_strategy=INIT_STRATEGIES.index("requested"))
-    act = greedy_policy(policy.network)
+    act = greedy_policy(network)
     steps = int(min(np.max(np.asarray(params.workloads.epochs_max)), int(params.max_steps_in_episode)))
 
     @jax.jit
-    def run(policy_params: Any, key: jax.Array) -> tuple[jax.Array, ...]:
+    def run(policy_params: Any, key: jax.Array) -> tuple[Any, ...]:
         reset_key, run_key = jax.random.split(key)
         _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), params)
         obs = jax.vmap(observe, in_axes=(0, None))(state, params)
@@ -78,19 +92,38 @@ def allocation_paths(
             ran = info["final_state"]  # the job as its epoch ended, before any auto-reset
             ends = jnp.logical_or(terminated, truncated)
             relocated = emitted_relocation(actions, env.action_set)
-            return (obs, info["weights"], after, done | ends), (ran.gpus, ran.cpus, ~done, relocated)
+            spell, node_factor = jax.vmap(node_slowdown)(ran.job, ran.epoch - 1, ran.event_left)
+            slowed = ran.contended | spell | (node_factor > 1.0)
+            ending = ends & ~done
+            outcome = (ending, ran.elapsed_s, ran.cost_usd, jnp.all(ran.severities <= 0.0, axis=-1))
+            path = (ran.gpus, ran.cpus, ~done, relocated, slowed)
+            return (obs, info["weights"], after, done | ends), (path, outcome)
 
         carry = (obs, state.weights, state, jnp.zeros(episodes, bool))
-        _, paths = jax.lax.scan(step, carry, jax.random.split(run_key, steps))
-        return *paths, state.job.workload
+        _, (paths, outcome) = jax.lax.scan(step, carry, jax.random.split(run_key, steps))
+        return paths, outcome, state.job.workload
 
-    return tuple(np.asarray(x) for x in run(policy.params, jax.random.key(seed)))
+    paths, (ending, time_s, cost_usd, all_met), workload = jax.tree.map(
+        np.asarray, run(policy.params, jax.random.key(seed))
+    )
+    names = ("gpus", "cpus", "running", "relocated", "slowed")
+    outcome = {  # each job's figures at the epoch it ended (exactly one per job)
+        "time_s": (time_s * ending).sum(0),
+        "cost_usd": (cost_usd * ending).sum(0),
+        "all_slas_met": (all_met & ending).any(0),
+    }
+    return dict(zip(names, paths, strict=True)), outcome, workload
 
 
 def pattern_counts(
-    gpus: np.ndarray, cpus: np.ndarray, running: np.ndarray, relocated: np.ndarray
+    gpus: np.ndarray,
+    cpus: np.ndarray,
+    running: np.ndarray,
+    relocated: np.ndarray,
+    slowed: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per job: epochs, re-allocations, GPU re-allocations, A -> B -> A flips and relocations
+    """Per job: epochs, re-allocations, GPU re-allocations, A -> B -> A flips and relocations, and
+    (given ``slowed``, per epoch whether its nodes slowed it) the relocations after a slowed epoch
     (module docstring)."""
     moved = ((gpus[1:] != gpus[:-1]) | (cpus[1:] != cpus[:-1])) & running[1:]
     gpu_moved = (gpus[1:] != gpus[:-1]) & running[1:]
@@ -102,13 +135,20 @@ def pattern_counts(
         "gpu_reallocations": gpu_moved.sum(0),
         "flips": flips.sum(0),
         "relocations": (relocated[1:] & running[1:]).sum(0),
+        **(
+            {}
+            if slowed is None
+            else {"relocations_after_slowed": (relocated[1:] & running[1:] & slowed[:-1]).sum(0)}
+        ),
     }
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The counts per workload and over all jobs."""
-    *paths, workload = allocation_paths(args.checkpoint, args.scenario, args.episodes, args.seed)
-    counts = pattern_counts(*paths)
+    paths, outcome, workload = allocation_paths(
+        args.checkpoint, args.scenario, args.episodes, args.seed, args.relocate_gate
+    )
+    counts = {**pattern_counts(**paths), **outcome}
     names = JobAllocationEnv().catalog.workload_names
     rows = {}
     for index, name in enumerate(names):
@@ -121,6 +161,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "scenario": args.scenario,
         "episodes": args.episodes,
         "seed": args.seed,
+        "relocate_gate": args.relocate_gate,
         "rows": rows,
         "machine": machine_info(),
     }
@@ -137,15 +178,23 @@ def to_markdown(payload: dict[str, Any]) -> str:
             f"{r['gpu_reallocations']:.2f}",
             f"{r['flips']:.2f}",
             f"{r['relocations']:.2f}",
+            f"{r['relocations_after_slowed']:.2f}",
+            f"{r['time_s']:,.0f}",
+            f"{r['cost_usd']:.2f}",
+            f"{100 * r['all_slas_met']:.1f}%",
         ]
         for name, r in payload["rows"].items()
     ]
     headers = [
         "workload", "jobs", "epochs", "re-allocations", "GPU re-allocations", "A->B->A flips", "relocations",
+        "of them after a slowed epoch", "time (s)", "cost ($)", "all SLAs met",
     ]  # fmt: skip
+    gate = payload.get("relocate_gate")
+    gated = "" if gate is None else f", run with relocation gate {gate} in place of its own"
     return (
         f"`{payload['checkpoint']}` on {payload['episodes']} `{payload['scenario']}` jobs (seed "
-        f"{payload['seed']}), greedy from the request; means per job.\n\n" + markdown_table(headers, table)
+        f"{payload['seed']}){gated}, greedy from the request; means per job.\n\n"
+        + markdown_table(headers, table)
     )
 
 
@@ -157,6 +206,12 @@ def main(argv: list[str] | None = None) -> None:
     add_checkpoint_flag(parser)
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
     add_job_flags(parser, episodes=512, seed=1, most=1 << 16)
+    parser.add_argument(
+        "--relocate-gate",
+        type=bounded(float, 0.0, 1.0),
+        default=None,
+        help="run the policy with this relocation gate (log time, 0-1; 0: none) instead of its own",
+    )
     parse_and_report(
         parser, argv, RESULTS_DIR / "reallocation_patterns.json", run, to_markdown, check_checkpoint
     )

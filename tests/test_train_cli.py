@@ -174,6 +174,11 @@ BAD_FLAGS = {
         ["--actions=targets", "--relocate_gain_init=3"],
         ["--relocate_gain_init has no effect"],
     ),
+    "relocation gate out of range": (["--relocate_gate=1.5"], ["--relocate_gate must be in [0, 1]"]),
+    "relocation gate without the relocate prior": (
+        ["--relocate_gain_init=0", "--relocate_gate=0.2"],
+        ["--relocate_gate has no effect without the relocate prior"],
+    ),
     "gain without a prior": (
         ["--nosuggestion_prior", "--suggestion_gain_init=2"],
         ["--suggestion_gain_init has no effect without a suggestion prior"],
