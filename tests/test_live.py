@@ -27,6 +27,7 @@ from slamorl_jax.env import (
     shifts,
     validate_params,
 )
+from slamorl_jax.env.defaults import DEFAULT_RELOCATE_GATE
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import WEIGHT_MODES, with_values
@@ -225,19 +226,24 @@ def test_recommend_is_the_greedy_action_applied() -> None:
 def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
     """A ``targets_relocate`` policy that picks relocate is told to restart the job elsewhere at the
     same allocation (``relocate``, the action's name); the shipped policy (which relocates) does
-    not say so for the README job, whose epochs ran at the profile's pace."""
-    config = TrainConfig(actions="targets_relocate")
-    network = ActorCritic(config.network)
-    params = init_params(network, jax.random.key(0), len(FEATURE_NAMES))
-    bias = params["params"]["actor"]["Dense_0"]["bias"]
-    params["params"]["actor"]["Dense_0"]["bias"] = bias.at[action_sets.RELOCATE_ACTION].set(1e3)
-    act = jax.jit(lambda p, obs, w: jnp.argmax(network.apply(p, obs, w)[0], axis=-1))
-    policy = LoadedPolicy(config=config, params=params, network=network, step=0, _act=act)
+    not say so for the README job, whose epochs ran at the profile's pace, nor does that same
+    relocating network behind the default relocation gate, which masks relocate after such epochs."""
+
+    def relocating(gate: float) -> LoadedPolicy:
+        config = TrainConfig(actions="targets_relocate", relocate_gate=gate)
+        network = ActorCritic(config.network)
+        params = init_params(network, jax.random.key(0), len(FEATURE_NAMES))
+        bias = params["params"]["actor"]["Dense_0"]["bias"]
+        params["params"]["actor"]["Dense_0"]["bias"] = bias.at[action_sets.RELOCATE_ACTION].set(1e3)
+        act = jax.jit(lambda p, obs, w: jnp.argmax(network.apply(p, obs, w)[0], axis=-1))
+        return LoadedPolicy(config=config, params=params, network=network, step=0, _act=act)
+
     job = LiveJob.from_dict(EXAMPLE)
-    result = recommend(policy, job, scenario_params("mixed"))
+    result = recommend(relocating(0.0), job, scenario_params("mixed"))
     assert result.action == action_sets.RELOCATE_ACTION and result.relocate
     assert (result.gpus, result.cpus, result.gpu_delta, result.cpu_delta) == (job.gpus, job.cpus, 0, 0)
     assert result.action_name == action_sets.RELOCATE_NAME and result.as_dict()["relocate"] is True
+    assert not recommend(relocating(DEFAULT_RELOCATE_GATE), job, scenario_params("mixed")).relocate
     assert not recommend(load_policy(SHIPPED), job, scenario_params("mixed")).relocate
 
 
