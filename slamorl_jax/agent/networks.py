@@ -209,8 +209,8 @@ class SuggestionActor(nn.Module):
     never names relocating (it cannot tell slow nodes from a slow job), so without a head start a
     policy rarely tries it where it pays, after an epoch much slower than its model expected. With
     ``NetworkConfig.relocate_gate`` relocate is masked unless :func:`relocate_allowed`: without the
-    gate a trained policy relocated after most epochs of long jobs, where the pause is a small share
-    of the epoch, for nothing (README, "Relocation gate").
+    gate a trained policy relocated after up to a third of the epochs of its longest jobs, where the
+    pause is a small share of the epoch, mostly for nothing (README, "Relocation gate").
     """
 
     config: NetworkConfig

@@ -65,7 +65,8 @@ DEFAULT_FORECAST_NOISE = 0.1
 # The relocation gate (agent/networks.py, ``relocate_allowed``): relocate only after an epoch slower
 # than the job's model forecast by at least one such std in log time (x 1.105). Epoch noise alone
 # passes it about once in 2,300 epochs; contention's x 1.3 on compute passes it wherever compute is
-# a third of the epoch or more (README, "Relocation gate").
+# 35 % of the epoch or more, less on several nodes, where it also triples the sync (README,
+# "Relocation gate").
 DEFAULT_RELOCATE_GATE = DEFAULT_FORECAST_NOISE
 # End-of-job SLA reward (job_env.py explains the sizes): per job-level SLA met, and for all six.
 DEFAULT_SLA_MET_BONUS = 2.0
