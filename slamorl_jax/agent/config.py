@@ -470,7 +470,7 @@ def ignored_settings(c: TrainConfig) -> dict[str, str]:
         ignored["relocate_gain_init"] = (
             "without --actions=targets_relocate and its suggestion prior (no relocate prior to start)"
         )
-    if not (target_prior and can_relocate(c.actions) and c.relocate_gain_init > 0):
+    if not c.network.relocate_prior:  # the gate masks relocate only through that prior
         ignored["relocate_gate"] = (
             "without the relocate prior (--actions=targets_relocate, its suggestion prior and "
             "--relocate_gain_init > 0)"

@@ -32,7 +32,8 @@ exactly as the severity form does: ``lambda = s`` from 0), ``dual_decay = 0.2`` 
 forget); ``train --dual_step --dual_decay`` set them. Measured since (docs/adaptation.md): with
 the paper's reward, ``dual_step = 3, dual_decay = 0.05`` (a multiplier remembered for about 20
 epochs) beat static weights by 5.9 points of all six SLAs met on ``conflict`` on an earlier env (fresh
-seeds and jobs; the defaults gained 3.9) and by 2.4 on the env of 1a600d6; with our reward the forms
+seeds and jobs; the defaults gained 3.9) and by 2.4 on the env of 1a600d6 (with the relocation gate
+of b57bd06, ``dual_step = 6`` gains 3.2, confirmed on fresh seeds and jobs); with our reward the forms
 differ by less than the seeds' spread, so the defaults were kept. Properties (tested): the weights lie on the
 simplex; a larger severity never lowers the new multiplier, so never lowers its objective's weight;
 ``eta = 0`` gives the preference.
