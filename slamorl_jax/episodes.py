@@ -32,6 +32,7 @@ import numpy as np
 from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.draws import check_key
+from slamorl_jax.env.episode_figures import FIGURE_NAMES
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated_after
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
@@ -60,26 +61,7 @@ class Controller(Protocol):
 
 # Figures recorded per episode (all scalars per job, plus the preference vector and the six job-level
 # SLA checks, ``job_sla_met``, in ``objectives.SLA_NAMES``' order).
-FIGURES = (
-    "episode_time_s",
-    "episode_cost_usd",
-    "time_ref_s",
-    "cost_ref_usd",
-    "deadline_met",
-    "budget_met",
-    "job_sla_met",
-    "all_slas_met",
-    "sla_compliance",
-    "mean_severity",
-    "mean_gpu_util",
-    "mean_cpu_util",
-    "reallocations",
-    "epochs",
-    "workload",
-    "gpu_type",
-    "scenario",
-    "preference",
-)
+FIGURES = FIGURE_NAMES
 
 # And whether the job had left the nodes its mid-run event slowed by its end (``EnvState.event_left``,
 # ``env/shifts.py``: a contention spell or a slower node left by a GPU change or a relocation).

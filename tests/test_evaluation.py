@@ -25,6 +25,7 @@ from slamorl_jax.env import (
 )
 from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET
 from slamorl_jax.env.actions import NO_OP_ACTION, cpu_cap
+from slamorl_jax.env.episode_figures import FIGURE_NAMES, episode_figures
 from slamorl_jax.env.params import WEIGHT_MODES, max_gpus
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, summarise_episodes
 from slamorl_jax.evaluation import baselines, headline, pareto
@@ -56,6 +57,15 @@ def test_place_at_the_request_reproduces_the_reset_state(env: JobAllocationEnv) 
     placed = jax.vmap(env.place, in_axes=(0, 0, 0, None))(state, state.gpus, state.cpus, params)
     for got, want in zip(jax.tree.leaves(placed), jax.tree.leaves(state), strict=True):
         np.testing.assert_allclose(np.asarray(got, np.float64), np.asarray(want, np.float64), rtol=1e-5)
+
+
+def test_the_figure_names_are_the_episode_figures_keys_in_order(env: JobAllocationEnv) -> None:
+    """``FIGURE_NAMES``, which the episode runner records and the Gymnasium wrapper hands on, name
+    exactly what ``episode_figures`` returns, in its order (shapes only: nothing is compiled)."""
+    _, state = jax.eval_shape(env.reset, jax.random.key(0), scenario_params("mixed", env.catalog))
+    names: list[str] = []  # the dict's own order (a traced output's keys come back sorted)
+    jax.eval_shape(lambda s: names.extend(episode_figures(s)), state)
+    assert tuple(names) == FIGURE_NAMES
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)

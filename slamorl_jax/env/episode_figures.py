@@ -9,6 +9,29 @@ from slamorl_jax.env.state import EnvState
 
 Info = dict[str, jax.Array]
 
+# The keys of :func:`episode_figures`, in its order (the episode runner records them and the
+# Gymnasium wrapper hands them on as ``info``; a test checks they match).
+FIGURE_NAMES = (
+    "episode_time_s",
+    "episode_cost_usd",
+    "time_ref_s",
+    "cost_ref_usd",
+    "deadline_met",
+    "budget_met",
+    "job_sla_met",
+    "all_slas_met",
+    "sla_compliance",
+    "mean_severity",
+    "mean_gpu_util",
+    "mean_cpu_util",
+    "reallocations",
+    "epochs",
+    "workload",
+    "gpu_type",
+    "scenario",
+    "preference",
+)
+
 
 def episode_figures(state: EnvState) -> Info:
     """Job-level figures of the episode so far (final once the job terminates)."""

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.env.episode_figures import FIGURE_NAMES
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
@@ -32,24 +33,7 @@ INFO_KEYS = (
     "reallocated",
     "projected_remaining_time_s",
     "projected_remaining_cost_usd",
-    "episode_time_s",
-    "episode_cost_usd",
-    "time_ref_s",
-    "cost_ref_usd",
-    "deadline_met",
-    "budget_met",
-    "job_sla_met",
-    "all_slas_met",
-    "sla_compliance",
-    "mean_severity",
-    "mean_gpu_util",
-    "mean_cpu_util",
-    "reallocations",
-    "epochs",
-    "workload",
-    "gpu_type",
-    "scenario",
-    "preference",
+    *FIGURE_NAMES,
 )
 
 
