@@ -63,8 +63,8 @@ class TrainConfig:
     # minibatch a share of every env's: on one device the learning half of an update runs 14 %
     # faster than with the global shuffle (the default command 7 %), and on a mesh no transition
     # leaves its device (README, "Many devices and many hosts"); three seeds of the default score as
-    # with the global shuffle. ``global`` (paper): three paper seeds score 1.034x their anchor
-    # against 1.053x per env (README, "The main job").
+    # with the global shuffle. ``global`` (paper): three paper seeds score 1.027x their anchor on
+    # deadline-critical jobs against 1.053x per env (README, "The main job").
     minibatch_shuffle: str | None = None
     learning_rate: float = 1e-3
     lr_schedule: str = "linear"
@@ -113,7 +113,7 @@ class TrainConfig:
     # not with the shared target head, which reads the suggestion flags with the other forecasts)
     suggestion_prior: bool = True
     # ... and the gain it starts with: 4 gives the suggested action about 40 % of the first policy's
-    # probability over 89 actions, so training starts near following the forecast and learns where
+    # probability over 90 actions, so training starts near following the forecast and learns where
     # not to, instead of having to discover the suggestion first (0: no head start).
     suggestion_gain_init: float = 4.0
     # paper: the same learned gain on the paper move toward the forecast's first choice
