@@ -32,7 +32,6 @@ import numpy as np
 from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.draws import check_key
-from slamorl_jax.env.episode_figures import FIGURE_NAMES
 from slamorl_jax.env.job_env import JobAllocationEnv, episode_figures, truncated_after
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, EnvParams, with_values
@@ -59,11 +58,9 @@ class Controller(Protocol):
         ...
 
 
-# Figures recorded per episode (all scalars per job, plus the preference vector and the six job-level
-# SLA checks, ``job_sla_met``, in ``objectives.SLA_NAMES``' order).
-FIGURES = FIGURE_NAMES
-
-# And whether the job had left the nodes its mid-run event slowed by its end (``EnvState.event_left``,
+# Figures recorded per episode: every one of ``episode_figures`` (all scalars per job, plus the
+# preference vector and the six job-level SLA checks, ``job_sla_met``, in ``objectives.SLA_NAMES``'
+# order), and whether the job had left the nodes its mid-run event slowed by its end (``EnvState.event_left``,
 # ``env/shifts.py``: a contention spell or a slower node left by a GPU change or a relocation).
 LEFT_EVENT_NODES = "left_event_nodes"
 # And how many of its re-allocations were relocations (``action_sets``: the same allocation on fresh
@@ -235,7 +232,7 @@ def _run_jobs(
     if controller is not None:
         plans = jax.vmap(controller.plan, in_axes=(0, params_axes))(state, params)
     initial = {**jax.vmap(episode_figures)(state), LEFT_EVENT_NODES: state.event_left}
-    figures = {name: jnp.zeros_like(initial[name]) for name in (*FIGURES, LEFT_EVENT_NODES)}
+    figures = {name: jnp.zeros_like(value) for name, value in initial.items()}
     figures[RELOCATIONS] = jnp.zeros(batch, jnp.int32)
     env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, params_axes))
 

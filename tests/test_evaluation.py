@@ -60,8 +60,8 @@ def test_place_at_the_request_reproduces_the_reset_state(env: JobAllocationEnv) 
 
 
 def test_the_figure_names_are_the_episode_figures_keys_in_order(env: JobAllocationEnv) -> None:
-    """``FIGURE_NAMES``, which the episode runner records and the Gymnasium wrapper hands on, name
-    exactly what ``episode_figures`` returns, in its order (shapes only: nothing is compiled)."""
+    """``FIGURE_NAMES``, which the Gymnasium wrapper hands on, name exactly what
+    ``episode_figures`` returns, in its order (shapes only: nothing is compiled)."""
     _, state = jax.eval_shape(env.reset, jax.random.key(0), scenario_params("mixed", env.catalog))
     names: list[str] = []  # the dict's own order (a traced output's keys come back sorted)
     jax.eval_shape(lambda s: names.extend(episode_figures(s)), state)

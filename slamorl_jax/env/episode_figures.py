@@ -9,8 +9,8 @@ from slamorl_jax.env.state import EnvState
 
 Info = dict[str, jax.Array]
 
-# The keys of :func:`episode_figures`, in its order (the episode runner records them and the
-# Gymnasium wrapper hands them on as ``info``; a test checks they match).
+# The keys of :func:`episode_figures`, in its order: the figures the Gymnasium wrapper hands on as
+# ``info`` (``gym/batched.py``; a test checks they match).
 FIGURE_NAMES = (
     "episode_time_s",
     "episode_cost_usd",
