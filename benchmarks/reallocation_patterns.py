@@ -17,8 +17,11 @@ actions, likewise only between epochs, with those made after an epoch its nodes 
 contention, or the job's contention spell or slower node, ``env/shifts.py``; hindsight the policy
 does not have): fresh nodes are contended as often as the old, so only those can pay. Per job also
 its time, cost and whether it met all six SLAs, so that two policies' counts come with what they
-achieved. ``--relocate-gate`` runs the policy with that relocation gate in place of the one it was
-trained with (``networks.relocate_allowed``; 0: none), an ablation on the same parameters.
+achieved, and the policy's probability of the action it took at its re-allocations (the greedy
+action's softmax probability, summed over the moves; the table gives the mean over all the moves of a
+row): near 1 where a move is decisive, low where the policy ranks several actions almost alike, as a
+policy that flips does. ``--relocate-gate`` runs the policy with that relocation gate in place of the
+one it was trained with (``networks.relocate_allowed``; 0: none), an ablation on the same parameters.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def allocation_paths(
     checkpoint: str, scenario: str, episodes: int, seed: int, relocate_gate: float | None = None
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
     """Per epoch and job (leading axes): the allocation each epoch ran on, whether the job was still
-    running, whether it relocated before the epoch and whether its nodes slowed the epoch; per job:
+    running, whether it relocated before the epoch, whether its nodes slowed the epoch and the
+    probability the policy gave the action that chose the epoch's allocation; per job:
     its time, cost and whether it met all six SLAs at its end, and its workload index. Jobs start at
     their request; a move before the first epoch (away from the request) is not among the counts,
     which compare epochs. ``relocate_gate``: the policy's relocation gate replaced (module docstring)."""
@@ -86,6 +90,8 @@ def allocation_paths(
         def step(carry: tuple, step_key: jax.Array) -> tuple:
             obs, weights, state, done = carry
             actions = act(policy_params, obs, weights, step_key)
+            probabilities = jax.nn.softmax(network.apply(policy_params, obs, weights)[0], axis=-1)
+            chosen = jnp.take_along_axis(probabilities, actions[:, None], axis=-1)[:, 0]
             obs, after, _, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
                 jax.random.split(step_key, episodes), state, actions, params
             )
@@ -96,7 +102,7 @@ def allocation_paths(
             slowed = ran.contended | spell | (node_factor > 1.0)
             ending = ends & ~done
             outcome = (ending, ran.elapsed_s, ran.cost_usd, jnp.all(ran.severities <= 0.0, axis=-1))
-            path = (ran.gpus, ran.cpus, ~done, relocated, slowed)
+            path = (ran.gpus, ran.cpus, ~done, relocated, slowed, chosen)
             return (obs, info["weights"], after, done | ends), (path, outcome)
 
         carry = (obs, state.weights, state, jnp.zeros(episodes, bool))
@@ -106,7 +112,7 @@ def allocation_paths(
     paths, (ending, time_s, cost_usd, all_met), workload = jax.tree.map(
         np.asarray, run(policy.params, jax.random.key(seed))
     )
-    names = ("gpus", "cpus", "running", "relocated", "slowed")
+    names = ("gpus", "cpus", "running", "relocated", "slowed", "chosen_probability")
     outcome = {  # each job's figures at the epoch it ended (exactly one per job)
         "time_s": (time_s * ending).sum(0),
         "cost_usd": (cost_usd * ending).sum(0),
@@ -121,10 +127,12 @@ def pattern_counts(
     running: np.ndarray,
     relocated: np.ndarray,
     slowed: np.ndarray | None = None,
+    chosen_probability: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per job: epochs, re-allocations, GPU re-allocations, A -> B -> A flips and relocations, and
-    (given ``slowed``, per epoch whether its nodes slowed it) the relocations after a slowed epoch
-    (module docstring)."""
+    """Per job: epochs, re-allocations, GPU re-allocations, A -> B -> A flips and relocations;
+    given ``slowed`` (per epoch whether its nodes slowed it) the relocations after a slowed epoch;
+    given ``chosen_probability`` (per epoch the policy's probability of the action that chose its
+    allocation) their sum over the re-allocations (module docstring)."""
     moved = ((gpus[1:] != gpus[:-1]) | (cpus[1:] != cpus[:-1])) & running[1:]
     gpu_moved = (gpus[1:] != gpus[:-1]) & running[1:]
     same_as_two_before = (gpus[2:] == gpus[:-2]) & (cpus[2:] == cpus[:-2])
@@ -140,6 +148,11 @@ def pattern_counts(
             if slowed is None
             else {"relocations_after_slowed": (relocated[1:] & running[1:] & slowed[:-1]).sum(0)}
         ),
+        **(
+            {}
+            if chosen_probability is None
+            else {"move_probability_sum": np.where(moved, chosen_probability[1:], 0.0).sum(0)}
+        ),
     }
 
 
@@ -150,12 +163,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     counts = {**pattern_counts(**paths), **outcome}
     names = JobAllocationEnv().catalog.workload_names
-    rows = {}
-    for index, name in enumerate(names):
-        mine = workload == index
-        if mine.any():
-            rows[name] = {"jobs": int(mine.sum()), **{k: float(v[mine].mean()) for k, v in counts.items()}}
-    rows["all jobs"] = {"jobs": int(workload.size), **{k: float(v.mean()) for k, v in counts.items()}}
+    probability_sum = counts.pop("move_probability_sum")
+
+    def row(mine: np.ndarray) -> dict[str, Any]:
+        moves = counts["reallocations"][mine].sum()
+        return {
+            "jobs": int(mine.sum()),
+            **{k: float(v[mine].mean()) for k, v in counts.items()},
+            "move_probability": float(probability_sum[mine].sum() / moves) if moves else None,
+        }
+
+    rows = {name: row(workload == index) for index, name in enumerate(names) if (workload == index).any()}
+    rows["all jobs"] = row(np.ones(workload.shape, bool))
     return {
         "checkpoint": args.checkpoint,
         "scenario": args.scenario,
@@ -179,6 +198,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
             f"{r['flips']:.2f}",
             f"{r['relocations']:.2f}",
             f"{r['relocations_after_slowed']:.2f}",
+            "-" if r.get("move_probability") is None else f"{r['move_probability']:.2f}",
             f"{r['time_s']:,.0f}",
             f"{r['cost_usd']:.2f}",
             f"{100 * r['all_slas_met']:.1f}%",
@@ -187,7 +207,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
     ]
     headers = [
         "workload", "jobs", "epochs", "re-allocations", "GPU re-allocations", "A->B->A flips", "relocations",
-        "of them after a slowed epoch", "time (s)", "cost ($)", "all SLAs met",
+        "of them after a slowed epoch", "probability of the action at a re-allocation", "time (s)",
+        "cost ($)", "all SLAs met",
     ]  # fmt: skip
     gate = payload.get("relocate_gate")
     gated = "" if gate is None else f", run with relocation gate {gate} in place of its own"

@@ -27,3 +27,17 @@ def test_moves_gpu_moves_and_flips_by_hand() -> None:
     np.testing.assert_array_equal(counts["relocations"], [0, 0, 2])
     np.testing.assert_array_equal(counts["relocations_after_slowed"], [0, 0, 1])
     assert "relocations_after_slowed" not in pattern_counts(gpus, cpus, running, relocated)
+
+
+def test_probability_of_the_moves_sums_over_re_allocations_only() -> None:
+    """The probability of the action that chose each epoch's allocation is summed over the epochs
+    whose allocation differs from the one before, while the job runs: a kept allocation, the first
+    epoch (chosen from the request, not compared) and an epoch after the job's end add nothing."""
+    gpus = np.array([[1, 2], [1, 2], [1, 4], [1, 4]])
+    cpus = np.array([[4, 8], [8, 8], [4, 16], [8, 16]])
+    running = np.array([[1, 1], [1, 1], [1, 1], [1, 0]], bool)
+    relocated = np.zeros_like(running)
+    chosen = np.array([[0.9, 0.9], [0.4, 0.8], [0.3, 0.7], [0.5, 0.2]])
+    counts = pattern_counts(gpus, cpus, running, relocated, chosen_probability=chosen)
+    np.testing.assert_array_equal(counts["reallocations"], [3, 1])
+    np.testing.assert_allclose(counts["move_probability_sum"], [0.4 + 0.3 + 0.5, 0.7])
