@@ -1,7 +1,7 @@
 """How a trained policy re-allocates, per workload: moves, GPU moves, flips and relocations.
 
     python -m benchmarks.reallocation_patterns [--checkpoint checkpoints/default]
-        [--scenario deadline-critical] [--episodes 512] [--seed 1] [--relocate-gate G]
+        [--scenario deadline-critical] [--episodes 512] [--seed 1] [--relocate-gate G] [--hold-below P]
         [--out benchmarks/results/reallocation_patterns.json] [--overwrite]
 
 Runs fresh jobs of one scenario from the request to their end under the greedy policy (as
@@ -22,6 +22,8 @@ action's softmax probability, summed over the moves; the table gives the mean ov
 row): near 1 where a move is decisive, low where the policy ranks several actions almost alike, as a
 policy that flips does. ``--relocate-gate`` runs the policy with that relocation gate in place of the
 one it was trained with (``networks.relocate_allowed``; 0: none), an ablation on the same parameters.
+``--hold-below`` runs it holding its allocation where its top action probability is below ``P``
+(``agent.decision``; what ``recommend --hold_below`` and ``evaluate --hold_below`` do).
 """
 
 from __future__ import annotations
@@ -62,14 +64,20 @@ from slamorl_jax.quality_bar import greedy_policy
 
 
 def allocation_paths(
-    checkpoint: str, scenario: str, episodes: int, seed: int, relocate_gate: float | None = None
+    checkpoint: str,
+    scenario: str,
+    episodes: int,
+    seed: int,
+    relocate_gate: float | None = None,
+    hold_below: float = 0.0,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
     """Per epoch and job (leading axes): the allocation each epoch ran on, whether the job was still
     running, whether it relocated before the epoch, whether its nodes slowed the epoch and the
     probability the policy gave the action that chose the epoch's allocation; per job:
     its time, cost and whether it met all six SLAs at its end, and its workload index. Jobs start at
     their request; a move before the first epoch (away from the request) is not among the counts,
-    which compare epochs. ``relocate_gate``: the policy's relocation gate replaced (module docstring)."""
+    which compare epochs. ``relocate_gate``: the policy's relocation gate replaced; ``hold_below``: the
+    decision's threshold (module docstring)."""
     policy = load_policy(checkpoint)
     network = policy.network
     if relocate_gate is not None:
@@ -78,7 +86,7 @@ def allocation_paths(
         network = ActorCritic(dataclasses.replace(network.config, relocate_gate=relocate_gate))
     env = JobAllocationEnv(action_set=policy.config.actions)
     params = with_values(scenario_params(scenario), init_strategy=INIT_STRATEGIES.index("requested"))
-    act = greedy_policy(network)
+    act = greedy_policy(network, hold_below)
     steps = int(min(np.max(np.asarray(params.workloads.epochs_max)), int(params.max_steps_in_episode)))
 
     @jax.jit
@@ -159,7 +167,7 @@ def pattern_counts(
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The counts per workload and over all jobs."""
     paths, outcome, workload = allocation_paths(
-        args.checkpoint, args.scenario, args.episodes, args.seed, args.relocate_gate
+        args.checkpoint, args.scenario, args.episodes, args.seed, args.relocate_gate, args.hold_below
     )
     counts = {**pattern_counts(**paths), **outcome}
     names = JobAllocationEnv().catalog.workload_names
@@ -181,6 +189,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "episodes": args.episodes,
         "seed": args.seed,
         "relocate_gate": args.relocate_gate,
+        "hold_below": args.hold_below,
         "rows": rows,
         "machine": machine_info(),
     }
@@ -212,6 +221,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
     ]  # fmt: skip
     gate = payload.get("relocate_gate")
     gated = "" if gate is None else f", run with relocation gate {gate} in place of its own"
+    if payload.get("hold_below"):
+        gated += f", holding below probability {payload['hold_below']:g}"
     return (
         f"`{payload['checkpoint']}` on {payload['episodes']} `{payload['scenario']}` jobs (seed "
         f"{payload['seed']}){gated}, greedy from the request; means per job.\n\n"
@@ -232,6 +243,12 @@ def main(argv: list[str] | None = None) -> None:
         type=bounded(float, 0.0, 1.0),
         default=None,
         help="run the policy with this relocation gate (log time, 0-1; 0: none) instead of its own",
+    )
+    parser.add_argument(
+        "--hold-below",
+        type=bounded(float, 0.0, 1.0),
+        default=0.0,
+        help="keep the allocation where the policy's top action probability is below this (0: argmax)",
     )
     parse_and_report(
         parser, argv, RESULTS_DIR / "reallocation_patterns.json", run, to_markdown, check_checkpoint

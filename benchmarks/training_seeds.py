@@ -11,6 +11,10 @@ paper's moves, and all six SLAs met, each as mean, sample standard deviation, mi
     python -m benchmarks.training_seeds --seeds=0,1,2 --out=benchmarks/results/training_seeds.json
     python -m benchmarks.training_seeds --runs=runs/a,runs/b,runs/c --seeds=0,1,2 --out=...  # evaluate
     python -m benchmarks.training_seeds --seeds=0,1,2 --train-flags="--actions=paper" --out=...
+    python -m benchmarks.training_seeds --runs=... --seeds=0,1,2 --hold-below=0.5 --out=...
+
+``--hold-below`` evaluates every run deciding with that threshold (``agent.decision``: the job keeps
+its allocation where the policy's top action probability is below it; ``evaluate --hold_below``).
 
 A report already at ``--out`` is refused unless ``--overwrite`` is given.
 """
@@ -116,7 +120,12 @@ def to_markdown(payload: dict) -> str:
     lines = [
         f"Training seeds: {', '.join(str(s) for s in payload['seeds'])}; runs: "
         f"{', '.join(payload['runs'])}; {payload['episodes']} jobs x {payload['eval_seeds']} evaluation "
-        "seed(s) per scenario.",
+        "seed(s) per scenario"
+        + (
+            f"; every decision held below probability {payload['hold_below']:g}."
+            if payload.get("hold_below")
+            else "."
+        ),
         "",
         "| figure | mean | std | min | max | per seed |",
         "|---|---|---|---|---|---|",
@@ -168,6 +177,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(EVALUATION_SCENARIOS),
         help="comma-separated scenarios to evaluate (default: every named one but mixed)",
     )
+    parser.add_argument(
+        "--hold-below",
+        type=bounded(float, 0.0, 1.0),
+        default=0.0,
+        help="evaluate holding the allocation where the top action probability is below this (default 0)",
+    )
     add_out_flags(parser, None)
     args = parser.parse_args(argv)
     try:
@@ -215,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
     for run in runs:
         print(f"evaluating {run}", flush=True)
         try:
-            policy = load_policy(run / "checkpoints")
+            policy = load_policy(run / "checkpoints").holding(args.hold_below)
         except CheckpointError as error:  # its arrays damaged (the meta was checked above)
             fail(str(error), PROG)
         payload, _ = run_suite(policy, config)
@@ -228,6 +243,7 @@ def main(argv: list[str] | None = None) -> None:
         "train_wall_s": wall,
         "episodes": args.episodes,
         "eval_seeds": args.eval_seeds,
+        "hold_below": args.hold_below,
         "scenarios": list(args.scenarios),
         "per_seed": {name: [run[name] for run in per_run] for name in names},
         "figures": {name: spread([run[name] for run in per_run]) for name in names},

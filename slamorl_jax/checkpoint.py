@@ -34,6 +34,7 @@ import orbax.checkpoint as ocp
 from absl import logging as absl_logging
 
 from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.decision import check_hold_below, greedy_actions
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState, env_params_from_config
 from slamorl_jax.array_checksum import (
@@ -346,13 +347,20 @@ def _distributions(weights: jax.Array) -> bool:
 
 @dataclasses.dataclass(frozen=True, eq=False)  # hashed by identity, so jax.jit(policy) works
 class LoadedPolicy:
-    """A trained policy: ``policy(obs, weights)`` gives actions; ``key=`` samples instead of argmax."""
+    """A trained policy: ``policy(obs, weights)`` gives actions; ``key=`` samples instead of argmax.
+    ``hold_below`` (0: the plain argmax) keeps the allocation where the policy's top probability is
+    below it (``agent.decision``; :meth:`holding` sets it), in every tool that takes the policy."""
 
     config: TrainConfig
     params: Any
     network: ActorCritic
     step: int
     _act: Callable = dataclasses.field(repr=False)
+    hold_below: float = 0.0
+
+    def holding(self, hold_below: float) -> LoadedPolicy:
+        """This policy deciding with the threshold ``hold_below`` in [0, 1] (``ValueError`` otherwise)."""
+        return dataclasses.replace(self, hold_below=check_hold_below(hold_below))
 
     @functools.cached_property
     def env_params(self) -> EnvParams:
@@ -366,7 +374,7 @@ class LoadedPolicy:
         leading shape); :meth:`check_inputs` says what it refuses."""
         obs, weights = self.check_inputs(obs, weights)
         if key is None:
-            return self._act(self.params, obs, weights)
+            return self._act(self.params, obs, weights, self.hold_below)
         check_key(key, hint=" (one key samples the whole batch)")
         return jax.random.categorical(key, self.network.apply(self.params, obs, weights)[0])
 
@@ -460,9 +468,9 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     }
     params = _restore_item(meta, root, step, "policy", abstract, "the policy")["params"]
 
-    @jax.jit
-    def act(params: Any, obs: jax.Array, weights: jax.Array) -> jax.Array:
-        return jnp.argmax(network.apply(params, obs, weights)[0], axis=-1)
+    @functools.partial(jax.jit, static_argnums=3)
+    def act(params: Any, obs: jax.Array, weights: jax.Array, hold_below: float) -> jax.Array:
+        return greedy_actions(network.apply(params, obs, weights)[0], hold_below)
 
     return LoadedPolicy(config=config, params=params, network=network, step=step, _act=act)
 

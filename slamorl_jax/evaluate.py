@@ -138,6 +138,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"comma-separated scenarios (default: {','.join(EVALUATION_SCENARIOS)})",
     )
     parser.add_argument(
+        "--hold_below",
+        type=bounded(float, 0.0, 1.0),
+        default=0.0,
+        help="keep a job's allocation where the policy's top action probability is below this "
+        "(slamorl_jax.agent.decision; default 0: the plain argmax), for every policy run",
+    )
+    parser.add_argument(
         "--front_points",
         type=front_points,
         default=11,
@@ -201,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
 
     try:
-        policy = load_policy(args.checkpoint)
-        compare = {name: load_policy(path) for name, path in args.compare.items()}
+        policy = load_policy(args.checkpoint).holding(args.hold_below)
+        compare = {name: load_policy(path).holding(args.hold_below) for name, path in args.compare.items()}
         for loaded in (policy, *compare.values()):
             _ = loaded.env_params  # a config that loads but builds no env: one line here, not later
     except (CheckpointError, ValueError) as err:

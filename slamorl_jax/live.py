@@ -71,9 +71,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
@@ -536,6 +536,9 @@ class Recommendation:
     # The per-SLA dual multipliers after this report: the job's ``multipliers`` next time. ``None``
     # for a policy of another weight mode, which neither reads nor carries them.
     multipliers: dict[str, float] | None = None
+    # The policy's most probable action would have moved the job, but its probability was below the
+    # policy's ``hold_below`` (``agent.decision``), so the answer keeps the allocation.
+    held: bool = False
 
     @property
     def in_training_range(self) -> bool:
@@ -620,8 +623,8 @@ def _recommend_checked(
     # The batch padded to a power of two (copies of the first job, answers dropped): one compiled
     # program serves every batch size up to it.
     states = live_states(jobs, params, size=padded_size(len(jobs)))
-    decided = _decide(policy.network, policy.config.actions, policy.params, states, params)
-    obs, probabilities, action, gpus, cpus, relocate = jax.device_get(decided)
+    decided = _decide(policy.network, policy.config.actions, policy.params, states, params, policy.hold_below)
+    obs, probabilities, action, gpus, cpus, relocate, held = jax.device_get(decided)
     weights, severities, multipliers = jax.device_get((states.weights, states.severities, states.multipliers))
     for i in range(len(jobs)):  # a NaN would pick action 0 silently and print as invalid JSON
         if not (np.isfinite(obs[i]).all() and np.isfinite(weights[i]).all()):
@@ -648,25 +651,39 @@ def _recommend_checked(
             observation=dict(zip(FEATURE_NAMES, _floats(obs[i]), strict=True)),
             outside_training=notes[i],
             relocate=bool(relocate[i]),
+            held=bool(held[i]),
             multipliers=dict(zip(SLA_NAMES, _floats(multipliers[i]), strict=True)) if dual else None,
         )
         for i, job in enumerate(jobs)
     ]
 
 
-@functools.partial(jax.jit, static_argnames=("network", "action_set"))
+@functools.partial(jax.jit, static_argnames=("network", "action_set", "hold_below"))
 def _decide(
-    network: Any, action_set: str, policy_params: Any, states: EnvState, params: EnvParams
+    network: Any,
+    action_set: str,
+    policy_params: Any,
+    states: EnvState,
+    params: EnvParams,
+    hold_below: float = 0.0,
 ) -> tuple[jax.Array, ...]:
-    """The greedy decision for a batch of live states: ``(obs, action probabilities, action, gpus,
-    cpus, relocate)``, each with the batch's leading axis."""
+    """The greedy decision for a batch of live states (holding below ``hold_below``,
+    ``agent.decision``): ``(obs, action probabilities, action, gpus, cpus, relocate, held)``, each
+    with the batch's leading axis; ``held`` where the rule kept the allocation the argmax would move."""
     obs = jax.vmap(observe, in_axes=(0, None))(states, params)
     logits = network.apply(policy_params, obs, states.weights)[0]
-    action = jnp.argmax(logits, axis=-1)
+    action, argmax = greedy_actions(logits, hold_below), greedy_actions(logits)
     apply = jax.vmap(action_sets.apply, in_axes=(0, 0, 0, None))
     gpus, cpus = apply(action, states.gpus, states.cpus, params)
     relocate = action_sets.relocates(action, action_set)
-    return obs, jax.nn.softmax(logits, axis=-1), action, gpus, cpus, relocate
+    argmax_gpus, argmax_cpus = apply(argmax, states.gpus, states.cpus, params)
+    argmax_moves = (
+        (argmax_gpus != states.gpus)
+        | (argmax_cpus != states.cpus)
+        | action_sets.relocates(argmax, action_set)
+    )
+    held = (action != argmax) & argmax_moves
+    return obs, jax.nn.softmax(logits, axis=-1), action, gpus, cpus, relocate, held
 
 
 def _floats(x: jax.Array | Sequence[float]) -> tuple[float, ...]:

@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 
 from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.trainer import Trainer, env_params_from_config
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
 from slamorl_jax.episodes import (
@@ -69,26 +70,27 @@ def format_evaluation(results: Results) -> str:
 
 
 @functools.lru_cache(maxsize=8)
-def greedy_policy(network: nn.Module) -> Policy:
-    """The argmax policy of ``network``: one function per network value (modules compare by their
-    fields), so the runner compiled for it serves every checkpoint of the same architecture (a
-    ``--compare``d run, a warm start) with only the parameters changing."""
+def greedy_policy(network: nn.Module, hold_below: float = 0.0) -> Policy:
+    """The argmax policy of ``network`` (holding where its top probability is below ``hold_below``:
+    ``agent.decision.greedy_actions``): one function per network value (modules compare by their
+    fields) and threshold, so the runner compiled for it serves every checkpoint of the same
+    architecture (a ``--compare``d run, a warm start) with only the parameters changing."""
 
     def greedy(params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
-        return jnp.argmax(network.apply(params, obs, weights)[0], axis=-1)
+        return greedy_actions(network.apply(params, obs, weights)[0], hold_below)
 
     return greedy
 
 
 @functools.lru_cache(maxsize=8)
-def greedy_policy_without(network: nn.Module, action: int) -> Policy:
+def greedy_policy_without(network: nn.Module, action: int, hold_below: float = 0.0) -> Policy:
     """:func:`greedy_policy` with ``action`` never taken: the argmax over the other actions (an
     ablation: what the policy does where it would have taken ``action``). One function per
-    (network, action), as :func:`greedy_policy`."""
+    (network, action, threshold), as :func:`greedy_policy`."""
 
     def greedy(params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
         logits = network.apply(params, obs, weights)[0]
-        return jnp.argmax(logits.at[..., action].set(-jnp.inf), axis=-1)
+        return greedy_actions(logits.at[..., action].set(-jnp.inf), hold_below)
 
     return greedy
 

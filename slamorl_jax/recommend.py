@@ -20,6 +20,13 @@ gets its answer line at once (or an error line, and the next job is answered; ``
 ``--http=HOST:PORT`` answers over HTTP instead (``recommend_http.py``): ``POST /recommend`` with one
 job or a JSON list of jobs, ``GET /health``; one line on stderr names the address it listens on.
 
+``--hold_below=P`` keeps the job's allocation whenever the policy's most probable action has a
+probability below ``P`` (``slamorl_jax.agent.decision``): the answer then keeps, says ``"held":
+true``, and still gives the policy's probabilities. For platforms whose restarts cost more than the
+30 s pause the policy was trained with: where the policy ranks two allocations almost alike it can
+otherwise alternate between them from one report to the next (``benchmarks/reallocation_patterns.py
+--hold-below``). 0, the default, takes the policy's argmax.
+
 ``--jobs=FILE`` answers many running jobs in one compiled call (``live.recommend_many``): JSON Lines
 (one job a line), one JSON list of jobs, or one job over several lines; it prints one compact JSON
 answer a line in the jobs' order, and a refused job or a warning names its line (or list item). The
@@ -190,7 +197,7 @@ def answer_jobs(args: argparse.Namespace) -> int:
     """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order; a
     refused job or a warning names its line (or list item)."""
     located = read_jobs(args.jobs, args.keep_going)
-    policy = load_checkpoint(args.checkpoint)
+    policy = load_checkpoint(args.checkpoint, args.hold_below)
     from slamorl_jax.live import recommend_many
     from slamorl_jax.live_checks import ClusterLimits
 
@@ -246,7 +253,7 @@ def serve_stdin(args: argparse.Namespace) -> int:
 
     if sys.stdin is None:
         fail("--serve reads jobs from standard input, which is closed", PROG)
-    policy = load_checkpoint(args.checkpoint)
+    policy = load_checkpoint(args.checkpoint, args.hold_below)
     stream = getattr(sys.stdin, "buffer", None)
     # Bytes that are not UTF-8 become lone surrogates: that line is then refused, the others answered.
     lines = (
@@ -265,7 +272,7 @@ def serve_http(args: argparse.Namespace) -> int:
         host, port = parse_address(args.http)
     except ValueError as err:
         fail(str(err), PROG)
-    policy = load_checkpoint(args.checkpoint)
+    policy = load_checkpoint(args.checkpoint, args.hold_below)
     try:
         server = make_server(policy, host, port)
     except OSError as err:  # the port is taken, the host is not this machine's, a port below 1024
@@ -278,8 +285,9 @@ def serve_http(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_checkpoint(path: str) -> LoadedPolicy:
-    """The policy at ``path``; exits 2 with one line when it is missing or cannot be loaded."""
+def load_checkpoint(path: str, hold_below: float = 0.0) -> LoadedPolicy:
+    """The policy at ``path``, deciding with ``hold_below`` (``agent.decision``); exits 2 with one line
+    when it is missing or cannot be loaded."""
     try:
         path = resolve_checkpoint("--checkpoint", path)
     except ValueError as err:
@@ -287,7 +295,7 @@ def load_checkpoint(path: str) -> LoadedPolicy:
     from slamorl_jax.checkpoint import CheckpointError, load_policy
 
     try:
-        return load_policy(path)
+        return load_policy(path).holding(hold_below)
     except CheckpointError as err:
         fail(str(err), PROG)
     return None  # unreachable
@@ -351,6 +359,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="with --suggest_slas: targets the job meets with this probability (default: x1.1 / x0.9)",
     )
+    parser.add_argument(
+        "--hold_below",
+        type=bounded(float, 0.0, 1.0),
+        default=0.0,
+        help="keep the job's allocation where the policy's top action probability is below this "
+        '(the answer says "held"; default 0: the plain argmax)',
+    )
     add_cache_argument(parser)
     args = parser.parse_args(argv)
     if args.compact and args.job is None:
@@ -376,6 +391,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.http is not None:
             return serve_http(args)
         return answer_jobs(args) if args.jobs is not None else serve_stdin(args)
+    if args.hold_below > 0 and (args.probe_plan or args.forecast_start or args.suggest_slas):
+        fail(
+            "--hold_below holds the policy's answer; --probe_plan, --forecast_start and --suggest_slas "
+            "answer a new job's start, not the policy",
+            PROG,
+        )
     if new_job_flags > 1:
         fail(
             "--history, --probe_plan, --forecast_start and --suggest_slas answer a new job: ask for one", PROG
@@ -395,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = LiveJob.missing_fields(data) if isinstance(data, dict) else []
         hint = not args.suggest_slas and missing and set(missing) <= set(SUGGESTIBLE)
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
-    policy = load_checkpoint(args.checkpoint)
+    policy = load_checkpoint(args.checkpoint, args.hold_below)
     from slamorl_jax.live import recommend
 
     indent = None if args.compact else 2

@@ -124,6 +124,7 @@ def test_training_seeds_trains_in_the_callers_folder(tmp_path: Path, monkeypatch
         (["--seeds=1,1"], "expected distinct seeds"),
         (["--train-flags='--seed"], "--train-flags: No closing quotation"),
         (["--seeds=0", "--runs=missing"], "--runs: checkpoint path"),
+        (["--hold-below=1.5"], "--hold-below: must be in [0, 1]"),
         (
             ["--seeds=0", "--train-flags=--bogus", "--run-root=rr"],
             "training seed 0 into rr/seed0 failed (exit 2)",

@@ -350,11 +350,18 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert (out / "evaluation.json").read_bytes() == before
 
     # --overwrite without plots: the earlier evaluation's plots go with it (they stayed, beside
-    # results they did not show).
-    smaller = ["--scenarios=deadline-critical", "--front_points=0", "--plots=no"]
+    # results they did not show). Holding every decision (a threshold no top probability reaches
+    # but 1 itself) keeps every job at its request: the policy's figures are the request's.
+    smaller = ["--scenarios=deadline-critical", "--front_points=0", "--plots=no", "--hold_below=1"]
     assert evaluate.main([*argv, *smaller, "--overwrite"]) == 0
     assert (out / "evaluation.json").read_bytes() != before
     assert not (out / "scenarios.png").exists() and not (out / "front.png").exists()
+    held = json.loads((out / "evaluation.json").read_text())
+    assert held["config"]["hold_below"] == 1.0 and "below 1 (`--hold_below`)" in capsys.readouterr().out
+    rows = held["summaries"]["deadline-critical"]
+    assert rows["policy"]["reallocations"] == rows["policy[again]"]["reallocations"] == 0.0
+    for figure in ("time_vs_request", "cost_vs_request", "all_slas_met"):
+        assert rows["policy"][figure] == pytest.approx(rows["static_request"][figure], rel=1e-6), figure
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)

@@ -474,6 +474,8 @@ def evaluate_cases() -> dict[str, tuple[str, ...]]:
     )
     for value in (*NON_FINITE, "-1", "0", HUGE, "abc", "1e3", ""):
         cases[f"--episodes={value}"] = (f"--episodes={value}",)
+    for value in (*NON_FINITE, "-0.1", "1.5", "abc", ""):
+        cases[f"--hold_below={value}"] = (f"--hold_below={value}",)
     return cases
 
 

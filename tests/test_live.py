@@ -36,7 +36,8 @@ from slamorl_jax.live import LiveJob, live_state, recommend, reported_job
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 # The README's example job (``docs/example_job.json``).
-EXAMPLE = json.loads((SHIPPED.parent.parent / "docs" / "example_job.json").read_text(encoding="utf-8"))
+EXAMPLE_PATH = SHIPPED.parent.parent / "docs" / "example_job.json"
+EXAMPLE = json.loads(EXAMPLE_PATH.read_text(encoding="utf-8"))
 
 
 class Simulated(NamedTuple):
@@ -221,6 +222,43 @@ def test_recommend_is_the_greedy_action_applied() -> None:
     assert result.severities["time"] > 0  # 15,500 s + 50 x 1,550 s overshoots the 90,000 s deadline
     assert list(result.observation) == list(FEATURE_NAMES)
     json.dumps(result.as_dict())
+
+
+def test_holding_keeps_an_unsure_answer_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """Above the policy's top probability ``hold_below`` keeps the job where it is and the answer says
+    ``held``, with the policy's probabilities unchanged; below it the answer is the argmax's and not
+    held. ``LoadedPolicy`` itself and ``recommend --hold_below`` decide the same way; a threshold
+    outside [0, 1] is refused (one line, exit 2 from the command)."""
+    policy = load_policy(SHIPPED)
+    job = LiveJob.from_dict(EXAMPLE)
+    params = scenario_params("mixed")
+    plain = recommend(policy, job, params)
+    top = max(plain.action_probabilities)
+    assert (plain.gpus, plain.cpus) != (job.gpus, job.cpus) and not plain.held and top < 1.0
+    held = recommend(policy.holding(1.0), job, params)
+    assert held.held and (held.gpus, held.cpus, held.gpu_delta, held.cpu_delta) == (job.gpus, job.cpus, 0, 0)
+    assert held.action == 4 and not held.relocate and held.as_dict()["held"] is True
+    np.testing.assert_allclose(held.action_probabilities, plain.action_probabilities, rtol=1e-6)
+    unsure_below = recommend(policy.holding(top * 0.999), job, params)
+    assert (unsure_below.action, unsure_below.gpus, unsure_below.cpus, unsure_below.held) == (
+        plain.action,
+        plain.gpus,
+        plain.cpus,
+        False,
+    )
+    state = live_state(job, params)
+    obs = observe(state, params)
+    assert int(policy.holding(1.0)(obs, state.weights)) == 4
+    assert int(policy.holding(top * 0.999)(obs, state.weights)) == plain.action
+    with pytest.raises(ValueError, match="hold_below must be in"):
+        policy.holding(1.5)
+
+    assert recommend_cli.main([f"--job={EXAMPLE_PATH}", f"--checkpoint={SHIPPED}", "--hold_below=1"]) == 0
+    assert json.loads(capsys.readouterr().out)["held"] is True
+    with pytest.raises(SystemExit) as info:
+        recommend_cli.main([f"--job={EXAMPLE_PATH}", f"--checkpoint={SHIPPED}", "--hold_below=-0.5"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "--hold_below" in err and len(err.strip().splitlines()) == 1
 
 
 def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:

@@ -55,7 +55,13 @@ def to_markdown(payload: dict) -> str:
         f"Checkpoint `{checkpoint}` (step {cfg['checkpoint_step']}); {cfg['episodes']} fresh jobs "
         f"per scenario and seed, {cfg['seeds']} seed(s) from {cfg['seed']}; every method runs the same "
         "jobs with the same noise. Time and cost are relative to each job's requested allocation "
-        "(mean over jobs).",
+        "(mean over jobs)."
+        + (
+            f" Every policy holds its allocation where its top action probability is below "
+            f"{cfg['hold_below']:g} (`--hold_below`)."
+            if cfg.get("hold_below")
+            else ""
+        ),
         "",
         "Methods:",
         *(f"- `{name}`: {text}" for name, text in payload["methods"].items()),

@@ -103,11 +103,11 @@ def run_suite(
     env = env or JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     started = time.perf_counter()
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
-    greedy = greedy_policy(policy.network)
+    greedy = greedy_policy(policy.network, policy.hold_below)
     compared = tuple(
         compared_method(
             name,
-            greedy_policy(other.network),
+            greedy_policy(other.network, other.hold_below),
             other.params,
             other.config,
             world_difference(other.config, policy.config),
@@ -119,7 +119,9 @@ def run_suite(
     profile_oracle = ProfileBestStatic(oracle)
     warm = (history_method(greedy, history),) if history is not None else ()
     relocating = can_relocate(policy.config.actions)
-    without_relocate = greedy_policy_without(policy.network, RELOCATE_ACTION) if relocating else None
+    without_relocate = (
+        greedy_policy_without(policy.network, RELOCATE_ACTION, policy.hold_below) if relocating else None
+    )
     methods = (
         policy_methods(greedy, oracle, without_relocate)
         + warm
@@ -145,7 +147,11 @@ def run_suite(
             results[scenario][method.name] = by_job
 
     payload = {
-        "config": {**dataclasses.asdict(config), "checkpoint_step": policy.step},
+        "config": {
+            **dataclasses.asdict(config),
+            "checkpoint_step": policy.step,
+            "hold_below": policy.hold_below,
+        },
         "machine": f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs",
         "methods": {
             m.name: m.description
