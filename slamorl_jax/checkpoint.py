@@ -374,7 +374,7 @@ class LoadedPolicy:
         leading shape); :meth:`check_inputs` says what it refuses."""
         obs, weights = self.check_inputs(obs, weights)
         if key is None:
-            return self._act(self.params, obs, weights, self.hold_below)
+            return self._act(self.params, obs, weights, jnp.float32(self.hold_below))
         check_key(key, hint=" (one key samples the whole batch)")
         return jax.random.categorical(key, self.network.apply(self.params, obs, weights)[0])
 
@@ -468,8 +468,8 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     }
     params = _restore_item(meta, root, step, "policy", abstract, "the policy")["params"]
 
-    @functools.partial(jax.jit, static_argnums=3)
-    def act(params: Any, obs: jax.Array, weights: jax.Array, hold_below: float) -> jax.Array:
+    @jax.jit
+    def act(params: Any, obs: jax.Array, weights: jax.Array, hold_below: jax.Array) -> jax.Array:
         return greedy_actions(network.apply(params, obs, weights)[0], hold_below)
 
     return LoadedPolicy(config=config, params=params, network=network, step=step, _act=act)

@@ -71,6 +71,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.agent.decision import greedy_actions
@@ -658,21 +659,22 @@ def _recommend_checked(
     ]
 
 
-@functools.partial(jax.jit, static_argnames=("network", "action_set", "hold_below"))
+@functools.partial(jax.jit, static_argnames=("network", "action_set"))
 def _decide(
     network: Any,
     action_set: str,
     policy_params: Any,
     states: EnvState,
     params: EnvParams,
-    hold_below: float = 0.0,
+    hold_below: float | jax.Array = 0.0,
 ) -> tuple[jax.Array, ...]:
-    """The greedy decision for a batch of live states (holding below ``hold_below``,
-    ``agent.decision``): ``(obs, action probabilities, action, gpus, cpus, relocate, held)``, each
-    with the batch's leading axis; ``held`` where the rule kept the allocation the argmax would move."""
+    """The greedy decision for a batch of live states, holding below ``hold_below`` (``agent.decision``;
+    traced, so one program serves every threshold): ``(obs, action probabilities, action, gpus, cpus,
+    relocate, held)``, each with the batch's leading axis; ``held`` where the rule kept the
+    allocation the argmax would move."""
     obs = jax.vmap(observe, in_axes=(0, None))(states, params)
     logits = network.apply(policy_params, obs, states.weights)[0]
-    action, argmax = greedy_actions(logits, hold_below), greedy_actions(logits)
+    action, argmax = greedy_actions(logits, jnp.asarray(hold_below, jnp.float32)), greedy_actions(logits)
     apply = jax.vmap(action_sets.apply, in_axes=(0, 0, 0, None))
     gpus, cpus = apply(action, states.gpus, states.cpus, params)
     relocate = action_sets.relocates(action, action_set)

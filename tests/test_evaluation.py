@@ -350,18 +350,33 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert (out / "evaluation.json").read_bytes() == before
 
     # --overwrite without plots: the earlier evaluation's plots go with it (they stayed, beside
-    # results they did not show). Holding every decision (a threshold no top probability reaches
-    # but 1 itself) keeps every job at its request: the policy's figures are the request's.
-    smaller = ["--scenarios=deadline-critical", "--front_points=0", "--plots=no", "--hold_below=1"]
+    # results they did not show).
+    smaller = ["--scenarios=deadline-critical", "--front_points=0", "--plots=no"]
     assert evaluate.main([*argv, *smaller, "--overwrite"]) == 0
     assert (out / "evaluation.json").read_bytes() != before
     assert not (out / "scenarios.png").exists() and not (out / "front.png").exists()
-    held = json.loads((out / "evaluation.json").read_text())
-    assert held["config"]["hold_below"] == 1.0 and "below 1 (`--hold_below`)" in capsys.readouterr().out
-    rows = held["summaries"]["deadline-critical"]
-    assert rows["policy"]["reallocations"] == rows["policy[again]"]["reallocations"] == 0.0
-    for figure in ("time_vs_request", "cost_vs_request", "all_slas_met"):
-        assert rows["policy"][figure] == pytest.approx(rows["static_request"][figure], rel=1e-6), figure
+
+
+def test_evaluate_hands_its_threshold_to_every_policy_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--hold_below`` reaches the policy and every ``--compare``d one (``run_suite`` stubbed: what
+    it does with them is the slow test below); without it they decide by the plain argmax."""
+    import slamorl_jax.evaluation.suite as suite
+
+    seen: list[dict[str, float]] = []
+
+    def stub(policy: object, config: object, compare: dict, **kwargs: object) -> None:
+        seen.append({"policy": policy.hold_below, **{n: p.hold_below for n, p in compare.items()}})
+        raise SystemExit(9)
+
+    monkeypatch.setattr(suite, "run_suite", stub)
+    base = [f"--compare=again={SHIPPED}", "--no-progress", "--compilation_cache_dir=", "--plots=no"]
+    for extra, expected in (([], 0.0), (["--hold_below=0.5"], 0.5)):
+        with pytest.raises(SystemExit):
+            evaluate.main([*base, *extra, f"--out_dir={tmp_path / 'out'}"])
+        assert seen.pop() == {"policy": expected, "again": expected}
+    capsys.readouterr()
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)
@@ -377,6 +392,14 @@ def test_suite_payload_renders_without_the_cli() -> None:
     assert "- balanced, all six SLAs met: policy" in markdown
     assert set(results["balanced"]) == set(payload["methods"])
     assert to_csv(payload).count("\n") == 1 + len(payload["methods"])
+    # Holding every decision (a threshold no top probability reaches but 1 itself) keeps every job
+    # at its request: the policy's figures are the request's, and the report says so.
+    held, _ = run_suite(policy.holding(1.0), config)
+    assert held["config"]["hold_below"] == 1.0 and "below 1 (`--hold_below`)" in to_markdown(held)
+    rows = held["summaries"]["balanced"]
+    assert rows["policy"]["reallocations"] == 0.0
+    for figure in ("time_vs_request", "cost_vs_request", "all_slas_met"):
+        assert rows["policy"][figure] == pytest.approx(rows["static_request"][figure], rel=1e-6), figure
 
 
 def test_the_policy_without_relocate_takes_its_best_other_action() -> None:
