@@ -349,7 +349,9 @@ def _distributions(weights: jax.Array) -> bool:
 class LoadedPolicy:
     """A trained policy: ``policy(obs, weights)`` gives actions; ``key=`` samples instead of argmax.
     ``hold_below`` (0: the plain argmax) keeps the allocation where the policy's top probability is
-    below it (``agent.decision``; :meth:`holding` sets it), in every tool that takes the policy."""
+    below it (``agent.decision``; :meth:`holding` sets it): the greedy ``policy(obs, weights)``,
+    ``live.recommend``/``recommend_many`` and ``evaluation.run_suite`` follow it; sampling with
+    ``key=`` and the benchmarks that take ``policy.network`` alone do not."""
 
     config: TrainConfig
     params: Any

@@ -69,28 +69,37 @@ def format_evaluation(results: Results) -> str:
     return "\n".join(lines)
 
 
-@functools.lru_cache(maxsize=8)
 def greedy_policy(network: nn.Module, hold_below: float = 0.0) -> Policy:
     """The argmax policy of ``network`` (holding where its top probability is below ``hold_below``:
     ``agent.decision.greedy_actions``): one function per network value (modules compare by their
     fields) and threshold, so the runner compiled for it serves every checkpoint of the same
     architecture (a ``--compare``d run, a warm start) with only the parameters changing."""
+    return _greedy_policy(network, float(hold_below))
 
+
+@functools.lru_cache(maxsize=8)
+def _greedy_policy(network: nn.Module, hold_below: float) -> Policy:
     def greedy(params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
         return greedy_actions(network.apply(params, obs, weights)[0], hold_below)
 
     return greedy
 
 
-@functools.lru_cache(maxsize=8)
 def greedy_policy_without(network: nn.Module, action: int, hold_below: float = 0.0) -> Policy:
-    """:func:`greedy_policy` with ``action`` never taken: the argmax over the other actions (an
-    ablation: what the policy does where it would have taken ``action``). One function per
-    (network, action, threshold), as :func:`greedy_policy`."""
+    """:func:`greedy_policy` with ``action`` never taken: where the greedy policy (holding as it
+    does) would take ``action``, the argmax over the other actions (an ablation: what the policy
+    does where it would have taken ``action``); everywhere else the greedy policy's own choice. One
+    function per (network, action, threshold), as :func:`greedy_policy`."""
+    return _greedy_policy_without(network, int(action), float(hold_below))
 
+
+@functools.lru_cache(maxsize=8)
+def _greedy_policy_without(network: nn.Module, action: int, hold_below: float) -> Policy:
     def greedy(params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
         logits = network.apply(params, obs, weights)[0]
-        return greedy_actions(logits.at[..., action].set(-jnp.inf), hold_below)
+        chosen = greedy_actions(logits, hold_below)
+        other = greedy_actions(logits.at[..., action].set(-jnp.inf))
+        return jnp.where(chosen == action, other, chosen)
 
     return greedy
 

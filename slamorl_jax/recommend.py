@@ -4,7 +4,8 @@ Reads the job's state after its latest epoch as JSON (a file, or ``-`` for stand
 in :mod:`slamorl_jax.live`), runs the policy of ``--checkpoint`` (default: the shipped
 ``checkpoints/default``) and prints a JSON object: the recommended ``gpus`` and ``cpus``, the
 change, the action and its probability, ``relocate`` (true when a ``targets_relocate`` policy asks
-to restart the job on other nodes at the same allocation), the adaptive weights, the SLA severities, the
+to restart the job on other nodes at the same allocation), ``held`` (``--hold_below`` below), the
+adaptive weights, the SLA severities, the
 observation it was based on, and ``in_training_range`` with ``outside_training``: the readings that
 lie outside what the policy was trained on (also one ``warning:`` line on stderr), if any. Bad input
 (unreadable or non-UTF-8 files, bad JSON, bad or huge values, an allocation outside the policy's
@@ -22,7 +23,8 @@ job or a JSON list of jobs, ``GET /health``; one line on stderr names the addres
 
 ``--hold_below=P`` keeps the job's allocation whenever the policy's most probable action has a
 probability below ``P`` (``slamorl_jax.agent.decision``): the answer then keeps, says ``"held":
-true``, and still gives the policy's probabilities. For platforms whose restarts cost more than the
+true`` where the most probable action would have moved or relocated the job, and still gives the
+policy's probabilities. For platforms whose restarts cost more than the
 30 s pause the policy was trained with: where the policy ranks two allocations almost alike it can
 otherwise alternate between them from one report to the next (``benchmarks/reallocation_patterns.py
 --hold-below``). 0, the default, takes the policy's argmax.

@@ -43,6 +43,16 @@ def test_an_unsure_argmax_is_held_and_a_sure_one_is_taken() -> None:
     np.testing.assert_array_equal(greedy_actions(LOGITS, float(top[0]) * 0.99), [3, 8, 4])
 
 
+def test_one_holds_even_a_certain_policy() -> None:
+    """A top probability that rounds to 1 in float32 is not below 1, yet a threshold of 1 holds it:
+    1 holds every decision; just under 1 takes it."""
+    certain = jnp.zeros((1, 9)).at[0, 8].set(100.0)
+    assert float(jax.nn.softmax(certain, axis=-1).max()) == 1.0
+    np.testing.assert_array_equal(greedy_actions(certain, 1.0), [HOLD_ACTION])
+    np.testing.assert_array_equal(greedy_actions(certain, jnp.float32(1.0)), [HOLD_ACTION])
+    np.testing.assert_array_equal(greedy_actions(certain, 0.999), [8])
+
+
 def test_a_traced_threshold_decides_as_a_python_one() -> None:
     """Under ``jit`` with the threshold an argument (one program for every threshold)."""
     decide = jax.jit(greedy_actions)
@@ -69,4 +79,7 @@ def test_a_threshold_outside_zero_to_one_is_refused(bad: object) -> None:
 
 
 def test_thresholds_in_range_are_floats() -> None:
-    assert [check_hold_below(v) for v in (0, 0.25, 1)] == [0.0, 0.25, 1.0]
+    given = (0, 0.25, 1, np.float32(0.5), np.int64(1))
+    assert [check_hold_below(v) for v in given] == [0.0, 0.25, 1.0, 0.5, 1.0]
+    with pytest.raises(ValueError, match="hold_below must be a number"):
+        check_hold_below(np.bool_(True))  # type: ignore[arg-type]

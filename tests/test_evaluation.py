@@ -373,9 +373,9 @@ def test_evaluate_hands_its_threshold_to_every_policy_it_runs(
     monkeypatch.setattr(suite, "run_suite", stub)
     base = [f"--compare=again={SHIPPED}", "--no-progress", "--compilation_cache_dir=", "--plots=no"]
     for extra, expected in (([], 0.0), (["--hold_below=0.5"], 0.5)):
-        with pytest.raises(SystemExit):
+        with pytest.raises(SystemExit) as info:
             evaluate.main([*base, *extra, f"--out_dir={tmp_path / 'out'}"])
-        assert seen.pop() == {"policy": expected, "again": expected}
+        assert info.value.code == 9 and seen.pop() == {"policy": expected, "again": expected}
     capsys.readouterr()
 
 
@@ -428,11 +428,44 @@ def test_the_policy_without_relocate_takes_its_best_other_action() -> None:
     assert NO_RELOCATE in with_ablation and NO_RELOCATE not in without
 
 
+def test_holding_keeps_the_ablation_where_the_policy_holds() -> None:
+    """With a threshold, the policy without relocate still acts as the (holding) greedy policy
+    wherever that does not relocate, holds included, and never relocates."""
+    policy = load_policy(SHIPPED)
+    obs = jax.random.uniform(jax.random.key(6), (256, NUM_FEATURES))
+    weights = jax.random.dirichlet(jax.random.key(7), jnp.ones(3), (256,))
+    column = FEATURE_NAMES.index("surprise")
+    obs = obs.at[::2, column].set(1.0).at[1::2, column].set(0.5)
+    key = jax.random.key(0)
+    greedy = greedy_policy(policy.network, 0.5)
+    masked = greedy_policy_without(policy.network, RELOCATE_ACTION, 0.5)
+    first, second = (np.asarray(f(policy.params, obs, weights, key)) for f in (greedy, masked))
+    plain = np.asarray(greedy_policy(policy.network)(policy.params, obs, weights, key))
+    assert np.any(first == NO_OP_ACTION) and np.any(first != plain)  # some decisions held
+    assert not np.any(second == RELOCATE_ACTION)
+    keeps = first != RELOCATE_ACTION
+    np.testing.assert_array_equal(first[keeps], second[keeps])
+
+
+def test_the_report_names_each_policys_threshold() -> None:
+    """One sentence when every policy holds alike, each named when they differ, none without holding."""
+    from slamorl_jax.evaluation.report import _holding_note
+
+    assert _holding_note({"hold_below": 0.0, "compare_hold_below": {"b": 0.0}}) == ""
+    assert "Every policy holds" in _holding_note({"hold_below": 0.5, "compare_hold_below": {"b": 0.5}})
+    note = _holding_note({"hold_below": 0.5, "compare_hold_below": {"b": 0.0}})
+    assert "the policy below 0.5" in note and "`policy[b]` below 0" in note
+    assert _holding_note({"hold_below": 0.0}) == ""  # a report from before holding existed
+
+
 def test_checkpoints_of_one_architecture_share_one_greedy_policy() -> None:
     """Two loads of a checkpoint (or two runs with the same network) get the same policy function,
     so evaluation compiles one runner for both; another architecture gets its own."""
     first, second = load_policy(SHIPPED), load_policy(SHIPPED)
     assert greedy_policy(first.network) is greedy_policy(second.network)
+    assert (
+        greedy_policy(first.network) is greedy_policy(second.network, 0) is greedy_policy(first.network, 0.0)
+    )
     other = first.network.clone(config=dataclasses.replace(first.network.config, hidden_sizes=(8,)))
     assert greedy_policy(other) is not greedy_policy(first.network)
 

@@ -33,7 +33,7 @@ def test_probability_of_the_moves_sums_over_re_allocations_only() -> None:
     """The probability of the action that chose each epoch's allocation is summed over the epochs
     whose allocation differs from the one before, while the job runs: a kept allocation, the first
     epoch (chosen from the request, not compared) and an epoch after the job's end add nothing."""
-    gpus = np.array([[1, 2], [1, 2], [1, 4], [1, 4]])
+    gpus = np.array([[1, 2], [1, 2], [1, 4], [1, 8]])
     cpus = np.array([[4, 8], [8, 8], [4, 16], [8, 16]])
     running = np.array([[1, 1], [1, 1], [1, 1], [1, 0]], bool)
     relocated = np.zeros_like(running)

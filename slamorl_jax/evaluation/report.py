@@ -44,6 +44,22 @@ def _pct(x: float | None) -> str:
     return "n/a" if x is None or math.isnan(x) else f"{100 * x:+.1f} %"
 
 
+def _holding_note(cfg: dict) -> str:
+    """What the report's first paragraph says of the policies' hold thresholds (``--hold_below``,
+    ``agent.decision``): nothing when every policy takes its plain argmax."""
+    thresholds = {"the policy": cfg.get("hold_below", 0.0)}
+    thresholds.update({f"`policy[{name}]`": t for name, t in cfg.get("compare_hold_below", {}).items()})
+    if not any(thresholds.values()):
+        return ""
+    if len(set(thresholds.values())) == 1:
+        return (
+            " Every policy holds its allocation where its top action probability is below "
+            f"{cfg['hold_below']:g} (`--hold_below`)."
+        )
+    listed = ", ".join(f"{who} below {t:g}" for who, t in thresholds.items())
+    return f" Policies hold their allocation where their top action probability is low: {listed}."
+
+
 def to_markdown(payload: dict) -> str:
     """The evaluation as Markdown: per-scenario tables, headline figures, the gaps to the oracle and
     to the reachable anchor, the front."""
@@ -55,13 +71,7 @@ def to_markdown(payload: dict) -> str:
         f"Checkpoint `{checkpoint}` (step {cfg['checkpoint_step']}); {cfg['episodes']} fresh jobs "
         f"per scenario and seed, {cfg['seeds']} seed(s) from {cfg['seed']}; every method runs the same "
         "jobs with the same noise. Time and cost are relative to each job's requested allocation "
-        "(mean over jobs)."
-        + (
-            f" Every policy holds its allocation where its top action probability is below "
-            f"{cfg['hold_below']:g} (`--hold_below`)."
-            if cfg.get("hold_below")
-            else ""
-        ),
+        "(mean over jobs)." + _holding_note(cfg),
         "",
         "Methods:",
         *(f"- `{name}`: {text}" for name, text in payload["methods"].items()),
