@@ -53,7 +53,7 @@ from benchmarks.common import (
 )
 from slamorl_jax.agent.networks import ActorCritic
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, add_hold_below_argument, bounded, run_command, summary
 from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
@@ -244,12 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="run the policy with this relocation gate (log time, 0-1; 0: none) instead of its own",
     )
-    parser.add_argument(
-        "--hold-below",
-        type=bounded(float, 0.0, 1.0),
-        default=0.0,
-        help="keep the allocation where the policy's top action probability is below this (0: argmax)",
-    )
+    add_hold_below_argument(parser, "--hold-below", "the allocation")
     parse_and_report(
         parser, argv, RESULTS_DIR / "reallocation_patterns.json", run, to_markdown, check_checkpoint
     )

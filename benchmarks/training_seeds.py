@@ -39,7 +39,14 @@ from benchmarks.common import (
     write_report,
 )
 from benchmarks.run_sets import checked_runs
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    add_hold_below_argument,
+    bounded,
+    fail,
+    run_command,
+    summary,
+)
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
 from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
 
@@ -177,12 +184,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(EVALUATION_SCENARIOS),
         help="comma-separated scenarios to evaluate (default: every named one but mixed)",
     )
-    parser.add_argument(
-        "--hold-below",
-        type=bounded(float, 0.0, 1.0),
-        default=0.0,
-        help="evaluate holding the allocation where the top action probability is below this (default 0)",
-    )
+    add_hold_below_argument(parser, "--hold-below", "the allocation")
     add_out_flags(parser, None)
     args = parser.parse_args(argv)
     try:

@@ -85,6 +85,17 @@ def bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[
     return parse
 
 
+def add_hold_below_argument(parser: argparse.ArgumentParser, flag: str, kept: str) -> None:
+    """The hold threshold flag (``agent.decision``; default 0, the plain argmax): ``flag`` as the
+    command spells it, ``kept`` what is kept (e.g. "the job's allocation")."""
+    parser.add_argument(
+        flag,
+        type=bounded(float, 0.0, 1.0),
+        default=0.0,
+        help=f"keep {kept} where the policy's top action probability is below this (0: the plain argmax)",
+    )
+
+
 TRACEBACK_ENV = "SLAMORL_JAX_TRACEBACK"
 # The signals that stop a command the way Ctrl-C does: SIGHUP is a closed terminal or SSH session
 # (it killed a run at once, leaving logs and no checkpoint); Windows has no SIGHUP.

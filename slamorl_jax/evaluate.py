@@ -30,6 +30,7 @@ require_backend()  # a platform the machine lacks: one line, before an import to
 from slamorl_jax import run_dirs
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
+    add_hold_below_argument,
     bounded,
     cleanup_on_interrupt,
     fail,
@@ -137,13 +138,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=EVALUATION_SCENARIOS,
         help=f"comma-separated scenarios (default: {','.join(EVALUATION_SCENARIOS)})",
     )
-    parser.add_argument(
-        "--hold_below",
-        type=bounded(float, 0.0, 1.0),
-        default=0.0,
-        help="keep a job's allocation where the policy's top action probability is below this "
-        "(slamorl_jax.agent.decision; default 0: the plain argmax), for every policy run",
-    )
+    add_hold_below_argument(parser, "--hold_below", "every policy's allocation")
     parser.add_argument(
         "--front_points",
         type=front_points,

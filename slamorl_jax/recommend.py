@@ -57,7 +57,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, first_line, run_command, summary
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    add_hold_below_argument,
+    bounded,
+    fail,
+    first_line,
+    run_command,
+    summary,
+)
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.json_input import DuplicateKeyError, json_kind, loads_strict
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
@@ -361,13 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="with --suggest_slas: targets the job meets with this probability (default: x1.1 / x0.9)",
     )
-    parser.add_argument(
-        "--hold_below",
-        type=bounded(float, 0.0, 1.0),
-        default=0.0,
-        help="keep the job's allocation where the policy's top action probability is below this "
-        '(the answer says "held"; default 0: the plain argmax)',
-    )
+    add_hold_below_argument(parser, "--hold_below", 'the job\'s allocation (the answer says "held")')
     add_cache_argument(parser)
     args = parser.parse_args(argv)
     if args.compact and args.job is None:
