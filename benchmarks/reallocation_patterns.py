@@ -51,6 +51,7 @@ from benchmarks.common import (
     markdown_table,
     parse_and_report,
 )
+from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.networks import ActorCritic
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, add_hold_below_argument, bounded, run_command, summary
@@ -60,7 +61,6 @@ from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
 from slamorl_jax.env.shifts import node_slowdown
-from slamorl_jax.quality_bar import greedy_policy
 
 
 def allocation_paths(
@@ -86,7 +86,6 @@ def allocation_paths(
         network = ActorCritic(dataclasses.replace(network.config, relocate_gate=relocate_gate))
     env = JobAllocationEnv(action_set=policy.config.actions)
     params = with_values(scenario_params(scenario), init_strategy=INIT_STRATEGIES.index("requested"))
-    act = greedy_policy(network, hold_below)
     steps = int(min(np.max(np.asarray(params.workloads.epochs_max)), int(params.max_steps_in_episode)))
 
     @jax.jit
@@ -97,8 +96,9 @@ def allocation_paths(
 
         def step(carry: tuple, step_key: jax.Array) -> tuple:
             obs, weights, state, done = carry
-            actions = act(policy_params, obs, weights, step_key)
-            probabilities = jax.nn.softmax(network.apply(policy_params, obs, weights)[0], axis=-1)
+            logits = network.apply(policy_params, obs, weights)[0]  # once: the action and its probability
+            actions = greedy_actions(logits, hold_below)
+            probabilities = jax.nn.softmax(logits, axis=-1)
             chosen = jnp.take_along_axis(probabilities, actions[:, None], axis=-1)[:, 0]
             obs, after, _, terminated, truncated, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
                 jax.random.split(step_key, episodes), state, actions, params
