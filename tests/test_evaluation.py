@@ -330,12 +330,14 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert set(payload["reachable_gap"]) == {"time_over_anchor", "cost_over_anchor"}
     for gap in payload["reachable_gap"].values():
         assert np.isfinite(gap["job_average"]) and gap["job_average"] > 0
-    assert all("best_reachable_paper" in row for row in by_workload.values())
+    assert all({"best_reachable_paper", NO_RELOCATE} <= set(row) for row in by_workload.values())
     csv_lines = (out / "evaluation.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 2 * len(methods)
     markdown = (out / "evaluation.md").read_text()
     assert "## Headline figures" in markdown and "(reachable anchor)" in markdown
     assert "- policy time / anchor time:" in markdown and "best_reachable_paper" in markdown
+    workload_header = "| workload | jobs | policy | policy_without_relocate | static_request |"
+    assert workload_header in markdown  # where relocating pays, per workload
     for plot in ("scenarios.png", "front.png"):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         # readable as the text files are (mkstemp's 0600 stayed on the plots)

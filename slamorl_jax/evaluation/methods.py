@@ -160,7 +160,11 @@ def compared_method(
 FORECAST_START = "policy_from_forecast"
 HISTORY = "policy_from_history"
 NO_RELOCATE = "policy_without_relocate"
+ORACLE = "best_static_oracle"
+PROFILE_ORACLE = "best_static_profile"
 REACHABLE = "best_reachable_paper"
+# The methods of the report's per-seed and per-workload lines (where they ran).
+FOCUS_METHODS = ("policy", NO_RELOCATE, "static_request", ORACLE, REACHABLE)
 REACHABLE_DESCRIPTION = (
     "best walk-then-hold controller with the paper's 9 moves in hindsight (noise-free model)"
 )
@@ -186,7 +190,7 @@ def baseline_methods(
             start=baselines.reference_heuristic,
         ),
         Method(
-            "best_static_oracle",
+            ORACLE,
             "best static allocation in hindsight per job (noise-free model, whole lattice)",
             start=oracle,
         ),
@@ -196,7 +200,7 @@ def baseline_methods(
     if profile_oracle is not None:
         methods += (
             Method(
-                "best_static_profile",
+                PROFILE_ORACLE,
                 "the oracle's static choice made from what is known before the job runs: the workload "
                 "profile instead of the job's hidden constants, and no mid-run event",
                 start=profile_oracle,

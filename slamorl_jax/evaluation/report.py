@@ -12,11 +12,8 @@ from typing import Any
 from slamorl_jax.atomic_files import stage_text, temporary_beside
 from slamorl_jax.cli_args import cleanup_on_interrupt, stop_signals_deferred
 from slamorl_jax.evaluation.headline import COST_SCENARIO, TIME_SCENARIO
+from slamorl_jax.evaluation.methods import FOCUS_METHODS, ORACLE, REACHABLE
 from slamorl_jax.json_output import dumps_strict
-
-ORACLE = "best_static_oracle"
-REACHABLE = "best_reachable_paper"
-FOCUS_METHODS = ("policy", "static_request", ORACLE, REACHABLE)  # the methods of the seed and workload lines
 
 SUMMARY_COLUMNS = (
     ("time_vs_request", "time / request", "{:.3f}"),
@@ -143,7 +140,7 @@ def to_markdown(payload: dict) -> str:
         ]
         lines += _table(["method", "hypervolume", "expected utility"], rows)
         lines += ["", "Time share a: policy (time, cost) / oracle (time, cost)", ""]
-        policy, oracle = front["curves"]["policy"], front["curves"]["best_static_oracle"]
+        policy, oracle = front["curves"]["policy"], front["curves"][ORACLE]
         for i, share in enumerate(front["time_share"]):
             lines.append(
                 f"- a = {share:.2f}: ({policy['time'][i]:.3f}, {policy['cost'][i]:.3f}) / "
@@ -246,11 +243,11 @@ def _seed_lines(payload: dict) -> list[str]:
 
 
 def _workload_lines(payload: dict) -> list[str]:
-    """Per scenario, the objective per workload: policy, request, oracle, reachable anchor."""
+    """Per scenario, the objective per workload of each ``FOCUS_METHODS`` method that ran."""
     per_workload = payload.get("per_workload_objective", {})
-    methods = FOCUS_METHODS
     lines = []
     for scenario, rows in per_workload.items():
+        methods = [m for m in FOCUS_METHODS if any(m in r for r in rows.values())]
         lines += ["", f"## {scenario} by workload (objective relative to the request)", ""]
         table_rows = [
             [

@@ -26,7 +26,10 @@ from slamorl_jax.evaluation import pareto
 from slamorl_jax.evaluation.baselines import BestStatic, ProfileBestStatic
 from slamorl_jax.evaluation.headline import Results, anchor_gap, headline_figures, oracle_gap
 from slamorl_jax.evaluation.methods import (
+    FOCUS_METHODS,
     FORECAST_START,
+    ORACLE,
+    PROFILE_ORACLE,
     REACHABLE,
     Method,
     baseline_methods,
@@ -40,10 +43,7 @@ from slamorl_jax.evaluation.replanning import Replanning
 from slamorl_jax.quality_bar import greedy_policy, greedy_policy_without, objective
 
 HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
-ORACLE = "best_static_oracle"
-PROFILE_ORACLE = "best_static_profile"
 FRONT_STATIC = ("static_request", "static_min", "static_max")
-PER_WORKLOAD_METHODS = ("policy", "static_request", ORACLE, REACHABLE)
 REPLANNING = "replanning_oracle"
 
 
@@ -217,15 +217,18 @@ def _per_seed_objectives(results: Results) -> dict[str, dict[str, list[float]]]:
 def _per_workload_objectives(
     results: Results, workload_names: tuple[str, ...]
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Each scenario's objective per workload for the policy, the request, the oracle and the
-    reachable anchor (where a workload's jobs are hard for the policy), with the number of finished
-    policy jobs."""
+    """Each scenario's objective per workload for the ``FOCUS_METHODS`` that ran (the policy, the
+    policy without relocating, the request, the oracle and the reachable anchor: where a workload's
+    jobs are hard for the policy, and where relocating costs it), with the number of finished policy
+    jobs."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for scenario, by_method in results.items():
         out[scenario] = {}
         for index, name in enumerate(workload_names):
             row: dict[str, float] = {}
-            for method in PER_WORKLOAD_METHODS:
+            for method in FOCUS_METHODS:
+                if method not in by_method:
+                    continue
                 figures = by_method[method]
                 mine = figures["workload"] == index
                 if not np.any(mine & figures["finished"].astype(bool)):
