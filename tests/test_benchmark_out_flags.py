@@ -21,6 +21,7 @@ REPORTS = {
     "compile_flags": "compile_flags.json",
     "contention_rule": "contention_rule.json",
     "env_throughput": "env_throughput.json",
+    "epoch_times": "epoch_times.json",
     "exploration_overhead": "exploration_overhead.json",
     "network_choice": "network_choice.json",
     "oracle_bounds": "oracle_bounds.json",
