@@ -29,7 +29,7 @@ from slamorl_jax.env.episode_figures import FIGURE_NAMES, episode_figures
 from slamorl_jax.env.params import WEIGHT_MODES, max_gpus
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, summarise_episodes
 from slamorl_jax.evaluation import baselines, headline, pareto
-from slamorl_jax.evaluation.methods import NO_RELOCATE, compared_method, policy_methods
+from slamorl_jax.evaluation.methods import FORECAST_START, NO_RELOCATE, compared_method, policy_methods
 from slamorl_jax.evaluation.report import to_csv, to_markdown
 from slamorl_jax.evaluation.suite import SuiteConfig, run_suite, world_difference
 from slamorl_jax.history.records import HistoryRecord, save_records
@@ -330,14 +330,15 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert set(payload["reachable_gap"]) == {"time_over_anchor", "cost_over_anchor"}
     for gap in payload["reachable_gap"].values():
         assert np.isfinite(gap["job_average"]) and gap["job_average"] > 0
-    assert all({"best_reachable_paper", NO_RELOCATE} <= set(row) for row in by_workload.values())
+    per_workload_methods = {"best_reachable_paper", NO_RELOCATE, FORECAST_START}
+    assert all(per_workload_methods <= set(row) for row in by_workload.values())
     csv_lines = (out / "evaluation.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 2 * len(methods)
     markdown = (out / "evaluation.md").read_text()
     assert "## Headline figures" in markdown and "(reachable anchor)" in markdown
     assert "- policy time / anchor time:" in markdown and "best_reachable_paper" in markdown
-    workload_header = "| workload | jobs | policy | policy_without_relocate | static_request |"
-    assert workload_header in markdown  # where relocating pays, per workload
+    workload_header = "| workload | jobs | policy | policy_without_relocate | policy_from_forecast |"
+    assert workload_header in markdown  # where relocating and the start pay, per workload
     for plot in ("scenarios.png", "front.png"):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         # readable as the text files are (mkstemp's 0600 stayed on the plots)
