@@ -330,7 +330,7 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert set(payload["reachable_gap"]) == {"time_over_anchor", "cost_over_anchor"}
     for gap in payload["reachable_gap"].values():
         assert np.isfinite(gap["job_average"]) and gap["job_average"] > 0
-    per_workload_methods = {"best_reachable_paper", NO_RELOCATE, FORECAST_START}
+    per_workload_methods = {"best_reachable_paper", "best_static_profile", NO_RELOCATE, FORECAST_START}
     assert all(per_workload_methods <= set(row) for row in by_workload.values())
     csv_lines = (out / "evaluation.csv").read_text().strip().splitlines()
     assert len(csv_lines) == 1 + 2 * len(methods)

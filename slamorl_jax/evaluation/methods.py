@@ -164,7 +164,7 @@ ORACLE = "best_static_oracle"
 PROFILE_ORACLE = "best_static_profile"
 REACHABLE = "best_reachable_paper"
 # The methods of the report's per-seed and per-workload lines (where they ran).
-FOCUS_METHODS = ("policy", NO_RELOCATE, FORECAST_START, "static_request", ORACLE, REACHABLE)
+FOCUS_METHODS = ("policy", NO_RELOCATE, FORECAST_START, "static_request", ORACLE, PROFILE_ORACLE, REACHABLE)
 REACHABLE_DESCRIPTION = (
     "best walk-then-hold controller with the paper's 9 moves in hindsight (noise-free model)"
 )

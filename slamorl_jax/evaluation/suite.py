@@ -218,9 +218,10 @@ def _per_workload_objectives(
     results: Results, workload_names: tuple[str, ...]
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Each scenario's objective per workload for the ``FOCUS_METHODS`` that ran (the policy, the
-    policy without relocating, the policy from the forecast's start, the request, the oracle and the
-    reachable anchor: where a workload's jobs are hard for the policy, and whether relocating or
-    the start costs it), with the number of finished policy jobs."""
+    policy without relocating, the policy from the forecast's start, the request, the oracle, the
+    oracle's choice from the profile alone and the reachable anchor: where a workload's jobs are
+    hard for the policy, and whether relocating, the start or what is known before the job runs
+    costs it), with the number of finished policy jobs."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for scenario, by_method in results.items():
         out[scenario] = {}
