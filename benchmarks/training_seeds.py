@@ -6,7 +6,9 @@ flags, each in its own run directory), or takes existing runs, evaluates each ru
 with ``slamorl_jax.evaluation.run_suite`` (every scenario kind, the same jobs for every run, no
 preference front), and writes JSON plus a Markdown table of the bar's figures: per scenario the
 policy's objective against the request, the best-static oracle and the best reachable walk with the
-paper's moves, and all six SLAs met, each as mean, sample standard deviation, min and max over seeds.
+paper's moves, and all six SLAs met, each as mean, sample standard deviation, min and max over seeds;
+then per scenario a table per workload (``workload_figures_of``): the policy's objective over the
+request's, the oracle's and its own with relocate masked, and the forecast start's over the oracle's.
 
     python -m benchmarks.training_seeds --seeds=0,1,2 --out=benchmarks/results/training_seeds.json
     python -m benchmarks.training_seeds --runs=runs/a,runs/b,runs/c --seeds=0,1,2 --out=...  # evaluate
@@ -111,6 +113,53 @@ def figures_of(payload: dict) -> dict[str, float]:
     return out
 
 
+def workload_figures_of(payload: dict) -> dict[str, dict[str, dict[str, float]]]:
+    """Per scenario and workload of one evaluated run (``per_workload_objective``): the policy's
+    objective over the request's and the oracle's, over its own with relocate masked (below 1:
+    relocating pays there) and, from the forecast's start, over the oracle's."""
+    from slamorl_jax.evaluation.methods import FORECAST_START, NO_RELOCATE
+
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for scenario, rows in payload["per_workload_objective"].items():
+        out[scenario] = {}
+        for workload, row in rows.items():
+            ours = row["policy"]
+            figures = {"over_request": ours / row[REQUEST], "over_oracle": ours / row[ORACLE]}
+            if NO_RELOCATE in row:
+                figures["over_without_relocate"] = ours / row[NO_RELOCATE]
+            if FORECAST_START in row:
+                figures["forecast_start/over_oracle"] = row[FORECAST_START] / row[ORACLE]
+            out[scenario][workload] = figures
+    return out
+
+
+def workload_spreads(per_run: list[dict[str, dict[str, dict[str, float]]]]) -> dict:
+    """:func:`spread` over runs of each per-workload figure every run has."""
+    out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for scenario, rows in per_run[0].items():
+        out[scenario] = {}
+        for workload, figures in rows.items():
+            out[scenario][workload] = {
+                figure: spread([run[scenario][workload][figure] for run in per_run])
+                for figure in figures
+                if all(figure in run.get(scenario, {}).get(workload, {}) for run in per_run)
+            }
+    return out
+
+
+def workload_markdown(per_workload: dict) -> list[str]:
+    """One table per scenario: a row per workload, each figure as mean +- std over seeds."""
+    lines: list[str] = []
+    for scenario, rows in per_workload.items():
+        figures = list(dict.fromkeys(figure for row in rows.values() for figure in row))
+        lines += ["", f"## {scenario} by workload (policy objective over each, mean ± std over seeds)", ""]
+        lines += ["| workload | " + " | ".join(figures) + " |", "|---|" + "---|" * len(figures)]
+        for workload, row in rows.items():
+            cells = [f"{row[f]['mean']:.3f} ± {row[f]['std']:.3f}" if f in row else "-" for f in figures]
+            lines.append(f"| {workload} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def spread(values: list[float]) -> dict[str, float]:
     """Mean, sample standard deviation, min and max."""
     array = np.asarray(values, dtype=np.float64)
@@ -143,6 +192,7 @@ def to_markdown(payload: dict) -> str:
             f"| {name} | {stats['mean']:.3f} | {stats['std']:.3f} | {stats['min']:.3f} | "
             f"{stats['max']:.3f} | {per_seed} |"
         )
+    lines += workload_markdown(payload.get("per_workload", {}))
     lines += ["", f"Machine: {payload['machine']}"]
     return "\n".join(lines) + "\n"
 
@@ -229,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
         scenarios=args.scenarios, episodes=args.episodes, seeds=args.eval_seeds, front_points=0
     )
     per_run = []
+    per_run_workloads = []
     for run in runs:
         print(f"evaluating {run}", flush=True)
         try:
@@ -237,6 +288,7 @@ def main(argv: list[str] | None = None) -> None:
             fail(str(error), PROG)
         payload, _ = run_suite(policy, config)
         per_run.append(figures_of(payload))
+        per_run_workloads.append(workload_figures_of(payload))
     names = list(per_run[0])
     payload = {
         "seeds": seeds,  # with --runs: the seeds those runs were trained with (checked)
@@ -249,6 +301,7 @@ def main(argv: list[str] | None = None) -> None:
         "scenarios": list(args.scenarios),
         "per_seed": {name: [run[name] for run in per_run] for name in names},
         "figures": {name: spread([run[name] for run in per_run]) for name in names},
+        "per_workload": workload_spreads(per_run_workloads),
         "machine": machine_info(),
     }
     json_path, md_path = write_report(args.out, payload, to_markdown(payload))
