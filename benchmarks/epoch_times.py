@@ -9,7 +9,8 @@ uncontended and contended (``env/job_model.epoch_metrics``). Contention is a two
 epoch (``contention_start_prob``, ``contention_end_prob``; ``suggested_slas.contention_share``), so
 after a contended epoch a relocation lowers the chance that each later epoch is contended by
 ``rho^k`` with ``rho = 1 - start - end``: it saves ``rho / (1 - rho)`` contended epochs' extra time on
-average (2.33 with the defaults; fewer if the job ends first). The report sets that saving against
+average (2.33 with the defaults; fewer if the job ends first; ``env/relocation_payback.py``, which
+the policy's payback rule uses). The report sets that saving against
 the GPU re-allocation pause a relocation pays: below 1, relocating away from contention loses time
 on average, whatever the policy knows. A mid-run event's slow node (``shifts.py``) stays slow, so
 there a relocation can pay on short epochs too. Model arithmetic, no episodes: seconds.
@@ -33,16 +34,10 @@ from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, su
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import target_cpus
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
+from slamorl_jax.env.relocation_payback import contended_epochs_avoided
 from slamorl_jax.env.suggested_slas import contention_share
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "epoch_times.json"
-
-
-def contended_epochs_saved(rho: float) -> float:
-    """Expected contended epochs a relocation right after a contended epoch avoids (no job end):
-    ``sum_k rho^k = rho / (1 - rho)`` for the chain's one-epoch autocorrelation ``rho = 1 - start -
-    end`` (``suggested_slas.contention_share``)."""
-    return rho / (1.0 - rho) if rho > 0 else 0.0
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -52,7 +47,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     catalog = env.catalog
     gpus, cpus = target_cpus(jnp.asarray(args.gpus), jnp.asarray(float(args.cpus_per_gpu)), params)
     rho = float(contention_share(params)[1])
-    saved_epochs = contended_epochs_saved(rho)
+    saved_epochs = float(contended_epochs_avoided(rho))
     pause = float(params.reallocation_pause_s)
     table = job_constants_table(params)
     rows = []

@@ -14,7 +14,10 @@ request's, the oracle's and its own with relocate masked, and the forecast start
     python -m benchmarks.training_seeds --runs=runs/a,runs/b,runs/c --seeds=0,1,2 --out=...  # evaluate
     python -m benchmarks.training_seeds --seeds=0,1,2 --train-flags="--actions=paper" --out=...
     python -m benchmarks.training_seeds --runs=... --seeds=0,1,2 --hold-below=0.5 --out=...
+    python -m benchmarks.training_seeds --runs=... --seeds=0,1,2 --relocate-payback=1 --out=...
 
+``--relocate-payback`` evaluates every run with that relocation payback rule in place of its own
+(``LoadedPolicy.with_relocate_payback``; ``networks.relocation_pays``).
 ``--hold-below`` evaluates every run deciding with that threshold (``agent.decision``: the job keeps
 its allocation where the policy's top action probability is below it; ``evaluate --hold_below``).
 
@@ -178,8 +181,13 @@ def to_markdown(payload: dict) -> str:
         f"{', '.join(payload['runs'])}; {payload['episodes']} jobs x {payload['eval_seeds']} evaluation "
         "seed(s) per scenario"
         + (
-            f"; every decision held below probability {payload['hold_below']:g}."
+            f"; every decision held below probability {payload['hold_below']:g}"
             if payload.get("hold_below")
+            else ""
+        )
+        + (
+            f"; every run with the relocation payback rule at {payload['relocate_payback']:g} pauses."
+            if payload.get("relocate_payback") is not None
             else "."
         ),
         "",
@@ -235,6 +243,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated scenarios to evaluate (default: every named one but mixed)",
     )
     add_hold_below_argument(parser, "--hold-below", "the allocation")
+    parser.add_argument(
+        "--relocate-payback",
+        type=bounded(float, 0.0, 100.0),
+        default=None,
+        help="evaluate every run with this relocation payback rule, in pauses (0: off), in place of its own",
+    )
     add_out_flags(parser, None)
     args = parser.parse_args(argv)
     try:
@@ -286,6 +300,11 @@ def main(argv: list[str] | None = None) -> None:
             policy = load_policy(run / "checkpoints").holding(args.hold_below)
         except CheckpointError as error:  # its arrays damaged (the meta was checked above)
             fail(str(error), PROG)
+        if args.relocate_payback is not None:
+            try:
+                policy = policy.with_relocate_payback(args.relocate_payback)
+            except ValueError as error:
+                fail(f"--relocate-payback: {run}: {error}", PROG)
         payload, _ = run_suite(policy, config)
         per_run.append(figures_of(payload))
         per_run_workloads.append(workload_figures_of(payload))
@@ -298,6 +317,7 @@ def main(argv: list[str] | None = None) -> None:
         "episodes": args.episodes,
         "eval_seeds": args.eval_seeds,
         "hold_below": args.hold_below,
+        "relocate_payback": args.relocate_payback,
         "scenarios": list(args.scenarios),
         "per_seed": {name: [run[name] for run in per_run] for name in names},
         "figures": {name: spread([run[name] for run in per_run]) for name in names},

@@ -364,6 +364,18 @@ class LoadedPolicy:
         """This policy deciding with the threshold ``hold_below`` in [0, 1] (``ValueError`` otherwise)."""
         return dataclasses.replace(self, hold_below=check_hold_below(hold_below))
 
+    def with_relocate_payback(self, threshold: float) -> LoadedPolicy:
+        """This policy with its relocation payback rule set to ``threshold`` pauses (0: off;
+        ``networks.relocation_pays``), the same parameters: ``ValueError`` for a policy without the
+        relocate prior (nothing to mask) or a threshold outside [0, 100]."""
+        config = validate_config(dataclasses.replace(self.config, relocate_payback=float(threshold)))
+        if not config.network.relocate_prior:
+            raise ValueError("the relocation payback rule needs a policy with the relocate prior")
+        network = ActorCritic(
+            dataclasses.replace(config.network, obs_dim=self.network.config.obs_dim)
+        )
+        return dataclasses.replace(self, config=config, network=network, _act=greedy_act(network))
+
     @functools.cached_property
     def env_params(self) -> EnvParams:
         """The env parameters the policy was trained on (its config's scenario, preference, prices and
@@ -470,11 +482,17 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     }
     params = _restore_item(meta, root, step, "policy", abstract, "the policy")["params"]
 
+    return LoadedPolicy(config=config, params=params, network=network, step=step, _act=greedy_act(network))
+
+
+def greedy_act(network: ActorCritic) -> Callable:
+    """``LoadedPolicy``'s jitted greedy decision ``(params, obs, weights, hold_below) -> actions``."""
+
     @jax.jit
     def act(params: Any, obs: jax.Array, weights: jax.Array, hold_below: jax.Array) -> jax.Array:
         return greedy_actions(network.apply(params, obs, weights)[0], hold_below)
 
-    return LoadedPolicy(config=config, params=params, network=network, step=step, _act=act)
+    return act
 
 
 def export_policy(source: str | Path, destination: str | Path) -> Path:

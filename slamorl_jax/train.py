@@ -204,6 +204,12 @@ flags.DEFINE_float(
     "than the job's model forecast, in log time, 0-1 (0.1: x1.105, one std of the forecast noise; "
     "0: never masked).",
 )
+flags.DEFINE_float(
+    "relocate_payback",
+    DEFAULTS.relocate_payback,
+    "With the relocate prior, relocate is also masked unless a relocation after contention is "
+    "expected to save at least this many pauses, 0-100 (1: break even; 0: never masked).",
+)
 flags.DEFINE_enum(
     "actions",
     DEFAULTS.actions,

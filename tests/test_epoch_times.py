@@ -7,7 +7,8 @@ import argparse
 
 import pytest
 
-from benchmarks.epoch_times import contended_epochs_saved, run, to_markdown
+from benchmarks.epoch_times import run, to_markdown
+from slamorl_jax.env.relocation_payback import contended_epochs_avoided
 
 
 def chain_contended_epochs_saved(start: float, end: float, epochs: int = 500) -> float:
@@ -23,9 +24,10 @@ def chain_contended_epochs_saved(start: float, end: float, epochs: int = 500) ->
 
 
 @pytest.mark.parametrize(("start", "end"), [(0.05, 0.25), (0.2, 0.1), (0.5, 0.5)])
-def test_the_epochs_a_relocation_saves_match_the_chain(start: float, end: float) -> None:
-    assert contended_epochs_saved(1 - start - end) == pytest.approx(
-        chain_contended_epochs_saved(start, end), rel=1e-9
+@pytest.mark.parametrize("epochs_left", [1, 3, 40, 500])
+def test_the_epochs_a_relocation_saves_match_the_chain(start: float, end: float, epochs_left: int) -> None:
+    assert float(contended_epochs_avoided(1 - start - end, epochs_left)) == pytest.approx(
+        chain_contended_epochs_saved(start, end, epochs_left), rel=1e-5, abs=1e-6
     )
 
 

@@ -24,9 +24,12 @@ from slamorl_jax.env.action_sets import (
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.defaults import (
     DEFAULT_ALL_SLAS_BONUS,
+    DEFAULT_CONTENTION_END_PROB,
+    DEFAULT_CONTENTION_START_PROB,
     DEFAULT_DUAL_DECAY,
     DEFAULT_DUAL_STEP,
     DEFAULT_RELOCATE_GATE,
+    DEFAULT_RELOCATE_PAYBACK,
     DEFAULT_SLA_MET_BONUS,
 )
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
@@ -127,6 +130,9 @@ class TrainConfig:
     # ... and the gate on it: relocate is masked unless the last epoch ran at least this much slower
     # (log time) than the job's model forecast (networks.relocate_allowed; 0: never masked).
     relocate_gate: float = DEFAULT_RELOCATE_GATE
+    # ... and the payback rule: relocate is masked unless a relocation after contention is expected
+    # to save at least this many pauses (networks.relocation_pays, env/relocation_payback.py; 0: off).
+    relocate_payback: float = DEFAULT_RELOCATE_PAYBACK
     prices: str = "aws"
     seed: int = 0
     updates_per_chunk: int = 10
@@ -173,6 +179,7 @@ class TrainConfig:
             "relocate_prior": relocate_prior(),
             "relocate_gain_init": self.relocate_gain_init,
             "relocate_gate": self.relocate_gate,
+            **(payback_fields(self.relocate_payback) if self.relocate_payback > 0 else {}),
         }
         return NetworkConfig(
             tuple(self.hidden_sizes),
@@ -209,6 +216,7 @@ class TrainConfig:
         if values.get("actions") == "targets_relocate":
             values.setdefault("relocate_gain_init", 0.0)
             values.setdefault("relocate_gate", 0.0)  # nor the gate on it (README, "Relocation gate")
+            values.setdefault("relocate_payback", 0.0)  # nor the payback rule ("Relocation payback")
         # nor the paper moves' prior (a paper run saved then had none; with targets it is ignored)
         values.setdefault("paper_suggestion_prior", values["actions"] != "paper")
         values.setdefault("weights", "severity")  # the paper's form was the only one
@@ -252,6 +260,17 @@ def suggestion_features(actions: str) -> tuple[int, ...]:
     for k in range(NUM_TARGETS if has_targets(actions) else 0):
         out[NUM_MOVES + k] = index[f"target{k}_suggested"]
     return tuple(out)
+
+
+def payback_fields(threshold: float) -> dict[str, Any]:
+    """``NetworkConfig``'s payback-rule fields for ``threshold`` pauses (``networks.relocation_pays``):
+    the observation's ``pause_share`` and ``epochs_left`` features and the default contention
+    chain's one-epoch autocorrelation (``env/relocation_payback.py``)."""
+    return {
+        "relocate_payback": float(threshold),
+        "payback_features": (FEATURE_NAMES.index("pause_share"), FEATURE_NAMES.index("epochs_left")),
+        "contention_persistence": 1.0 - DEFAULT_CONTENTION_START_PROB - DEFAULT_CONTENTION_END_PROB,
+    }
 
 
 def relocate_prior() -> tuple[int, int]:
@@ -428,6 +447,10 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         0 <= c.relocate_gate <= 1,
         f"--relocate_gate must be in [0, 1] (log time), got {c.relocate_gate}",
     )
+    _require(
+        0 <= c.relocate_payback <= 100,
+        f"--relocate_payback must be in [0, 100] (pauses), got {c.relocate_payback}",
+    )
     _require(c.actions in ACTION_SETS, f"--actions must be one of {', '.join(ACTION_SETS)}")
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
     _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
@@ -470,11 +493,12 @@ def ignored_settings(c: TrainConfig) -> dict[str, str]:
         ignored["relocate_gain_init"] = (
             "without --actions=targets_relocate and its suggestion prior (no relocate prior to start)"
         )
-    if not c.network.relocate_prior:  # the gate masks relocate only through that prior
-        ignored["relocate_gate"] = (
-            "without the relocate prior (--actions=targets_relocate, its suggestion prior and "
-            "--relocate_gain_init > 0)"
-        )
+    if not c.network.relocate_prior:  # the gate and the payback rule mask relocate through that prior
+        for name in ("relocate_gate", "relocate_payback"):
+            ignored[name] = (
+                "without the relocate prior (--actions=targets_relocate, its suggestion prior and "
+                "--relocate_gain_init > 0)"
+            )
     return ignored
 
 

@@ -79,6 +79,13 @@ class NetworkConfig:
     # at least this much slower than the job's model forecast, in log units (``relocate_allowed``).
     # 0: never masked (runs saved before the gate existed).
     relocate_gate: float = 0.0
+    # With the relocate prior: relocate is also masked unless a relocation is expected to save at
+    # least this many pauses (``relocation_pays``; 0: never masked). It reads the observation's
+    # ``pause_share`` and ``epochs_left`` features (``payback_features``, in that order) and the
+    # contention chain's one-epoch autocorrelation ``contention_persistence``.
+    relocate_payback: float = 0.0
+    payback_features: tuple[int, ...] = ()
+    contention_persistence: float = 0.0
 
 
 class MLP(nn.Module):
@@ -186,6 +193,29 @@ def relocate_allowed(surprise_feature: jax.Array, gate: float) -> jax.Array:
     return relocate_flag(surprise_feature) >= np.tanh(2.0 * gate)
 
 
+def relocation_pays(obs: jax.Array, config: NetworkConfig) -> jax.Array:
+    """Whether a relocation after the last epoch is expected to save at least
+    ``config.relocate_payback`` pauses (bool; ``env.relocation_payback``): from the observation's
+    ``surprise`` (how much slower the last epoch was than forecast), ``pause_share`` (the pause
+    against the job's clean epoch) and ``epochs_left`` features, read back through their encodings
+    (``forecast.py``), with contention's ``config.contention_persistence``. Where the pause is most
+    of a short epoch a relocation away from contention cannot pay, however slow the last epoch was."""
+    from slamorl_jax.env.forecast import EPOCHS_LEFT_SCALE
+    from slamorl_jax.env.relocation_payback import relocation_payback
+
+    _, surprise_index = config.relocate_prior
+    pause_index, left_index = config.payback_features
+    flag = jnp.clip(2.0 * obs[..., surprise_index] - 1.0, -1.0 + 1e-6, 1.0 - 1e-6)
+    slowdown_log = 0.5 * jnp.arctanh(flag)  # the feature is 0.5 + 0.5 tanh(2x)
+    pause_share = jnp.clip(obs[..., pause_index], 1e-6, 1.0 - 1e-6)  # pause / (pause + clean epoch)
+    left_feature = jnp.clip(obs[..., left_index], 0.0, 1.0 - 1e-6)  # left / (left + scale)
+    epochs_left = EPOCHS_LEFT_SCALE * left_feature / (1.0 - left_feature)
+    payback = relocation_payback(
+        slowdown_log, (1.0 - pause_share) / pause_share, epochs_left, config.contention_persistence
+    )
+    return payback >= config.relocate_payback
+
+
 def relocate_flag(surprise_feature: jax.Array) -> jax.Array:
     """How much slower than forecast the last epoch was, from the observation's ``surprise`` feature
     ``0.5 + 0.5 tanh(2x)`` (``forecast.py``): ``max(tanh(2x), 0)``, 0 for an epoch as fast as
@@ -210,7 +240,9 @@ class SuggestionActor(nn.Module):
     policy rarely tries it where it pays, after an epoch much slower than its model expected. With
     ``NetworkConfig.relocate_gate`` relocate is masked unless :func:`relocate_allowed`: without the
     gate a trained policy relocated after up to a third of the epochs of its longest jobs, where the
-    pause is a small share of the epoch, mostly for nothing (README, "Relocation gate").
+    pause is a small share of the epoch, mostly for nothing (README, "Relocation gate"). With
+    ``NetworkConfig.relocate_payback`` it is masked too unless :func:`relocation_pays`: where a
+    short epoch cannot earn back the pause (README, "Relocation payback").
     """
 
     config: NetworkConfig
@@ -243,8 +275,12 @@ class SuggestionActor(nn.Module):
             )(trunk)
             bonus = relocate_gain[..., 0] * relocate_flag(obs[..., feature])
             logits = logits.at[..., action].add(bonus)
+            allowed = jnp.ones(logits.shape[:-1], bool)
             if c.relocate_gate > 0:
                 allowed = relocate_allowed(obs[..., feature], c.relocate_gate)
+            if c.relocate_payback > 0:
+                allowed = jnp.logical_and(allowed, relocation_pays(obs, c))
+            if c.relocate_gate > 0 or c.relocate_payback > 0:
                 logits = logits.at[..., action].set(jnp.where(allowed, logits[..., action], MASKED_LOGIT))
         return logits
 

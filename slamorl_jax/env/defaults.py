@@ -68,6 +68,14 @@ DEFAULT_FORECAST_NOISE = 0.1
 # 35 % of the epoch or more, less on several nodes, where it also triples the sync (README,
 # "Relocation gate").
 DEFAULT_RELOCATE_GATE = DEFAULT_FORECAST_NOISE
+# Random contention of a job's nodes (job_env.py): a two-state chain per epoch, started with the
+# first probability and ended with the second (a spell lasts 4 epochs on average; docs/calibration.md).
+DEFAULT_CONTENTION_START_PROB = 0.05
+DEFAULT_CONTENTION_END_PROB = 0.25
+# The relocation payback rule (agent/networks.py, ``relocation_pays``): relocate only where a
+# relocation after contention is expected to save at least one pause (env/relocation_payback.py;
+# README, "Relocation payback").
+DEFAULT_RELOCATE_PAYBACK = 1.0
 # End-of-job SLA reward (job_env.py explains the sizes): per job-level SLA met, and for all six.
 DEFAULT_SLA_MET_BONUS = 2.0
 DEFAULT_ALL_SLAS_BONUS = 4.0
@@ -168,8 +176,8 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         cpu_reallocation_pause_s=_f32(5.0),
         epoch_time_noise=_f32(0.03),
         util_noise=_f32(0.03),
-        contention_start_prob=_f32(0.05),
-        contention_end_prob=_f32(0.25),
+        contention_start_prob=_f32(DEFAULT_CONTENTION_START_PROB),
+        contention_end_prob=_f32(DEFAULT_CONTENTION_END_PROB),
         contention_compute_slowdown=_f32(0.3),
         contention_network_slowdown=_f32(2.0),
         moves_leave_contention=jnp.asarray(True),
