@@ -364,16 +364,24 @@ class LoadedPolicy:
         """This policy deciding with the threshold ``hold_below`` in [0, 1] (``ValueError`` otherwise)."""
         return dataclasses.replace(self, hold_below=check_hold_below(hold_below))
 
+    def deciding(self, hold_below: float = 0.0, relocate_payback: float | None = None) -> LoadedPolicy:
+        """This policy with a hold threshold (:meth:`holding`) and, unless None, a relocation payback
+        rule (:meth:`with_relocate_payback`): what the commands' ``--hold_below`` and
+        ``--relocate_payback`` ask for (``ValueError`` as those methods raise it)."""
+        policy = self.holding(hold_below)
+        return policy if relocate_payback is None else policy.with_relocate_payback(relocate_payback)
+
     def with_relocate_payback(self, threshold: float) -> LoadedPolicy:
         """This policy with its relocation payback rule set to ``threshold`` pauses (0: off;
         ``networks.relocation_pays``), the same parameters: ``ValueError`` for a policy without the
         relocate prior (nothing to mask) or a threshold outside [0, 100]."""
         config = validate_config(dataclasses.replace(self.config, relocate_payback=float(threshold)))
         if not config.network.relocate_prior:
-            raise ValueError("the relocation payback rule needs a policy with the relocate prior")
-        network = ActorCritic(
-            dataclasses.replace(config.network, obs_dim=self.network.config.obs_dim)
-        )
+            raise ValueError(
+                "the relocation payback rule needs a policy with the relocate prior "
+                "(--actions=targets_relocate, its suggestion prior and --relocate_gain_init > 0)"
+            )
+        network = ActorCritic(dataclasses.replace(config.network, obs_dim=self.network.config.obs_dim))
         return dataclasses.replace(self, config=config, network=network, _act=greedy_act(network))
 
     @functools.cached_property

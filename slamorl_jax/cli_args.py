@@ -96,6 +96,17 @@ def add_hold_below_argument(parser: argparse.ArgumentParser, flag: str, kept: st
     )
 
 
+def add_relocate_payback_argument(parser: argparse.ArgumentParser, flag: str, whose: str) -> None:
+    """The relocation payback flag (``networks.relocation_pays``; default None: the policy's own, as
+    trained): ``flag`` as the command spells it, ``whose`` the policies it applies to."""
+    parser.add_argument(
+        flag,
+        type=bounded(float, 0.0, 100.0),
+        default=None,
+        help=f"run {whose} with this relocation payback rule, in pauses (0: off; default: as trained)",
+    )
+
+
 TRACEBACK_ENV = "SLAMORL_JAX_TRACEBACK"
 # The signals that stop a command the way Ctrl-C does: SIGHUP is a closed terminal or SSH session
 # (it killed a run at once, leaving logs and no checkpoint); Windows has no SIGHUP.

@@ -31,6 +31,7 @@ from slamorl_jax import run_dirs
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     add_hold_below_argument,
+    add_relocate_payback_argument,
     bounded,
     cleanup_on_interrupt,
     fail,
@@ -139,6 +140,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"comma-separated scenarios (default: {','.join(EVALUATION_SCENARIOS)})",
     )
     add_hold_below_argument(parser, "--hold_below", "every policy's allocation")
+    add_relocate_payback_argument(parser, "--relocate_payback", "the policy (not a compared one)")
     parser.add_argument(
         "--front_points",
         type=front_points,
@@ -203,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
 
     try:
-        policy = load_policy(args.checkpoint).holding(args.hold_below)
+        policy = load_policy(args.checkpoint).deciding(args.hold_below, args.relocate_payback)
         compare = {name: load_policy(path).holding(args.hold_below) for name, path in args.compare.items()}
         for loaded in (policy, *compare.values()):
             _ = loaded.env_params  # a config that loads but builds no env: one line here, not later

@@ -60,6 +60,7 @@ import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     add_hold_below_argument,
+    add_relocate_payback_argument,
     bounded,
     fail,
     first_line,
@@ -207,7 +208,7 @@ def answer_jobs(args: argparse.Namespace) -> int:
     """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order; a
     refused job or a warning names its line (or list item)."""
     located = read_jobs(args.jobs, args.keep_going)
-    policy = load_checkpoint(args.checkpoint, args.hold_below)
+    policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
     from slamorl_jax.live import recommend_many
     from slamorl_jax.live_checks import ClusterLimits
 
@@ -263,7 +264,7 @@ def serve_stdin(args: argparse.Namespace) -> int:
 
     if sys.stdin is None:
         fail("--serve reads jobs from standard input, which is closed", PROG)
-    policy = load_checkpoint(args.checkpoint, args.hold_below)
+    policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
     stream = getattr(sys.stdin, "buffer", None)
     # Bytes that are not UTF-8 become lone surrogates: that line is then refused, the others answered.
     lines = (
@@ -282,7 +283,7 @@ def serve_http(args: argparse.Namespace) -> int:
         host, port = parse_address(args.http)
     except ValueError as err:
         fail(str(err), PROG)
-    policy = load_checkpoint(args.checkpoint, args.hold_below)
+    policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
     try:
         server = make_server(policy, host, port)
     except OSError as err:  # the port is taken, the host is not this machine's, a port below 1024
@@ -295,9 +296,12 @@ def serve_http(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_checkpoint(path: str, hold_below: float = 0.0) -> LoadedPolicy:
-    """The policy at ``path``, deciding with ``hold_below`` (``agent.decision``); exits 2 with one line
-    when it is missing or cannot be loaded."""
+def load_checkpoint(
+    path: str, hold_below: float = 0.0, relocate_payback: float | None = None
+) -> LoadedPolicy:
+    """The policy at ``path``, deciding with ``hold_below`` (``agent.decision``) and, unless None, the
+    relocation payback rule ``relocate_payback`` (``LoadedPolicy.deciding``); exits 2 with one line
+    when it is missing, cannot be loaded or cannot take the rule."""
     try:
         path = resolve_checkpoint("--checkpoint", path)
     except ValueError as err:
@@ -305,9 +309,13 @@ def load_checkpoint(path: str, hold_below: float = 0.0) -> LoadedPolicy:
     from slamorl_jax.checkpoint import CheckpointError, load_policy
 
     try:
-        return load_policy(path).holding(hold_below)
+        policy = load_policy(path)
     except CheckpointError as err:
         fail(str(err), PROG)
+    try:
+        return policy.deciding(hold_below, relocate_payback)
+    except ValueError as err:
+        fail(f"--relocate_payback: {err}", PROG)
     return None  # unreachable
 
 
@@ -370,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         help="with --suggest_slas: targets the job meets with this probability (default: x1.1 / x0.9)",
     )
     add_hold_below_argument(parser, "--hold_below", 'the job\'s allocation (the answer says "held")')
+    add_relocate_payback_argument(parser, "--relocate_payback", "the policy")
     add_cache_argument(parser)
     args = parser.parse_args(argv)
     if args.compact and args.job is None:
@@ -420,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         missing = LiveJob.missing_fields(data) if isinstance(data, dict) else []
         hint = not args.suggest_slas and missing and set(missing) <= set(SUGGESTIBLE)
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
-    policy = load_checkpoint(args.checkpoint, args.hold_below)
+    policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
     from slamorl_jax.live import recommend
 
     indent = None if args.compact else 2

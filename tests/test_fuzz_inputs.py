@@ -476,6 +476,8 @@ def evaluate_cases() -> dict[str, tuple[str, ...]]:
         cases[f"--episodes={value}"] = (f"--episodes={value}",)
     for value in (*NON_FINITE, "-0.1", "1.5", "abc", ""):
         cases[f"--hold_below={value}"] = (f"--hold_below={value}",)
+    for value in (*NON_FINITE, "-1", "101", "abc", ""):
+        cases[f"--relocate_payback={value}"] = (f"--relocate_payback={value}",)
     return cases
 
 

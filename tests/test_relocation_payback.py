@@ -118,3 +118,28 @@ def test_a_loaded_policy_takes_the_rule_without_training_again() -> None:
         dataclasses.replace(
             shipped, config=dataclasses.replace(shipped.config, actions="targets")
         ).with_relocate_payback(1.0)
+
+
+def test_the_commands_take_the_rule_or_refuse_it_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``recommend --relocate_payback`` runs the policy with that rule (0: none, as the policy of the
+    Python API's ``deciding``); a policy without the relocate prior (``checkpoints/targets``) refuses
+    it with one line and exit code 2, as does a value outside [0, 100]."""
+    import json
+
+    from slamorl_jax import recommend as recommend_cli
+
+    example = SHIPPED.parent.parent / "docs" / "example_job.json"
+    argv = [f"--job={example}", f"--checkpoint={SHIPPED}", "--compact"]
+    assert recommend_cli.main([*argv, "--relocate_payback=0"]) == 0
+    assert "action" in json.loads(capsys.readouterr().out)
+    for bad, words in (
+        (
+            [f"--job={example}", f"--checkpoint={SHIPPED.parent / 'targets'}", "--relocate_payback=1"],
+            "relocate prior",
+        ),
+        ([*argv, "--relocate_payback=-1"], "--relocate_payback"),
+    ):
+        with pytest.raises(SystemExit) as info:
+            recommend_cli.main(bad)
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and words in err and len(err.strip().splitlines()) == 1, err

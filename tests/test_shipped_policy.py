@@ -299,4 +299,8 @@ def test_the_shipped_default_is_what_the_default_command_trains() -> None:
     # checkpoints/targets: the same command but for the action set (the default before relocation)
     assert ckpt.load_policy(TARGETS).config == TrainConfig(seed=0, actions="targets")
     # checkpoints/ungated: the same command before the relocation gate (its config has none: 0)
-    assert ckpt.load_policy(SHIPPED.parent / "ungated").config == TrainConfig(seed=0, relocate_gate=0.0)
+    assert ckpt.load_policy(SHIPPED.parent / "ungated").config == TrainConfig(
+        seed=0, relocate_gate=0.0, relocate_payback=0.0
+    )
+    # checkpoints/gated: the same command before the relocation payback rule (its config has none: 0)
+    assert ckpt.load_policy(SHIPPED.parent / "gated").config == TrainConfig(seed=0, relocate_payback=0.0)

@@ -57,6 +57,18 @@ def _holding_note(cfg: dict) -> str:
     return f" Policies hold their allocation where their top action probability is low: {listed}."
 
 
+def _payback_note(cfg: dict) -> str:
+    """What the report's first paragraph says of the policy's relocation payback rule
+    (``networks.relocation_pays``): nothing for a policy without one."""
+    payback = cfg.get("relocate_payback") or 0.0
+    if payback <= 0:
+        return ""
+    return (
+        " The policy relocates only where a relocation after contention is expected to save at least "
+        f"{payback:g} pause(s) (its relocation payback rule)."
+    )
+
+
 def to_markdown(payload: dict) -> str:
     """The evaluation as Markdown: per-scenario tables, headline figures, the gaps to the oracle and
     to the reachable anchor, the front."""
@@ -68,7 +80,7 @@ def to_markdown(payload: dict) -> str:
         f"Checkpoint `{checkpoint}` (step {cfg['checkpoint_step']}); {cfg['episodes']} fresh jobs "
         f"per scenario and seed, {cfg['seeds']} seed(s) from {cfg['seed']}; every method runs the same "
         "jobs with the same noise. Time and cost are relative to each job's requested allocation "
-        "(mean over jobs)." + _holding_note(cfg),
+        "(mean over jobs)." + _holding_note(cfg) + _payback_note(cfg),
         "",
         "Methods:",
         *(f"- `{name}`: {text}" for name, text in payload["methods"].items()),

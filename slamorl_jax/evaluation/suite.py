@@ -151,6 +151,7 @@ def run_suite(
             **dataclasses.asdict(config),
             "checkpoint_step": policy.step,
             "hold_below": policy.hold_below,
+            "relocate_payback": policy.network.config.relocate_payback,
             "compare_hold_below": {name: other.hold_below for name, other in (compare or {}).items()},
         },
         "machine": f"jax {jax.__version__}, backend {jax.default_backend()}, {os.cpu_count()} CPUs",
