@@ -265,10 +265,11 @@ def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
     """A ``targets_relocate`` policy that picks relocate is told to restart the job elsewhere at the
     same allocation (``relocate``, the action's name); the shipped policy (which relocates) does
     not say so for the README job, whose epochs ran at the profile's pace, nor does that same
-    relocating network behind the default relocation gate, which masks relocate after such epochs."""
+    relocating network behind the default relocation gate, which masks relocate after such epochs
+    (the payback rule off, so the gate alone decides)."""
 
     def relocating(gate: float) -> LoadedPolicy:
-        config = TrainConfig(actions="targets_relocate", relocate_gate=gate)
+        config = TrainConfig(actions="targets_relocate", relocate_gate=gate, relocate_payback=0.0)
         network = ActorCritic(config.network)
         params = init_params(network, jax.random.key(0), len(FEATURE_NAMES))
         bias = params["params"]["actor"]["Dense_0"]["bias"]
