@@ -22,7 +22,10 @@ from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES
 from slamorl_jax.env.relocation_payback import contended_epochs_avoided, relocation_payback
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
-RELOCATING = dataclasses.replace(TINY, actions="targets_relocate", relocate_gain_init=6.0)
+# A relocating network without the rule (the default has it: 1 pause).
+RELOCATING = dataclasses.replace(
+    TINY, actions="targets_relocate", relocate_gain_init=6.0, relocate_payback=0.0
+)
 
 
 def observation(slower: float, epoch_over_pause: float, epochs_left: float, rows: int = 4) -> jax.Array:
@@ -75,7 +78,8 @@ def test_the_rule_reads_the_payback_back_from_the_observation(
 
 
 def test_the_rule_is_a_flag_that_old_configs_and_other_action_sets_read_off() -> None:
-    assert TrainConfig().relocate_payback == 0.0 and TrainConfig().network.relocate_payback == 0.0
+    assert TrainConfig().relocate_payback == 1.0 == TrainConfig().network.relocate_payback  # the default
+    assert TrainConfig(actions="targets").network.relocate_payback == 0.0  # nothing to mask there
     on = dataclasses.replace(RELOCATING, relocate_payback=1.0).network
     assert on.payback_features == (FEATURE_NAMES.index("pause_share"), FEATURE_NAMES.index("epochs_left"))
     assert on.contention_persistence == pytest.approx(0.7)
@@ -101,19 +105,23 @@ def json_dict(config: TrainConfig) -> dict:
 def test_a_loaded_policy_takes_the_rule_without_training_again() -> None:
     from slamorl_jax.checkpoint import load_policy
 
-    shipped = load_policy(SHIPPED)
-    ruled = shipped.with_relocate_payback(1.0)
-    assert ruled.config.relocate_payback == 1.0 and ruled.params is shipped.params
-    assert ruled.network.config.obs_dim == shipped.network.config.obs_dim
+    shipped = load_policy(SHIPPED)  # trained with the rule: its config carries it
+    assert shipped.config.relocate_payback == 1.0 == shipped.network.config.relocate_payback
+    gated = load_policy(SHIPPED.parent / "gated")  # trained before the rule: reads 0
+    assert gated.config.relocate_payback == 0.0 == gated.network.config.relocate_payback
+    ruled = gated.with_relocate_payback(1.0)
+    assert ruled.config.relocate_payback == 1.0 and ruled.params is gated.params
+    assert ruled.network.config == shipped.network.config  # as if trained with it
     weights = jnp.full((4, 3), 1.0 / 3.0)
     short = observation(1.3, 10 / 30, 100)  # cannot pay: relocate masked
     assert np.all(np.asarray(jax.nn.softmax(ruled.logits(short, weights)))[:, RELOCATE_ACTION] == 0.0)
     assert np.all(np.asarray(ruled(short, weights)) != RELOCATE_ACTION)
-    long = observation(1.3, 3000 / 30, 100)  # pays many times over: the shipped policy's logits
+    long = observation(1.3, 3000 / 30, 100)  # pays many times over: the gated policy's own logits
     np.testing.assert_array_equal(
-        np.asarray(ruled.logits(long, weights)), np.asarray(shipped.logits(long, weights))
+        np.asarray(ruled.logits(long, weights)), np.asarray(gated.logits(long, weights))
     )
-    assert shipped.with_relocate_payback(0.0).network.config == shipped.network.config
+    assert shipped.with_relocate_payback(0.0).network.config == gated.network.config
+    assert shipped.deciding(0.5, None).network is shipped.network and shipped.deciding(0.5).hold_below == 0.5
     with pytest.raises(ValueError, match="relocate prior"):
         dataclasses.replace(
             shipped, config=dataclasses.replace(shipped.config, actions="targets")

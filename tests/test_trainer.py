@@ -203,7 +203,9 @@ def test_the_relocate_prior_starts_at_its_gain_times_how_much_slower_the_epoch_w
     from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES
 
     # (without the gate, which masks relocate after the faster epoch: test_the_relocation_gate_...)
-    config = dataclasses.replace(TINY, actions="targets_relocate", relocate_gain_init=6.0, relocate_gate=0.0)
+    config = dataclasses.replace(
+        TINY, actions="targets_relocate", relocate_gain_init=6.0, relocate_gate=0.0, relocate_payback=0.0
+    )
     network = ActorCritic(config.network)
     params = init_params(network, jax.random.key(3), NUM_FEATURES)
     surprise = FEATURE_NAMES.index("surprise")
