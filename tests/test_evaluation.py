@@ -339,6 +339,7 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert "- policy time / anchor time:" in markdown and "best_reachable_paper" in markdown
     workload_header = "| workload | jobs | policy | policy_without_relocate | policy_from_forecast |"
     assert workload_header in markdown  # where relocating and the start pay, per workload
+    assert payload["config"]["relocate_payback"] == 1.0 and "relocation payback rule" in markdown
     for plot in ("scenarios.png", "front.png"):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         # readable as the text files are (mkstemp's 0600 stayed on the plots)
@@ -459,6 +460,14 @@ def test_the_report_names_each_policys_threshold() -> None:
     note = _holding_note({"hold_below": 0.5, "compare_hold_below": {"b": 0.0}})
     assert "the policy below 0.5" in note and "`policy[b]` below 0" in note
     assert _holding_note({"hold_below": 0.0}) == ""  # a report from before holding existed
+
+
+def test_the_report_names_the_policys_payback_rule_where_it_has_one() -> None:
+    from slamorl_jax.evaluation.report import _payback_note
+
+    assert "at least 1 pause(s)" in _payback_note({"relocate_payback": 1.0})
+    for cfg in ({"relocate_payback": 0.0}, {"relocate_payback": None}, {}):  # off, or a report from before
+        assert _payback_note(cfg) == ""
 
 
 def test_checkpoints_of_one_architecture_share_one_greedy_policy() -> None:
