@@ -121,6 +121,10 @@ def test_a_loaded_policy_takes_the_rule_without_training_again() -> None:
         np.asarray(ruled.logits(long, weights)), np.asarray(gated.logits(long, weights))
     )
     assert shipped.with_relocate_payback(0.0).network.config == gated.network.config
+    # The gate still masks where the rule alone would allow: 1.05x slower, under the gate's 1.105x.
+    under_gate = observation(1.05, 3000 / 30, 100)
+    assert np.all(np.asarray(relocation_pays(under_gate, ruled.network.config)))
+    assert np.all(np.asarray(jax.nn.softmax(ruled.logits(under_gate, weights)))[:, RELOCATE_ACTION] == 0.0)
     assert shipped.deciding(0.5, None).network is shipped.network and shipped.deciding(0.5).hold_below == 0.5
     with pytest.raises(ValueError, match="relocate prior"):
         dataclasses.replace(
@@ -128,21 +132,34 @@ def test_a_loaded_policy_takes_the_rule_without_training_again() -> None:
         ).with_relocate_payback(1.0)
 
 
-def test_the_commands_take_the_rule_or_refuse_it_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    """``recommend --relocate_payback`` runs the policy with that rule (0: none, as the policy of the
-    Python API's ``deciding``); a policy without the relocate prior (``checkpoints/targets``) refuses
-    it with one line and exit code 2, as does a value outside [0, 100]."""
+def test_the_commands_take_the_rule_or_refuse_it_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """``recommend --relocate_payback`` runs the policy with that rule: the README's job whose last
+    epoch ran 1.3x slower than the nine before it is told to relocate by the shipped policy (a 26-minute
+    epoch repays the pause many times over), and not under a rule asking 100 pauses, which masks
+    relocate (probability 0). A policy without the relocate prior (``checkpoints/targets``) refuses
+    the flag with one line and exit code 2, as does a value outside [0, 100]."""
     import json
 
     from slamorl_jax import recommend as recommend_cli
 
-    example = SHIPPED.parent.parent / "docs" / "example_job.json"
-    argv = [f"--job={example}", f"--checkpoint={SHIPPED}", "--compact"]
-    assert recommend_cli.main([*argv, "--relocate_payback=0"]) == 0
-    assert "action" in json.loads(capsys.readouterr().out)
+    job = json.loads((SHIPPED.parent.parent / "docs" / "example_job.json").read_text())
+    job["history"][-1]["epoch_time_s"] = job["last_epoch_time_s"] = 2015.0  # 1.3 x 1550 s
+    job["elapsed_s"] += 465.0
+    slowed = tmp_path / "slowed.json"
+    slowed.write_text(json.dumps(job))
+    argv = [f"--job={slowed}", f"--checkpoint={SHIPPED}", "--compact"]
+    answers = {}
+    for flags in ([], ["--relocate_payback=0"], ["--relocate_payback=100"]):
+        assert recommend_cli.main([*argv, *flags]) == 0
+        answers[tuple(flags)] = json.loads(capsys.readouterr().out)
+    assert answers[()]["relocate"] and answers[("--relocate_payback=0",)]["relocate"]
+    ruled_out = answers[("--relocate_payback=100",)]
+    assert not ruled_out["relocate"] and ruled_out["action_probabilities"][RELOCATE_ACTION] == 0.0
     for bad, words in (
         (
-            [f"--job={example}", f"--checkpoint={SHIPPED.parent / 'targets'}", "--relocate_payback=1"],
+            [f"--job={slowed}", f"--checkpoint={SHIPPED.parent / 'targets'}", "--relocate_payback=1"],
             "relocate prior",
         ),
         ([*argv, "--relocate_payback=-1"], "--relocate_payback"),

@@ -249,7 +249,10 @@ def test_the_relocation_gate_masks_relocate_unless_the_last_epoch_was_slower_tha
     from slamorl_jax.env.defaults import DEFAULT_RELOCATE_GATE
     from slamorl_jax.env.observation import FEATURE_NAMES, NUM_FEATURES
 
-    gated = dataclasses.replace(TINY, actions="targets_relocate", relocate_gain_init=6.0)
+    # The payback rule off, so the gate alone masks (test_relocation_payback.py tests the rule).
+    gated = dataclasses.replace(
+        TINY, actions="targets_relocate", relocate_gain_init=6.0, relocate_payback=0.0
+    )
     assert gated.relocate_gate == DEFAULT_RELOCATE_GATE == 0.1
     ungated = dataclasses.replace(gated, relocate_gate=0.0)
     network, open_network = ActorCritic(gated.network), ActorCritic(ungated.network)

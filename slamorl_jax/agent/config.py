@@ -265,7 +265,9 @@ def suggestion_features(actions: str) -> tuple[int, ...]:
 def payback_fields(threshold: float) -> dict[str, Any]:
     """``NetworkConfig``'s payback-rule fields for ``threshold`` pauses (``networks.relocation_pays``):
     the observation's ``pause_share`` and ``epochs_left`` features and the default contention
-    chain's one-epoch autocorrelation (``env/relocation_payback.py``)."""
+    chain's one-epoch autocorrelation (``env/relocation_payback.py``). The rates are the env's
+    defaults (no flag sets them), read when the network is built, not saved with a run: a change of
+    ``env/defaults.py``'s rates changes every saved policy's rule with them."""
     return {
         "relocate_payback": float(threshold),
         "payback_features": (FEATURE_NAMES.index("pause_share"), FEATURE_NAMES.index("epochs_left")),

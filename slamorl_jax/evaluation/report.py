@@ -241,7 +241,7 @@ def _reachable_lines(payload: dict) -> list[str]:
 
 
 def _seed_lines(payload: dict) -> list[str]:
-    """Spread of each scenario's objective between seeds, for the policy and the request."""
+    """Spread of each scenario's objective between seeds, for each ``FOCUS_METHODS`` method that ran."""
     per_seed = payload.get("per_seed_objective", {})
     if not per_seed or len(next(iter(next(iter(per_seed.values())).values()))) < 2:
         return []
