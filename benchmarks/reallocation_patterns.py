@@ -2,6 +2,7 @@
 
     python -m benchmarks.reallocation_patterns [--checkpoint checkpoints/default]
         [--scenario deadline-critical] [--episodes 512] [--seed 1] [--relocate-gate G] [--hold-below P]
+        [--relocate-payback R]
         [--out benchmarks/results/reallocation_patterns.json] [--overwrite]
 
 Runs fresh jobs of one scenario from the request to their end under the greedy policy (as
@@ -21,7 +22,8 @@ achieved, and the policy's probability of the action it took at its re-allocatio
 action's softmax probability, summed over the moves; the table gives the mean over all the moves of a
 row): near 1 where a move is decisive, low where the policy ranks several actions almost alike, as a
 policy that flips does. ``--relocate-gate`` runs the policy with that relocation gate in place of the
-one it was trained with (``networks.relocate_allowed``; 0: none), an ablation on the same parameters.
+one it was trained with (``networks.relocate_allowed``; 0: none), an ablation on the same parameters;
+``--relocate-payback`` likewise its relocation payback rule (``networks.relocation_pays``; 0: none).
 ``--hold-below`` runs it holding its allocation where its top action probability is below ``P``
 (``agent.decision``; what ``recommend --hold_below`` and ``evaluate --hold_below`` do).
 """
@@ -54,13 +56,22 @@ from benchmarks.common import (
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.networks import ActorCritic
 from slamorl_jax.checkpoint import load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser, add_hold_below_argument, bounded, run_command, summary
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    add_hold_below_argument,
+    bounded,
+    fail,
+    run_command,
+    summary,
+)
 from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
 from slamorl_jax.env.shifts import node_slowdown
+
+PROG = "python -m benchmarks.reallocation_patterns"
 
 
 def allocation_paths(
@@ -70,6 +81,7 @@ def allocation_paths(
     seed: int,
     relocate_gate: float | None = None,
     hold_below: float = 0.0,
+    relocate_payback: float | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray]:
     """Per epoch and job (leading axes): the allocation each epoch ran on, whether the job was still
     running, whether it relocated before the epoch, whether its nodes slowed the epoch and the
@@ -77,12 +89,18 @@ def allocation_paths(
     its time, cost and whether it met all six SLAs at its end, and its workload index. Jobs start at
     their request; a move before the first epoch (away from the request) is not among the counts,
     which compare epochs. ``relocate_gate``: the policy's relocation gate replaced; ``hold_below``: the
-    decision's threshold (module docstring)."""
+    decision's threshold; ``relocate_payback``: its relocation payback rule replaced (module
+    docstring)."""
     policy = load_policy(checkpoint)
+    if relocate_payback is not None:
+        try:
+            policy = policy.with_relocate_payback(relocate_payback)
+        except ValueError as error:  # bad input: one line, exit code 2
+            fail(f"--relocate-payback: {checkpoint}: {error}", PROG)
     network = policy.network
     if relocate_gate is not None:
         if not network.config.relocate_prior:
-            raise ValueError(f"--relocate-gate: {checkpoint} has no relocate prior to gate")
+            fail(f"--relocate-gate: {checkpoint} has no relocate prior to gate", PROG)
         network = ActorCritic(dataclasses.replace(network.config, relocate_gate=relocate_gate))
     env = JobAllocationEnv(action_set=policy.config.actions)
     params = with_values(scenario_params(scenario), init_strategy=INIT_STRATEGIES.index("requested"))
@@ -167,7 +185,13 @@ def pattern_counts(
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The counts per workload and over all jobs."""
     paths, outcome, workload = allocation_paths(
-        args.checkpoint, args.scenario, args.episodes, args.seed, args.relocate_gate, args.hold_below
+        args.checkpoint,
+        args.scenario,
+        args.episodes,
+        args.seed,
+        args.relocate_gate,
+        args.hold_below,
+        args.relocate_payback,
     )
     counts = {**pattern_counts(**paths), **outcome}
     names = JobAllocationEnv().catalog.workload_names
@@ -190,6 +214,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "relocate_gate": args.relocate_gate,
         "hold_below": args.hold_below,
+        "relocate_payback": args.relocate_payback,
         "rows": rows,
         "machine": machine_info(),
     }
@@ -221,6 +246,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
     ]  # fmt: skip
     gate = payload.get("relocate_gate")
     gated = "" if gate is None else f", run with relocation gate {gate} in place of its own"
+    if payload.get("relocate_payback") is not None:
+        gated += f", run with relocation payback rule {payload['relocate_payback']:g} in place of its own"
     if payload.get("hold_below"):
         gated += f", holding below probability {payload['hold_below']:g}"
     return (
@@ -232,9 +259,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the options, run, print and write the report."""
-    parser = OneLineArgumentParser(
-        prog="python -m benchmarks.reallocation_patterns", description=summary(__doc__)
-    )
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     add_checkpoint_flag(parser)
     parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
     add_job_flags(parser, episodes=512, seed=1, most=1 << 16)
@@ -245,10 +270,16 @@ def main(argv: list[str] | None = None) -> None:
         help="run the policy with this relocation gate (log time, 0-1; 0: none) instead of its own",
     )
     add_hold_below_argument(parser, "--hold-below", "the allocation")
+    parser.add_argument(
+        "--relocate-payback",
+        type=bounded(float, 0.0, 100.0),
+        default=None,
+        help="run the policy with this relocation payback rule (pauses, 0-100; 0: none) instead of its own",
+    )
     parse_and_report(
         parser, argv, RESULTS_DIR / "reallocation_patterns.json", run, to_markdown, check_checkpoint
     )
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m benchmarks.reallocation_patterns")
+    run_command(main, PROG)

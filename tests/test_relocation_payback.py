@@ -168,3 +168,18 @@ def test_the_commands_take_the_rule_or_refuse_it_in_one_line(
             recommend_cli.main(bad)
         err = capsys.readouterr().err
         assert info.value.code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("flag", ["--relocate-payback=1", "--relocate-gate=0.1"])
+def test_reallocation_patterns_refuses_a_rule_for_a_policy_that_cannot_relocate(
+    flag: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Bad input, not an unexpected error: one line and exit code 2, before anything runs."""
+    from benchmarks import reallocation_patterns
+
+    argv = [f"--checkpoint={SHIPPED.parent / 'targets'}", flag, f"--out={tmp_path / 'r.json'}"]
+    with pytest.raises(SystemExit) as info:
+        reallocation_patterns.main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "relocate prior" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r.json").exists()
