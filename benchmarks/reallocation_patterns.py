@@ -59,6 +59,7 @@ from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     add_hold_below_argument,
+    add_relocate_payback_argument,
     bounded,
     fail,
     run_command,
@@ -270,12 +271,7 @@ def main(argv: list[str] | None = None) -> None:
         help="run the policy with this relocation gate (log time, 0-1; 0: none) instead of its own",
     )
     add_hold_below_argument(parser, "--hold-below", "the allocation")
-    parser.add_argument(
-        "--relocate-payback",
-        type=bounded(float, 0.0, 100.0),
-        default=None,
-        help="run the policy with this relocation payback rule (pauses, 0-100; 0: none) instead of its own",
-    )
+    add_relocate_payback_argument(parser, "--relocate-payback", "run the policy")
     parse_and_report(
         parser, argv, RESULTS_DIR / "reallocation_patterns.json", run, to_markdown, check_checkpoint
     )

@@ -47,6 +47,7 @@ from benchmarks.run_sets import checked_runs
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     add_hold_below_argument,
+    add_relocate_payback_argument,
     bounded,
     fail,
     run_command,
@@ -243,12 +244,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="comma-separated scenarios to evaluate (default: every named one but mixed)",
     )
     add_hold_below_argument(parser, "--hold-below", "the allocation")
-    parser.add_argument(
-        "--relocate-payback",
-        type=bounded(float, 0.0, 100.0),
-        default=None,
-        help="evaluate every run with this relocation payback rule, in pauses (0: off), in place of its own",
-    )
+    add_relocate_payback_argument(parser, "--relocate-payback", "evaluate every run")
     add_out_flags(parser, None)
     args = parser.parse_args(argv)
     try:

@@ -96,14 +96,14 @@ def add_hold_below_argument(parser: argparse.ArgumentParser, flag: str, kept: st
     )
 
 
-def add_relocate_payback_argument(parser: argparse.ArgumentParser, flag: str, whose: str) -> None:
+def add_relocate_payback_argument(parser: argparse.ArgumentParser, flag: str, what: str) -> None:
     """The relocation payback flag (``networks.relocation_pays``; default None: the policy's own, as
-    trained): ``flag`` as the command spells it, ``whose`` the policies it applies to."""
+    trained): ``flag`` as the command spells it, ``what`` the command does with it ("run the policy")."""
     parser.add_argument(
         flag,
         type=bounded(float, 0.0, 100.0),
         default=None,
-        help=f"run {whose} with this relocation payback rule, in pauses (0: off; default: as trained)",
+        help=f"{what} with this relocation payback rule, in pauses (0: off; default: as trained)",
     )
 
 

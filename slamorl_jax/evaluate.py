@@ -140,7 +140,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"comma-separated scenarios (default: {','.join(EVALUATION_SCENARIOS)})",
     )
     add_hold_below_argument(parser, "--hold_below", "every policy's allocation")
-    add_relocate_payback_argument(parser, "--relocate_payback", "the policy (not a compared one)")
+    add_relocate_payback_argument(parser, "--relocate_payback", "run the policy (not a compared one)")
     parser.add_argument(
         "--front_points",
         type=front_points,

@@ -378,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         help="with --suggest_slas: targets the job meets with this probability (default: x1.1 / x0.9)",
     )
     add_hold_below_argument(parser, "--hold_below", 'the job\'s allocation (the answer says "held")')
-    add_relocate_payback_argument(parser, "--relocate_payback", "the policy")
+    add_relocate_payback_argument(parser, "--relocate_payback", "run the policy")
     add_cache_argument(parser)
     args = parser.parse_args(argv)
     if args.compact and args.job is None:
