@@ -19,6 +19,7 @@ there a relocation can pay on short epochs too. Model arithmetic, no episodes: s
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, su
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import target_cpus
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
-from slamorl_jax.env.relocation_payback import contended_epochs_avoided
+from slamorl_jax.env.relocation_payback import contended_epochs_avoided, relocation_payback
 from slamorl_jax.env.suggested_slas import contention_share
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "epoch_times.json"
@@ -65,7 +66,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "data_parallel": bool(catalog.data_parallel[index]),
                     "epoch_s": calm_s,
                     "contended_epoch_s": slowed_s,
-                    "relocation_saving_over_pause": saved_epochs * (slowed_s - calm_s) / pause,
+                    "relocation_saving_over_pause": float(
+                        relocation_payback(math.log(slowed_s / calm_s), calm_s / pause, math.inf, rho)
+                    ),
                 }
             )
     return {

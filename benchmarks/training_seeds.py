@@ -293,14 +293,11 @@ def main(argv: list[str] | None = None) -> None:
     for run in runs:
         print(f"evaluating {run}", flush=True)
         try:
-            policy = load_policy(run / "checkpoints").holding(args.hold_below)
+            policy = load_policy(run / "checkpoints").deciding(args.hold_below, args.relocate_payback)
         except CheckpointError as error:  # its arrays damaged (the meta was checked above)
             fail(str(error), PROG)
-        if args.relocate_payback is not None:
-            try:
-                policy = policy.with_relocate_payback(args.relocate_payback)
-            except ValueError as error:
-                fail(f"--relocate-payback: {run}: {error}", PROG)
+        except ValueError as error:  # a payback rule for a policy that cannot relocate
+            fail(f"--relocate-payback: {run}: {error}", PROG)
         payload, _ = run_suite(policy, config)
         per_run.append(figures_of(payload))
         per_run_workloads.append(workload_figures_of(payload))

@@ -381,7 +381,7 @@ class LoadedPolicy:
                 "the relocation payback rule needs a policy with the relocate prior "
                 "(--actions=targets_relocate, its suggestion prior and --relocate_gain_init > 0)"
             )
-        network = ActorCritic(dataclasses.replace(config.network, obs_dim=self.network.config.obs_dim))
+        network = _network(config, self.network.config.obs_dim)
         return dataclasses.replace(self, config=config, network=network, _act=greedy_act(network))
 
     @functools.cached_property
@@ -465,10 +465,15 @@ def _check_layout(meta: dict[str, Any], config: TrainConfig, where: Path) -> int
     return obs_dim
 
 
+def _network(config: TrainConfig, obs_dim: int | None) -> ActorCritic:
+    """``config``'s actor-critic reading ``obs_dim`` features (a policy keeps the count it was trained on)."""
+    return ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
+
+
 def _network_and_shapes(config: TrainConfig, obs_dim: int) -> tuple[ActorCritic, Any]:
     """``config``'s actor-critic reading ``obs_dim`` features and its parameters' shapes and dtypes
     (traced, not an initialisation run op by op: seconds of small compiles)."""
-    network = ActorCritic(dataclasses.replace(config.network, obs_dim=obs_dim))
+    network = _network(config, obs_dim)
     return network, jax.eval_shape(lambda key: init_params(network, key, obs_dim), jax.random.key(0))
 
 

@@ -36,6 +36,7 @@ from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, TARGET_BLOCK
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.prices import PRICE_PRESETS
+from slamorl_jax.env.relocation_payback import contention_persistence
 from slamorl_jax.env.scenarios import SCENARIOS
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
@@ -271,7 +272,9 @@ def payback_fields(threshold: float) -> dict[str, Any]:
     return {
         "relocate_payback": float(threshold),
         "payback_features": (FEATURE_NAMES.index("pause_share"), FEATURE_NAMES.index("epochs_left")),
-        "contention_persistence": 1.0 - DEFAULT_CONTENTION_START_PROB - DEFAULT_CONTENTION_END_PROB,
+        "contention_persistence": contention_persistence(
+            DEFAULT_CONTENTION_START_PROB, DEFAULT_CONTENTION_END_PROB
+        ),
     }
 
 

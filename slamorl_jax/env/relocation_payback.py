@@ -4,7 +4,7 @@ Random contention of a job's nodes is a two-state chain per epoch (``job_env.py`
 epoch is followed by another with probability ``1 - end``, and fresh nodes start uncontended, then
 are contended with probability ``start`` an epoch. After a contended epoch the chance that each
 later epoch is contended is ``rho^k`` higher on the old nodes than on fresh ones, ``k`` epochs on,
-with ``rho = 1 - start - end`` (``suggested_slas.contention_share``), so relocating avoids
+with ``rho = 1 - start - end`` (:func:`contention_persistence`), so relocating avoids
 ``rho + rho^2 + ... + rho^L`` contended epochs on average over the job's ``L`` epochs left (2.33
 at the default rates and many epochs left). If the last epoch's slowdown ``exp(x)`` was contention,
 each avoided epoch saves ``(exp(x) - 1)`` clean epochs. The expected saving over the pause is that
@@ -18,6 +18,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+
+def contention_persistence(start_prob: jax.Array | float, end_prob: jax.Array | float) -> jax.Array | float:
+    """The contention chain's one-epoch autocorrelation ``rho = 1 - start - end``: how much likelier
+    a contended epoch is after a contended one than after a clean one."""
+    return 1.0 - start_prob - end_prob
 
 
 def contended_epochs_avoided(rho: jax.Array | float, epochs_left: jax.Array | float = jnp.inf) -> jax.Array:

@@ -45,6 +45,7 @@ from slamorl_jax.env.forecast import candidate_allocation, ranked_candidates, ta
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation, posterior_log_time_variance
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.relocation_payback import contention_persistence
 from slamorl_jax.env.state import EnvState, SlaTargets
 
 TIME_MARGIN = 1.1
@@ -121,7 +122,7 @@ def contention_share(params: EnvParams) -> tuple[jax.Array, jax.Array]:
     """The long-run share of contended epochs of the env's two-state contention chain, and the
     chain's one-epoch autocorrelation ``1 - start - end``."""
     start, end = params.contention_start_prob, params.contention_end_prob
-    return start / jnp.maximum(start + end, 1e-9), 1.0 - start - end
+    return start / jnp.maximum(start + end, 1e-9), contention_persistence(start, end)
 
 
 def margin_factor(
