@@ -1,0 +1,133 @@
+"""``benchmarks.workload_gap``: its per-job ratios and splits on hand-made figures, the grid rule
+over the policy's targets, and whether a first action follows the forecast, read a second way
+from the observation's own ``suggested`` flags."""
+
+from __future__ import annotations
+
+import argparse
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from benchmarks.workload_gap import (
+    FORECAST_START,
+    GRID,
+    METHODS,
+    ORACLE,
+    follows_forecast,
+    grid_oracle,
+    objective_ratios,
+    run,
+    to_markdown,
+    workload_row,
+)
+from slamorl_jax.agent.decision import greedy_actions
+from slamorl_jax.agent.trainer import env_params_from_config
+from slamorl_jax.checkpoint import load_policy
+from slamorl_jax.env.action_sets import NUM_MOVES, NUM_TARGETS, WIDEST_ACTION_SET
+from slamorl_jax.env.actions import NO_OP_ACTION
+from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.env.observation import FEATURE_NAMES, observe
+from slamorl_jax.env.scenarios import with_preference, with_scenario
+from slamorl_jax.shipped_policy import CHECKOUT_POLICY
+
+
+def figures(
+    time: list[float], cost: list[float], deadline: list[bool], slas: list[int]
+) -> dict[str, np.ndarray]:
+    """Per-job figures as ``run_methods`` gives them, for what the rows read."""
+    met = np.zeros((len(slas), 6), bool)
+    for job, count in enumerate(slas):
+        met[job, :count] = True
+    return {
+        "episode_time_s": np.asarray(time, float),
+        "episode_cost_usd": np.asarray(cost, float),
+        "deadline_met": np.asarray(deadline),
+        "budget_met": np.ones(len(time), bool),
+        "job_sla_met": met,
+        "finished": np.ones(len(time), bool),
+    }
+
+
+def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_sla() -> None:
+    oracle = figures([100, 200, 400], [10, 10, 10], [True, True, False], [6, 6, 4])
+    by_method = {
+        "policy": figures([110, 260, 440], [10, 20, 10], [True, True, False], [6, 5, 5]),
+        FORECAST_START: figures([100, 220, 480], [10, 10, 10], [True, True, False], [6, 6, 5]),
+        GRID: figures([100, 200, 400], [10, 10, 10], [True, True, False], [6, 6, 4]),
+        ORACLE: oracle,
+    }
+    assert set(by_method) == set(METHODS)
+    np.testing.assert_allclose(
+        objective_ratios("deadline-critical", by_method["policy"], oracle), [1.1, 1.3, 1.1]
+    )
+    np.testing.assert_allclose(objective_ratios("budget-constrained", by_method["policy"], oracle), [1, 2, 1])
+    np.testing.assert_allclose(objective_ratios("balanced", by_method["policy"], oracle), [1.05, 1.65, 1.05])
+
+    row = workload_row("deadline-critical", by_method, np.array([True, False, True]), np.ones(3, bool))
+    assert row["jobs"] == 3 and row["jobs_oracle_meets"] == 2 and row["jobs_oracle_misses"] == 1
+    assert row["policy_over_oracle"] == pytest.approx(3.5 / 3)
+    assert row[f"{FORECAST_START}_over_oracle_oracle_meets"] == pytest.approx(1.05)
+    assert row[f"{FORECAST_START}_over_oracle_oracle_misses"] == pytest.approx(1.2)
+    assert row[f"{GRID}_over_oracle"] == pytest.approx(1.0)
+    assert row["policy_slas_met"] == pytest.approx(16 / 3) and row[f"{ORACLE}_slas_met"] == pytest.approx(
+        16 / 3
+    )
+    assert row[f"{FORECAST_START}_slas_met"] == pytest.approx(17 / 3)
+    assert row["follows_forecast"] == pytest.approx(2 / 3)
+    assert row["largest_sla_gain"] == ("gpu_util", pytest.approx(1 / 3))  # the fifth SLA, one job of three
+
+    # A job some method did not finish leaves every method's figures; a workload with no job where
+    # the oracle misses its SLA has no ratio there.
+    by_method[GRID]["finished"] = np.array([True, True, False])
+    row = workload_row("deadline-critical", by_method, None, np.ones(3, bool))
+    assert row["jobs"] == 2 and row[f"{FORECAST_START}_over_oracle_oracle_misses"] is None
+    assert row["follows_forecast"] is None
+
+
+def test_the_grid_rule_chooses_among_the_targets_only() -> None:
+    params = JobAllocationEnv().default_params
+    rule = grid_oracle(params)
+    targets = {(int(g), int(c)) for g, c in np.asarray(params.target_allocation)}
+    assert set(zip(rule.gpus, rule.cpus, strict=True)) == targets and len(rule.gpus) == len(targets)
+
+
+@pytest.fixture(scope="module")
+def shipped() -> tuple:
+    policy = load_policy(str(CHECKOUT_POLICY))
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+    params = with_scenario(
+        with_preference(env_params_from_config(policy.config, env.catalog), None), "balanced"
+    )
+    return policy, env, params
+
+
+def test_following_the_forecast_matches_the_observations_suggested_flags(shipped: tuple) -> None:
+    policy, env, params = shipped
+    key, episodes = jax.random.key(3), 48
+    follows = follows_forecast(policy, env, params, key, episodes)
+
+    reset_key, _ = jax.random.split(key)
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), params)
+    obs = jax.vmap(observe, in_axes=(0, None))(state, params)
+    keep = obs[:, FEATURE_NAMES.index("keep_suggested")] > 0.5
+    flags = obs[:, np.asarray([FEATURE_NAMES.index(f"target{k}_suggested") for k in range(NUM_TARGETS)])]
+    suggested = jnp.where(keep, NO_OP_ACTION, NUM_MOVES + jnp.argmax(flags, axis=-1))
+    actions = greedy_actions(policy.network.apply(policy.params, obs, state.weights)[0], policy.hold_below)
+    np.testing.assert_array_equal(follows, np.asarray(actions == suggested))
+    assert follows.any() and not follows.all()  # both kinds in this batch: the check can fail either way
+
+
+@pytest.mark.slow
+def test_the_report_has_a_row_per_workload_and_one_over_all_jobs() -> None:
+    payload = run(
+        argparse.Namespace(checkpoint=str(CHECKOUT_POLICY), scenario="deadline-critical", episodes=64, seed=2)
+    )
+    rows = payload["rows"]
+    assert sum(r["jobs"] for name, r in rows.items() if name != "all jobs") == rows["all jobs"]["jobs"]
+    for r in rows.values():
+        assert r["jobs_oracle_meets"] + r["jobs_oracle_misses"] == r["jobs"]
+        assert 0 <= r["follows_forecast"] <= 1 and 0 < r["policy_over_oracle"] < 3
+    assert "| all jobs | 64 |" in to_markdown(payload)
