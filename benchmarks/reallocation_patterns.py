@@ -71,6 +71,7 @@ from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
 from slamorl_jax.env.shifts import node_slowdown
+from slamorl_jax.env.target_grid import with_target_grid
 
 PROG = "python -m benchmarks.reallocation_patterns"
 
@@ -104,7 +105,10 @@ def allocation_paths(
             fail(f"--relocate-gate: {checkpoint} has no relocate prior to gate", PROG)
         network = ActorCritic(dataclasses.replace(network.config, relocate_gate=relocate_gate))
     env = JobAllocationEnv(action_set=policy.config.actions)
-    params = with_values(scenario_params(scenario), init_strategy=INIT_STRATEGIES.index("requested"))
+    params = with_values(
+        with_target_grid(scenario_params(scenario), policy.config.target_cpus_per_gpu),
+        init_strategy=INIT_STRATEGIES.index("requested"),
+    )
     steps = int(min(np.max(np.asarray(params.workloads.epochs_max)), int(params.max_steps_in_episode)))
 
     @jax.jit

@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for path, policy in zip(paths, policies, strict=True):
         if difference := world_difference(policy.config, policies[0].config):
             fail(f"{path} was trained in another world than {paths[0]} ({difference})", PROG)
+        if policy.config.target_cpus_per_gpu != policies[0].config.target_cpus_per_gpu:
+            fail(f"{path} and {paths[0]} were trained on other target grids (--target_cpus_per_gpu)", PROG)
         if can_relocate(policy.config.actions) != can_relocate(policies[0].config.actions):
             fail(f"{path} and {paths[0]} differ in relocating, so in their re-planning anchor", PROG)
     # The anchors and the policies run in the world the policies were trained in (their prices and

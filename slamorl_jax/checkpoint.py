@@ -46,7 +46,7 @@ from slamorl_jax.array_checksum import (
 )
 from slamorl_jax.cli_args import first_line
 from slamorl_jax.env.draws import check_key
-from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, OBSERVATION_LAYOUT
+from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, observation_layout
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.restore_noise import silence_abandoned_restores
 from slamorl_jax.run_dirs import new_folder_problem, staged_new_folder
@@ -117,7 +117,7 @@ def _meta(config: TrainConfig, step: int) -> dict[str, Any]:
         "update": step,
         "env_steps": step * config.batch_size,
         "observation_dim": NUM_FEATURES,
-        "observation_layout": OBSERVATION_LAYOUT,
+        "observation_layout": observation_layout(config.target_cpus_per_gpu),
         "num_actions": config.network.num_actions,
     }
 
@@ -449,7 +449,7 @@ def _check_layout(meta: dict[str, Any], config: TrainConfig, where: Path) -> int
     they and its actions mean what they meant when it was trained (else ``CheckpointError``)."""
     # Checkpoints from before the forecast block read the paper's 21 features, which never moved.
     obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
-    same_layout = meta.get("observation_layout") == OBSERVATION_LAYOUT
+    same_layout = meta.get("observation_layout") == observation_layout(config.target_cpus_per_gpu)
     if obs_dim != NUM_PAPER_FEATURES and not (obs_dim == NUM_FEATURES and same_layout):
         what = (
             f"another layout of its {obs_dim} features (their order or meaning changed since)"

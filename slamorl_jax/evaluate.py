@@ -202,13 +202,14 @@ def main(argv: list[str] | None = None) -> int:
     start_cache(args.compilation_cache_dir, PROG)
     from slamorl_jax.checkpoint import CheckpointError, load_policy
     from slamorl_jax.evaluation.report import to_markdown, write_outputs
-    from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
+    from slamorl_jax.evaluation.suite import SuiteConfig, check_one_target_grid, run_suite
 
     try:
         policy = load_policy(args.checkpoint).deciding(args.hold_below, args.relocate_payback)
         compare = {name: load_policy(path).holding(args.hold_below) for name, path in args.compare.items()}
         for loaded in (policy, *compare.values()):
             _ = loaded.env_params  # a config that loads but builds no env: one line here, not later
+        check_one_target_grid(policy, compare)
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
     history = history_start(args.history, policy)

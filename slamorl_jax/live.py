@@ -614,6 +614,13 @@ def _recommend_checked(
         # Caller's params: a field changed without its derived tables recomputed (with_values or
         # replace, then no with_derived_tables) gave another answer from the stale tables, silently.
         validate_params_once(params)
+        grid = tuple(float(x) for x in np.asarray(params.target_cpus_per_gpu))
+        if grid != policy.config.target_cpus_per_gpu:  # its features and targets mean that grid's
+            raise ValueError(
+                f"params' targets are at {list(grid)} CPUs per GPU, the policy was trained on "
+                f"{list(policy.config.target_cpus_per_gpu)}: build params with "
+                "env.target_grid.with_target_grid(params, policy.config.target_cpus_per_gpu)"
+            )
     params = params if params is not None else policy.env_params
     limits = ClusterLimits.of(params)
     for i, job in enumerate(jobs):

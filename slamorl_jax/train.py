@@ -121,6 +121,12 @@ flags.DEFINE_list(
     [str(h) for h in DEFAULTS.hidden_sizes],
     "Hidden layer sizes of actor and critic, e.g. 256,256.",
 )
+flags.DEFINE_list(
+    "target_cpus_per_gpu",
+    [f"{x:g}" for x in DEFAULTS.target_cpus_per_gpu],
+    "The absolute targets' five CPUs-per-GPU values, increasing (0: the fewest CPUs), each with every "
+    "GPU count 1-16: the allocations the targets name and the forecast block describes.",
+)
 flags.DEFINE_enum("activation", DEFAULTS.activation, list(ACTIVATIONS), "Hidden-layer activation.")
 flags.DEFINE_enum("initializer", DEFAULTS.initializer, list(INITIALIZERS), "Kernel initialiser.")
 flags.DEFINE_float(
@@ -296,6 +302,11 @@ def config_from_flags() -> TrainConfig:
         values["hidden_sizes"] = tuple(int(h) for h in FLAGS.hidden_sizes)
     except ValueError:
         raise ValueError(f"--hidden_sizes must be integers, got {','.join(FLAGS.hidden_sizes)}") from None
+    try:
+        values["target_cpus_per_gpu"] = tuple(float(x) for x in FLAGS.target_cpus_per_gpu)
+    except ValueError:
+        grid = ",".join(FLAGS.target_cpus_per_gpu)
+        raise ValueError(f"--target_cpus_per_gpu must be numbers, got {grid}") from None
     return TrainConfig(**values)
 
 

@@ -30,9 +30,11 @@ from slamorl_jax.checkpoint import CheckpointError, LoadedPolicy, load_policy, r
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
 
 #: The flags whose values decide the network's parameters' layout, or (``activation``) the function
-#: they compute: a warm start needs the source's.
+#: they compute, or (``target_cpus_per_gpu``) what its target features and actions mean: a warm
+#: start needs the source's.
 NETWORK_SETTINGS = (
     "actions", "hidden_sizes", "target_head", "suggestion_prior", "paper_suggestion_prior", "activation",
+    "target_cpus_per_gpu",
 )  # fmt: skip
 #: The flags that set only where a fresh network's parameters start (``relocate_gain_init`` also
 #: whether the relocate prior's exist at all): a warm-started run's are the source's.
@@ -88,7 +90,7 @@ def _flag(name: str, value: Any) -> str:
     if isinstance(value, bool):
         return f"--{name}" if value else f"--no{name}"
     if isinstance(value, (tuple, list)):
-        value = ",".join(str(v) for v in value)
+        value = ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in value)
     return f"--{name}={value}"
 
 
@@ -135,9 +137,11 @@ def init_from_config(config: TrainConfig, given: Collection[str] = ()) -> TrainC
         if not differing or not str(err).startswith(f"--init_from {path}: its network"):
             raise
         raise CheckpointError(_differs(path, differing[0], source, config)) from None
-    # Same layers and shapes under another activation would start from another function, untrained.
-    if source.activation != config.activation:
-        raise CheckpointError(_differs(path, "activation", source, config))
+    # Same layers and shapes under another activation would start from another function, untrained;
+    # on another target grid, from features and targets that meant other allocations.
+    for name in ("activation", "target_cpus_per_gpu"):
+        if getattr(source, name) != getattr(config, name):
+            raise CheckpointError(_differs(path, name, source, config))
     return config
 
 

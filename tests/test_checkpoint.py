@@ -182,6 +182,17 @@ BROKEN = {
     "a coefficient that is text": (edit_meta(config_extra={"shaping": "yes"}), "config.*shaping must"),
     "a switch that is not a bool": (edit_meta(config_extra={"suggestion_prior": 1}), "suggestion_prior must"),
     "layer sizes not integers": (edit_meta(config_extra={"hidden_sizes": [8.5]}), "hidden_sizes must be"),
+    "a target grid that is text": (edit_meta(config_extra={"target_cpus_per_gpu": "0,2"}), "target_cpus_per"),
+    "a target grid of four values": (
+        edit_meta(config_extra={"target_cpus_per_gpu": [0, 2, 4, 8]}),
+        "config: --target_cpus_per_gpu must be 5 increasing",
+    ),
+    # Its config names another grid than the one its features were saved with: refused, not run on
+    # the grid the config names.
+    "another target grid than its layout's": (
+        edit_meta(config_extra={"target_cpus_per_gpu": [0, 2, 4, 6, 10]}),
+        "another layout of its \\d+ feat",
+    ),
     "action count not an integer": (edit_meta(num_actions="9"), "num_actions is not an integer"),
     "observation size missing a value": (edit_meta(observation_dim=None), "observation_dim is not an"),
     "digests a string": (edit_meta(array_sha256="abc"), "damaged: its meta's array_sha256 is not a map"),
@@ -415,3 +426,31 @@ def test_policy_inputs_that_stay_accepted(shipped: ckpt.LoadedPolicy) -> None:
         legacy(np.zeros(30), _WEIGHTS)
     nan_obs = jnp.full(NUM_FEATURES, jnp.nan)
     assert jax.jit(shipped.logits)(nan_obs, _WEIGHTS).shape == (shipped.network.config.num_actions,)
+
+
+def test_a_policy_of_another_target_grid_saves_loads_and_runs_on_its_own_grid(
+    saved: Saved, compiled: Compiled, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run trained on another CPUs-per-GPU grid (``--target_cpus_per_gpu``) saves that grid's
+    observation layout, loads with it, builds its env params on it, and ``evaluate`` refuses to
+    compare it with a policy of another grid (one line, exit 2) instead of running both on one."""
+    from slamorl_jax import evaluate
+    from slamorl_jax.env.observation import OBSERVATION_LAYOUT, observation_layout
+
+    grid = (0.0, 2.0, 4.0, 6.0, 10.0)
+    config = dataclasses.replace(TINY, target_cpus_per_gpu=grid)
+    state, _ = compiled.run(compiled.fresh(), 1)  # the network does not depend on the grid
+    root = tmp_path / "grid" / "checkpoints"
+    assert ckpt.save(ckpt.make_manager(root), state, config) == SAVED_STEP
+    meta, _, _ = ckpt.read_meta(root)
+    assert meta["observation_layout"] == observation_layout(grid) != OBSERVATION_LAYOUT
+    policy = ckpt.load_policy(root)
+    assert policy.config == config and trees_equal(policy.params, ckpt.load_policy(saved.root).params)
+    np.testing.assert_array_equal(np.asarray(policy.env_params.target_cpus_per_gpu), grid)
+    argv = [f"--checkpoint={saved.root}", f"--compare=other={root}", f"--out_dir={tmp_path / 'eval'}"]
+    with pytest.raises(SystemExit) as info:
+        evaluate.main(argv)
+    err = capsys.readouterr().err.strip()
+    assert info.value.code == 2 and len(err.splitlines()) == 1, err
+    assert "--compare other: trained with --target_cpus_per_gpu=0,2,4,6,10" in err
+    assert not (tmp_path / "eval").exists()

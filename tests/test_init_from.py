@@ -162,6 +162,13 @@ def test_a_resumed_init_from_matches_the_folder_it_was_typed_as(tmp_path: Path) 
         (("--hidden_sizes=8,8",), ("trained with --hidden_sizes=16,16", "this run's has --hidden_sizes=8,8")),
         (("--actions=paper",), ("trained with --actions=targets_relocate", "this run's has --actions=paper")),
         (("--activation=relu",), ("trained with --activation=tanh", "this run's has --activation=relu")),
+        (
+            ("--target_cpus_per_gpu=0,2,4,6,10",),
+            (
+                "trained with --target_cpus_per_gpu=0,2,4,8,12",
+                "this run's has --target_cpus_per_gpu=0,2,4,6,10",
+            ),
+        ),
         (("--suggestion_gain_init=12",), ("--suggestion_gain_init has no effect with --init_from", "=4.0")),
         (("--init_from=nowhere",), ("--init_from", "does not exist")),
     ],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -494,3 +495,17 @@ def test_messages_write_values_as_json_does() -> None:
     assert short_value("x" * 200, limit=20) == '"' + "x" * 16 + "..."
     with pytest.raises(ValueError, match=r'workload must be a catalogue name \(a string\), got \{"a": 1\}'):
         LiveJob.from_dict({**EXAMPLE, "workload": {"a": 1}})
+
+
+def test_recommend_refuses_params_on_another_target_grid_than_the_policys() -> None:
+    """The policy's target features and actions mean the grid it was trained on: params with other
+    CPUs per GPU (``env/target_grid.py``) would answer with targets the policy never learned."""
+    from slamorl_jax.env.target_grid import with_target_grid
+
+    job = LiveJob.from_dict(EXAMPLE)
+    policy = load_policy(SHIPPED)
+    other = with_target_grid(policy.env_params, (0.0, 2.0, 4.0, 6.0, 10.0))
+    with pytest.raises(ValueError, match=re.escape("the policy was trained on [0.0, 2.0, 4.0, 8.0, 12.0]")):
+        recommend(policy, job, other)
+    back = with_target_grid(other, policy.config.target_cpus_per_gpu)
+    assert recommend(policy, job, back) == recommend(policy, job)

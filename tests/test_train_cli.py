@@ -145,6 +145,13 @@ BAD_FLAGS = {
     "minibatches do not divide": (["--num_envs=32", "--rollout_length=8", "--num_minibatches=3"], ["256"]),
     "unknown scenario": (["--scenario=nope"], ["--scenario", "deadline-critical"]),
     "hidden sizes not integers": (["--hidden_sizes=a,b"], ["--hidden_sizes"]),
+    "target grid of three values": (["--target_cpus_per_gpu=0,2,4"], ["--target_cpus_per_gpu must be 5"]),
+    "target grid not numbers": (
+        ["--target_cpus_per_gpu=0,2,x,6,10"],
+        ["--target_cpus_per_gpu must be numbers"],
+    ),
+    "target grid not increasing": (["--target_cpus_per_gpu=0,4,2,6,10"], ["increasing", "[0.0, 4.0, 2.0"]),
+    "target grid negative": (["--target_cpus_per_gpu=-1,2,4,6,10"], ["in [0, 1024]"]),
     "unknown flag": (["--no_such_flag=1"], ["no_such_flag"]),
     "float flag not a number": (["--learning_rate=abc"], ["learning_rate"]),
     "learning rate out of range": (["--learning_rate=2"], ["--learning_rate"]),

@@ -31,6 +31,7 @@ from slamorl_jax.env.defaults import (
     DEFAULT_RELOCATE_GATE,
     DEFAULT_RELOCATE_PAYBACK,
     DEFAULT_SLA_MET_BONUS,
+    DEFAULT_TARGET_CPUS_PER_GPU,
 )
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, TARGET_BLOCK
@@ -38,6 +39,7 @@ from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.prices import PRICE_PRESETS
 from slamorl_jax.env.relocation_payback import contention_persistence
 from slamorl_jax.env.scenarios import SCENARIOS
+from slamorl_jax.env.target_grid import check_target_grid, with_target_grid
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
 # How each PPO pass deals the rollout's transitions into minibatches: ``global`` shuffles them all
@@ -113,6 +115,10 @@ class TrainConfig:
     # "paper" (9 moves), "targets" (moves + absolute targets) or "targets_relocate" (and relocate)
     actions: str = DEFAULT_ACTION_SET
     target_head: bool = False  # targets: score each target with a shared head (networks.TargetScorer)
+    # The absolute targets' CPUs per GPU (every GPU count of the grid x these, ``action_sets.py``; 0 =
+    # the fewest CPUs): which allocations the targets name and the forecast block describes, in
+    # every action set. A policy runs on the grid it was trained on (``observation_layout``).
+    target_cpus_per_gpu: tuple[float, ...] = DEFAULT_TARGET_CPUS_PER_GPU
     # targets: a learned gain on the action the env's forecast ranks first (networks.SuggestionActor;
     # not with the shared target head, which reads the suggestion flags with the other forecasts)
     suggestion_prior: bool = True
@@ -174,7 +180,8 @@ class TrainConfig:
         block = TARGET_BLOCK if targets and self.target_head else ()
         with_prior = targets and self.suggestion_prior and not self.target_head
         prior = suggestion_features(self.actions) if with_prior else ()
-        moves = paper_move_prior() if self.actions == "paper" and self.paper_suggestion_prior else {}
+        paper_prior = self.actions == "paper" and self.paper_suggestion_prior
+        moves = paper_move_prior(self.target_cpus_per_gpu) if paper_prior else {}
         relocating = with_prior and can_relocate(self.actions) and self.relocate_gain_init > 0
         relocate = {
             "relocate_prior": relocate_prior(),
@@ -222,15 +229,30 @@ class TrainConfig:
         values.setdefault("paper_suggestion_prior", values["actions"] != "paper")
         values.setdefault("weights", "severity")  # the paper's form was the only one
         values.setdefault("minibatch_shuffle", "global")  # and every pass shuffled all steps together
+        # and the targets' CPUs per GPU were those of the grid before it could be set
+        values["target_cpus_per_gpu"] = _float_tuple(
+            "target_cpus_per_gpu", values.get("target_cpus_per_gpu", GRID_BEFORE_ITS_FLAG)
+        )
         if "hidden_sizes" in values:
             sizes = values["hidden_sizes"]
             if not isinstance(sizes, list | tuple) or not all(type(h) is int for h in sizes):
                 raise ValueError(f"hidden_sizes must be a list of integers, got {sizes!r}")
             values["hidden_sizes"] = tuple(sizes)
         for field in dataclasses.fields(cls):
-            if field.name in values and field.name != "hidden_sizes":
+            if field.name in values and field.name not in ("hidden_sizes", "target_cpus_per_gpu"):
                 values[field.name] = _typed(field.name, str(field.type), values[field.name])
         return cls(**values)
+
+
+#: The targets' CPUs per GPU of every run saved before ``TrainConfig.target_cpus_per_gpu`` existed.
+GRID_BEFORE_ITS_FLAG = (0.0, 2.0, 4.0, 8.0, 12.0)
+
+
+def _float_tuple(name: str, value: Any) -> tuple[float, ...]:
+    """A stored list of numbers as a tuple of floats (``ValueError`` for anything else)."""
+    if not isinstance(value, list | tuple) or not all(type(x) in (int, float) for x in value):
+        raise ValueError(f"{name} must be a list of numbers, got {value!r}")
+    return tuple(float(x) for x in value)
 
 
 def _typed(name: str, annotation: str, value: Any) -> Any:
@@ -284,13 +306,13 @@ def relocate_prior() -> tuple[int, int]:
 
 
 @functools.cache
-def paper_move_prior() -> dict[str, Any]:
-    """``NetworkConfig``'s move-prior fields for the default cluster and target grid (the grid the
-    observation's forecast block describes, ``observation.OBSERVATION_LAYOUT``)."""
+def paper_move_prior(cpus_per_gpu: tuple[float, ...] = DEFAULT_TARGET_CPUS_PER_GPU) -> dict[str, Any]:
+    """``NetworkConfig``'s move-prior fields for the default cluster and the target grid of
+    ``cpus_per_gpu`` (the grid the observation's forecast block describes, ``observation_layout``)."""
     from slamorl_jax.env.defaults import default_params
     from slamorl_jax.env.observation import allocation_scales
 
-    params = default_params()
+    params = with_target_grid(default_params(), cpus_per_gpu)
     index = {name: i for i, name in enumerate(FEATURE_NAMES)}
     targets = np.asarray(params.target_allocation)
     return {
@@ -321,14 +343,19 @@ def gradient_steps(config: TrainConfig, updates: int) -> int:
 
 def check_types(config: TrainConfig) -> None:
     """Every setting has its field's type (an ``int`` count, not ``16.5``, ``True`` or ``"16"``; a
-    ``str`` preference; ``hidden_sizes`` a sequence of ``int``): a wrong one would fail deep inside
-    JAX with an error that names no setting."""
+    ``str`` preference; ``hidden_sizes`` a sequence of ``int``, ``target_cpus_per_gpu`` one of
+    numbers): a wrong one would fail deep inside JAX with an error that names no setting."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if field.name == "hidden_sizes":
             _require(
                 isinstance(value, list | tuple) and all(type(h) is int for h in value),
                 f"--hidden_sizes must be a sequence of integers, got {value!r}",
+            )
+        elif field.name == "target_cpus_per_gpu":
+            _require(
+                isinstance(value, list | tuple) and all(type(x) in (int, float) for x in value),
+                f"--target_cpus_per_gpu must be a sequence of numbers, got {value!r}",
             )
         else:
             try:
@@ -457,6 +484,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         f"--relocate_payback must be in [0, 100] (pauses), got {c.relocate_payback}",
     )
     _require(c.actions in ACTION_SETS, f"--actions must be one of {', '.join(ACTION_SETS)}")
+    check_target_grid(c.target_cpus_per_gpu)
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
     _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
     _require(c.init_from is None or c.init_from.strip() != "", "--init_from must name a checkpoint")

@@ -42,6 +42,7 @@ from slamorl_jax.env.prices import with_prices
 from slamorl_jax.env.scenarios import scenario_params, with_preference
 from slamorl_jax.env.shifts import event_probs
 from slamorl_jax.env.state import EnvState
+from slamorl_jax.env.target_grid import with_target_grid
 from slamorl_jax.sharding import check_divisible, constrain_batch
 
 # Episode figures summed over finished jobs in a chunk (divided by "episodes" for reporting).
@@ -71,7 +72,8 @@ class TrainState:
 
 
 def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) -> EnvParams:
-    """Environment parameters for the scenario, preference, initialisation and prices of ``config``."""
+    """Environment parameters for the scenario, preference, initialisation, prices and target grid
+    of ``config``."""
     params = scenario_params(config.scenario, catalog)
     preference = None if config.preference is None else parse_preference(config.preference)
     params = with_preference(params, preference)
@@ -80,6 +82,7 @@ def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) 
         params = with_values(params, shift_probs=event_probs(config.event_share))
     if config.reallocation_pause_s is not None:
         params = with_values(params, reallocation_pause_s=config.reallocation_pause_s)
+    params = with_target_grid(params, config.target_cpus_per_gpu)
     return with_values(
         params,
         init_strategy=INIT_STRATEGIES.index(config.init_strategy),

@@ -96,8 +96,11 @@ def emitted_relocation(action: jax.Array | int, name: str) -> jax.Array:
     return relocates(clip_action(action, name), name)
 
 
-def action_names(name: str, params: EnvParams | None = None) -> tuple[str, ...]:
-    """Human-readable name of every action of the set (targets name their grid point)."""
+def action_names(
+    name: str, params: EnvParams | None = None, cpus_per_gpu: tuple[float, ...] | None = None
+) -> tuple[str, ...]:
+    """Human-readable name of every action of the set (targets name their grid point): the grid of
+    ``params``, or else the default GPU counts x ``cpus_per_gpu`` (default: the default grid's)."""
     from slamorl_jax.env.actions import ACTION_NAMES
 
     if check_action_set(name) == "paper":
@@ -105,7 +108,7 @@ def action_names(name: str, params: EnvParams | None = None) -> tuple[str, ...]:
     if params is None:
         from slamorl_jax.env.defaults import DEFAULT_TARGET_CPUS_PER_GPU, DEFAULT_TARGET_GPUS
 
-        gpus, ratios = DEFAULT_TARGET_GPUS, DEFAULT_TARGET_CPUS_PER_GPU
+        gpus, ratios = DEFAULT_TARGET_GPUS, cpus_per_gpu or DEFAULT_TARGET_CPUS_PER_GPU
     else:
         gpus = [int(g) for g in jax.device_get(params.target_gpus)]
         ratios = [float(x) for x in jax.device_get(params.target_cpus_per_gpu)]

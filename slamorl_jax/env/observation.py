@@ -56,14 +56,21 @@ NUM_PAPER_FEATURES = len(PAPER_FEATURE_NAMES)
 assert NUM_PAPER_FEATURES == 21
 FEATURE_NAMES = (*PAPER_FEATURE_NAMES, *FORECAST_FEATURE_NAMES)
 NUM_FEATURES = len(FEATURE_NAMES)
-# A fingerprint of the feature order and of the default target grid the features describe, stored
-# with checkpoints: a policy only runs on the layout it was trained on (the paper's first 21
-# features never move). The grid is named by the ``targets`` set's actions on purpose: relocate is
-# an action with no features of its own, so every action set shares this layout and the
-# checkpoints saved before relocate existed still match it.
-OBSERVATION_LAYOUT = hashlib.sha256(
-    ",".join((*FEATURE_NAMES, *action_names("targets"))).encode()
-).hexdigest()[:16]
+
+
+# A fingerprint of the feature order and of the target grid the features describe, stored with
+# checkpoints: a policy only runs on the layout it was trained on (the paper's first 21 features
+# never move). The grid is named by the ``targets`` set's actions on purpose: relocate is an action
+# with no features of its own, so every action set shares this layout and the checkpoints saved
+# before relocate existed still match it.
+def observation_layout(cpus_per_gpu: tuple[float, ...] | None = None) -> str:
+    """The fingerprint of the observation over the grid of the default GPU counts x ``cpus_per_gpu``
+    CPUs per GPU (default: the default grid's; ``TrainConfig.target_cpus_per_gpu``)."""
+    names = (*FEATURE_NAMES, *action_names("targets", cpus_per_gpu=cpus_per_gpu))
+    return hashlib.sha256(",".join(names).encode()).hexdigest()[:16]
+
+
+OBSERVATION_LAYOUT = observation_layout()
 # Where the per-target forecasts sit: (offset, targets, features per target), field-major.
 TARGET_BLOCK = (NUM_PAPER_FEATURES, NUM_TARGETS, len(OUTCOME_FEATURES))
 

@@ -85,6 +85,20 @@ def world_difference(trained: TrainConfig, judged: TrainConfig) -> str | None:
     return ", ".join(differing) or None
 
 
+def check_one_target_grid(policy: LoadedPolicy, compare: dict[str, LoadedPolicy] | None) -> None:
+    """``ValueError`` naming a compared policy trained on another target grid than ``policy``: one
+    evaluation runs every method on the main policy's env params, whose grid another policy's
+    features and targets do not describe (``env/target_grid.py``)."""
+    grid = policy.config.target_cpus_per_gpu
+    for name, other in (compare or {}).items():
+        if other.config.target_cpus_per_gpu != grid:
+            raise ValueError(
+                f"--compare {name}: trained with --target_cpus_per_gpu="
+                f"{','.join(f'{x:g}' for x in other.config.target_cpus_per_gpu)}, the policy with "
+                f"{','.join(f'{x:g}' for x in grid)}: evaluate them apart"
+            )
+
+
 def run_suite(
     policy: LoadedPolicy,
     config: SuiteConfig,
@@ -98,6 +112,7 @@ def run_suite(
     (e.g. a run trained with static weights) on the same jobs; with a ``history`` start rule
     (``slamorl_jax.history.HistoryStart``) also the policy started where it puts each job;
     ``(payload, per-job figures)``."""
+    check_one_target_grid(policy, compare)
     # The ``targets`` set is a superset with the paper's moves at the same indices, so policies of
     # either action set (and every baseline) run unchanged on one env, on the same jobs.
     env = env or JobAllocationEnv(action_set=WIDEST_ACTION_SET)
