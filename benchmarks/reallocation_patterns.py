@@ -55,6 +55,7 @@ from benchmarks.common import (
 )
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.networks import ActorCritic
+from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
@@ -69,9 +70,8 @@ from slamorl_jax.env.action_sets import emitted_relocation
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
-from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
+from slamorl_jax.env.scenarios import SCENARIOS, with_preference, with_scenario
 from slamorl_jax.env.shifts import node_slowdown
-from slamorl_jax.env.target_grid import with_target_grid
 
 PROG = "python -m benchmarks.reallocation_patterns"
 
@@ -105,10 +105,10 @@ def allocation_paths(
             fail(f"--relocate-gate: {checkpoint} has no relocate prior to gate", PROG)
         network = ActorCritic(dataclasses.replace(network.config, relocate_gate=relocate_gate))
     env = JobAllocationEnv(action_set=policy.config.actions)
-    params = with_values(
-        with_target_grid(scenario_params(scenario), policy.config.target_cpus_per_gpu),
-        init_strategy=INIT_STRATEGIES.index("requested"),
-    )
+    # The world the policy was trained in (its prices, pause, grid: as evaluate builds it), the
+    # scenario's jobs, each started at its request.
+    world = with_preference(env_params_from_config(policy.config, env.catalog), None)
+    params = with_values(with_scenario(world, scenario), init_strategy=INIT_STRATEGIES.index("requested"))
     steps = int(min(np.max(np.asarray(params.workloads.epochs_max)), int(params.max_steps_in_episode)))
 
     @jax.jit

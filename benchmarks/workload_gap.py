@@ -65,6 +65,7 @@ from slamorl_jax.env.online_model import posterior_deviation
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.probes import first_placement
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
+from slamorl_jax.episodes import with_init_strategy
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import FORECAST_START, ORACLE, Method, run_methods
 from slamorl_jax.quality_bar import greedy_policy
@@ -93,11 +94,12 @@ def objective_ratios(scenario: str, ours: dict[str, np.ndarray], oracle: dict[st
 def follows_forecast(
     policy: LoadedPolicy, env: JobAllocationEnv, params: EnvParams, key: jax.Array, episodes: int
 ) -> np.ndarray | None:
-    """Per job of :func:`run_methods`' batch for ``key`` (the same reset keys), whether the policy's
-    first greedy action from the request is the forecast's first choice; ``None`` for a policy
-    without targets (it cannot take them)."""
+    """Per job of :func:`run_methods`' batch for ``key`` (the same reset keys and, as the ``policy``
+    method starts them, at the request), whether the policy's first greedy action is the
+    forecast's first choice; ``None`` for a policy without targets (it cannot take them)."""
     if not has_targets(policy.config.actions):
         return None
+    params = with_init_strategy(params, "requested")  # as Method.env_params runs the policy
 
     @jax.jit
     def first_actions(policy_params: Any) -> tuple[jax.Array, jax.Array]:
@@ -125,6 +127,8 @@ def workload_row(
     done = mine & np.logical_and.reduce([figures[m]["finished"].astype(bool) for m in METHODS])
     oracle = figures[ORACLE]
     row: dict[str, Any] = {"jobs": int(done.sum())}
+    if not done.any():
+        return row  # no job every method finished: no figure
     for method in METHODS[:-1]:
         row[f"{method}_over_oracle"] = float(objective_ratios(scenario, figures[method], oracle)[done].mean())
     own = np.logical_and.reduce([oracle[name].astype(bool) for name in OWN_SLAS.get(scenario, BOTH_SLAS)])
@@ -141,7 +145,7 @@ def workload_row(
         name: row[f"{FORECAST_START}_sla_rates"][name] - row[f"{ORACLE}_sla_rates"][name]
         for name in SLA_NAMES
     }
-    row["largest_sla_gain"] = max(gains.items(), key=lambda item: item[1]) if done.any() else None
+    row["largest_sla_gain"] = max(gains.items(), key=lambda item: item[1])
     row["follows_forecast"] = None if follows is None else float(follows[done].mean())
     return row
 
@@ -197,7 +201,7 @@ def _gain(gain: tuple[str, float] | None) -> str:
 
 
 def to_markdown(payload: dict[str, Any]) -> str:
-    """One row per workload, then all jobs."""
+    """One row per workload with a job every method finished, then all jobs."""
     own = {"deadline-critical": "deadline", "budget-constrained": "budget"}.get(
         payload["scenario"], "deadline and budget"
     )
@@ -215,6 +219,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
             "-" if r["follows_forecast"] is None else f"{100 * r['follows_forecast']:.0f}%",
         ]
         for name, r in payload["rows"].items()
+        if r["jobs"]
     ]
     headers = [
         "workload", "jobs", "policy / oracle", "forecast start / oracle", "best grid target / oracle",

@@ -85,6 +85,7 @@ from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.probes import PROBE_FRACTION
 from slamorl_jax.env.state import EnvState, check_state
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
+from slamorl_jax.env.target_grid import on_target_grid
 from slamorl_jax.env.validation import validate_params_once
 from slamorl_jax.json_input import short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many, uses_dual_weights
@@ -614,10 +615,10 @@ def _recommend_checked(
         # Caller's params: a field changed without its derived tables recomputed (with_values or
         # replace, then no with_derived_tables) gave another answer from the stale tables, silently.
         validate_params_once(params)
-        grid = tuple(float(x) for x in np.asarray(params.target_cpus_per_gpu))
-        if grid != policy.config.target_cpus_per_gpu:  # its features and targets mean that grid's
+        if not on_target_grid(params, policy.config.target_cpus_per_gpu):  # its features mean that grid
+            grid = [float(x) for x in np.asarray(params.target_cpus_per_gpu)]
             raise ValueError(
-                f"params' targets are at {list(grid)} CPUs per GPU, the policy was trained on "
+                f"params' targets are at {grid} CPUs per GPU, the policy was trained on "
                 f"{list(policy.config.target_cpus_per_gpu)}: build params with "
                 "env.target_grid.with_target_grid(params, policy.config.target_cpus_per_gpu)"
             )

@@ -44,7 +44,7 @@ from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_
 from slamorl_jax.distributed import DistributedOptions
 from slamorl_jax.distributed import resolve as resolve_distributed
 from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
-from slamorl_jax.env.action_sets import ACTION_SETS
+from slamorl_jax.env.action_sets import ACTION_SETS, NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.scenarios import SCENARIOS
 from slamorl_jax.run_log_names import metrics_size
@@ -124,8 +124,9 @@ flags.DEFINE_list(
 flags.DEFINE_list(
     "target_cpus_per_gpu",
     [f"{x:g}" for x in DEFAULTS.target_cpus_per_gpu],
-    "The absolute targets' five CPUs-per-GPU values, increasing (0: the fewest CPUs), each with every "
-    "GPU count 1-16: the allocations the targets name and the forecast block describes.",
+    f"The absolute targets' {NUM_TARGET_CPUS_PER_GPU} CPUs-per-GPU values, increasing (0: the fewest "
+    f"CPUs), each with every GPU count 1-{NUM_TARGET_GPUS}: the allocations the targets name and the "
+    "forecast block describes.",
 )
 flags.DEFINE_enum("activation", DEFAULTS.activation, list(ACTIVATIONS), "Hidden-layer activation.")
 flags.DEFINE_enum("initializer", DEFAULTS.initializer, list(INITIALIZERS), "Kernel initialiser.")

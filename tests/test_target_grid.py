@@ -71,3 +71,17 @@ def test_a_run_records_its_grid_and_runs_saved_before_the_setting_read_the_grid_
 def test_the_observation_layout_names_the_grid() -> None:
     assert observation_layout() == observation_layout(DEFAULT_TARGET_CPUS_PER_GPU) == OBSERVATION_LAYOUT
     assert observation_layout(OTHER_GRID) != OBSERVATION_LAYOUT
+
+
+def test_the_default_layout_is_the_one_every_shipped_checkpoint_was_saved_with() -> None:
+    """Pinned: a change of the feature names or of the default grid refuses every saved policy."""
+    assert OBSERVATION_LAYOUT == "b7bdb2e5f3466752"
+
+
+def test_a_grid_given_as_a_list_is_the_tuple_and_the_paper_prior_moves_toward_its_targets() -> None:
+    config = TrainConfig(actions="paper", target_cpus_per_gpu=[0, 2, 4, 6, 10])
+    assert config.target_cpus_per_gpu == OTHER_GRID and isinstance(config.target_cpus_per_gpu, tuple)
+    validate_config(config)
+    targets = np.asarray(with_target_grid(default_params(), OTHER_GRID).target_allocation)
+    assert config.network.move_prior_targets == tuple((int(g), int(c)) for g, c in targets)
+    assert config.network.move_prior_targets != TrainConfig(actions="paper").network.move_prior_targets

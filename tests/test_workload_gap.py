@@ -31,6 +31,8 @@ from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.scenarios import with_preference, with_scenario
+from slamorl_jax.episodes import with_init_strategy
+from slamorl_jax.evaluation import baselines
 from slamorl_jax.shipped_policy import CHECKOUT_POLICY
 
 
@@ -109,9 +111,16 @@ def test_following_the_forecast_matches_the_observations_suggested_flags(shipped
     key, episodes = jax.random.key(3), 48
     follows = follows_forecast(policy, env, params, key, episodes)
 
+    # The policy method's jobs: the run's reset keys, each job at its request (the trained config's
+    # start is "mixed": cold, random and requested allocations).
+    assert policy.config.init_strategy == "mixed"
+    requested = with_init_strategy(params, "requested")
     reset_key, _ = jax.random.split(key)
-    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), params)
-    obs = jax.vmap(observe, in_axes=(0, None))(state, params)
+    _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), requested)
+    at_request = jax.vmap(baselines.requested, in_axes=(0, None))(state, requested)
+    np.testing.assert_array_equal(np.asarray(state.gpus), np.asarray(at_request[0]))
+    np.testing.assert_array_equal(np.asarray(state.cpus), np.asarray(at_request[1]))
+    obs = jax.vmap(observe, in_axes=(0, None))(state, requested)
     keep = obs[:, FEATURE_NAMES.index("keep_suggested")] > 0.5
     flags = obs[:, np.asarray([FEATURE_NAMES.index(f"target{k}_suggested") for k in range(NUM_TARGETS)])]
     suggested = jnp.where(keep, NO_OP_ACTION, NUM_MOVES + jnp.argmax(flags, axis=-1))

@@ -148,6 +148,8 @@ class TrainConfig:
     init_from: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.target_cpus_per_gpu, list):  # a tuple, as stored and compared (and hashable)
+            object.__setattr__(self, "target_cpus_per_gpu", tuple(self.target_cpus_per_gpu))
         if self.minibatch_shuffle is None:  # the action set's (an unknown set fails validation)
             shuffle = DEFAULT_MINIBATCH_SHUFFLE.get(self.actions, "global")
             object.__setattr__(self, "minibatch_shuffle", shuffle)

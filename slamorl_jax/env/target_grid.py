@@ -26,8 +26,10 @@ _, MAX_CPUS_PER_GPU, _ = SCALAR_RANGES["target_cpus_per_gpu"]
 
 def check_target_grid(cpus_per_gpu: Sequence[float]) -> tuple[float, ...]:
     """``cpus_per_gpu`` as a tuple of floats if it is a valid grid: ``NUM_TARGET_CPUS_PER_GPU``
-    finite values in ``[0, MAX_CPUS_PER_GPU]``, strictly increasing (so no two targets of a GPU
-    count name one allocation by construction); else ``ValueError`` with a one-line reason."""
+    finite values in ``[0, MAX_CPUS_PER_GPU]``, strictly increasing; else ``ValueError`` with a
+    one-line reason. Targets still may coincide once rounded to the CPU step and clipped to the
+    cluster (1 GPU at 0 and 2 CPUs per GPU on the default grid; more CPUs than the cluster allows a
+    job), as they do on the default grid."""
     values = tuple(float(x) for x in cpus_per_gpu)
     where = f"--target_cpus_per_gpu must be {NUM_TARGET_CPUS_PER_GPU} increasing CPUs-per-GPU values"
     if len(values) != NUM_TARGET_CPUS_PER_GPU:
@@ -39,10 +41,17 @@ def check_target_grid(cpus_per_gpu: Sequence[float]) -> tuple[float, ...]:
     return values
 
 
+def on_target_grid(params: EnvParams, cpus_per_gpu: Sequence[float]) -> bool:
+    """Whether ``params``' targets are at ``cpus_per_gpu`` CPUs per GPU (compared as the float32
+    values params hold)."""
+    grid = np.asarray(tuple(cpus_per_gpu), np.float32)
+    return np.array_equal(np.asarray(params.target_cpus_per_gpu, np.float32), grid)
+
+
 def with_target_grid(params: EnvParams, cpus_per_gpu: Sequence[float]) -> EnvParams:
     """``params`` with the targets at ``cpus_per_gpu`` CPUs per GPU and the tables derived from them
     recomputed; ``params`` itself where its grid is that already."""
     grid = np.asarray(check_target_grid(cpus_per_gpu), np.float32)
-    if np.array_equal(np.asarray(params.target_cpus_per_gpu), grid):
+    if on_target_grid(params, grid):
         return params
     return with_derived_tables(with_values(params, target_cpus_per_gpu=grid))
