@@ -250,9 +250,14 @@ class TrainConfig:
 GRID_BEFORE_ITS_FLAG = (0.0, 2.0, 4.0, 8.0, 12.0)
 
 
+def _numbers(value: Any) -> bool:
+    """Whether ``value`` is a list or tuple of ints and floats (not bools, not text)."""
+    return isinstance(value, list | tuple) and all(type(x) in (int, float) for x in value)
+
+
 def _float_tuple(name: str, value: Any) -> tuple[float, ...]:
     """A stored list of numbers as a tuple of floats (``ValueError`` for anything else)."""
-    if not isinstance(value, list | tuple) or not all(type(x) in (int, float) for x in value):
+    if not _numbers(value):
         raise ValueError(f"{name} must be a list of numbers, got {value!r}")
     return tuple(float(x) for x in value)
 
@@ -355,10 +360,7 @@ def check_types(config: TrainConfig) -> None:
                 f"--hidden_sizes must be a sequence of integers, got {value!r}",
             )
         elif field.name == "target_cpus_per_gpu":
-            _require(
-                isinstance(value, list | tuple) and all(type(x) in (int, float) for x in value),
-                f"--target_cpus_per_gpu must be a sequence of numbers, got {value!r}",
-            )
+            _require(_numbers(value), f"--target_cpus_per_gpu must be a sequence of numbers, got {value!r}")
         else:
             try:
                 _typed(field.name, str(field.type), value)

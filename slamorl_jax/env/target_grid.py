@@ -55,3 +55,8 @@ def with_target_grid(params: EnvParams, cpus_per_gpu: Sequence[float]) -> EnvPar
     if on_target_grid(params, grid):
         return params
     return with_derived_tables(with_values(params, target_cpus_per_gpu=grid))
+
+
+def grid_flag(cpus_per_gpu: Sequence[float]) -> str:
+    """The grid as ``--target_cpus_per_gpu`` spells it: ``0,2,4,8,12``."""
+    return ",".join(f"{x:g}" for x in cpus_per_gpu)

@@ -21,6 +21,7 @@ from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET, can_
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
+from slamorl_jax.env.target_grid import grid_flag
 from slamorl_jax.episodes import StartRule, summarise_episodes
 from slamorl_jax.evaluation import pareto
 from slamorl_jax.evaluation.baselines import BestStatic, ProfileBestStatic
@@ -94,8 +95,8 @@ def check_one_target_grid(policy: LoadedPolicy, compare: dict[str, LoadedPolicy]
         if other.config.target_cpus_per_gpu != grid:
             raise ValueError(
                 f"--compare {name}: trained with --target_cpus_per_gpu="
-                f"{','.join(f'{x:g}' for x in other.config.target_cpus_per_gpu)}, the policy with "
-                f"{','.join(f'{x:g}' for x in grid)}: evaluate them apart"
+                f"{grid_flag(other.config.target_cpus_per_gpu)}, the policy with {grid_flag(grid)}: "
+                "evaluate them apart"
             )
 
 
