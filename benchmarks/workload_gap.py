@@ -4,12 +4,15 @@
         [--episodes 2048] [--seed 0] [--out benchmarks/results/workload_gap.json] [--overwrite]
 
 The same fresh jobs of one scenario kind (one key, common random numbers, the world the policy was
-trained in, as ``evaluate`` builds it) run under four methods:
+trained in, as ``evaluate`` builds it) run under six methods:
 
 * ``policy``: the trained policy (greedy, as loaded: its hold threshold and relocation rules),
   from the request, so its first move pays the re-allocation pause;
 * ``policy_from_forecast``: the same policy placed before the first epoch, for free, where the
   profile's forecast ranks first (``probes.first_placement``, evaluate's forecast start);
+* ``forecast_choice_held``: no policy: the forecast's first choice, placed for free and held;
+* ``informed_choice_held``: the same with the forecast told the job's hidden true deviations from
+  its profile (hindsight), so the two differ only in what the forecast knows before the job runs;
 * ``best_static_grid``: the best static allocation in hindsight among the policy's absolute
   targets (``EnvParams.target_allocation``), placed for free;
 * ``best_static_oracle``: the oracle, the same over every allocation (evaluate's anchor).
@@ -17,7 +20,13 @@ trained in, as ``evaluate`` builds it) run under four methods:
 Per workload and over all jobs, each method's objective over the oracle's, per job then averaged
 (time for ``deadline-critical``, cost for ``budget-constrained``, the mean of both ratios
 otherwise; finished jobs, paired): the gap between the first two is what the first move's pause
-costs, the grid's row what the targets alone leave. The forecast start's gap is then split by
+costs, the grid's row what the targets alone leave. Of the forecast start's own gap, the two held
+choices split what the policy's later moves add (the start against its choice held), what the
+profile's error before any epoch costs (the choice held against the informed one: the value of
+knowing the job's true speed), and what the forecast's noise-free ranking leaves against the
+realised best (the informed choice against the grid's); the share of jobs on which the two
+first choices differ, with the held choice's ratio on those jobs alone, shows whether that value
+sits in a few jobs or in all. The forecast start's gap is then split by
 whether the oracle meets the scenario's own SLA (the deadline, the budget, both otherwise): where
 the oracle misses it too, a policy may trade the preferred objective for the other SLAs, which
 the six SLAs met per job (policy / forecast start / oracle) show, with the SLA the forecast start
@@ -57,7 +66,7 @@ from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env.action_sets import NUM_MOVES, WIDEST_ACTION_SET, has_targets
 from slamorl_jax.env.actions import NO_OP_ACTION
-from slamorl_jax.env.forecast import first_choice
+from slamorl_jax.env.forecast import candidate_allocation, first_choice
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.objectives import NUM_SLAS, SLA_NAMES
 from slamorl_jax.env.observation import observe
@@ -65,6 +74,7 @@ from slamorl_jax.env.online_model import posterior_deviation
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.probes import first_placement
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
+from slamorl_jax.env.state import EnvState
 from slamorl_jax.episodes import with_init_strategy
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import FORECAST_START, ORACLE, Method, run_methods
@@ -72,7 +82,9 @@ from slamorl_jax.quality_bar import greedy_policy
 
 PROG = "python -m benchmarks.workload_gap"
 GRID = "best_static_grid"
-METHODS = ("policy", FORECAST_START, GRID, ORACLE)
+HELD = "forecast_choice_held"
+INFORMED = "informed_choice_held"
+METHODS = ("policy", FORECAST_START, HELD, INFORMED, GRID, ORACLE)
 # The SLA a scenario's preference is about, which splits the forecast start's gap.
 OWN_SLAS = {"deadline-critical": ("deadline_met",), "budget-constrained": ("budget_met",)}
 BOTH_SLAS = ("deadline_met", "budget_met")
@@ -84,11 +96,27 @@ def grid_oracle(params: EnvParams) -> BestStatic:
     return BestStatic(tuple(g for g, _ in targets), tuple(c for _, c in targets))
 
 
+def informed_placement(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
+    """``probes.first_placement`` with the forecast told the job's hidden true log deviations in
+    place of its online model's estimate (a start rule with hindsight, for this report only)."""
+    deviation = state.job.deviation
+    choice = first_choice(state, params, deviation[0], deviation[1], launched=False)
+    return candidate_allocation(state, params, choice)
+
+
 def objective_ratios(scenario: str, ours: dict[str, np.ndarray], oracle: dict[str, np.ndarray]) -> np.ndarray:
     """Per job, the scenario's objective over the oracle's: time, cost, or the mean of both ratios."""
     time = ours["episode_time_s"] / oracle["episode_time_s"]
     cost = ours["episode_cost_usd"] / oracle["episode_cost_usd"]
     return {"deadline-critical": time, "budget-constrained": cost}.get(scenario, 0.5 * (time + cost))
+
+
+def jobs_at_request(env: JobAllocationEnv, params: EnvParams, key: jax.Array, episodes: int) -> EnvState:
+    """The fresh jobs :func:`run_methods` runs for ``key``: its reset keys, each job at its request
+    (as ``Method.env_params`` starts a method without a start rule)."""
+    reset_key, _ = jax.random.split(key)  # as episodes.run_episode_batches resets its jobs
+    requested = with_init_strategy(params, "requested")
+    return jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), requested)[1]
 
 
 def follows_forecast(
@@ -103,8 +131,7 @@ def follows_forecast(
 
     @jax.jit
     def first_actions(policy_params: Any) -> tuple[jax.Array, jax.Array]:
-        reset_key, _ = jax.random.split(key)  # as episodes.run_episode_batches resets its jobs
-        _, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), params)
+        state = jobs_at_request(env, params, key, episodes)
         obs = jax.vmap(observe, in_axes=(0, None))(state, params)
         actions = greedy_actions(
             policy.network.apply(policy_params, obs, state.weights)[0], policy.hold_below
@@ -120,10 +147,29 @@ def follows_forecast(
     return np.asarray(actions == suggested)
 
 
+def informed_differs(env: JobAllocationEnv, params: EnvParams, key: jax.Array, episodes: int) -> np.ndarray:
+    """Per job of :func:`run_methods`' batch for ``key``, whether the informed forecast's first
+    choice (:func:`informed_placement`) is another allocation than the forecast's own."""
+
+    @jax.jit
+    def placements() -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
+        state = jobs_at_request(env, params, key, episodes)
+        place = jax.vmap(first_placement, in_axes=(0, None))
+        return place(state, params), jax.vmap(informed_placement, in_axes=(0, None))(state, params)
+
+    (gpus, cpus), (informed_gpus, informed_cpus) = placements()
+    return np.asarray((gpus != informed_gpus) | (cpus != informed_cpus))
+
+
 def workload_row(
-    scenario: str, figures: dict[str, dict[str, np.ndarray]], follows: np.ndarray | None, mine: np.ndarray
+    scenario: str,
+    figures: dict[str, dict[str, np.ndarray]],
+    follows: np.ndarray | None,
+    differs: np.ndarray,
+    mine: np.ndarray,
 ) -> dict[str, Any]:
-    """The figures of the jobs ``mine`` (a mask over the batch) that every method finished."""
+    """The figures of the jobs ``mine`` (a mask over the batch) that every method finished;
+    ``follows`` and ``differs`` per job as :func:`follows_forecast` and :func:`informed_differs`."""
     done = mine & np.logical_and.reduce([figures[m]["finished"].astype(bool) for m in METHODS])
     oracle = figures[ORACLE]
     row: dict[str, Any] = {"jobs": int(done.sum())}
@@ -147,11 +193,14 @@ def workload_row(
     }
     row["largest_sla_gain"] = max(gains.items(), key=lambda item: item[1])
     row["follows_forecast"] = None if follows is None else float(follows[done].mean())
+    row["informed_differs"] = float(differs[done].mean())
+    held = objective_ratios(scenario, figures[HELD], oracle)[done & differs]
+    row[f"{HELD}_over_oracle_where_informed_differs"] = float(held.mean()) if held.size else None
     return row
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """The four methods on the same jobs; rows per workload and over all jobs."""
+    """The methods on the same jobs; rows per workload and over all jobs."""
     policy = load_policy(args.checkpoint)
     env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     params = with_scenario(
@@ -167,6 +216,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             True,
             start=first_placement,
         ),
+        Method(HELD, "the forecast's first choice, placed and held", start=first_placement),
+        Method(
+            INFORMED,
+            "the first choice of the forecast told the job's true deviations, placed and held",
+            start=informed_placement,
+        ),
         Method(GRID, "best static target in hindsight", start=grid_oracle(params)),
         Method(ORACLE, "best static allocation in hindsight", start=BestStatic.for_params(params)),
     )
@@ -174,13 +229,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     per_method = run_methods(env, [(m, params) for m in methods], [key], args.episodes, policy.params)
     figures = dict(zip(METHODS, per_method, strict=True))
     follows = follows_forecast(policy, env, params, key, args.episodes)
+    differs = informed_differs(env, params, key, args.episodes)
     workload = figures["policy"]["workload"]
     rows = {
-        name: workload_row(args.scenario, figures, follows, workload == index)
+        name: workload_row(args.scenario, figures, follows, differs, workload == index)
         for index, name in enumerate(env.catalog.workload_names)
         if np.any(workload == index)
     }
-    rows["all jobs"] = workload_row(args.scenario, figures, follows, np.ones(workload.shape, bool))
+    rows["all jobs"] = workload_row(args.scenario, figures, follows, differs, np.ones(workload.shape, bool))
     return {
         "checkpoint": args.checkpoint,
         "scenario": args.scenario,
@@ -211,6 +267,9 @@ def to_markdown(payload: dict[str, Any]) -> str:
             r["jobs"],
             _ratio(r["policy_over_oracle"]),
             _ratio(r[f"{FORECAST_START}_over_oracle"]),
+            _ratio(r[f"{HELD}_over_oracle"]),
+            _ratio(r[f"{INFORMED}_over_oracle"]),
+            f"{100 * r['informed_differs']:.0f}% ({_ratio(r[f'{HELD}_over_oracle_where_informed_differs'])})",
             _ratio(r[f"{GRID}_over_oracle"]),
             f"{_ratio(r[f'{FORECAST_START}_over_oracle_oracle_meets'])} ({r['jobs_oracle_meets']})",
             f"{_ratio(r[f'{FORECAST_START}_over_oracle_oracle_misses'])} ({r['jobs_oracle_misses']})",
@@ -222,7 +281,9 @@ def to_markdown(payload: dict[str, Any]) -> str:
         if r["jobs"]
     ]
     headers = [
-        "workload", "jobs", "policy / oracle", "forecast start / oracle", "best grid target / oracle",
+        "workload", "jobs", "policy / oracle", "forecast start / oracle", "its first choice held / oracle",
+        "the informed forecast's choice held / oracle",
+        "jobs it chooses otherwise (the first choice held / oracle on them)", "best grid target / oracle",
         f"forecast start / oracle where the oracle meets the {own} (jobs)", "where it misses it (jobs)",
         f"SLAs met per job of {payload['num_slas']}: policy / forecast start / oracle",
         "the SLA the forecast start meets most more often than the oracle (points)",

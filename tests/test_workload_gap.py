@@ -14,10 +14,15 @@ import pytest
 from benchmarks.workload_gap import (
     FORECAST_START,
     GRID,
+    HELD,
+    INFORMED,
     METHODS,
     ORACLE,
     follows_forecast,
     grid_oracle,
+    informed_differs,
+    informed_placement,
+    jobs_at_request,
     objective_ratios,
     run,
     to_markdown,
@@ -30,6 +35,7 @@ from slamorl_jax.env.action_sets import NUM_MOVES, NUM_TARGETS, WIDEST_ACTION_SE
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
+from slamorl_jax.env.probes import first_placement
 from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.episodes import with_init_strategy
 from slamorl_jax.evaluation import baselines
@@ -58,6 +64,8 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     by_method = {
         "policy": figures([110, 260, 440], [10, 20, 10], [True, True, False], [6, 5, 5]),
         FORECAST_START: figures([100, 220, 480], [10, 10, 10], [True, True, False], [6, 6, 5]),
+        HELD: figures([100, 300, 400], [10, 10, 10], [True, True, False], [6, 5, 4]),
+        INFORMED: figures([100, 200, 400], [10, 10, 10], [True, True, False], [6, 6, 4]),
         GRID: figures([100, 200, 400], [10, 10, 10], [True, True, False], [6, 6, 4]),
         ORACLE: oracle,
     }
@@ -68,12 +76,18 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     np.testing.assert_allclose(objective_ratios("budget-constrained", by_method["policy"], oracle), [1, 2, 1])
     np.testing.assert_allclose(objective_ratios("balanced", by_method["policy"], oracle), [1.05, 1.65, 1.05])
 
-    row = workload_row("deadline-critical", by_method, np.array([True, False, True]), np.ones(3, bool))
+    differs = np.array([False, True, False])
+    row = workload_row(
+        "deadline-critical", by_method, np.array([True, False, True]), differs, np.ones(3, bool)
+    )
     assert row["jobs"] == 3 and row["jobs_oracle_meets"] == 2 and row["jobs_oracle_misses"] == 1
     assert row["policy_over_oracle"] == pytest.approx(3.5 / 3)
     assert row[f"{FORECAST_START}_over_oracle_oracle_meets"] == pytest.approx(1.05)
     assert row[f"{FORECAST_START}_over_oracle_oracle_misses"] == pytest.approx(1.2)
     assert row[f"{GRID}_over_oracle"] == pytest.approx(1.0)
+    assert row[f"{HELD}_over_oracle"] == pytest.approx(3.5 / 3) and row[f"{INFORMED}_over_oracle"] == 1.0
+    assert row["informed_differs"] == pytest.approx(1 / 3)
+    assert row[f"{HELD}_over_oracle_where_informed_differs"] == pytest.approx(1.5)  # the second job's
     assert row["policy_slas_met"] == pytest.approx(16 / 3) and row[f"{ORACLE}_slas_met"] == pytest.approx(
         16 / 3
     )
@@ -84,9 +98,11 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     # A job some method did not finish leaves every method's figures; a workload with no job where
     # the oracle misses its SLA has no ratio there.
     by_method[GRID]["finished"] = np.array([True, True, False])
-    row = workload_row("deadline-critical", by_method, None, np.ones(3, bool))
+    row = workload_row("deadline-critical", by_method, None, differs, np.ones(3, bool))
     assert row["jobs"] == 2 and row[f"{FORECAST_START}_over_oracle_oracle_misses"] is None
     assert row["follows_forecast"] is None
+    row = workload_row("deadline-critical", by_method, None, differs, np.array([True, False, True]))
+    assert row["informed_differs"] == 0.0 and row[f"{HELD}_over_oracle_where_informed_differs"] is None
 
 
 def test_the_grid_rule_chooses_among_the_targets_only() -> None:
@@ -127,6 +143,24 @@ def test_following_the_forecast_matches_the_observations_suggested_flags(shipped
     actions = greedy_actions(policy.network.apply(policy.params, obs, state.weights)[0], policy.hold_below)
     np.testing.assert_array_equal(follows, np.asarray(actions == suggested))
     assert follows.any() and not follows.all()  # both kinds in this batch: the check can fail either way
+
+
+def test_the_informed_choice_is_the_forecasts_own_for_a_job_at_its_profile(shipped: tuple) -> None:
+    """Told a deviation of zero (the job's truth is its profile), the informed forecast chooses what
+    the forecast does from its prior; told the job's true deviations, it chooses otherwise on some
+    jobs of a batch and not on all."""
+    _, env, params = shipped
+    key, episodes = jax.random.key(5), 256
+    state = jobs_at_request(env, params, key, episodes)
+    own = jax.vmap(first_placement, in_axes=(0, None))(state, params)
+    at_profile = state.replace(job=state.job.replace(deviation=jnp.zeros_like(state.job.deviation)))
+    told_zero = jax.vmap(informed_placement, in_axes=(0, None))(at_profile, params)
+    for ours, theirs in zip(own, told_zero, strict=True):
+        np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
+    differs = informed_differs(env, params, key, episodes)
+    told_truth = jax.vmap(informed_placement, in_axes=(0, None))(state, params)
+    np.testing.assert_array_equal(differs, np.asarray((own[0] != told_truth[0]) | (own[1] != told_truth[1])))
+    assert differs.any() and not differs.all()
 
 
 @pytest.mark.slow
