@@ -26,7 +26,8 @@ profile's error before any epoch costs (the choice held against the informed one
 knowing the job's true speed), and what the forecast's noise-free ranking leaves against the
 realised best (the informed choice against the grid's); the share of jobs on which the two
 first choices differ, with the held choice's ratio on those jobs alone, shows whether that value
-sits in a few jobs or in all. The forecast start's gap is then split by
+sits in a few jobs or in all, and on those jobs the GPU counts the two choose most often and the
+SLAs each choice held meets per job. The forecast start's gap is then split by
 whether the oracle meets the scenario's own SLA (the deadline, the budget, both otherwise): where
 the oracle misses it too, a policy may trade the preferred objective for the other SLAs, which
 the six SLAs met per job (policy / forecast start / oracle) show, with the SLA the forecast start
@@ -45,6 +46,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
+from collections import Counter
 from typing import Any
 
 import jax
@@ -147,29 +149,35 @@ def follows_forecast(
     return np.asarray(actions == suggested)
 
 
-def informed_differs(env: JobAllocationEnv, params: EnvParams, key: jax.Array, episodes: int) -> np.ndarray:
-    """Per job of :func:`run_methods`' batch for ``key``, whether the informed forecast's first
-    choice (:func:`informed_placement`) is another allocation than the forecast's own."""
+def first_choice_gpus(env: JobAllocationEnv, params: EnvParams, key: jax.Array, episodes: int) -> np.ndarray:
+    """Per job of :func:`run_methods`' batch for ``key``, the GPUs and CPUs of the forecast's first
+    choice and of the informed forecast's (:func:`informed_placement`): ``[jobs, 4]`` ints."""
 
     @jax.jit
-    def placements() -> tuple[tuple[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
+    def placements() -> jax.Array:
         state = jobs_at_request(env, params, key, episodes)
-        place = jax.vmap(first_placement, in_axes=(0, None))
-        return place(state, params), jax.vmap(informed_placement, in_axes=(0, None))(state, params)
+        own = jax.vmap(first_placement, in_axes=(0, None))(state, params)
+        informed = jax.vmap(informed_placement, in_axes=(0, None))(state, params)
+        return jnp.stack([*own, *informed], axis=-1)
 
-    (gpus, cpus), (informed_gpus, informed_cpus) = placements()
-    return np.asarray((gpus != informed_gpus) | (cpus != informed_cpus))
+    return np.asarray(placements())
+
+
+def informed_differs(choices: np.ndarray) -> np.ndarray:
+    """Per job, whether the informed first choice is another allocation than the forecast's own
+    (``choices`` as :func:`first_choice_gpus` gives them)."""
+    return np.any(choices[:, :2] != choices[:, 2:], axis=-1)
 
 
 def workload_row(
     scenario: str,
     figures: dict[str, dict[str, np.ndarray]],
     follows: np.ndarray | None,
-    differs: np.ndarray,
+    choices: np.ndarray,
     mine: np.ndarray,
 ) -> dict[str, Any]:
     """The figures of the jobs ``mine`` (a mask over the batch) that every method finished;
-    ``follows`` and ``differs`` per job as :func:`follows_forecast` and :func:`informed_differs`."""
+    ``follows`` and ``choices`` per job as :func:`follows_forecast` and :func:`first_choice_gpus`."""
     done = mine & np.logical_and.reduce([figures[m]["finished"].astype(bool) for m in METHODS])
     oracle = figures[ORACLE]
     row: dict[str, Any] = {"jobs": int(done.sum())}
@@ -193,9 +201,16 @@ def workload_row(
     }
     row["largest_sla_gain"] = max(gains.items(), key=lambda item: item[1])
     row["follows_forecast"] = None if follows is None else float(follows[done].mean())
-    row["informed_differs"] = float(differs[done].mean())
-    held = objective_ratios(scenario, figures[HELD], oracle)[done & differs]
+    differ = done & informed_differs(choices)
+    row["informed_differs"] = float(differ.sum() / done.sum())
+    held = objective_ratios(scenario, figures[HELD], oracle)[differ]
     row[f"{HELD}_over_oracle_where_informed_differs"] = float(held.mean()) if held.size else None
+    for method in (HELD, INFORMED):
+        met = figures[method]["job_sla_met"][differ].sum(axis=1)
+        row[f"{method}_slas_met_where_informed_differs"] = float(met.mean()) if met.size else None
+    pairs = Counter((int(own), int(informed)) for own, informed in choices[differ][:, [0, 2]])
+    (pair, jobs), *_ = pairs.most_common(1) or [(None, 0)]
+    row["gpus_where_informed_differs"], row["gpus_where_informed_differs_jobs"] = pair, jobs
     return row
 
 
@@ -229,14 +244,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     per_method = run_methods(env, [(m, params) for m in methods], [key], args.episodes, policy.params)
     figures = dict(zip(METHODS, per_method, strict=True))
     follows = follows_forecast(policy, env, params, key, args.episodes)
-    differs = informed_differs(env, params, key, args.episodes)
+    choices = first_choice_gpus(env, params, key, args.episodes)
     workload = figures["policy"]["workload"]
     rows = {
-        name: workload_row(args.scenario, figures, follows, differs, workload == index)
+        name: workload_row(args.scenario, figures, follows, choices, workload == index)
         for index, name in enumerate(env.catalog.workload_names)
         if np.any(workload == index)
     }
-    rows["all jobs"] = workload_row(args.scenario, figures, follows, differs, np.ones(workload.shape, bool))
+    rows["all jobs"] = workload_row(args.scenario, figures, follows, choices, np.ones(workload.shape, bool))
     return {
         "checkpoint": args.checkpoint,
         "scenario": args.scenario,
@@ -256,6 +271,16 @@ def _gain(gain: tuple[str, float] | None) -> str:
     return "-" if gain is None or gain[1] <= 0 else f"{gain[0]} (+{100 * gain[1]:.1f})"
 
 
+def _otherwise(row: dict[str, Any]) -> str:
+    """On the jobs the informed forecast chooses otherwise: the most common GPU counts of the two
+    first choices (with its jobs) and the SLAs the two choices held meet per job."""
+    if row["gpus_where_informed_differs"] is None:
+        return "-"
+    own, informed = row["gpus_where_informed_differs"]
+    slas = " / ".join(f"{row[f'{m}_slas_met_where_informed_differs']:.2f}" for m in (HELD, INFORMED))
+    return f"{own} -> {informed} ({row['gpus_where_informed_differs_jobs']}); {slas}"
+
+
 def to_markdown(payload: dict[str, Any]) -> str:
     """One row per workload with a job every method finished, then all jobs."""
     own = {"deadline-critical": "deadline", "budget-constrained": "budget"}.get(
@@ -270,6 +295,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
             _ratio(r[f"{HELD}_over_oracle"]),
             _ratio(r[f"{INFORMED}_over_oracle"]),
             f"{100 * r['informed_differs']:.0f}% ({_ratio(r[f'{HELD}_over_oracle_where_informed_differs'])})",
+            _otherwise(r),
             _ratio(r[f"{GRID}_over_oracle"]),
             f"{_ratio(r[f'{FORECAST_START}_over_oracle_oracle_meets'])} ({r['jobs_oracle_meets']})",
             f"{_ratio(r[f'{FORECAST_START}_over_oracle_oracle_misses'])} ({r['jobs_oracle_misses']})",
@@ -283,7 +309,9 @@ def to_markdown(payload: dict[str, Any]) -> str:
     headers = [
         "workload", "jobs", "policy / oracle", "forecast start / oracle", "its first choice held / oracle",
         "the informed forecast's choice held / oracle",
-        "jobs it chooses otherwise (the first choice held / oracle on them)", "best grid target / oracle",
+        "jobs it chooses otherwise (the first choice held / oracle on them)",
+        "on them: GPUs, forecast -> informed (most common, jobs); SLAs met held / informed",
+        "best grid target / oracle",
         f"forecast start / oracle where the oracle meets the {own} (jobs)", "where it misses it (jobs)",
         f"SLAs met per job of {payload['num_slas']}: policy / forecast start / oracle",
         "the SLA the forecast start meets most more often than the oracle (points)",

@@ -18,6 +18,7 @@ from benchmarks.workload_gap import (
     INFORMED,
     METHODS,
     ORACLE,
+    first_choice_gpus,
     follows_forecast,
     grid_oracle,
     informed_differs,
@@ -76,9 +77,10 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     np.testing.assert_allclose(objective_ratios("budget-constrained", by_method["policy"], oracle), [1, 2, 1])
     np.testing.assert_allclose(objective_ratios("balanced", by_method["policy"], oracle), [1.05, 1.65, 1.05])
 
-    differs = np.array([False, True, False])
+    # GPUs and CPUs of the forecast's first choice and of the informed one: the second job's differ.
+    choices = np.array([[4, 16, 4, 16], [4, 16, 16, 64], [2, 8, 2, 8]])
     row = workload_row(
-        "deadline-critical", by_method, np.array([True, False, True]), differs, np.ones(3, bool)
+        "deadline-critical", by_method, np.array([True, False, True]), choices, np.ones(3, bool)
     )
     assert row["jobs"] == 3 and row["jobs_oracle_meets"] == 2 and row["jobs_oracle_misses"] == 1
     assert row["policy_over_oracle"] == pytest.approx(3.5 / 3)
@@ -88,6 +90,11 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     assert row[f"{HELD}_over_oracle"] == pytest.approx(3.5 / 3) and row[f"{INFORMED}_over_oracle"] == 1.0
     assert row["informed_differs"] == pytest.approx(1 / 3)
     assert row[f"{HELD}_over_oracle_where_informed_differs"] == pytest.approx(1.5)  # the second job's
+    assert (
+        row[f"{HELD}_slas_met_where_informed_differs"] == 5
+        and row[f"{INFORMED}_slas_met_where_informed_differs"] == 6
+    )
+    assert row["gpus_where_informed_differs"] == (4, 16) and row["gpus_where_informed_differs_jobs"] == 1
     assert row["policy_slas_met"] == pytest.approx(16 / 3) and row[f"{ORACLE}_slas_met"] == pytest.approx(
         16 / 3
     )
@@ -98,11 +105,15 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     # A job some method did not finish leaves every method's figures; a workload with no job where
     # the oracle misses its SLA has no ratio there.
     by_method[GRID]["finished"] = np.array([True, True, False])
-    row = workload_row("deadline-critical", by_method, None, differs, np.ones(3, bool))
+    row = workload_row("deadline-critical", by_method, None, choices, np.ones(3, bool))
     assert row["jobs"] == 2 and row[f"{FORECAST_START}_over_oracle_oracle_misses"] is None
     assert row["follows_forecast"] is None
-    row = workload_row("deadline-critical", by_method, None, differs, np.array([True, False, True]))
+    row = workload_row("deadline-critical", by_method, None, choices, np.array([True, False, True]))
     assert row["informed_differs"] == 0.0 and row[f"{HELD}_over_oracle_where_informed_differs"] is None
+    assert (
+        row["gpus_where_informed_differs"] is None
+        and row[f"{INFORMED}_slas_met_where_informed_differs"] is None
+    )
 
 
 def test_the_grid_rule_chooses_among_the_targets_only() -> None:
@@ -157,8 +168,10 @@ def test_the_informed_choice_is_the_forecasts_own_for_a_job_at_its_profile(shipp
     told_zero = jax.vmap(informed_placement, in_axes=(0, None))(at_profile, params)
     for ours, theirs in zip(own, told_zero, strict=True):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
-    differs = informed_differs(env, params, key, episodes)
+    choices = first_choice_gpus(env, params, key, episodes)
     told_truth = jax.vmap(informed_placement, in_axes=(0, None))(state, params)
+    np.testing.assert_array_equal(choices, np.stack([*own, *told_truth], axis=-1))
+    differs = informed_differs(choices)
     np.testing.assert_array_equal(differs, np.asarray((own[0] != told_truth[0]) | (own[1] != told_truth[1])))
     assert differs.any() and not differs.all()
 
