@@ -22,12 +22,16 @@ Per workload and over all jobs, each method's objective over the oracle's, per j
 otherwise; finished jobs, paired): the gap between the first two is what the first move's pause
 costs, the grid's row what the targets alone leave. Of the forecast start's own gap, the two held
 choices split what the policy's later moves add (the start against its choice held), what the
-profile's error before any epoch costs (the choice held against the informed one: the value of
-knowing the job's true speed), and what the forecast's noise-free ranking leaves against the
-realised best (the informed choice against the grid's); the share of jobs on which the two
+profile's error before any epoch costs (the choice held against the informed one: what knowing
+the job's two deviations is worth to the forecast), and what the forecast's own model and ranking
+leave against the realised best (the informed choice against the grid's: told the deviations, the
+forecast still projects with its own correction of the epoch time, ``online_model``'s
+``exp(s * dc + q * ds)``, not the truth's curve of ``job_truth``, and keeps the profile's
+utilisation and memory); the share of jobs on which the two
 first choices differ, with the held choice's ratio on those jobs alone, shows whether that value
-sits in a few jobs or in all, and on those jobs the GPU counts the two choose most often and the
-SLAs each choice held meets per job. The forecast start's gap is then split by
+sits in a few jobs or in all; those jobs are split by whether the forecast takes more GPUs than
+the informed one, fewer or as many (the CPUs differ), with the held choice's ratio and the SLAs
+each choice held meets per job on each share. The forecast start's gap is then split by
 whether the oracle meets the scenario's own SLA (the deadline, the budget, both otherwise): where
 the oracle misses it too, a policy may trade the preferred objective for the other SLAs, which
 the six SLAs met per job (policy / forecast start / oracle) show, with the SLA the forecast start
@@ -46,7 +50,6 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import argparse
-from collections import Counter
 from typing import Any
 
 import jax
@@ -203,15 +206,31 @@ def workload_row(
     row["follows_forecast"] = None if follows is None else float(follows[done].mean())
     differ = done & informed_differs(choices)
     row["informed_differs"] = float(differ.sum() / done.sum())
-    held = objective_ratios(scenario, figures[HELD], oracle)[differ]
-    row[f"{HELD}_over_oracle_where_informed_differs"] = float(held.mean()) if held.size else None
-    for method in (HELD, INFORMED):
-        met = figures[method]["job_sla_met"][differ].sum(axis=1)
-        row[f"{method}_slas_met_where_informed_differs"] = float(met.mean()) if met.size else None
-    pairs = Counter((int(own), int(informed)) for own, informed in choices[differ][:, [0, 2]])
-    (pair, jobs), *_ = pairs.most_common(1) or [(None, 0)]
-    row["gpus_where_informed_differs"], row["gpus_where_informed_differs_jobs"] = pair, jobs
+    held = objective_ratios(scenario, figures[HELD], oracle)
+    row[f"{HELD}_over_oracle_where_informed_differs"] = _mean(held[differ])
+    own_gpus, informed_gpus = choices[:, 0], choices[:, 2]
+    sides = {
+        "more": own_gpus > informed_gpus,
+        "fewer": own_gpus < informed_gpus,
+        "as_many": own_gpus == informed_gpus,
+    }
+    row["where_informed_differs"] = {
+        side: {
+            "jobs": int((differ & where).sum()),
+            f"{HELD}_over_oracle": _mean(held[differ & where]),
+            **{
+                f"{m}_slas_met": _mean(figures[m]["job_sla_met"][differ & where].sum(axis=1))
+                for m in (HELD, INFORMED)
+            },
+        }
+        for side, where in sides.items()
+    }
     return row
+
+
+def _mean(values: np.ndarray) -> float | None:
+    """The mean of ``values``, ``None`` for none."""
+    return float(values.mean()) if values.size else None
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -271,14 +290,15 @@ def _gain(gain: tuple[str, float] | None) -> str:
     return "-" if gain is None or gain[1] <= 0 else f"{gain[0]} (+{100 * gain[1]:.1f})"
 
 
-def _otherwise(row: dict[str, Any]) -> str:
-    """On the jobs the informed forecast chooses otherwise: the most common GPU counts of the two
-    first choices (with its jobs) and the SLAs the two choices held meet per job."""
-    if row["gpus_where_informed_differs"] is None:
-        return "-"
-    own, informed = row["gpus_where_informed_differs"]
-    slas = " / ".join(f"{row[f'{m}_slas_met_where_informed_differs']:.2f}" for m in (HELD, INFORMED))
-    return f"{own} -> {informed} ({row['gpus_where_informed_differs_jobs']}); {slas}"
+def _side(row: dict[str, Any], side: str) -> str:
+    """Of the jobs the informed forecast chooses otherwise, those where the forecast takes ``side``
+    GPUs ("more", "fewer", "as_many"): how many, the first choice held over the oracle, and the SLAs
+    met per job held and informed."""
+    cell = row["where_informed_differs"][side]
+    if not cell["jobs"]:
+        return "0"
+    slas = " / ".join(f"{cell[f'{m}_slas_met']:.2f}" for m in (HELD, INFORMED))
+    return f"{cell['jobs']}: {cell[f'{HELD}_over_oracle']:.3f} ({slas})"
 
 
 def to_markdown(payload: dict[str, Any]) -> str:
@@ -295,7 +315,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
             _ratio(r[f"{HELD}_over_oracle"]),
             _ratio(r[f"{INFORMED}_over_oracle"]),
             f"{100 * r['informed_differs']:.0f}% ({_ratio(r[f'{HELD}_over_oracle_where_informed_differs'])})",
-            _otherwise(r),
+            *(_side(r, side) for side in ("more", "fewer", "as_many")),
             _ratio(r[f"{GRID}_over_oracle"]),
             f"{_ratio(r[f'{FORECAST_START}_over_oracle_oracle_meets'])} ({r['jobs_oracle_meets']})",
             f"{_ratio(r[f'{FORECAST_START}_over_oracle_oracle_misses'])} ({r['jobs_oracle_misses']})",
@@ -310,7 +330,10 @@ def to_markdown(payload: dict[str, Any]) -> str:
         "workload", "jobs", "policy / oracle", "forecast start / oracle", "its first choice held / oracle",
         "the informed forecast's choice held / oracle",
         "jobs it chooses otherwise (the first choice held / oracle on them)",
-        "on them: GPUs, forecast -> informed (most common, jobs); SLAs met held / informed",
+        *(
+            f"of them, the forecast taking {side} GPUs: jobs: held / oracle (SLAs met held / informed)"
+            for side in ("more", "fewer", "as many")
+        ),
         "best grid target / oracle",
         f"forecast start / oracle where the oracle meets the {own} (jobs)", "where it misses it (jobs)",
         f"SLAs met per job of {payload['num_slas']}: policy / forecast start / oracle",

@@ -77,8 +77,9 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     np.testing.assert_allclose(objective_ratios("budget-constrained", by_method["policy"], oracle), [1, 2, 1])
     np.testing.assert_allclose(objective_ratios("balanced", by_method["policy"], oracle), [1.05, 1.65, 1.05])
 
-    # GPUs and CPUs of the forecast's first choice and of the informed one: the second job's differ.
-    choices = np.array([[4, 16, 4, 16], [4, 16, 16, 64], [2, 8, 2, 8]])
+    # GPUs and CPUs of the forecast's first choice and of the informed one: the second job's forecast
+    # takes fewer GPUs than the informed one, the third's more, the first's the same allocation.
+    choices = np.array([[4, 16, 4, 16], [4, 16, 16, 64], [2, 8, 1, 8]])
     row = workload_row(
         "deadline-critical", by_method, np.array([True, False, True]), choices, np.ones(3, bool)
     )
@@ -88,13 +89,32 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     assert row[f"{FORECAST_START}_over_oracle_oracle_misses"] == pytest.approx(1.2)
     assert row[f"{GRID}_over_oracle"] == pytest.approx(1.0)
     assert row[f"{HELD}_over_oracle"] == pytest.approx(3.5 / 3) and row[f"{INFORMED}_over_oracle"] == 1.0
-    assert row["informed_differs"] == pytest.approx(1 / 3)
-    assert row[f"{HELD}_over_oracle_where_informed_differs"] == pytest.approx(1.5)  # the second job's
-    assert (
-        row[f"{HELD}_slas_met_where_informed_differs"] == 5
-        and row[f"{INFORMED}_slas_met_where_informed_differs"] == 6
+    assert row["informed_differs"] == pytest.approx(2 / 3)
+    assert row[f"{HELD}_over_oracle_where_informed_differs"] == pytest.approx(1.25)  # 1.5 and 1.0
+    sides = row["where_informed_differs"]
+    assert sides["fewer"] == {
+        "jobs": 1,
+        f"{HELD}_over_oracle": 1.5,
+        f"{HELD}_slas_met": 5.0,
+        f"{INFORMED}_slas_met": 6.0,
+    }
+    assert sides["more"] == {
+        "jobs": 1,
+        f"{HELD}_over_oracle": 1.0,
+        f"{HELD}_slas_met": 4.0,
+        f"{INFORMED}_slas_met": 4.0,
+    }
+    assert sides["as_many"]["jobs"] == 0 and sides["as_many"][f"{HELD}_over_oracle"] is None
+    assert "| 67% (1.250) | 1: 1.000 (4.00 / 4.00) | 1: 1.500 (5.00 / 6.00) | 0 |" in to_markdown(
+        {
+            "checkpoint": "c",
+            "scenario": "deadline-critical",
+            "episodes": 3,
+            "seed": 0,
+            "num_slas": 6,
+            "rows": {"w": row},
+        }
     )
-    assert row["gpus_where_informed_differs"] == (4, 16) and row["gpus_where_informed_differs_jobs"] == 1
     assert row["policy_slas_met"] == pytest.approx(16 / 3) and row[f"{ORACLE}_slas_met"] == pytest.approx(
         16 / 3
     )
@@ -107,12 +127,12 @@ def test_ratios_are_per_job_then_averaged_and_the_split_follows_the_oracles_own_
     by_method[GRID]["finished"] = np.array([True, True, False])
     row = workload_row("deadline-critical", by_method, None, choices, np.ones(3, bool))
     assert row["jobs"] == 2 and row[f"{FORECAST_START}_over_oracle_oracle_misses"] is None
-    assert row["follows_forecast"] is None
+    assert row["follows_forecast"] is None and row["informed_differs"] == 0.5
     row = workload_row("deadline-critical", by_method, None, choices, np.array([True, False, True]))
     assert row["informed_differs"] == 0.0 and row[f"{HELD}_over_oracle_where_informed_differs"] is None
-    assert (
-        row["gpus_where_informed_differs"] is None
-        and row[f"{INFORMED}_slas_met_where_informed_differs"] is None
+    assert all(
+        cell["jobs"] == 0 and cell[f"{INFORMED}_slas_met"] is None
+        for cell in row["where_informed_differs"].values()
     )
 
 
