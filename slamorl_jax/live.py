@@ -79,6 +79,7 @@ from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
+from slamorl_jax.env.forecast_summary import forecast_dicts, forecast_summary
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import EnvParams
@@ -541,6 +542,11 @@ class Recommendation:
     # The policy's most probable action would have moved the job, but its probability was below the
     # policy's ``hold_below`` (``agent.decision``), so the answer keeps the allocation.
     held: bool = False
+    # What the forecast the observation was built from projects, in seconds, dollars and SLAs, for
+    # keeping the allocation, for the forecast's first choice and for the answer (``None`` where the
+    # answer is not one of its candidates: a one-step move no target reaches, a relocation);
+    # ``env/forecast_summary.py``.
+    forecast: dict[str, Any] | None = None
 
     @property
     def in_training_range(self) -> bool:
@@ -633,7 +639,7 @@ def _recommend_checked(
     # program serves every batch size up to it.
     states = live_states(jobs, params, size=padded_size(len(jobs)))
     decided = _decide(policy.network, policy.config.actions, policy.params, states, params, policy.hold_below)
-    obs, probabilities, action, gpus, cpus, relocate, held = jax.device_get(decided)
+    obs, probabilities, action, gpus, cpus, relocate, held, summary = jax.device_get(decided)
     weights, severities, multipliers = jax.device_get((states.weights, states.severities, states.multipliers))
     for i in range(len(jobs)):  # a NaN would pick action 0 silently and print as invalid JSON
         if not (np.isfinite(obs[i]).all() and np.isfinite(weights[i]).all()):
@@ -643,6 +649,7 @@ def _recommend_checked(
                 f"({', '.join(bad[:3]) or 'weights'}): check the readings for values too small or too "
                 "large to compare"
             )
+    forecasts = forecast_dicts(summary, len(jobs))
     names = action_sets.action_names(policy.config.actions, params)
     notes = outside_training_many(jobs, params)
     dual = uses_dual_weights(params)
@@ -662,6 +669,7 @@ def _recommend_checked(
             relocate=bool(relocate[i]),
             held=bool(held[i]),
             multipliers=dict(zip(SLA_NAMES, _floats(multipliers[i]), strict=True)) if dual else None,
+            forecast=forecasts[i],
         )
         for i, job in enumerate(jobs)
     ]
@@ -678,8 +686,8 @@ def _decide(
 ) -> tuple[jax.Array, ...]:
     """The greedy decision for a batch of live states, holding below ``hold_below`` (``agent.decision``;
     traced, so one program serves every threshold): ``(obs, action probabilities, action, gpus, cpus,
-    relocate, held)``, each with the batch's leading axis; ``held`` where the rule kept the
-    allocation the argmax would move."""
+    relocate, held, forecast summary)``, each with the batch's leading axis; ``held`` where the rule
+    kept the allocation the argmax would move."""
     obs = jax.vmap(observe, in_axes=(0, None))(states, params)
     logits = network.apply(policy_params, obs, states.weights)[0]
     action, argmax = greedy_actions(logits, jnp.asarray(hold_below, jnp.float32)), greedy_actions(logits)
@@ -693,7 +701,8 @@ def _decide(
         | action_sets.relocates(argmax, action_set)
     )
     held = (action != argmax) & argmax_moves
-    return obs, jax.nn.softmax(logits, axis=-1), action, gpus, cpus, relocate, held
+    summary = jax.vmap(forecast_summary, in_axes=(0, None, 0, 0, 0))(states, params, gpus, cpus, relocate)
+    return obs, jax.nn.softmax(logits, axis=-1), action, gpus, cpus, relocate, held, summary
 
 
 def _floats(x: jax.Array | Sequence[float]) -> tuple[float, ...]:
