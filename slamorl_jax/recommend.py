@@ -6,7 +6,9 @@ in :mod:`slamorl_jax.live`), runs the policy of ``--checkpoint`` (default: the s
 change, the action and its probability, ``relocate`` (true when a ``targets_relocate`` policy asks
 to restart the job on other nodes at the same allocation), ``held`` (``--hold_below`` below), the
 adaptive weights, the SLA severities, the
-observation it was based on, and ``in_training_range`` with ``outside_training``: the readings that
+observation it was based on, ``forecast`` (what that observation's forecast projects for keeping,
+for its first choice and for the answer, in seconds, dollars and SLAs: ``env/forecast_summary.py``),
+and ``in_training_range`` with ``outside_training``: the readings that
 lie outside what the policy was trained on (also one ``warning:`` line on stderr), if any. Bad input
 (unreadable or non-UTF-8 files, bad JSON, bad or huge values, an allocation outside the policy's
 cluster, a finished job, a damaged checkpoint) exits with code 2 and one line.
