@@ -37,7 +37,7 @@ def test_an_answer_is_keep_a_target_or_not_projected() -> None:
 
     assert candidate(job.gpus, job.cpus) == 0
     assert candidate(job.gpus, job.cpus, relocate=True) == NOT_PROJECTED  # keep's projection pays no pause
-    for k in (0, 37, len(targets) - 1):
+    for k in (0, 1, 2, 37, len(targets) - 1):  # on the default grid targets 0-2 clip to one allocation
         gpus, cpus = map(int, targets[k])
         first = int(np.flatnonzero((targets[:, 0] == gpus) & (targets[:, 1] == cpus))[0])
         expected = 0 if (gpus, cpus) == (job.gpus, job.cpus) else 1 + first
@@ -95,13 +95,24 @@ def test_the_readme_jobs_answer_projects_what_its_observation_encodes() -> None:
 
     held = recommend(policy.holding(1.0), job, params).forecast
     assert held["answer"] == held["keep"] == block["keep"]
-    other = LiveJob.from_dict({**EXAMPLE, "deadline_s": 40_000})
-    batched = recommend_many(policy, [job, other], params)
-    assert batched[0].forecast["first_choice"]["gpus"] == block["first_choice"]["gpus"]
-    for name in ("keep", "first_choice"):
-        for field in ("time_s", "cost_usd"):
-            assert batched[0].forecast[name][field] == pytest.approx(block[name][field], rel=1e-5)
-    assert batched[1].forecast["keep"]["deadline_met"] is False  # 40,000 s: keep projects later
+    # A batch of three (padded to four with copies of the first): each job its own block, as alone.
+    roomy = LiveJob.from_dict({**EXAMPLE, "deadline_s": 200_000, "budget_usd": 500})
+    epoch = {"gpus": 4, "cpus": 32, "epoch_time_s": 1550.0}
+    later = LiveJob.from_dict(
+        {**EXAMPLE, "epochs_done": 30, "elapsed_s": 46_500, "cost_usd": 42, "history": [epoch] * 30}
+    )
+    batch = [job, roomy, later]
+    for many, one in zip(recommend_many(policy, batch, params), batch, strict=True):
+        alone = recommend(policy, one, params).forecast
+        for name in ("keep", "first_choice"):
+            assert {k: v for k, v in many.forecast[name].items() if k not in ("time_s", "cost_usd")} == {
+                k: v for k, v in alone[name].items() if k not in ("time_s", "cost_usd")
+            }
+            for field in ("time_s", "cost_usd"):
+                assert many.forecast[name][field] == pytest.approx(alone[name][field], rel=1e-5)
+    assert [a.forecast["keep"]["deadline_met"] for a in recommend_many(policy, batch, params)] == [
+        False, True, False
+    ]  # fmt: skip
     json.dumps(answer.as_dict())
 
 

@@ -4,7 +4,8 @@ The observation carries the forecast block (``forecast.py``) as features in [0, 
 over the deadline halved and clipped, cost over the budget the same way, a share of the other SLAs.
 A platform engineer reading an answer wants them in the job's own units. For one job this gives, on
 the same projections the policy's observation was built from (the profile corrected by the job's
-measured epochs, the pause of a move paid, the job launched):
+measured epochs, the pause of a move paid, the job launched, as the observation assumes even for a
+job that has run nothing yet, which ``probes.first_placement`` places for free instead):
 
 * **keep**: stay where the job is;
 * **the forecast's first choice** (``forecast.ranked_candidates``: most SLAs projected to hold, then
