@@ -152,7 +152,9 @@ def follows_forecast(
     return np.asarray(actions == suggested)
 
 
-def first_choice_gpus(env: JobAllocationEnv, params: EnvParams, key: jax.Array, episodes: int) -> np.ndarray:
+def first_choice_allocations(
+    env: JobAllocationEnv, params: EnvParams, key: jax.Array, episodes: int
+) -> np.ndarray:
     """Per job of :func:`run_methods`' batch for ``key``, the GPUs and CPUs of the forecast's first
     choice and of the informed forecast's (:func:`informed_placement`): ``[jobs, 4]`` ints."""
 
@@ -168,7 +170,7 @@ def first_choice_gpus(env: JobAllocationEnv, params: EnvParams, key: jax.Array, 
 
 def informed_differs(choices: np.ndarray) -> np.ndarray:
     """Per job, whether the informed first choice is another allocation than the forecast's own
-    (``choices`` as :func:`first_choice_gpus` gives them)."""
+    (``choices`` as :func:`first_choice_allocations` gives them)."""
     return np.any(choices[:, :2] != choices[:, 2:], axis=-1)
 
 
@@ -180,7 +182,7 @@ def workload_row(
     mine: np.ndarray,
 ) -> dict[str, Any]:
     """The figures of the jobs ``mine`` (a mask over the batch) that every method finished;
-    ``follows`` and ``choices`` per job as :func:`follows_forecast` and :func:`first_choice_gpus`."""
+    ``follows`` and ``choices`` per job as :func:`follows_forecast` and :func:`first_choice_allocations`."""
     done = mine & np.logical_and.reduce([figures[m]["finished"].astype(bool) for m in METHODS])
     oracle = figures[ORACLE]
     row: dict[str, Any] = {"jobs": int(done.sum())}
@@ -193,7 +195,7 @@ def workload_row(
     for label, where in (("oracle_meets", own), ("oracle_misses", ~own)):
         picked = done & where
         row[f"jobs_{label}"] = int(picked.sum())
-        row[f"{FORECAST_START}_over_oracle_{label}"] = float(start[picked].mean()) if picked.any() else None
+        row[f"{FORECAST_START}_over_oracle_{label}"] = _mean(start[picked])
     for method in (*METHODS[:2], ORACLE):
         row[f"{method}_slas_met"] = float(figures[method]["job_sla_met"][done].sum(axis=1).mean())
         rates = figures[method]["job_sla_met"][done].mean(axis=0)
@@ -263,7 +265,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     per_method = run_methods(env, [(m, params) for m in methods], [key], args.episodes, policy.params)
     figures = dict(zip(METHODS, per_method, strict=True))
     follows = follows_forecast(policy, env, params, key, args.episodes)
-    choices = first_choice_gpus(env, params, key, args.episodes)
+    choices = first_choice_allocations(env, params, key, args.episodes)
     workload = figures["policy"]["workload"]
     rows = {
         name: workload_row(args.scenario, figures, follows, choices, workload == index)

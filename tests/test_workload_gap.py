@@ -18,7 +18,7 @@ from benchmarks.workload_gap import (
     INFORMED,
     METHODS,
     ORACLE,
-    first_choice_gpus,
+    first_choice_allocations,
     follows_forecast,
     grid_oracle,
     informed_differs,
@@ -188,7 +188,7 @@ def test_the_informed_choice_is_the_forecasts_own_for_a_job_at_its_profile(shipp
     told_zero = jax.vmap(informed_placement, in_axes=(0, None))(at_profile, params)
     for ours, theirs in zip(own, told_zero, strict=True):
         np.testing.assert_array_equal(np.asarray(ours), np.asarray(theirs))
-    choices = first_choice_gpus(env, params, key, episodes)
+    choices = first_choice_allocations(env, params, key, episodes)
     told_truth = jax.vmap(informed_placement, in_axes=(0, None))(state, params)
     np.testing.assert_array_equal(choices, np.stack([*own, *told_truth], axis=-1))
     differs = informed_differs(choices)
