@@ -166,6 +166,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="print each scenario and method to stderr as it runs",
     )
+    # train's (absl's) spelling of --no-progress, so either works in both commands.
+    parser.add_argument("--noprogress", dest="progress", action="store_false", help=argparse.SUPPRESS)
     add_cache_argument(parser)
     args = parser.parse_args(argv)
     if args.out_dir is not None:  # the default is a new folder, claimed when the results are written

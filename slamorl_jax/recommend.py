@@ -48,7 +48,8 @@ online model the policy's forecasts use. ``--suggest_slas`` answers a new job wh
 its deadline, budget or minimum throughput (``deadline_s`` and ``budget_usd`` may then be missing)
 with targets for them from the forecast's first choice, with the reference code's margins
 (``slamorl_jax.live_slas``), and that allocation; with ``--sla_confidence=0.9`` the margins are
-sized so the job meets them with that probability by the forecast's own uncertainty.
+sized so the job meets them with that probability by the forecast's own uncertainty. A job that
+gives all three has nothing to suggest and is refused.
 """
 
 from __future__ import annotations
@@ -422,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
 
     # Left out: absent or null (null leaves out any optional field, as everywhere in a job).
     left_out = [name for name in SUGGESTIBLE if isinstance(data, dict) and data.get(name) is None]
+    if args.suggest_slas and isinstance(data, dict) and not left_out:  # it answered "suggested: []"
+        fail(
+            f"--suggest_slas: the job gives every SLA it suggests ({', '.join(SUGGESTIBLE)}); leave out "
+            "(or set to null) the ones to suggest, or ask --forecast_start for its first allocation",
+            PROG,
+        )
     if args.suggest_slas:  # a placeholder the suggestion replaces, so the job validates as usual
         data = {**data, **{name: MAX_VALUE for name in left_out}}
     try:

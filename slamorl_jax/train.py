@@ -371,12 +371,23 @@ def fail(message: str) -> NoReturn:
     sys.exit(2)
 
 
+def absl_spelling(arg: str) -> str:
+    """``arg`` as absl reads it: ``-h`` is ``--help``, and argparse's ``--no-NAME`` of a boolean flag
+    (``evaluate --no-progress``) is absl's ``--noNAME``, so either spelling works in every command."""
+    if arg == "-h":
+        return "--help"
+    name = arg.removeprefix("--no-")
+    if name != arg and name in FLAGS and FLAGS[name].boolean:
+        return f"--no{name}"
+    return arg
+
+
 def parse_flags(argv: list[str]) -> list[str]:
-    """absl flag parsing with bad flags reported in one line and exit code 2; ``-h`` is ``--help``,
-    and the help flags (absl ends them with status 1) end with status 0."""
+    """absl flag parsing with bad flags reported in one line and exit code 2 (each argument spelled
+    by :func:`absl_spelling`); the help flags (absl ends them with status 1) end with status 0."""
     FLAGS.unparse_flags()  # a fresh parse: no value of an earlier in-process run carries over
     end = argv.index("--") if "--" in argv else len(argv)
-    argv = [*("--help" if arg == "-h" else arg for arg in argv[:end]), *argv[end:]]
+    argv = [*(absl_spelling(arg) for arg in argv[:end]), *argv[end:]]
     try:
         return FLAGS(argv)
     except SystemExit as exit_:

@@ -191,3 +191,10 @@ def test_an_out_dir_holding_a_folder_named_like_a_result_is_refused(
     with pytest.raises(SystemExit) as exit_:
         evaluate.parse_args([f"--out_dir={tmp_path}", "--overwrite"])
     assert exit_.value.code == 2 and "holds a folder named evaluation.json" in capsys.readouterr().err
+
+
+def test_progress_takes_train_spelling_too() -> None:
+    """``--noprogress`` (train's, absl's spelling) is ``--no-progress``."""
+    assert evaluate.parse_args(["--noprogress"]).progress is False
+    assert evaluate.parse_args(["--no-progress"]).progress is False
+    assert evaluate.parse_args([]).progress is True

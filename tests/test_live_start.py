@@ -279,6 +279,10 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
         assert_refused(outcome, "--sla_confidence: an SLA confidence is a probability in [0.001, 0.999]")
     no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
     assert_refused(call(_recommend(no_slas), capsys, workdir), "--suggest_slas suggests them")
+    # A job that gives all three has nothing to suggest (it was answered with "suggested": []).
+    every_sla = {**NEW_JOB, "min_throughput": 100.0}
+    outcome = call(_recommend(every_sla, "--suggest_slas"), capsys, workdir)
+    assert_refused(outcome, "--suggest_slas: the job gives every SLA it suggests", "--forecast_start")
     # No hint when a field the flag does not suggest is missing too (the GPU count).
     no_gpus = {k: v for k, v in no_slas.items() if k != "gpus"}
     outcome = call(_recommend(no_gpus), capsys, workdir)

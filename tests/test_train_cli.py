@@ -594,3 +594,18 @@ def test_stop_signal_in_process_saves_and_resume_continues_exactly(
     summary = json.loads((options.log_dir / "summary.json").read_text())
     assert summary["env_steps_this_run"] == (TINY.num_updates - TINY.updates_per_chunk) * TINY.batch_size
     assert np.isfinite(summary["steps_per_s"])
+
+
+def test_argparse_negations_of_boolean_flags_read_as_absl_ones() -> None:
+    """``--no-progress`` (evaluate's spelling) turns the progress bar off as ``--noprogress`` does;
+    ``--no-NAME`` of a flag that is not boolean, or not a flag, stays as it is for absl to refuse."""
+    assert train.absl_spelling("--no-progress") == "--noprogress"
+    assert train.absl_spelling("--no-moves_leave_contention") == "--nomoves_leave_contention"
+    assert train.absl_spelling("-h") == "--help"
+    for kept in ("--no-seed", "--no-such_flag", "--noprogress", "--progress", "--", "-x"):
+        assert train.absl_spelling(kept) == kept
+    try:
+        train.parse_flags(["slamorl_jax.train", "--no-progress"])
+        assert train.FLAGS.progress is False
+    finally:
+        train.FLAGS.unparse_flags()
