@@ -92,7 +92,12 @@ def test_bad_input_is_one_line() -> None:
         (lambda: one.reset(seed=True), "one integer"),
         (lambda: one.reset(seed=-1), "one integer >= 0"),
         (lambda: envs.reset(seed=-3), "one integer >= 0"),
-        (lambda: envs.reset(seed=[1, 2]), "one integer"),
+        (lambda: envs.reset(seed=[1, 2]), "a list of seeds holds one per env: 4, got (2,)"),
+        (lambda: envs.reset(seed=[1, 2, -1, 3]), "each seed of the list must be an integer >= 0 or None"),
+        (lambda: envs.reset(seed=[1, 2, True, 3]), "each seed of the list"),
+        (lambda: envs.reset(seed=np.zeros((2, 2), int)), "one per env: 4, got (2, 2)"),
+        (lambda: envs.reset(seed=2.5), "one integer >= 0 or a list of 4, one per env"),
+        (lambda: one.reset(seed=[1]), "seed must be one integer >= 0"),
         (lambda: envs.reset(options={"params": 1}), "unknown reset option"),
         (lambda: envs.reset(options=[1]), "options must be a dict"),
         (lambda: envs.reset(options={"env_params": 1}), "must be EnvParams"),
@@ -116,6 +121,36 @@ def test_bad_input_is_one_line() -> None:
         with pytest.raises(ValueError, match=r"cpu_step must be an integer array") as err:
             make_env()
         assert "\n" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_a_list_of_seeds_runs_each_env_as_a_single_env_seeded_alike() -> None:
+    """Gymnasium's vector form ``reset(seed=[...])`` (it was refused): env ``i`` runs the jobs, and
+    after its job ends the next ones, that a single env reset with ``seed[i]`` runs; ``None`` entries
+    draw their own seed, and the same list repeats the jobs."""
+    seeds = [7, 11, 7]
+    envs = JobAllocationVectorEnv(num_envs=3, params=short_jobs())
+    singles = [JobAllocationMOEnv(params=short_jobs()) for _ in seeds]
+    obs, info = envs.reset(seed=seeds)
+    firsts = [one.reset(seed=seed) for one, seed in zip(singles, seeds, strict=True)]
+    np.testing.assert_array_equal(obs[0], obs[2])  # the same seed, the same job
+    assert not np.array_equal(obs[0], obs[1])
+    for i, (single_obs, single_info) in enumerate(firsts):
+        np.testing.assert_allclose(obs[i], single_obs, rtol=1e-6, atol=1e-7)
+        assert info["workload"][i] == single_info["workload"]
+    rng, ended = np.random.default_rng(0), 0
+    for _ in range(7):  # jobs of 2-3 epochs: every env ends one and starts the next
+        actions = rng.integers(0, envs.single_action_space.n, size=3)
+        obs, rewards, terminated, truncated, _ = envs.step(actions)
+        for i, one in enumerate(singles):
+            single_obs, single_reward, single_term, single_trunc, _ = one.step(int(actions[i]))
+            np.testing.assert_allclose(obs[i], single_obs, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(rewards[i], single_reward, rtol=1e-5, atol=1e-6)
+            assert (terminated[i], truncated[i]) == (single_term, single_trunc)
+        ended += int((terminated | truncated).sum())
+    assert ended >= 3
+    np.testing.assert_array_equal(envs.reset(seed=seeds)[0], envs.reset(seed=np.array(seeds))[0])
+    mixed = envs.reset(seed=[None, 11, None])[0]
+    np.testing.assert_allclose(mixed[1], firsts[1][0], rtol=1e-6, atol=1e-7)
 
 
 def test_numpy_seeds_work_in_both_envs() -> None:

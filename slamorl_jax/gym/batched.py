@@ -11,6 +11,7 @@ other on the device (the new job is the one the JAX env already drew) and hands 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -68,18 +69,27 @@ class StepResult(NamedTuple):
     stepped: np.ndarray  # (n,) bool: False where the step only showed a new job's first observation
 
 
+def advance_keys(key: jax.Array, num_envs: int) -> tuple[jax.Array, jax.Array]:
+    """``(next carry key, one key per env)`` for a reset or a step. One key (``reset(seed=int)``)
+    is split for the whole batch; one key per env (``reset(seed=[...])``) advances each env's own
+    stream the way a batch of one advances its key, so env ``i`` draws what a single env seeded as
+    it was draws."""
+    if key.ndim == 0:
+        key, sub = jax.random.split(key)
+        return key, jax.random.split(sub, num_envs)
+    pairs = jax.vmap(jax.random.split)(key)
+    return pairs[:, 0], jax.vmap(lambda sub: jax.random.split(sub, 1)[0])(pairs[:, 1])
+
+
 def _reset(env: JobAllocationEnv, key: jax.Array, params: EnvParams, num_envs: int) -> tuple[Any, Carry]:
-    key, reset_key = jax.random.split(key)
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_envs), params)
+    key, env_keys = advance_keys(key, num_envs)
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(env_keys, params)
     return obs, Carry(key, state, jnp.zeros(num_envs, bool), obs)
 
 
 def _step(env: JobAllocationEnv, carry: Carry, actions: jax.Array, params: EnvParams) -> tuple[Any, Carry]:
-    key, step_key = jax.random.split(carry.key)
-    num_envs = actions.shape[0]
-    obs, state, reward, terminated, truncated, info = env.step_batch(
-        jax.random.split(step_key, num_envs), carry.state, actions, params
-    )
+    key, env_keys = advance_keys(carry.key, actions.shape[0])
+    obs, state, reward, terminated, truncated, info = env.step_batch(env_keys, carry.state, actions, params)
     pending = carry.pending
 
     def keep_pending(old: jax.Array, new: jax.Array) -> jax.Array:
@@ -145,14 +155,23 @@ class BatchedJobEnv:
         self.__dict__.update(state)
         self._reset, self._step = _compiled(self.env.action_set)
 
-    def reset(self, seed: int, params: EnvParams | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    def reset(
+        self, seed: int | Sequence[int], params: EnvParams | None = None
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Draw ``num_envs`` new jobs from ``seed`` (and switch to ``params`` if given): their
         observations and ``info``, each ``[num_envs, ...]``: the objective weights of the first
         observation (what a policy takes with it, ``load_policy``'s ``policy(obs, weights)``) and the
-        job's identity."""
+        job's identity. ``seed`` is one JAX seed for the batch, or ``num_envs`` of them, one per env
+        (:func:`advance_keys`; each in ``[0, 2**32)``)."""
         if params is not None:
             self.params = params
-        obs, self._carry = self._reset(jax.random.key(seed), self.params, self.num_envs)
+        if isinstance(seed, int | np.integer):
+            key = jax.random.key(seed)
+        else:
+            key = jax.vmap(jax.random.key)(np.asarray(seed, np.uint32))
+            if key.shape != (self.num_envs,):
+                raise ValueError(f"seed must hold {self.num_envs} seeds, one per env, got {key.shape[0]}")
+        obs, self._carry = self._reset(key, self.params, self.num_envs)
         info = new_job_info(self._carry.state)
         return np.array(obs), {name: np.array(value) for name, value in info.items()}
 

@@ -59,11 +59,37 @@ def seed_option(seed: Any) -> int | None:
     if seed is None:
         return None
     if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(
-            f"seed must be one integer >= 0 (every job's draws derive from it; a list of seeds, one per "
-            f"env, is not taken), got {seed!r}"
-        )
+        raise ValueError(f"seed must be one integer >= 0 (every job's draws derive from it), got {seed!r}")
     return int(seed)
+
+
+def vector_seed_option(seed: Any, num_envs: int) -> int | list[int | None] | None:
+    """The vector env's ``reset`` ``seed``, as Gymnasium's vector envs take it: ``None``, one integer
+    >= 0 (the whole batch's draws derive from it), or a list (tuple, 1-D array) of ``num_envs`` of
+    them, ``None`` entries allowed (each env's own seed, :func:`per_env_seeds`); ``ValueError`` for
+    anything else."""
+    if isinstance(seed, list | tuple | np.ndarray):
+        seeds = list(np.asarray(seed, object).reshape(-1)) if isinstance(seed, np.ndarray) else list(seed)
+        if (isinstance(seed, np.ndarray) and seed.ndim != 1) or len(seeds) != num_envs:
+            raise ValueError(f"a list of seeds holds one per env: {num_envs}, got {np.shape(seed)}")
+        try:
+            return [seed_option(one) for one in seeds]
+        except ValueError:
+            raise ValueError(f"each seed of the list must be an integer >= 0 or None, got {seed!r}") from None
+    try:
+        return seed_option(seed)
+    except ValueError:
+        raise ValueError(
+            f"seed must be one integer >= 0 or a list of {num_envs}, one per env (None for a random one), "
+            f"got {seed!r}"
+        ) from None
+
+
+def per_env_seeds(seeds: list[int | None], rng: np.random.Generator) -> list[int]:
+    """The JAX seed of each env of ``reset(seed=[...])``: the one a single env reset with that seed
+    draws (:func:`draw_seed` from ``np_random(seed)``), so env ``i`` runs the jobs a single env
+    seeded ``seeds[i]`` runs; a ``None`` entry draws from ``rng``, the vector env's own generator."""
+    return [draw_seed(rng if one is None else gymnasium.utils.seeding.np_random(one)[0]) for one in seeds]
 
 
 def draw_seed(rng: np.random.Generator) -> int:

@@ -4,7 +4,8 @@ MO-Gymnasium's conventions: ``step`` returns rewards of shape ``(num_envs, rewar
 sla) and ``reward_space`` is one job's reward ``Box`` of shape ``(reward_dim,)`` (as on
 ``mo_gymnasium.wrappers.vector.MOSyncVectorEnv``), so ``MORecordEpisodeStatistics`` and the like
 apply. Gymnasium's: batched ``observation_space``/``action_space`` with ``single_*`` ones,
-``metadata["autoreset_mode"] = NEXT_STEP`` (``batched.py``), ``reset(seed=...)`` reproducible, and
+``metadata["autoreset_mode"] = NEXT_STEP`` (``batched.py``), ``reset(seed=...)`` reproducible (one
+seed, or one per env as Gymnasium's vector envs take them), and
 ``info`` as arrays with a ``_name`` mask each. On the step that only shows a new job, as on
 Gymnasium's own vector envs, that env's ``info`` is reset's (the new job's ``weights``, ``workload``,
 ``gpu_type``, ``scenario`` and ``preference``, masks true) and its other entries are zeros with
@@ -13,6 +14,7 @@ masks false. All jobs step in one jitted call of the JAX env.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,7 +27,14 @@ from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.gym.batched import RESET_INFO_KEYS, BatchedJobEnv
-from slamorl_jax.gym.options import build_params, draw_seed, params_option, render_nothing, seed_option
+from slamorl_jax.gym.options import (
+    build_params,
+    draw_seed,
+    params_option,
+    per_env_seeds,
+    render_nothing,
+    vector_seed_option,
+)
 from slamorl_jax.gym.spaces import reward_box, single_spaces
 
 
@@ -67,13 +76,21 @@ class JobAllocationVectorEnv(VectorEnv):
         return self._jobs.params
 
     def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Start ``num_envs`` new jobs; ``options={"env_params": params}`` switches params (and
-        ``reward_space`` with them)."""
-        super().reset(seed=seed_option(seed))
+        ``reward_space`` with them). ``seed``: one integer, from which the whole batch's jobs derive,
+        or a list of ``num_envs`` (Gymnasium's vector form), env ``i`` then running the jobs a single
+        env reset with ``seed[i]`` runs (``None`` entries: a random seed for that env)."""
+        seed = vector_seed_option(seed, self.num_envs)
         params = params_option(options)
-        obs, info = self._jobs.reset(draw_seed(self.np_random), params)
+        if isinstance(seed, list):
+            super().reset(seed=None)
+            jax_seed: int | list[int] = per_env_seeds(seed, self.np_random)
+        else:
+            super().reset(seed=seed)
+            jax_seed = draw_seed(self.np_random)
+        obs, info = self._jobs.reset(jax_seed, params)
         if params is not None:
             self.reward_space = reward_box(self._jobs.env, self._jobs.params)
         every_env = np.ones(self.num_envs, bool)
