@@ -274,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             remove_partial()
     # An --overwrite'd earlier evaluation's plots this one did not make would read as this one's.
-    for name in OUTPUT_NAMES:
+    # Without --overwrite none was there at the start: one there now is another evaluation's.
+    for name in OUTPUT_NAMES if args.overwrite else ():
         if args.out_dir / name not in written:
             (args.out_dir / name).unlink(missing_ok=True)
     print(to_markdown(payload))

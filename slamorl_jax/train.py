@@ -460,6 +460,10 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
             absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every restore at INFO
             given = [name for name in FLAGS if FLAGS[name].present]
             config = init_from_config(config, given)
+            try:  # the source's network settings may leave a flag given here without an effect
+                refuse_ignored_flags(config)
+            except ValueError as err:
+                raise ValueError(f"{err} (with --init_from the network is its source's)") from None
             # Recorded as the step folder it loads (the typed path is relative to where the command
             # ran, and a run folder's latest step moves on as that run trains).
             config = dataclasses.replace(config, init_from=str(checkpoint_step_dir(config.init_from)))

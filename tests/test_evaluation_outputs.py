@@ -75,6 +75,21 @@ def test_results_another_evaluation_wrote_meanwhile_are_neither_replaced_nor_rem
         evaluate.main([*argv[:-1], f"--out_dir={out}"])
     assert (out / "evaluation.json").read_text() == "the other evaluation's\n"
 
+    # One that wrote no plot while the other wrote one: the clean-up of an --overwrite'd folder's
+    # old plots removed the other's too.
+    out = tmp_path / "third"
+    monkeypatch.setattr(suite, "run_suite", lambda *args, **kwargs: ({"config": {}}, None))
+    monkeypatch.setattr(report, "to_markdown", lambda payload: "")
+
+    def json_then_the_others_plot(out_dir: Path, payload: dict, plots: str) -> list[Path]:
+        (out_dir / "evaluation.json").write_text("this evaluation's\n")
+        (out_dir / "front.png").write_bytes(b"the other evaluation's")
+        return [out_dir / "evaluation.json"]
+
+    monkeypatch.setattr(report, "write_outputs", json_then_the_others_plot)
+    assert evaluate.main([*argv[:-1], f"--out_dir={out}"]) == 0
+    assert (out / "front.png").read_bytes() == b"the other evaluation's"
+
 
 @pytest.mark.parametrize(
     ("argv", "phrase"),

@@ -182,3 +182,18 @@ def test_the_cli_refuses_an_unusable_init_from(
 ) -> None:
     flags = (f"--init_from={source}", *extra, "--run_dir=run")
     assert_refused(call(_train(ONE_CHUNK, *flags), capsys, workdir), *phrases)
+
+
+def test_flags_the_sources_network_leaves_without_effect_are_refused(
+    tmp_path: Path, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A source started without the relocate prior has no relocate rule to set: ``--relocate_gate``
+    and ``--relocate_payback`` were recorded and ignored (refused without ``--init_from``)."""
+    started = dataclasses.replace(TINY, relocate_gain_init=0.0)
+    directory = tmp_path / "no-prior" / "checkpoints"
+    ckpt.save(ckpt.make_manager(directory), shared_trainer(started).fresh(seed=7), started)
+    flags = [flag for flag in cli_flags(ONE_CHUNK) if not flag.startswith("--relocate_gain_init=")]
+    for flag in ("--relocate_gate=0.3", "--relocate_payback=5"):
+        argv = ["slamorl_jax.train", *flags, "--eval_episodes=0", f"--init_from={directory}", flag, "--run_dir=run"]
+        outcome = call(lambda argv=argv: train.main(train.parse_flags(argv)), capsys, workdir)
+        assert_refused(outcome, f"{flag.split('=')[0]} has no effect without the relocate prior", "its source's")

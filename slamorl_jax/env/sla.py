@@ -1,4 +1,5 @@
-"""SLA severities and met-flags: relative overshoot (upper limits) or shortfall (lower limits), capped at 1.
+"""SLA severities: relative overshoot (upper limits) or shortfall (lower limits), capped at 1 (the
+met-flags are ``job_env``'s and ``episode_figures``').
 
 Time and cost are judged forward-looking: the projection of the whole job at the current epoch rate
 (elapsed + remaining epochs x current epoch time, likewise for cost) against the deadline and budget,
