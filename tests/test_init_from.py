@@ -194,6 +194,7 @@ def test_flags_the_sources_network_leaves_without_effect_are_refused(
     ckpt.save(ckpt.make_manager(directory), shared_trainer(started).fresh(seed=7), started)
     flags = [flag for flag in cli_flags(ONE_CHUNK) if not flag.startswith("--relocate_gain_init=")]
     for flag in ("--relocate_gate=0.3", "--relocate_payback=5"):
-        argv = ["slamorl_jax.train", *flags, "--eval_episodes=0", f"--init_from={directory}", flag, "--run_dir=run"]
+        argv = ["slamorl_jax.train", *flags, f"--init_from={directory}", flag, "--run_dir=run"]
         outcome = call(lambda argv=argv: train.main(train.parse_flags(argv)), capsys, workdir)
-        assert_refused(outcome, f"{flag.split('=')[0]} has no effect without the relocate prior", "its source's")
+        name = flag.split("=")[0]
+        assert_refused(outcome, f"{name} has no effect without the relocate prior", "its source's")
