@@ -240,7 +240,12 @@ flags.DEFINE_string(
     "Start the actor-critic from this checkpoint's policy (a run's checkpoint directory or a step; "
     "same network layout), with a fresh optimiser; unset: a fresh initialisation.",
 )
-flags.DEFINE_string("checkpoint_dir", None, "Checkpoint directory (default: <run_dir>/checkpoints).")
+flags.DEFINE_string(
+    "checkpoint_dir",
+    None,
+    "Checkpoint directory (default: <run_dir>/checkpoints); <X>/checkpoints without --run_dir or "
+    "--log_dir logs to <X>/logs.",
+)
 # --log_dir is absl's own flag; listed in --help with what a run writes there.
 LOG_DIR_HELP = "Directory of metrics.jsonl, the TensorBoard events, config.json and summary.json "
 FLAGS["log_dir"].help = LOG_DIR_HELP + "(default: <run_dir>/logs)."
@@ -408,24 +413,25 @@ def checkpoints_of_a_run_dir() -> bool:
 
 
 def default_run_dir_needed() -> bool:
-    """Whether the run's folders come from a new default run folder: no ``--run_dir`` and not both
-    of ``--checkpoint_dir`` and ``--log_dir``. A resumed run needs one only for its logs, when it
-    is given a ``--checkpoint_dir`` not named ``checkpoints`` and no ``--log_dir`` (its logs then
-    go to a new folder of their own rather than one another command may take)."""
+    """Whether the run's folders come from a new default run folder: no ``--run_dir``, and no
+    ``--checkpoint_dir`` with a ``--log_dir`` or named ``checkpoints`` (whose run folder holds the
+    logs). A resumed run needs one only for its logs, when it is given a ``--checkpoint_dir`` not
+    named ``checkpoints`` and no ``--log_dir`` (its logs then go to a new folder of their own rather
+    than one another command may take)."""
+    logs_known = FLAGS.run_dir or FLAGS.log_dir or checkpoints_of_a_run_dir()
     if FLAGS.resume:
-        logs_known = FLAGS.run_dir or FLAGS.log_dir or checkpoints_of_a_run_dir()
         return bool(FLAGS.checkpoint_dir) and not logs_known
-    return not (FLAGS.run_dir or (FLAGS.checkpoint_dir and FLAGS.log_dir))
+    return not (FLAGS.run_dir or (FLAGS.checkpoint_dir and logs_known))
 
 
 def resolve_paths(default_run_dir: Path | None = None) -> tuple[Path, Path, str, str]:
     """Checkpoint and log directories from the flags, and the flag each comes from;
     ``default_run_dir`` (else ``runs/<date-time>``) stands in for an unset ``--run_dir``.
 
-    A resumed run given only ``--checkpoint_dir=<run>/checkpoints`` keeps its logs in ``<run>/logs``,
-    so its metrics stay in one folder."""
+    A run given only ``--checkpoint_dir=<run>/checkpoints`` keeps its logs in ``<run>/logs``, started
+    and resumed alike, so its metrics stay in one folder."""
     run_dir = Path(FLAGS.run_dir or default_run_dir or run_dirs.stamped_folder())
-    if FLAGS.resume and not FLAGS.run_dir and checkpoints_of_a_run_dir():
+    if not FLAGS.run_dir and checkpoints_of_a_run_dir():
         run_dir = Path(FLAGS.checkpoint_dir).parent
     checkpoint_dir = Path(FLAGS.checkpoint_dir) if FLAGS.checkpoint_dir else run_dir / "checkpoints"
     # --log_dir is absl's own flag (its log files); metrics.jsonl, TensorBoard events and

@@ -609,3 +609,18 @@ def test_argparse_negations_of_boolean_flags_read_as_absl_ones() -> None:
         assert train.FLAGS.progress is False
     finally:
         train.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_checkpoint_dir_named_checkpoints_keeps_the_logs_beside_it(resume: bool, tmp_path: Path) -> None:
+    """``--checkpoint_dir=<X>/checkpoints`` alone: a resumed run logged to ``<X>/logs`` and a started
+    one to a new ``runs/<date-time>/logs``, so a run's metrics ended up in two folders."""
+    run = tmp_path / "X"
+    try:
+        train.parse_flags(["train", f"--checkpoint_dir={run / 'checkpoints'}", f"--resume={resume}"])
+        assert not train.default_run_dir_needed()
+        assert train.resolve_paths()[:2] == (run / "checkpoints", run / "logs")
+        train.parse_flags(["train", f"--checkpoint_dir={tmp_path / 'ck'}", f"--resume={resume}"])
+        assert train.default_run_dir_needed()  # another name: its logs go to a new run folder
+    finally:
+        train.FLAGS.unparse_flags()
