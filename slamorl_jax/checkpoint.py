@@ -69,6 +69,11 @@ class IncompatibleCheckpointError(CheckpointError):
     data may be intact) but another program's layout, e.g. another JAX PRNG implementation."""
 
 
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a full disk, a folder removed meanwhile): the machine's
+    trouble, not bad input. The message says why in one line."""
+
+
 def make_manager(directory: str | Path, keep: int = 3) -> ocp.CheckpointManager:
     """A keep-``keep`` manager over ``directory`` (created if needed)."""
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
@@ -95,16 +100,25 @@ def save(
         META_KEY: {"state": tree_digests(host_state), "policy": tree_digests(policy)},
         **(extra or {}),
     }
-    manager.save(
-        step,
-        args=ocp.args.Composite(
-            state=ocp.args.StandardSave(host_state),
-            policy=ocp.args.StandardSave(policy),
-            meta=ocp.args.JsonSave(signed_meta(meta)),
-        ),
-        force=True,
-    )
-    manager.wait_until_finished()
+    silence_abandoned_restores()  # a failed write's loop closes under TensorStore's callbacks too
+    try:
+        # A failed write is reported once, as the CheckpointWriteError below: orbax's threads would
+        # log it with a traceback each first (hundreds of lines on a full disk).
+        with absl_verbosity(absl_logging.FATAL):
+            manager.save(
+                step,
+                args=ocp.args.Composite(
+                    state=ocp.args.StandardSave(host_state),
+                    policy=ocp.args.StandardSave(policy),
+                    meta=ocp.args.JsonSave(signed_meta(meta)),
+                ),
+                force=True,
+            )
+            manager.wait_until_finished()
+    except (OSError, ValueError) as err:  # orbax reports a failed write (a full disk) as either
+        raise CheckpointWriteError(
+            f"cannot save the checkpoint of update {step} in {manager.directory}: {write_failure(err)}"
+        ) from None
     return step
 
 

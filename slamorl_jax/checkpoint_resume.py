@@ -17,6 +17,7 @@ from slamorl_jax.checkpoint import (
     CheckpointError,
     IncompatibleCheckpointError,
     complete_steps,
+    has_checkpoint,
     load_policy,
     read_meta,
     restore_state,
@@ -38,16 +39,44 @@ def newest_readable_meta(directory: str | Path) -> dict[str, Any]:
     raise error
 
 
+DAMAGED_PREFIX = "damaged-"  # of a step set aside
+
+
 def set_aside(step_dir: Path) -> Path:
     """Rename a damaged step directory to ``damaged-<step>`` (kept for inspection, never read or
     counted again); the new path."""
-    target = step_dir.with_name(f"damaged-{step_dir.name}")
+    target = step_dir.with_name(f"{DAMAGED_PREFIX}{step_dir.name}")
     suffix = 1
     while target.exists():
         suffix += 1
-        target = step_dir.with_name(f"damaged-{step_dir.name}-{suffix}")
+        target = step_dir.with_name(f"{DAMAGED_PREFIX}{step_dir.name}-{suffix}")
     step_dir.rename(target)
     return target
+
+
+def nothing_to_resume(checkpoint_dir: Path, log_dir: Path) -> str:
+    """Why ``--resume`` has no checkpoint in ``checkpoint_dir`` to continue from, beside the logs in
+    ``log_dir``, and what to do: a step folder named instead of its run's folder, every step set
+    aside as damaged (a fresh start there is refused too, the folder not being empty), or a run
+    stopped before its first save."""
+    if checkpoint_dir.name.isdigit() and has_checkpoint(checkpoint_dir.parent):
+        return (
+            f"--resume: {checkpoint_dir} is one checkpoint step of the run in {checkpoint_dir.parent}: "
+            f"pass --checkpoint_dir={checkpoint_dir.parent} (or that run's --run_dir)"
+        )
+    folder = checkpoint_dir if checkpoint_dir.is_dir() else None
+    damaged = sorted(p.name for p in folder.glob(f"{DAMAGED_PREFIX}*")) if folder is not None else []
+    if damaged:
+        shown = ", ".join(damaged[:3]) + (" ..." if len(damaged) > 3 else "")
+        return (
+            f"--resume: every checkpoint in {checkpoint_dir} was set aside as damaged ({shown}), so "
+            "there is nothing intact to continue: start the run again in another --run_dir (the "
+            "damaged steps stay for inspection)"
+        )
+    return (
+        f"--resume: the run in {checkpoint_dir} saved no checkpoint before it stopped, so there is "
+        f"nothing to continue: remove its logs in {log_dir} and start it again"
+    )
 
 
 def restore_newest_intact(

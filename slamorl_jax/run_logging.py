@@ -24,21 +24,23 @@ from slamorl_jax.run_log_names import CONFIG_FILE, METRICS_FILE
 
 def drop_records_after(path: Path, update: int) -> None:
     """Rewrite the JSON lines file ``path`` without its records past ``update`` (and a line cut short
-    by a killed run); untouched when there are none. The new file replaces the old in one rename."""
+    by a killed run, or one that is not UTF-8 JSON: damaged bytes); untouched when there are none.
+    The new file replaces the old in one rename."""
     if not path.exists():
         return
-    lines = path.read_text().splitlines(keepends=True)
+    with path.open("rb") as file:
+        lines = file.readlines()  # split at b"\n" only
 
-    def kept(line: str) -> bool:
-        try:
-            return line.endswith("\n") and int(json.loads(line)["update"]) <= update
+    def kept(line: bytes) -> bool:
+        try:  # a UnicodeDecodeError is a ValueError
+            return line.endswith(b"\n") and int(json.loads(line.decode("utf-8"))["update"]) <= update
         except (ValueError, KeyError, TypeError):
             return False
 
     keep = [line for line in lines if kept(line)]
     if len(keep) < len(lines):
         partial = path.with_name(path.name + ".tmp")
-        partial.write_text("".join(keep))
+        partial.write_bytes(b"".join(keep))
         os.replace(partial, path)
 
 

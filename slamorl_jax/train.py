@@ -563,7 +563,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
             # Heavy imports (JAX compilation, orbax) only after the flags are known to be good.
             import jax
 
-            from slamorl_jax.checkpoint import CheckpointError
+            from slamorl_jax.checkpoint import CheckpointError, CheckpointWriteError
             from slamorl_jax.distributed import join
             from slamorl_jax.sharding import check_divisible
             from slamorl_jax.training_loop import SAVED_RUN_OPTIONS, RunOptions, run_training
@@ -600,6 +600,9 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
             except CheckpointError as err:
                 code = 2
                 fail(str(err))
+            except CheckpointWriteError as err:  # the machine's trouble, not bad input: status 1
+                print(f"error: {err}; --resume continues from the newest intact checkpoint", file=sys.stderr)
+                code = 1
     finally:  # a run that saved and logged nothing (refused late, stopped, or a finished run
         remove_if_empty()  # resumed into a new log folder) leaves none of the folders it made
         for lock in locks:

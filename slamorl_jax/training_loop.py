@@ -26,7 +26,7 @@ from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.atomic_files import write_text_atomically
-from slamorl_jax.checkpoint_resume import newest_readable_meta, restore_newest_intact
+from slamorl_jax.checkpoint_resume import newest_readable_meta, nothing_to_resume, restore_newest_intact
 from slamorl_jax.cli_args import STOP_SIGNALS
 from slamorl_jax.distributed import any_process, is_primary
 from slamorl_jax.learner_jit import jit_learner
@@ -145,10 +145,7 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
             )
         return config, None
     if not ckpt.has_checkpoint(options.checkpoint_dir) and run_log_files(options.log_dir):
-        raise ckpt.CheckpointError(
-            f"--resume: the run in {options.checkpoint_dir} saved no checkpoint before it stopped, so "
-            f"there is nothing to continue: remove its logs in {options.log_dir} and start it again"
-        )
+        raise ckpt.CheckpointError(nothing_to_resume(Path(options.checkpoint_dir), Path(options.log_dir)))
     meta = newest_readable_meta(options.checkpoint_dir)
     ckpt.check_resumable(meta, options.checkpoint_dir)
     stored = TrainConfig.from_dict(meta["config"])

@@ -454,3 +454,22 @@ def test_a_policy_of_another_target_grid_saves_loads_and_runs_on_its_own_grid(
     assert info.value.code == 2 and len(err.splitlines()) == 1, err
     assert "--compare other: trained with --target_cpus_per_gpu=0,2,4,6,10" in err
     assert not (tmp_path / "eval").exists()
+
+
+def test_a_failed_write_is_one_line_naming_the_step_and_why(
+    compiled: Compiled, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk during a periodic save printed hundreds of lines of orbax's threads' tracebacks
+    before the run's one-line error; now the save raises one ``CheckpointWriteError`` saying why."""
+    import errno
+
+    manager = ckpt.make_manager(tmp_path / "ck")
+
+    def disk_full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(manager, "save", disk_full)
+    with pytest.raises(ckpt.CheckpointWriteError) as failed:
+        ckpt.save(manager, compiled.fresh(), TINY)
+    message = str(failed.value)
+    assert "\n" not in message and "update 0" in message and message.endswith("No space left on device")

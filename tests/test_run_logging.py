@@ -31,6 +31,17 @@ def test_records_past_the_restored_update_are_dropped(tmp_path: Path) -> None:
     drop_records_after(tmp_path / "missing.jsonl", 4)  # no log yet: nothing to do
 
 
+def test_damaged_bytes_in_the_metrics_are_dropped_not_a_crash(tmp_path: Path) -> None:
+    """Bytes that are not UTF-8 (a disk's damage) ended ``--resume`` with an unexpected
+    UnicodeDecodeError after it said where it resumed from."""
+    metrics = tmp_path / METRICS_FILE
+    _write(metrics, [2, 4])
+    with metrics.open("ab") as file:
+        file.write(b'{"update": 3, "x": "\xff\xfe"}\n\xff\xfe\n')
+    drop_records_after(metrics, 4)
+    assert _updates(metrics) == [2, 4]
+
+
 def test_a_resumed_logger_continues_after_the_restored_update(tmp_path: Path) -> None:
     _write(tmp_path / METRICS_FILE, [2, 4, 6])
     batch = TINY.batch_size

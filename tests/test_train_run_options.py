@@ -117,6 +117,15 @@ def test_logs_of_a_run_that_saved_no_checkpoint_are_not_told_to_resume(tmp_path:
         resolve_run(TINY, options)
     with pytest.raises(ckpt.CheckpointError, match="saved no checkpoint before it stopped"):
         resolve_run(TINY, dataclasses.replace(options, resume=True))
+    # Told the same (and so to delete good logs) where the checkpoints were there but set aside as
+    # damaged, or where --checkpoint_dir named one step of a run instead of the run's folder.
+    (tmp_path / "checkpoints" / "damaged-8").mkdir()
+    with pytest.raises(ckpt.CheckpointError, match=r"set aside as damaged \(damaged-8\)"):
+        resolve_run(TINY, dataclasses.replace(options, resume=True))
+    (tmp_path / "checkpoints" / "8" / "meta").mkdir(parents=True)
+    step = dataclasses.replace(options, resume=True, checkpoint_dir=tmp_path / "checkpoints" / "8")
+    with pytest.raises(ckpt.CheckpointError, match=r"is one checkpoint step .* pass --checkpoint_dir="):
+        resolve_run(TINY, step)
 
 
 def test_checkpoints_keep_to_the_multiples_of_save_interval() -> None:
