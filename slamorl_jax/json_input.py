@@ -8,7 +8,10 @@ Python's ``json`` keeps the last of two values for one key, other readers the fi
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
+
+from slamorl_jax.cli_args import first_line
 
 
 class DuplicateKeyError(ValueError):
@@ -52,3 +55,21 @@ def short_value(value: Any, limit: int = 60) -> str:
     except (TypeError, ValueError):  # not JSON (a tuple inside a dict key, an object, ...)
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def json_or_reason(text: str) -> tuple[object, str | None]:
+    """The JSON value of ``text`` and ``None``, or ``None`` and why it is none, to follow where it
+    came from: it is not JSON, is nested too deeply, repeats a key in an object (which JSON readers
+    resolve differently: Python's keeps the last) or holds a number Python will not convert (an
+    integer of over 4,300 digits)."""
+    try:
+        return loads_strict(text), None
+    except json.JSONDecodeError as err:
+        return None, f" is not valid JSON: {err.msg} (line {err.lineno})"
+    except RecursionError:
+        return None, " is nested too deeply to be a job"
+    except ValueError as err:  # a key given twice; an integer of more digits than Python converts
+        if "int_max_str_digits" in str(err) or "integer string conversion" in str(err):
+            limit = sys.get_int_max_str_digits()
+            return None, f" holds an integer of more digits than a job's number can have (over {limit:,})"
+        return None, f": {first_line(err)}"

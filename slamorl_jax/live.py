@@ -568,7 +568,11 @@ def check_recommendable(job: LiveJob, params: EnvParams | ClusterLimits) -> None
         )
     check_in_cluster("current allocation", job.gpus, job.cpus, limits)
     if job.requested_gpus is not None or job.requested_cpus is not None:
-        check_in_cluster("requested allocation", *job.request, limits)
+        name = "requested allocation"
+        if job.requested_gpus is None or job.requested_cpus is None:  # the other is the current's
+            left_out = "requested_gpus" if job.requested_gpus is None else "requested_cpus"
+            name += f" ({left_out} left out: the current allocation's)"
+        check_in_cluster(name, *job.request, limits)
     for field in ("history", "probes"):
         for i, (gpus, cpus, _) in enumerate(getattr(job, field) or ()):
             check_in_cluster(f"{field}[{i}]", gpus, cpus, limits)

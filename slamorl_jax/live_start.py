@@ -16,7 +16,9 @@ answer (``live.recommend``), which stays the default:
   whether they are worth their time for this job). The user runs them and reports each as the job's
   ``probes`` (``{"gpus", "cpus", "epoch_time_s"}``, the probe's time over its fraction of an epoch),
   with the job's ``gpus`` and ``cpus`` the last probe's (a move from there pays the pause, as in
-  ``ProbingEnv``);
+  ``ProbingEnv``), its ``requested_gpus`` and ``requested_cpus`` as they were (the plan's
+  ``report_with``: left out, the request would default to the last probe's allocation) and its
+  ``elapsed_s`` and ``cost_usd`` counting the probes' time and cost, as the env bills them;
   ``live.recommend`` then feeds them to the job's online model, as the env does, and the policy
   answers from the corrected forecast.
 """
@@ -120,11 +122,21 @@ def probe_plan(job: LiveJob, params: EnvParams) -> dict[str, Any]:
     for g, c in zip(np.asarray(gpus).tolist(), np.asarray(cpus).tolist(), strict=True):
         if not any(run["gpus"] == g and run["cpus"] == c for run in runs):
             runs.append({"gpus": g, "cpus": c, "fraction_of_epoch": PROBE_FRACTION})
+    requested_gpus, requested_cpus = job.request
     return {
         "source": "probe_plan",
         "probes": runs,
         "worth_running": worth,
         "budget": PROBE_BUDGET,
+        # What the job's next report keeps: left out, the request would default to the last probe's
+        # allocation, which moves the throughput reference and the forecast's choice.
+        "report_with": {
+            "gpus": runs[-1]["gpus"],
+            "cpus": runs[-1]["cpus"],
+            "requested_gpus": int(requested_gpus),
+            "requested_cpus": int(requested_cpus),
+        },
         "then": "report each run as the job's probes ({gpus, cpus, epoch_time_s = probe time / fraction}), "
-        "the job at the last probe's allocation, and ask again",
+        "the job with report_with's fields (the last probe's allocation, the request as it was) and "
+        "elapsed_s and cost_usd counting the probes' time and cost, and ask again",
     }

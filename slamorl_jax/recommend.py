@@ -71,7 +71,7 @@ from slamorl_jax.cli_args import (
     summary,
 )
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
-from slamorl_jax.json_input import DuplicateKeyError, json_kind, loads_strict
+from slamorl_jax.json_input import json_kind, json_or_reason
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
@@ -108,24 +108,6 @@ def read_source(source: str, flag: str) -> str:
     return ""  # unreachable
 
 
-def json_or_reason(text: str) -> tuple[object, str | None]:
-    """The JSON value of ``text`` and ``None``, or ``None`` and why it is none, to follow where it
-    came from: it is not JSON, is nested too deeply, repeats a key in an object (which JSON readers
-    resolve differently: Python's keeps the last) or holds a number Python will not convert (an
-    integer of over 4,300 digits)."""
-    try:
-        return loads_strict(text), None
-    except json.JSONDecodeError as err:
-        return None, f" is not valid JSON: {err.msg} (line {err.lineno})"
-    except RecursionError:
-        return None, " is nested too deeply to be a job"
-    except ValueError as err:  # a key given twice; an integer of more digits than Python converts
-        if "int_max_str_digits" in str(err) or "integer string conversion" in str(err):
-            limit = sys.get_int_max_str_digits()
-            return None, f" holds an integer of more digits than a job's number can have (over {limit:,})"
-        return None, f": {first_line(err)}"
-
-
 def parse_json(text: str, where: str) -> object:
     """The JSON value of ``text``; exits 2 naming ``where`` when it has none (:func:`json_or_reason`)."""
     value, reason = json_or_reason(text)
@@ -151,11 +133,12 @@ def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob 
     from slamorl_jax.live import LiveJob
 
     text = read_source(source, "--jobs")
-    try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
-        whole = loads_strict(text)
-    except (ValueError, RecursionError) as err:
-        if isinstance(err, DuplicateKeyError) or text.lstrip().startswith("["):
-            parse_json(text, f"--jobs {source!r}")  # exits with the reason: a repeated key, a broken list
+    single = one_json_value(text)
+    if single or (single is None and text.lstrip().startswith("[")):
+        # A list, or one (pretty-printed) job: the whole file is one JSON value; exits with the
+        # reason where it is not one (a repeated key, a broken list).
+        whole = parse_json(text, f"--jobs {source!r}")
+    else:
         whole = None  # JSON Lines (or bad JSON, named by its line below)
     if isinstance(whole, (list, dict)):
         named = [(f"item {i}", item) for i, item in enumerate(whole)] if isinstance(whole, list) else []
@@ -183,6 +166,18 @@ def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob 
                 fail(f"--jobs {source!r} {where}{_joined(str(err))}", PROG)
             jobs.append((where, first_line(err).lstrip(" :")))
     return jobs
+
+
+def one_json_value(text: str) -> bool | None:
+    """Whether ``text`` is one JSON value and whitespace (``False``: another value follows it, as in
+    JSON Lines; ``None``: its first value does not parse). Read leniently (a repeated key passes):
+    only where the first value ends matters here, its faults are named where it is parsed."""
+    body = text.lstrip()
+    try:
+        _, end = json.JSONDecoder().raw_decode(body)
+    except (ValueError, RecursionError):
+        return None
+    return not body[end:].strip()
 
 
 class _Unreadable:
@@ -444,6 +439,11 @@ def main(argv: list[str] | None = None) -> int:
     indent = None if args.compact else 2
     records = read_history(args.history, policy) if args.history is not None else None
     new_job = job.epochs_done == 0
+    if args.hold_below > 0 and records is not None and new_job:  # it was ignored without a word
+        fail(
+            "--hold_below holds the policy's answer; --history answers a new job's start, not the policy",
+            PROG,
+        )
     if args.suggest_slas:
         print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=indent))
         return 0

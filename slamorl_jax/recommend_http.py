@@ -9,12 +9,13 @@ For a platform whose scheduler speaks HTTP rather than a process's standard inpu
   step and action set) once the policy is loaded;
 * a request it cannot answer gets ``{"error": "..."}`` (one line) with status 400 (bad JSON, a bad or
   finished job, an allocation the policy's cluster cannot hold, a body shorter than its
-  ``Content-Length``, two ``Content-Length`` values, a ``Transfer-Encoding``, a ``GET`` with a body,
-  a malformed request; a list's bad job is named by its ``item``), 404 (another path), 405 (another
-  method on one of the two paths, with an ``Allow`` header; ``HEAD /health`` is answered as ``GET``,
-  without the body), 408 (a body that stops coming for
-  ``REQUEST_TIMEOUT_S``), 411 (no ``Content-Length``), 413 (a body over ``max_body_bytes``), 431
-  (headers too long or too many) or 501 (a method HTTP does not name); a fault of the server's own
+  ``Content-Length``, two ``Content-Length`` values, a ``Transfer-Encoding`` beside a
+  ``Content-Length``, a ``GET`` with a body, a malformed request; a list's bad job is named by its
+  ``item``), 404 (another path), 405 (another method on one of the two paths, with an ``Allow``
+  header; ``HEAD /health`` is answered as ``GET``, without the body), 408 (a body that stops coming
+  for ``REQUEST_TIMEOUT_S``), 411 (no ``Content-Length``, a ``Transfer-Encoding`` alone included),
+  413 (a body over ``max_body_bytes``), 431 (headers too long or too many) or 501 (a method HTTP
+  does not name); a fault of the server's own
   gets 500 and one log line. Every error is this JSON object, the ones ``http.server`` itself
   raises included. The query string is ignored (``/health?probe=1`` is ``/health``).
 
@@ -39,7 +40,7 @@ import urllib.parse
 from typing import TYPE_CHECKING, Any
 
 from slamorl_jax.cli_args import first_line
-from slamorl_jax.json_input import json_kind, loads_strict
+from slamorl_jax.json_input import json_kind, json_or_reason
 from slamorl_jax.recommend_serve import MAX_ERROR_CHARS
 
 if TYPE_CHECKING:
@@ -93,10 +94,9 @@ def parse_jobs(body: bytes) -> LiveJob | list[LiveJob]:
         text = body.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise RequestError(400, "the body is not UTF-8 text") from None
-    try:
-        data = loads_strict(text)
-    except (ValueError, RecursionError) as err:
-        raise RequestError(400, f"the body is not JSON: {first_line(err, MAX_ERROR_CHARS)}") from None
+    data, reason = json_or_reason(text)  # worded as --job words it, not as Python's parser does
+    if reason is not None:
+        raise RequestError(400, f"the body{reason}"[:MAX_ERROR_CHARS])
     try:
         if isinstance(data, dict):
             return LiveJob.from_dict(data)
@@ -133,9 +133,9 @@ def answer_jobs(policy: LoadedPolicy, jobs: LiveJob | list[LiveJob]) -> Any:
 
 def content_length(headers: Any, max_body_bytes: int) -> int:
     """The body's size a request's headers declare; :class:`RequestError` for a body the server will not
-    read: 411 (no length), 400 (a ``Transfer-Encoding``, which the server does not decode, or two or a
-    malformed length: a proxy and this server could then split the stream into requests differently)
-    or 413 (over ``max_body_bytes``)."""
+    read: 411 (no length, also beside a ``Transfer-Encoding``, which the server does not decode), 400
+    (a ``Transfer-Encoding`` with a length, or two or a malformed length: a proxy and this server
+    could then split the stream into requests differently) or 413 (over ``max_body_bytes``)."""
     if headers.get_all("Transfer-Encoding"):
         if headers.get("Content-Length") is None:
             raise RequestError(411, "the request needs a Content-Length (Transfer-Encoding is not read)")

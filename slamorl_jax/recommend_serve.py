@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, TextIO
 
 from slamorl_jax.cli_args import first_line
-from slamorl_jax.json_input import json_kind, loads_strict
+from slamorl_jax.json_input import json_kind, json_or_reason
 
 if TYPE_CHECKING:
     from slamorl_jax.checkpoint import LoadedPolicy
@@ -36,7 +36,9 @@ def answer_line(policy: LoadedPolicy, line: str) -> dict:
 
     if ESCAPED_BYTES.search(line):  # standard input is decoded with errors="surrogateescape"
         raise ValueError("the line is not UTF-8 text")
-    data = loads_strict(line.strip())
+    data, reason = json_or_reason(line.strip())
+    if reason is not None:  # worded as --job words it, not as Python's parser does
+        raise ValueError(f"the line{reason}")
     if not isinstance(data, dict):
         raise ValueError(f"a line must be one JSON object (a job), got {json_kind(data)}")
     return recommend(policy, LiveJob.from_dict(data)).as_dict()

@@ -304,10 +304,10 @@ def test_serve_answers_each_line_as_it_comes_and_goes_on_after_a_bad_one(policy:
     for answer in (answers[0], answers[-1]):
         assert (answer["gpus"], answer["cpus"], answer["action"]) == (alone.gpus, alone.cpus, alone.action)
     errors = [a.get("error", "") for a in answers[1:-1]]
-    assert "Expecting property name" in errors[0] and "line 1 column" in errors[0]
+    assert errors[0].startswith("the line is not valid JSON: Expecting property name")
     assert "got a list" in errors[1]
     assert "1000 GPUs is outside the policy's cluster" in errors[2]
-    assert errors[3] == "the field 'gpus' is given twice"
+    assert errors[3] == "the line: the field 'gpus' is given twice"
     assert errors[4] == "the line is not UTF-8 text"  # not the text it decodes to (workload "caf?")
     real_replacement_character = io.StringIO()  # valid UTF-8 text: answered as any other line
     serve(policy, ['{"workload": "caf\ufffd"}\n'], real_replacement_character)
@@ -420,6 +420,19 @@ def test_keep_going_answers_every_job_and_names_the_refused_ones(
     assert_refused(alone, "line 2 is not valid JSON")  # without the flag: the first refusal, as before
     both = call(lambda: recommend_cli.main(["--job=x.json", "--keep_going"]), capsys, tmp_path)
     assert_refused(both, "--keep_going goes with --jobs")
+    # A first line with a repeated key, or a list, was read as the whole file: the batch ended
+    # naming no line.
+    repeated = json.dumps(example)[:-1] + ', "gpus": 2}'
+    for first in (repeated, "[]"):
+        path.write_text("\n".join([first, json.dumps(example)]))
+        outcome = call(lambda: recommend_cli.main([f"--jobs={path}", "--keep_going"]), capsys, tmp_path)
+        lines = [json.loads(line) for line in outcome.stdout.splitlines()]
+        assert outcome.code == 2 and [line.get("at") for line in lines] == ["line 1", None], outcome.report()
+    # One pretty-printed job with a repeated key is still the whole file, refused for that key.
+    path.write_text(json.dumps(json.loads(repeated.replace('"gpus": 2', '"gpus_x": 2')), indent=2))
+    path.write_text(path.read_text().replace('"gpus_x"', '"gpus"'))
+    outcome = call(lambda: recommend_cli.main([f"--jobs={path}", "--keep_going"]), capsys, tmp_path)
+    assert_refused(outcome, "the field 'gpus' is given twice")
 
 
 def test_compact_prints_the_single_answer_on_one_line(

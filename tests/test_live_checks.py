@@ -71,9 +71,11 @@ def test_a_typical_job_is_within_the_training_range() -> None:
         ({"cpus": 100_000, "history": None}, ["100000 CPUs", "outside the policy's cluster"]),
         ({"cpus": 30, "history": None}, ["30 CPUs", "CPU step"]),
         ({"requested_gpus": 64}, ["requested allocation", "64 GPUs"]),
+        # Only the CPUs requested: the GPUs named were the current allocation's, without a word.
+        ({"requested_cpus": 128}, ["requested allocation (requested_gpus left out: the current", "4 GPUs"]),
         ({"epochs_done": 60}, ["finished", "nothing to recommend"]),
     ],
-    ids=["gpus", "cpus", "cpu step", "request", "finished"],
+    ids=["gpus", "cpus", "cpu step", "request", "half a request", "finished"],
 )
 def test_allocations_outside_the_cluster_and_finished_jobs_are_refused(
     changes: dict, phrases: list[str]

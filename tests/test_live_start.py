@@ -234,6 +234,12 @@ def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
     probes = [{"gpus": g, "cpus": c, "epoch_time_s": 1400.0 / g} for g, c in runs]
     state = live_state(LiveJob.from_dict({**NEW_JOB, "probes": probes}), params)
     assert int(state.epoch) == 0 and np.asarray(state.model_stats)[0] > 0
+    # The report the plan asks for keeps the request (left out, it became the last probe's).
+    report = plan["report_with"]
+    assert (report["gpus"], report["cpus"]) == runs[-1]
+    assert (report["requested_gpus"], report["requested_cpus"]) == (NEW_JOB["gpus"], NEW_JOB["cpus"])
+    probed = LiveJob.from_dict({**NEW_JOB, **report, "probes": probes})
+    assert probed.request == (NEW_JOB["gpus"], NEW_JOB["cpus"]) and (probed.gpus, probed.cpus) == runs[-1]
     assert not np.asarray(live_state(LiveJob.from_dict(NEW_JOB), params).model_stats).any()
 
 
@@ -290,6 +296,9 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     assert "--suggest_slas" not in outcome.stderr
     outcome = call(_recommend(NEW_JOB, "--history=missing.json"), capsys, workdir)
     assert_refused(outcome, "missing.json")
+    # A new job's history start holds nothing (the hold was ignored without a word).
+    outcome = call(_recommend(NEW_JOB, "--history=store.json", "--hold_below=0.5"), capsys, workdir)
+    assert_refused(outcome, "--hold_below holds the policy's answer; --history answers a new job's start")
 
 
 @pytest.mark.parametrize("store", ["missing.json", "bad.json", "store.txt", "outside.json"])

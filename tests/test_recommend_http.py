@@ -76,7 +76,14 @@ def test_a_posted_job_gets_recommends_answer_and_a_list_gets_recommend_manys(
 @pytest.mark.parametrize(
     ("method", "path", "body", "status", "phrase"),
     [
-        ("POST", "/recommend", b"{not json", 400, "the body is not JSON"),
+        ("POST", "/recommend", b"{not json", 400, "the body is not valid JSON"),
+        # Worded as --job words it, not as Python's parser does (its advice on sys limits).
+        pytest.param(
+            "POST", "/recommend", b"1" * 5000, 400, "the body holds an integer of more digits", id="long-int"
+        ),
+        pytest.param(
+            "POST", "/recommend", b"[" * 19_000, 400, "the body is nested too deeply to be a job", id="deep"
+        ),
         ("POST", "/recommend", b"\xff\xfe{}", 400, "not UTF-8"),
         ("POST", "/recommend", b'"a job"', 400, "got a string"),
         ("POST", "/recommend", b"[]", 400, "got an empty list"),
