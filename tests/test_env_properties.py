@@ -330,6 +330,10 @@ def test_free_hardware_is_rejected(env: JobAllocationEnv) -> None:
     )
     with pytest.raises(ValueError, match="prices must not all be zero"):
         validate_params(with_derived_tables(params))
+    # A float32 denormal passed "> 0"; XLA:CPU reads it as 0, so budgets came out 0 and observations NaN.
+    tiny = with_values(params, gpu_price_per_hour=np.full_like(params.gpu_price_per_hour, 1e-39))
+    with pytest.raises(ValueError, match="prices must not all be zero"):
+        validate_params(with_derived_tables(tiny))
 
 
 def test_zero_memory_is_rejected(

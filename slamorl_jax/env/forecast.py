@@ -299,7 +299,7 @@ def candidate_allocation(state: EnvState, params: EnvParams, first: jax.Array) -
 def forecast_parts(state: EnvState, params: EnvParams) -> list[jax.Array]:
     """The ``NUM_FORECAST_FEATURES`` float32 features of one job (module docstring) in the pieces that
     concatenate to them: every target's time, cost, other SLAs and suggestion (field-major), then
-    keep's four and the job's five. ``observation.observe`` concatenates them with the paper's
+    keep's four and the job's six. ``observation.observe`` concatenates them with the paper's
     features in one go (one pass over the observation, where concatenating twice copies it twice)."""
     job = state.job
     mu_compute, mu_sync = posterior_deviation(state.model_stats, params)

@@ -4,7 +4,7 @@
 idx   name                   definition
 ====  =====================  ===========================================================
 0     gpu_alloc              GPUs / max GPUs per job
-1     cpu_alloc              CPUs / most CPUs a job may hold (max nodes x CPUs per node)
+1     cpu_alloc              CPUs / the cluster's most CPUs (max nodes x CPUs per node)
 2     gpu_util               GPU utilisation of the last epoch
 3     cpu_util               CPU utilisation of the last epoch
 4     memory_util            host memory used / allocated in the last epoch
@@ -83,7 +83,8 @@ def observe(state: EnvState, params: EnvParams) -> jax.Array:
 
 def allocation_scales(params: EnvParams) -> tuple[jax.Array, jax.Array]:
     """What the first two features divide the allocated GPUs and CPUs by: the most GPUs a job may
-    hold, and the most CPUs (max nodes x CPUs per node), as float32."""
+    hold, and the cluster's most CPUs (max nodes x CPUs per node; a job capped at fewer GPUs than the
+    cluster's may hold fewer CPUs than that), as float32."""
     return max_gpus(params).astype(jnp.float32), (params.max_nodes * params.cpus_per_node).astype(jnp.float32)
 
 

@@ -119,6 +119,11 @@ WORKLOAD_RANGES: dict[str, tuple[float, float, bool]] = {
     "cpu_p": (1e-3, 100.0, False),
 }
 
+# The cheapest allocation's price floor ($ an hour): far below any real price, and far above the
+# float32 values XLA:CPU flushes to zero (a denormal price passed a "> 0" check, then the job's
+# budget and cost reference came out 0 and its observations NaN).
+MIN_CHEAPEST_PRICE = 1e-6
+
 
 # Fields whose length the static shapes of the env fix (the action grid, the mixed starts).
 FIXED_SHAPES: dict[str, tuple[int, ...]] = {
@@ -300,10 +305,11 @@ def validate_params(params: EnvParams) -> EnvParams:
     cheapest = (
         host["gpu_price_per_hour"].min(axis=-1) + host["vcpu_price_per_hour"] + host["gib_price_per_hour"]
     )
-    if np.any(cheapest <= 0):
+    if np.any(cheapest < MIN_CHEAPEST_PRICE):
         raise ValueError(
             "EnvParams prices must not all be zero (min gpu_price_per_hour + vcpu_price_per_hour + "
-            "gib_price_per_hour > 0): budgets and cost rewards are relative to the job's cost"
+            f"gib_price_per_hour >= {MIN_CHEAPEST_PRICE:g} $/h): budgets and cost rewards are relative "
+            "to the job's cost"
         )
     if np.any(host["fixed_preference"].sum(axis=-1) <= 0):
         raise ValueError("EnvParams.fixed_preference must have a positive sum")
