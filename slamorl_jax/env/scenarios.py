@@ -7,7 +7,7 @@ distribution, CPUs per GPU from the Alibaba request distribution, both clipped t
 six SLA targets as factors of the requested allocation's own time, cost, throughput and memory,
 uniform in ``[sla_factor_low, sla_factor_high]`` of its kind (defaults in ``defaults.py``). T_ref
 and C_ref here are the profile's forecast of the request's time and cost
-(``expected_time`` and ``expected_cost`` in ``job_generator.sample_job``), not the job's hidden true ones:
+(``expected_time`` and ``expected_cost`` in ``job_generator.sample_job_row``), not the job's hidden true ones:
 
 =====================  ===============  ===============  ==============  =============  ========
 kind                   deadline x T_ref budget x C_ref   min thr x ref   max mem x ref  pref.
