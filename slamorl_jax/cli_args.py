@@ -24,12 +24,18 @@ MAX_MESSAGE_CHARS = 1000
 
 
 def fail(message: str, prog: str | None = None) -> NoReturn:
-    """Print ``prog: error: message`` on one line to stderr (at most ``MAX_MESSAGE_CHARS`` of the
-    message) and exit with status 2."""
+    """Print ``prog: error: message`` on one line to stderr (:func:`one_line`) and exit with status 2."""
+    print(f"{prog or Path(sys.argv[0]).name}: error: {one_line(message)}", file=sys.stderr)
+    raise SystemExit(2)
+
+
+def one_line(message: str) -> str:
+    """``message`` as one line of at most ``MAX_MESSAGE_CHARS`` characters: a line break it echoes
+    (a path or name holding one) is written ``\\n``, as Python writes it in a string."""
+    message = message.replace("\r", "\\r").replace("\n", "\\n")
     if len(message) > MAX_MESSAGE_CHARS:
         message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message) - MAX_MESSAGE_CHARS:,} more characters)"
-    print(f"{prog or Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
-    raise SystemExit(2)
+    return message
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):

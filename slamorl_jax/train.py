@@ -39,7 +39,7 @@ from slamorl_jax.agent.config import (
     validate_config,
 )
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
-from slamorl_jax.cli_args import cleanup_on_interrupt, run_command
+from slamorl_jax.cli_args import cleanup_on_interrupt, one_line, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache, usable_cache_dir
 from slamorl_jax.distributed import DistributedOptions
 from slamorl_jax.distributed import resolve as resolve_distributed
@@ -372,7 +372,7 @@ def fail(message: str) -> NoReturn:
     if agreement_pending():
         with contextlib.suppress(StartRefusedError):  # this process's own refusal: the line below
             agree_to_start(message, FLAGS["distributed_init_timeout_s"].value)
-    print(f"error: {message}", file=sys.stderr)
+    print(f"error: {one_line(message)}", file=sys.stderr)
     sys.exit(2)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slamorl_jax.cli_args import STOP_SIGNALS, run_command, summary
+from slamorl_jax.cli_args import MAX_MESSAGE_CHARS, STOP_SIGNALS, fail, run_command, summary
 
 
 @pytest.fixture(autouse=True)
@@ -80,3 +80,14 @@ def test_a_commands_summary_survives_stripped_docstrings() -> None:
     command = [sys.executable, "-OO", "-m", "slamorl_jax.history", "--help"]
     run = subprocess.run(command, cwd=root, capture_output=True, text=True)
     assert run.returncode == 0 and "usage:" in run.stdout, run.stderr
+
+
+def test_a_refusal_that_echoes_a_line_break_stays_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """A path holding a newline (``export_policy $'no\\nsuch' out``) split the error over two lines."""
+    with pytest.raises(SystemExit) as ended:
+        fail("checkpoint path no\nsuch\r does not exist", "prog")
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err == "prog: error: checkpoint path no\\nsuch\\r does not exist\n"
+    with pytest.raises(SystemExit):
+        fail("x" * (MAX_MESSAGE_CHARS + 5), "prog")
+    assert capsys.readouterr().err.endswith("... (5 more characters)\n")

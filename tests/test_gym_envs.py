@@ -102,6 +102,9 @@ def test_bad_input_is_one_line() -> None:
         (lambda: envs.reset(options=[1]), "options must be a dict"),
         (lambda: envs.reset(options={"env_params": 1}), "must be EnvParams"),
         (lambda: JobAllocationVectorEnv(num_envs=0), "positive integer"),
+        (lambda: JobAllocationVectorEnv(max_episode_steps=0), "max_episode_steps must be a positive integer"),
+        (lambda: JobAllocationVectorEnv(scenario=""), "unknown scenario ''"),  # it built "mixed"
+        (lambda: JobAllocationMOEnv(scenario=""), "unknown scenario ''"),
         (lambda: JobAllocationMOEnv(render_mode="human"), "render_mode"),
         (lambda: JobAllocationMOEnv(scenario="nope"), "unknown scenario"),
     )
@@ -151,6 +154,25 @@ def test_a_list_of_seeds_runs_each_env_as_a_single_env_seeded_alike() -> None:
     np.testing.assert_array_equal(envs.reset(seed=seeds)[0], envs.reset(seed=np.array(seeds))[0])
     mixed = envs.reset(seed=[None, 11, None])[0]
     np.testing.assert_allclose(mixed[1], firsts[1][0], rtol=1e-6, atol=1e-7)
+    # The list seeds the vector env's own generator too: the unseeded resets after it repeat (they
+    # drew from a generator never seeded), the None entries of the list included.
+    again = JobAllocationVectorEnv(num_envs=3, params=short_jobs())
+    for one in (envs, again):
+        one.reset(seed=[None, 11, None])
+    for _ in range(2):
+        np.testing.assert_array_equal(envs.reset()[0], again.reset()[0])
+
+
+def test_make_vec_passes_a_step_limit_the_vector_env_applies() -> None:
+    """``gymnasium.make_vec`` hands ``max_episode_steps`` (the caller's or the spec's) to the vector
+    env, which refused the keyword with a TypeError; each job is now truncated after that many
+    decisions, as ``gymnasium.make``'s ``TimeLimit`` truncates a single env."""
+    envs = gymnasium.make_vec(ENV_ID, num_envs=4, max_episode_steps=2, scenario="balanced")
+    assert int(envs.unwrapped.params.max_steps_in_episode) == 2
+    envs.reset(seed=0)
+    envs.step(np.zeros(4, int))
+    _, _, terminated, truncated, _ = envs.step(np.zeros(4, int))
+    assert np.all(terminated | truncated) and truncated.any()
 
 
 def test_numpy_seeds_work_in_both_envs() -> None:

@@ -8,7 +8,7 @@ import gymnasium
 import numpy as np
 
 from slamorl_jax.env.job_env import JobAllocationEnv
-from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.params import EnvParams, with_values
 from slamorl_jax.env.scenarios import with_scenario
 from slamorl_jax.env.validation import validate_params
 
@@ -19,6 +19,22 @@ def build_params(env: JobAllocationEnv, params: EnvParams | None, scenario: str 
     if params is None:
         return validate_params(env.default_params)
     return _validated(with_scenario(params, scenario) if scenario is not None else params)
+
+
+def with_step_limit(params: EnvParams, max_episode_steps: Any) -> EnvParams:
+    """``params`` truncating each job after ``max_episode_steps`` decisions (``None``: as they are):
+    what ``gymnasium.make_vec`` passes a vector env for the spec's or the caller's limit, where
+    ``gymnasium.make`` wraps a single env in ``TimeLimit`` instead. ``ValueError`` for anything but a
+    positive integer."""
+    if max_episode_steps is None:
+        return params
+    if (
+        isinstance(max_episode_steps, bool | np.bool_)
+        or not isinstance(max_episode_steps, int | np.integer)
+        or not 1 <= max_episode_steps < 2**31
+    ):
+        raise ValueError(f"max_episode_steps must be a positive integer, got {max_episode_steps!r}")
+    return _validated(with_values(params, max_steps_in_episode=int(max_episode_steps)))
 
 
 def _validated(params: EnvParams) -> EnvParams:

@@ -40,7 +40,7 @@ class JobAllocationMOEnv(gymnasium.Env):
     ) -> None:
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (this env does not render), got {render_mode!r}")
-        env = JobAllocationEnv(action_set=action_set, scenario=scenario or "mixed")
+        env = JobAllocationEnv(action_set=action_set, scenario="mixed" if scenario is None else scenario)
         self.render_mode = None
         self._job = BatchedJobEnv(env, build_params(env, params, scenario), 1)
         self.observation_space, self.action_space, self.reward_space = single_spaces(env, self._job.params)

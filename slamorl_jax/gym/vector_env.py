@@ -34,6 +34,7 @@ from slamorl_jax.gym.options import (
     per_env_seeds,
     render_nothing,
     vector_seed_option,
+    with_step_limit,
 )
 from slamorl_jax.gym.spaces import reward_box, single_spaces
 
@@ -51,15 +52,17 @@ class JobAllocationVectorEnv(VectorEnv):
         action_set: str = DEFAULT_ACTION_SET,
         params: EnvParams | None = None,
         render_mode: str | None = None,
+        max_episode_steps: int | None = None,
     ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
             raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
         if render_mode is not None:
             raise ValueError(f"render_mode must be None (this env does not render), got {render_mode!r}")
-        env = JobAllocationEnv(action_set=action_set, scenario=scenario or "mixed")
+        env = JobAllocationEnv(action_set=action_set, scenario="mixed" if scenario is None else scenario)
         self.num_envs = int(num_envs)
         self.render_mode = None
-        self._jobs = BatchedJobEnv(env, build_params(env, params, scenario), self.num_envs)
+        params = with_step_limit(build_params(env, params, scenario), max_episode_steps)
+        self._jobs = BatchedJobEnv(env, params, self.num_envs)
         self.single_observation_space, self.single_action_space, self.reward_space = single_spaces(
             env, self._jobs.params
         )
@@ -86,6 +89,10 @@ class JobAllocationVectorEnv(VectorEnv):
         params = params_option(options)
         if isinstance(seed, list):
             super().reset(seed=None)
+            if given := [one for one in seed if one is not None]:
+                # The vector env's own generator from the list too, so the next unseeded reset (and
+                # a None entry here) repeats with it (np_random_seed then reads -1: set directly).
+                self.np_random = np.random.Generator(np.random.PCG64(np.random.SeedSequence(given)))
             jax_seed: int | list[int] = per_env_seeds(seed, self.np_random)
         else:
             super().reset(seed=seed)
