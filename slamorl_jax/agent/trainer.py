@@ -35,7 +35,7 @@ from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.schedule import learning_rate_schedule
 from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.env.catalog import Catalog
-from slamorl_jax.env.draws import check_key
+from slamorl_jax.env.draws import categorical_from_cdf, check_key
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES, EnvParams, with_values
 from slamorl_jax.env.prices import with_prices
@@ -405,7 +405,7 @@ def sample_actions(key: jax.Array, logits: jax.Array) -> tuple[jax.Array, jax.Ar
     log_probs = jax.nn.log_softmax(logits)
     cdf = jnp.cumsum(jnp.exp(log_probs), axis=-1)
     u = jax.random.uniform(key, (*logits.shape[:-1], 1), dtype=cdf.dtype)
-    actions = jnp.minimum(jnp.sum(u >= cdf[..., :-1], axis=-1), logits.shape[-1] - 1).astype(jnp.int32)
+    actions = categorical_from_cdf(u[..., 0], cdf)  # a masked (zero-probability) last action: never
     return actions, jnp.take_along_axis(log_probs, actions[..., None], axis=-1)[..., 0]
 
 

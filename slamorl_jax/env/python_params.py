@@ -35,10 +35,12 @@ def host_value(x: Any) -> Any:
 
 
 def cdf_thresholds(probs: Any) -> tuple[float, ...]:
-    """The float32 cumulative probabilities (all but the last) that an inverse-CDF draw compares with."""
+    """The float32 cumulative probabilities (all but the last) that an inverse-CDF draw compares with;
+    one that reaches the total is never passed (``inf``), as ``draws.categorical_from_cdf`` counts
+    only those below it: trailing zero-probability bins are never drawn."""
     p = np.asarray(probs, dtype=np.float32)
     cdf = np.cumsum(p / np.sum(p, dtype=np.float32), dtype=np.float32)
-    return tuple(float(c) for c in cdf[:-1])
+    return tuple(float(c) if c < cdf[-1] else math.inf for c in cdf[:-1])
 
 
 def cpu_supply(cpus_per_gpu: float, c_sat: float, p: float) -> float:
