@@ -69,6 +69,10 @@ class IncompatibleCheckpointError(CheckpointError):
     data may be intact) but another program's layout, e.g. another JAX PRNG implementation."""
 
 
+# How TensorStore's errors (which orbax raises as ValueError) carry the OS's error number.
+OS_ERROR_CODE = re.compile(r"os_error_code='(\d+)'")
+
+
 class CheckpointWriteError(OSError):
     """A checkpoint could not be written (a full disk, a folder removed meanwhile): the machine's
     trouble, not bad input. The message says why in one line."""
@@ -116,6 +120,12 @@ def save(
             )
             manager.wait_until_finished()
     except (OSError, ValueError) as err:  # orbax reports a failed write (a full disk) as either
+        # Its other threads still fail and log, each with a traceback: let them end, unheard. The
+        # run ends here (the manager takes no more saves).
+        with absl_verbosity(absl_logging.FATAL), contextlib.suppress(Exception):
+            manager.close()
+        if not isinstance(err, OSError) and OS_ERROR_CODE.search(str(err)) is None:
+            raise  # not the disk's: a program error keeps its traceback
         raise CheckpointWriteError(
             f"cannot save the checkpoint of update {step} in {manager.directory}: {write_failure(err)}"
         ) from None
@@ -607,7 +617,7 @@ def write_failure(error: OSError | ValueError) -> str:
     a path or two that would push it out of a one-line message), else the message's first line."""
     if isinstance(error, OSError) and error.strerror:
         return error.strerror
-    code = re.search(r"os_error_code='(\d+)'", str(error))
+    code = OS_ERROR_CODE.search(str(error))
     return os.strerror(int(code.group(1))) if code else first_line(error)
 
 

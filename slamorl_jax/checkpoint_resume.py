@@ -30,7 +30,7 @@ def newest_readable_meta(directory: str | Path) -> dict[str, Any]:
     """The ``meta`` of the newest step of a run directory whose ``meta`` reads and checks out (a
     damaged newer step is :func:`restore_newest_intact`'s to report)."""
     root = run_root(directory)
-    error = CheckpointError(f"no complete checkpoint in {root}")
+    error = CheckpointError(step_folder_hint(root) or f"no complete checkpoint in {root}")
     for step in reversed(complete_steps(root)):
         try:
             return read_meta(root / str(step))[0]
@@ -59,11 +59,8 @@ def nothing_to_resume(checkpoint_dir: Path, log_dir: Path) -> str:
     ``log_dir``, and what to do: a step folder named instead of its run's folder, every step set
     aside as damaged (a fresh start there is refused too, the folder not being empty), or a run
     stopped before its first save."""
-    if checkpoint_dir.name.isdigit() and has_checkpoint(checkpoint_dir.parent):
-        return (
-            f"--resume: {checkpoint_dir} is one checkpoint step of the run in {checkpoint_dir.parent}: "
-            f"pass --checkpoint_dir={checkpoint_dir.parent} (or that run's --run_dir)"
-        )
+    if hint := step_folder_hint(checkpoint_dir):
+        return hint
     folder = checkpoint_dir if checkpoint_dir.is_dir() else None
     damaged = sorted(p.name for p in folder.glob(f"{DAMAGED_PREFIX}*")) if folder is not None else []
     if damaged:
@@ -76,6 +73,17 @@ def nothing_to_resume(checkpoint_dir: Path, log_dir: Path) -> str:
     return (
         f"--resume: the run in {checkpoint_dir} saved no checkpoint before it stopped, so there is "
         f"nothing to continue: remove its logs in {log_dir} and start it again"
+    )
+
+
+def step_folder_hint(checkpoint_dir: Path) -> str | None:
+    """The refusal of a ``--resume`` given one step folder of a run (``<run>/checkpoints/1500``)
+    instead of the run's folder, naming the one to pass; ``None`` for any other folder."""
+    if not (checkpoint_dir.name.isdigit() and has_checkpoint(checkpoint_dir.parent)):
+        return None
+    return (
+        f"--resume: {checkpoint_dir} is one checkpoint step of the run in {checkpoint_dir.parent}: "
+        f"pass --checkpoint_dir={checkpoint_dir.parent} (or that run's --run_dir)"
     )
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import sys
+import warnings
 from pathlib import Path
 from typing import NoReturn
 
@@ -601,7 +603,12 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
                 code = 2
                 fail(str(err))
             except CheckpointWriteError as err:  # the machine's trouble, not bad input: status 1
-                print(f"error: {err}; --resume continues from the newest intact checkpoint", file=sys.stderr)
+                # The failed save's other threads still fail, each logging a traceback (hundreds
+                # of lines on a full disk) as the process ends: this line is the run's report.
+                logging.disable(logging.CRITICAL)
+                warnings.simplefilter("ignore")
+                hint = "--resume continues from the newest intact checkpoint, if the run saved one"
+                print(f"error: {one_line(str(err))}; {hint}", file=sys.stderr)
                 code = 1
     finally:  # a run that saved and logged nothing (refused late, stopped, or a finished run
         remove_if_empty()  # resumed into a new log folder) leaves none of the folders it made

@@ -473,3 +473,15 @@ def test_a_failed_write_is_one_line_naming_the_step_and_why(
         ckpt.save(manager, compiled.fresh(), TINY)
     message = str(failed.value)
     assert "\n" not in message and "update 0" in message and message.endswith("No space left on device")
+
+
+def test_resuming_a_step_folder_names_the_run_folder(saved: Saved) -> None:
+    """``--resume --checkpoint_dir=<run>/checkpoints/<step>`` said "no complete checkpoint in .../<step>";
+    it now names the folder to pass, with or without logs beside it."""
+    from slamorl_jax.checkpoint_resume import newest_readable_meta
+
+    step_dir = saved.root / str(SAVED_STEP)
+    hint = rf"is one checkpoint step .* --checkpoint_dir={saved.root} "
+    with pytest.raises(ckpt.CheckpointError, match=hint):
+        newest_readable_meta(step_dir)
+    assert newest_readable_meta(saved.root)["update"] == SAVED_STEP

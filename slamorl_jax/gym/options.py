@@ -31,9 +31,10 @@ def with_step_limit(params: EnvParams, max_episode_steps: Any) -> EnvParams:
     if (
         isinstance(max_episode_steps, bool | np.bool_)
         or not isinstance(max_episode_steps, int | np.integer)
-        or not 1 <= max_episode_steps < 2**31
+        or max_episode_steps < 1
     ):
         raise ValueError(f"max_episode_steps must be a positive integer, got {max_episode_steps!r}")
+    # The upper bound is validation's (``EnvParams.max_steps_in_episode``), named in its message.
     return _validated(with_values(params, max_steps_in_episode=int(max_episode_steps)))
 
 

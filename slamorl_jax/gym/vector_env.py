@@ -61,6 +61,7 @@ class JobAllocationVectorEnv(VectorEnv):
         env = JobAllocationEnv(action_set=action_set, scenario="mixed" if scenario is None else scenario)
         self.num_envs = int(num_envs)
         self.render_mode = None
+        self._max_episode_steps = max_episode_steps  # kept through a reset that switches params
         params = with_step_limit(build_params(env, params, scenario), max_episode_steps)
         self._jobs = BatchedJobEnv(env, params, self.num_envs)
         self.single_observation_space, self.single_action_space, self.reward_space = single_spaces(
@@ -84,9 +85,13 @@ class JobAllocationVectorEnv(VectorEnv):
         """Start ``num_envs`` new jobs; ``options={"env_params": params}`` switches params (and
         ``reward_space`` with them). ``seed``: one integer, from which the whole batch's jobs derive,
         or a list of ``num_envs`` (Gymnasium's vector form), env ``i`` then running the jobs a single
-        env reset with ``seed[i]`` runs (``None`` entries: a random seed for that env)."""
+        env reset with ``seed[i]`` runs; a ``None`` entry draws its seed from the vector env's own
+        generator, which the list's integers seed (so later unseeded resets repeat; random for a list
+        of ``None`` only). New params keep the constructor's ``max_episode_steps``."""
         seed = vector_seed_option(seed, self.num_envs)
         params = params_option(options)
+        if params is not None:  # make_vec's step limit stays, as a TimeLimit wrapper's would
+            params = with_step_limit(params, getattr(self, "_max_episode_steps", None))
         if isinstance(seed, list):
             super().reset(seed=None)
             if given := [one for one in seed if one is not None]:
