@@ -106,30 +106,36 @@ def save(
     }
     silence_abandoned_restores()  # a failed write's loop closes under TensorStore's callbacks too
     try:
-        # A failed write is reported once, as the CheckpointWriteError below: orbax's threads would
-        # log it with a traceback each first (hundreds of lines on a full disk).
-        with absl_verbosity(absl_logging.FATAL):
-            manager.save(
-                step,
-                args=ocp.args.Composite(
-                    state=ocp.args.StandardSave(host_state),
-                    policy=ocp.args.StandardSave(policy),
-                    meta=ocp.args.JsonSave(signed_meta(meta)),
-                ),
-                force=True,
-            )
-            manager.wait_until_finished()
+        _quiet_save(
+            manager,
+            step,
+            force=True,
+            state=ocp.args.StandardSave(host_state),
+            policy=ocp.args.StandardSave(policy),
+            meta=ocp.args.JsonSave(signed_meta(meta)),
+        )
     except (OSError, ValueError) as err:  # orbax reports a failed write (a full disk) as either
-        # Its other threads still fail and log, each with a traceback: let them end, unheard. The
-        # run ends here (the manager takes no more saves).
-        with absl_verbosity(absl_logging.FATAL), contextlib.suppress(Exception):
-            manager.close()
         if not isinstance(err, OSError) and OS_ERROR_CODE.search(str(err)) is None:
             raise  # not the disk's: a program error keeps its traceback
         raise CheckpointWriteError(
             f"cannot save the checkpoint of update {step} in {manager.directory}: {write_failure(err)}"
         ) from None
     return step
+
+
+def _quiet_save(manager: ocp.CheckpointManager, step: int, force: bool = False, **items: Any) -> None:
+    """``manager.save`` of ``items`` as step ``step``, waited for, orbax's logging silenced: the
+    caller reports a failed write once, where orbax's threads would each log it with a traceback
+    first (hundreds of lines on a full disk). On a failure the manager is closed, unheard, so those
+    threads end before it is raised; it takes no more saves."""
+    try:
+        with absl_verbosity(absl_logging.FATAL):
+            manager.save(step, args=ocp.args.Composite(**items), force=force)
+            manager.wait_until_finished()
+    except BaseException:
+        with absl_verbosity(absl_logging.FATAL), contextlib.suppress(Exception):
+            manager.close()
+        raise
 
 
 def _meta(config: TrainConfig, step: int) -> dict[str, Any]:
@@ -584,24 +590,14 @@ def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any]
         # for the folder removes only its own files.
         with staged_new_folder(destination) as stage:
             manager = make_manager(stage, keep=1)
-            try:
-                # A failed write is reported once, as the CheckpointError below: orbax's threads
-                # would log it with a traceback each first.
-                with absl_verbosity(absl_logging.FATAL):
-                    manager.save(
-                        step,
-                        args=ocp.args.Composite(
-                            policy=ocp.args.StandardSave(arrays),
-                            meta=ocp.args.JsonSave(
-                                signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})
-                            ),
-                        ),
-                    )
-                    manager.wait_until_finished()
-            except BaseException:  # orbax's threads done before the stage goes (none write later)
-                with absl_verbosity(absl_logging.FATAL), contextlib.suppress(Exception):
-                    manager.close()
-                raise
+            # A failed write is reported once, as the CheckpointError below; orbax's threads are
+            # done before the stage goes (none write later).
+            _quiet_save(
+                manager,
+                step,
+                policy=ocp.args.StandardSave(arrays),
+                meta=ocp.args.JsonSave(signed_meta({**meta, META_KEY: {"policy": tree_digests(arrays)}})),
+            )
             manager.close()
     except FileExistsError:
         raise CheckpointError(
