@@ -32,7 +32,7 @@ from slamorl_jax.env.suggested_slas import (
     check_suggestible,
     suggested_targets,
 )
-from slamorl_jax.live import LiveJob, check_recommendable, has_launched, live_state
+from slamorl_jax.live import MAX_VALUE, LiveJob, check_recommendable, has_launched, live_state
 
 SIGNIFICANT_DIGITS = 4  # of a suggested target
 _suggested = jax.jit(suggested_targets, static_argnums=(2, 3))
@@ -70,6 +70,12 @@ def suggested_slas(
         else getattr(job, name)
         for name in SUGGESTIBLE
     }
+    for name in suggest:  # a target the job could not report back (a price far past any real one)
+        if not slas[name] <= MAX_VALUE:
+            raise ValueError(
+                f"the suggested {name} {slas[name]:.4g} is over the largest a job may give "
+                f"({MAX_VALUE:.0e}): check the job's price_per_hour and epochs"
+            )
     return {
         "source": "forecast_slas",
         "gpus": int(choice["gpus"]),

@@ -225,6 +225,10 @@ def test_null_slas_are_left_out_for_a_suggestion(workdir: Path, capsys: pytest.C
     answer = json.loads(outcome.stdout)
     assert answer["suggested"] == ["deadline_s", "min_throughput"] and answer["min_throughput"] > 0
     assert answer["budget_usd"] == NEW_JOB["budget_usd"] and answer["deadline_s"] > 0
+    # A price far past any real one suggested a budget the job could not report back (over 1e12).
+    absurd = {**nulls, "budget_usd": None, "price_per_hour": 1e12}
+    outcome = call(_recommend(absurd, "--suggest_slas"), capsys, workdir)
+    assert_refused(outcome, "the suggested budget_usd", "is over the largest a job may give")
 
 
 def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
