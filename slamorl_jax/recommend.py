@@ -134,12 +134,11 @@ def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob 
 
     text = read_source(source, "--jobs")
     single = one_json_value(text)
-    if single or (single is None and text.lstrip().startswith("[")):
-        # A list, or one (pretty-printed) job: the whole file is one JSON value; exits with the
-        # reason where it is not one (a repeated key, a broken list).
-        whole = parse_json(text, f"--jobs {source!r}")
-    else:
-        whole = None  # JSON Lines (or bad JSON, named by its line below)
+    broken_list = single is None and text.lstrip().startswith("[") and not later_lines_are_objects(text)
+    # A list, or one (pretty-printed) job: the whole file is one JSON value, parsed here (exits with
+    # the reason where it is not one: a repeated key, a broken list). Else JSON Lines, each bad line
+    # named below.
+    whole = parse_json(text, f"--jobs {source!r}") if single or broken_list else None
     if isinstance(whole, (list, dict)):
         named = [(f"item {i}", item) for i, item in enumerate(whole)] if isinstance(whole, list) else []
         if isinstance(whole, dict):  # one job: named by its line(s), as JSON Lines names a job
@@ -178,6 +177,14 @@ def one_json_value(text: str) -> bool | None:
     except (ValueError, RecursionError):
         return None
     return not body[end:].strip()
+
+
+def later_lines_are_objects(text: str) -> bool:
+    """Whether every non-blank line after the first is a JSON object on its own: a JSON Lines file
+    whose first line is broken, which ``--keep_going`` answers line by line (a broken list written
+    over several lines has lines that are not, such as ``{...},``)."""
+    rest = [line for line in text.lstrip().split("\n")[1:] if line.strip()]
+    return bool(rest) and all(one_json_value(line) and line.lstrip().startswith("{") for line in rest)
 
 
 class _Unreadable:

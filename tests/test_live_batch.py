@@ -428,6 +428,11 @@ def test_keep_going_answers_every_job_and_names_the_refused_ones(
         outcome = call(lambda: recommend_cli.main([f"--jobs={path}", "--keep_going"]), capsys, tmp_path)
         lines = [json.loads(line) for line in outcome.stdout.splitlines()]
         assert outcome.code == 2 and [line.get("at") for line in lines] == ["line 1", None], outcome.report()
+    # A list written over several lines and cut short is still one broken value (its lines are not
+    # objects on their own), refused as a whole.
+    path.write_text(json.dumps([example, example], indent=2)[:-40])
+    outcome = call(lambda: recommend_cli.main([f"--jobs={path}", "--keep_going"]), capsys, tmp_path)
+    assert_refused(outcome, "is not valid JSON")
     # One pretty-printed job with a repeated key is still the whole file, refused for that key.
     path.write_text(json.dumps(json.loads(repeated.replace('"gpus": 2', '"gpus_x": 2')), indent=2))
     path.write_text(path.read_text().replace('"gpus_x"', '"gpus"'))
