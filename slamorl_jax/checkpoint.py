@@ -115,7 +115,7 @@ def save(
             meta=ocp.args.JsonSave(signed_meta(meta)),
         )
     except (OSError, ValueError) as err:  # orbax reports a failed write (a full disk) as either
-        if not isinstance(err, OSError) and OS_ERROR_CODE.search(str(err)) is None:
+        if not write_failed(err):
             raise  # not the disk's: a program error keeps its traceback
         raise CheckpointWriteError(
             f"cannot save the checkpoint of update {step} in {manager.directory}: {write_failure(err)}"
@@ -604,8 +604,16 @@ def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any]
             f"{destination} was filled by another program while this policy was saved"
         ) from None
     except (OSError, ValueError) as err:  # orbax reports a failed write (a full disk) as either
+        if not write_failed(err):
+            raise  # not the disk's: a program error keeps its traceback
         raise CheckpointError(f"cannot write {destination}: {write_failure(err)}") from None
     return destination.absolute() / str(step)
+
+
+def write_failed(error: OSError | ValueError) -> bool:
+    """Whether ``error`` from an orbax save is the machine's (an ``OSError``, or TensorStore's
+    ``ValueError`` carrying the OS's error number), not a program error."""
+    return isinstance(error, OSError) or OS_ERROR_CODE.search(str(error)) is not None
 
 
 def write_failure(error: OSError | ValueError) -> str:

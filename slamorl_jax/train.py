@@ -605,6 +605,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
             except CheckpointWriteError as err:  # the machine's trouble, not bad input: status 1
                 # The failed save's other threads still fail, each logging a traceback (hundreds
                 # of lines on a full disk) as the process ends: this line is the run's report.
+                # (Process-wide and not undone: the command exits next.)
                 logging.disable(logging.CRITICAL)
                 warnings.simplefilter("ignore")
                 hint = "--resume continues from the newest intact checkpoint, if the run saved one"

@@ -473,6 +473,24 @@ def test_a_failed_write_is_one_line_naming_the_step_and_why(
         ckpt.save(manager, compiled.fresh(), TINY)
     message = str(failed.value)
     assert "\n" not in message and "update 0" in message and message.endswith("No space left on device")
+    # TensorStore's ValueError carries the OS's error number; any other ValueError is a program
+    # error, raised as it is, not reported as the disk's.
+    for error, expected in (
+        (
+            ValueError("RESOURCE_EXHAUSTED: Failed writing: No space [os_error_code='28']"),
+            ckpt.CheckpointWriteError,
+        ),
+        (ValueError("tree structures differ"), ValueError),
+    ):
+        fresh = ckpt.make_manager(tmp_path / f"ck-{expected.__name__}")
+
+        def fail_with(*args: Any, error: Exception = error, **kwargs: Any) -> None:
+            raise error
+
+        monkeypatch.setattr(fresh, "save", fail_with)
+        with pytest.raises(expected) as failed:
+            ckpt.save(fresh, compiled.fresh(), TINY)
+        assert type(failed.value) is expected
 
 
 def test_resuming_a_step_folder_names_the_run_folder(saved: Saved) -> None:

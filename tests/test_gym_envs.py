@@ -169,14 +169,14 @@ def test_make_vec_passes_a_step_limit_the_vector_env_applies() -> None:
     decisions, as ``gymnasium.make``'s ``TimeLimit`` truncates a single env."""
     envs = gymnasium.make_vec(ENV_ID, num_envs=4, max_episode_steps=2, scenario="balanced")
     assert int(envs.unwrapped.params.max_steps_in_episode) == 2
-    envs.reset(options={"env_params": short_jobs()})  # new params keep the limit, as TimeLimit would
-    assert int(envs.unwrapped.params.max_steps_in_episode) == 2
-    with pytest.raises(ValueError, match="max_steps_in_episode"):  # validation's bound, named
-        JobAllocationVectorEnv(max_episode_steps=10**7)
     envs.reset(seed=0)
     envs.step(np.zeros(4, int))
     _, _, terminated, truncated, _ = envs.step(np.zeros(4, int))
     assert np.all(terminated | truncated) and truncated.any()
+    envs.reset(options={"env_params": short_jobs()})  # new params keep the limit, as TimeLimit would
+    assert int(envs.unwrapped.params.max_steps_in_episode) == 2
+    with pytest.raises(ValueError, match="max_steps_in_episode"):  # validation's bound, named
+        JobAllocationVectorEnv(max_episode_steps=10**7)
 
 
 def test_numpy_seeds_work_in_both_envs() -> None:

@@ -86,8 +86,9 @@ class JobAllocationVectorEnv(VectorEnv):
         ``reward_space`` with them). ``seed``: one integer, from which the whole batch's jobs derive,
         or a list of ``num_envs`` (Gymnasium's vector form), env ``i`` then running the jobs a single
         env reset with ``seed[i]`` runs; a ``None`` entry draws its seed from the vector env's own
-        generator, which the list's integers seed (so later unseeded resets repeat; random for a list
-        of ``None`` only). New params keep the constructor's ``max_episode_steps``."""
+        generator, which the list's integers seed (so later unseeded resets repeat; a list of
+        ``None`` only leaves that generator as it was). New params keep the constructor's
+        ``max_episode_steps``."""
         seed = vector_seed_option(seed, self.num_envs)
         params = params_option(options)
         if params is not None:  # make_vec's step limit stays, as a TimeLimit wrapper's would
