@@ -61,8 +61,7 @@ def nothing_to_resume(checkpoint_dir: Path, log_dir: Path) -> str:
     stopped before its first save."""
     if hint := step_folder_hint(checkpoint_dir):
         return hint
-    folder = checkpoint_dir if checkpoint_dir.is_dir() else None
-    damaged = sorted(p.name for p in folder.glob(f"{DAMAGED_PREFIX}*")) if folder is not None else []
+    damaged = sorted(p.name for p in checkpoint_dir.glob(f"{DAMAGED_PREFIX}*"))  # none in a missing folder
     if damaged:
         shown = ", ".join(damaged[:3]) + (" ..." if len(damaged) > 3 else "")
         return (

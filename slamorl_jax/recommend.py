@@ -71,7 +71,7 @@ from slamorl_jax.cli_args import (
     summary,
 )
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
-from slamorl_jax.json_input import json_kind, json_or_reason
+from slamorl_jax.json_input import json_kind, json_or_reason, loads_strict
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
@@ -133,12 +133,14 @@ def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob 
     from slamorl_jax.live import LiveJob
 
     text = read_source(source, "--jobs")
-    single = one_json_value(text)
-    broken_list = single is None and text.lstrip().startswith("[") and not later_lines_are_objects(text)
-    # A list, or one (pretty-printed) job: the whole file is one JSON value, parsed here (exits with
-    # the reason where it is not one: a repeated key, a broken list). Else JSON Lines, each bad line
-    # named below.
-    whole = parse_json(text, f"--jobs {source!r}") if single or broken_list else None
+    try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
+        whole = loads_strict(text)
+    except (ValueError, RecursionError):
+        single = one_json_value(text)
+        broken_list = single is None and text.lstrip().startswith("[") and not later_lines_are_objects(text)
+        if single or broken_list:  # exits with the reason: a repeated key, a broken list
+            parse_json(text, f"--jobs {source!r}")
+        whole = None  # JSON Lines (or bad JSON, named by its line below)
     if isinstance(whole, (list, dict)):
         named = [(f"item {i}", item) for i, item in enumerate(whole)] if isinstance(whole, list) else []
         if isinstance(whole, dict):  # one job: named by its line(s), as JSON Lines names a job

@@ -125,16 +125,13 @@ def categorical(u: jax.Array, probs: jax.Array) -> jax.Array:
 
 def categorical_from_cdf(u: jax.Array, cdf: jax.Array) -> jax.Array:
     """Index drawn by inverse CDF: the number of cumulative probabilities (but the last) <= ``u``,
-    counting only those below the total (:func:`drawable_thresholds`), so trailing zero-probability
-    bins are never drawn: in float32 the sum before them may round below 1, and a ``u`` in the
-    sliver between drew them (a masked last action, a scenario kind the params exclude)."""
-    return jnp.sum(drawable_thresholds(u[..., None] >= cdf[..., :-1], cdf), axis=-1, dtype=jnp.int32)
-
-
-def drawable_thresholds(passed: jax.Array, cdf: jax.Array) -> jax.Array:
-    """``passed`` (the thresholds ``cdf[..., :-1]`` a uniform reached) where the threshold lies below
-    the total ``cdf[..., -1]``: a threshold equal to it ends the bins that carry probability."""
-    return passed & (cdf[..., :-1] < cdf[..., -1:])
+    counting only those below the total ``cdf[..., -1]`` (one equal to it ends the bins that carry
+    probability), so trailing zero-probability bins are never drawn: in float32 the sum before them
+    may round below 1, and a ``u`` in the sliver between drew them (a masked last action, a scenario
+    kind the params exclude)."""
+    thresholds = cdf[..., :-1]
+    drawable = (u[..., None] >= thresholds) & (thresholds < cdf[..., -1:])
+    return jnp.sum(drawable, axis=-1, dtype=jnp.int32)
 
 
 def uniform_int(u: jax.Array, low: jax.Array, high: jax.Array) -> jax.Array:
