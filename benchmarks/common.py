@@ -35,7 +35,6 @@ import re
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -45,6 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.atomic_files import publish_staged, stage_text
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     bounded,
@@ -237,32 +237,31 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     return "\n".join(lines)
 
 
-def write_report(out: Path, payload: Mapping[str, Any], markdown: str) -> tuple[Path, Path]:
+def write_report(
+    out: Path, payload: Mapping[str, Any], markdown: str, overwrite: bool = False
+) -> tuple[Path, Path]:
     """Write ``payload`` as JSON to ``out`` and ``markdown`` beside it (same name, ``.md``).
 
-    Both are written to temporary files first (short names, so a name ``--out`` accepted stays
-    writable) and renamed into place, the JSON first, only when both are written: a failed write (a
-    full disk) or a Ctrl-C leaves the previous report whole and no temporary file behind."""
+    Both are written and flushed to temporary files first (``atomic_files.stage_text``) and moved
+    into place together only when both are written: a failed write (a full disk) or a Ctrl-C leaves
+    the previous report whole and no temporary file behind. Without ``overwrite`` neither replaces a
+    file (``FileExistsError``; one another run wrote after :func:`check_out_path` passed)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     md = out.with_suffix(".md")
     texts = {out: dumps_strict(payload, indent=2) + "\n", md: markdown + "\n"}
-    temporary: dict[Path, Path] = {}
+    staged: list[tuple[Path, Path]] = []
 
-    def remove_temporary() -> None:
-        for temp in temporary.values():
+    def remove_staged() -> None:
+        for temp, _ in staged:
             temp.unlink(missing_ok=True)
 
-    with cleanup_on_interrupt(remove_temporary):
+    with cleanup_on_interrupt(remove_staged):
         try:
             for path, text in texts.items():
-                handle, name = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=path.parent)
-                os.close(handle)
-                temporary[path] = Path(name)
-                temporary[path].write_text(text)
-            for path, temp in temporary.items():
-                temp.replace(path)
+                staged.append((stage_text(path, text), path))
+            publish_staged(staged, replace=overwrite)
         finally:
-            remove_temporary()
+            remove_staged()
     return out, md
 
 
@@ -367,12 +366,32 @@ def report(
     args: argparse.Namespace,
     run: Callable[[argparse.Namespace], dict[str, Any]],
     to_markdown: Callable[[dict[str, Any]], str],
+    prog: str,
 ) -> None:
-    """Run a benchmark, print its Markdown table and write JSON + Markdown to ``args.out``."""
-    payload = run(args)
-    markdown = to_markdown(payload)
-    json_path, md_path = write_report(args.out, payload, markdown)
+    """Run a benchmark, print its Markdown table and write JSON + Markdown to ``args.out``
+    (:func:`publish_report`); a checkpoint that cannot be loaded exits with code 2 and one line."""
+    try:
+        payload = run(args)
+    except ValueError as error:
+        # Imported only here: a benchmark that loads no policy does not pay for orbax at start-up
+        # (a CheckpointError means the module is loaded already).
+        from slamorl_jax.checkpoint import CheckpointError
+
+        if isinstance(error, CheckpointError):
+            fail(str(error), prog)
+        raise
+    publish_report(args, payload, to_markdown(payload), prog)
+
+
+def publish_report(args: argparse.Namespace, payload: Mapping[str, Any], markdown: str, prog: str) -> None:
+    """Print ``markdown`` and write the report to ``args.out``, replacing one only with
+    ``args.overwrite``: a report another run wrote there meanwhile ends the command with one line
+    and exit 2, the table printed above it."""
     print(markdown)
+    try:
+        json_path, md_path = write_report(args.out, payload, markdown, overwrite=args.overwrite)
+    except FileExistsError as error:
+        fail(f"--out {str(args.out)!r}: {error.filename} appeared while this ran; pass --overwrite", prog)
     print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
 
 
@@ -388,26 +407,14 @@ def parse_and_report(
     """Add ``--out`` (default ``default_out``, or as ``shown_out`` says) and ``--overwrite`` to a
     benchmark's ``parser`` (:func:`add_out_flags`), parse ``argv``, run ``check(args, prog)`` (the
     benchmark's own checks, which may pick ``args.out``), check the output path (exit 2 with one
-    line) and :func:`report`; a checkpoint that cannot be loaded exits with code 2 and one line."""
+    line) and :func:`report`."""
     add_out_flags(parser, default_out, shown_out)
     args = parser.parse_args(argv)
     if check is not None:
         check(args, parser.prog)
     check_report_flags(args, parser.prog)
 
-    def run_checked(args: argparse.Namespace) -> dict[str, Any]:
-        try:
-            return run(args)
-        except ValueError as error:
-            # Imported only here: a benchmark that loads no policy does not pay for orbax at start-up
-            # (a CheckpointError means the module is loaded already).
-            from slamorl_jax.checkpoint import CheckpointError
-
-            if isinstance(error, CheckpointError):
-                fail(str(error), parser.prog)
-            raise
-
-    report(args, run_checked, to_markdown)
+    report(args, run, to_markdown, parser.prog)
 
 
 def add_job_flags(parser: argparse.ArgumentParser, episodes: int, seed: int = 0, most: int = 1 << 20) -> None:
@@ -527,7 +534,7 @@ def child_or_report(
         except ValueError as error:
             fail(f"--devices {devices}: {in_own_flags(str(error))}", parser.prog)
     check_report_flags(args, parser.prog)
-    report(args, run, to_markdown)
+    report(args, run, to_markdown, parser.prog)
 
 
 def random_action_rollout(

@@ -45,6 +45,9 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "compile_flags.json"
 VARIANT_PATTERN = re.compile(r"O([0-3])(-legacy)?")
 
 
+PROG = "python -m benchmarks.compile_flags"
+
+
 def measure(compile_envs: int, run_envs: int, steps: int, repeats: int) -> dict[str, float]:
     """In this process (its ``XLA_FLAGS`` as set): the step's compile seconds and the scan's run ms."""
     import jax
@@ -160,7 +163,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parse, then run every variant (or, with ``--child``, measure this process's settings)."""
-    parser = OneLineArgumentParser(prog="benchmarks.compile_flags", description=summary(__doc__))
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument(
         "--variants",
         type=variant_list,
@@ -179,8 +182,8 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(measure(args.compile_envs, args.run_envs, args.steps, args.repeats)))
         return
     check_report_flags(args, parser.prog)
-    report(args, run, to_markdown)
+    report(args, run, to_markdown, PROG)
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m benchmarks.compile_flags")
+    run_command(main, PROG)

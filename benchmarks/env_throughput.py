@@ -67,6 +67,9 @@ MEMORY_HEADROOM = 32
 Rollout = Callable[[jax.Array, Any], tuple[jax.Array, jax.Array]]
 
 
+PROG = "python -m benchmarks.env_throughput"
+
+
 class PerEnvStep:
     """``env`` through its per-env API alone (``reset``, ``step``): the harness vmaps its ``step``
     even where the env has a batched one."""
@@ -392,7 +395,7 @@ def reset_by_list(text: str) -> list[str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
-    parser = OneLineArgumentParser(prog="env_throughput", description=summary(__doc__))
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument(
         "--num-envs",
         type=positive_int_list,
@@ -434,8 +437,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark, print the Markdown table and write JSON + Markdown."""
-    report(parse_args(argv), run, to_markdown)
+    report(parse_args(argv), run, to_markdown, PROG)
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m benchmarks.env_throughput")
+    run_command(main, PROG)

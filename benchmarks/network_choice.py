@@ -41,6 +41,9 @@ DEFAULT_SIZES = ((64, 64), (128, 128), (256, 256))
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "network_choice.json"
 
 
+PROG = "python -m benchmarks.network_choice"
+
+
 def time_to_bar(hidden: tuple[int, ...], args: argparse.Namespace) -> dict[str, Any]:
     """Train one network size until it passes the quality bar or the budget runs out."""
     config = TrainConfig(hidden_sizes=hidden, seed=args.seed)
@@ -146,7 +149,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
-    parser = OneLineArgumentParser(prog="network_choice", description=summary(__doc__))
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument(
         "--hidden-sizes", type=positive_int_list, nargs="+", default=[list(s) for s in DEFAULT_SIZES]
     )
@@ -162,8 +165,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark, print the Markdown table and write JSON + Markdown."""
-    report(parse_args(argv), run, to_markdown)
+    report(parse_args(argv), run, to_markdown, PROG)
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m benchmarks.network_choice")
+    run_command(main, PROG)

@@ -56,6 +56,9 @@ TARGET_VS_PYTHON = 100.0  # env-only at 4096 envs vs the Python loop, this CPU (
 BUDGET_SKIP = "skipped: --budget-s"  # starts the error of a row --budget-s left unrun (shown as such)
 
 
+PROG = "python -m benchmarks.scaling"
+
+
 def device_list(text: str) -> list[int | str]:
     """``argparse`` type: ``native`` or comma-separated positive device counts."""
     return ["native"] if text == "native" else list(positive_int_list(text))
@@ -306,7 +309,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (one-line errors, exit 2)."""
-    parser = OneLineArgumentParser(prog="benchmarks.scaling", description=summary(__doc__))
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--devices", type=device_list, default=[1, 2, 4, 8])
     parser.add_argument("--env-num-envs", type=positive_int_list, default=[4096])
     parser.add_argument("--train-num-envs", type=positive_int_list, default=[1024])
@@ -339,8 +342,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and write its report."""
-    report(parse_args(argv), run, to_markdown)
+    report(parse_args(argv), run, to_markdown, PROG)
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m benchmarks.scaling")
+    run_command(main, PROG)

@@ -39,6 +39,9 @@ COLLECTIVE = re.compile(
 BYTES = {"f32": 4, "s32": 4, "u32": 4, "pred": 1, "f16": 2, "bf16": 2, "f64": 8, "s64": 8, "u8": 1}
 
 
+PROG = "python -m benchmarks.sharded_training_profile"
+
+
 def shape_bytes(text: str) -> int:
     """Bytes of an HLO shape such as ``f32[16,1024,350]{2,1,0}`` or a tuple of them."""
     total = 0
@@ -175,7 +178,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Parent: run each device count in its own process and report; child: measure and print JSON."""
-    parser = OneLineArgumentParser(prog="benchmarks.sharded_training_profile", description=summary(__doc__))
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--devices", type=positive_int_list, default=[1, 2, 8])
     parser.add_argument("--num-envs", type=bounded(int, 1, 2**22), default=1024)
     parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)
@@ -191,4 +194,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m benchmarks.sharded_training_profile")
+    run_command(main, PROG)

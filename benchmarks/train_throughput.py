@@ -63,6 +63,9 @@ TARGET_NUM_ENVS = 4096
 TARGET_VS_CARTPOLE = 0.7  # issue 7's bar: >= 0.7x CartPole PPO at 4096 envs
 
 
+PROG = "python -m benchmarks.train_throughput"
+
+
 def memory_bytes(compiled: Any) -> int | None:
     """XLA's memory estimate of one call: arguments + outputs + temporaries (None if unknown)."""
     try:
@@ -266,7 +269,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
     defaults = TrainConfig()
-    parser = OneLineArgumentParser(prog="train_throughput", description=summary(__doc__))
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     shown = " (default: %(default)s)"
     parser.add_argument(
         "--num-envs", type=positive_int_list, default=list(DEFAULT_NUM_ENVS), help="batch sizes" + shown
@@ -312,8 +315,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark, print the Markdown table and write JSON + Markdown."""
-    report(parse_args(argv), run, to_markdown)
+    report(parse_args(argv), run, to_markdown, PROG)
 
 
 if __name__ == "__main__":
-    run_command(main, "python -m benchmarks.train_throughput")
+    run_command(main, PROG)

@@ -40,8 +40,8 @@ from benchmarks.common import (
     add_out_flags,
     check_report_flags,
     machine_info,
+    publish_report,
     run_child,
-    write_report,
 )
 from benchmarks.run_sets import checked_runs
 from slamorl_jax.cli_args import (
@@ -55,11 +55,26 @@ from slamorl_jax.cli_args import (
 )
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
 from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
+from slamorl_jax.run_dirs import new_folder_problem
 
 PROG = "python -m benchmarks.training_seeds"
 ORACLE = "best_static_oracle"
 ANCHOR = "best_reachable_paper"
 REQUEST = "static_request"
+
+
+#: Where the trained runs go unless ``--run-root`` says.
+DEFAULT_RUN_ROOT = "runs/seeds"
+
+#: ``train`` flags this command sets for each seed, which ``--train-flags`` must not override (the
+#: later flag wins, and the report would name a seed or folder its run was not trained with).
+SET_BY_THIS_COMMAND = frozenset({"seed", "run_dir", "checkpoint_dir"})
+
+
+def flag_name(token: str) -> str:
+    """The flag a command-line token names (``--seed=5`` and ``--seed`` give ``seed``); ``""`` for
+    a value."""
+    return token.lstrip("-").split("=", 1)[0] if token.startswith("-") else ""
 
 
 def train(seed: int, run_dir: Path, flags: list[str]) -> float:
@@ -227,7 +242,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="training seeds to train, or those of --runs (default: %(default)s)",
     )
     parser.add_argument("--runs", default=None, help="existing run directories (one per seed) instead")
-    parser.add_argument("--run-root", default="runs/seeds", help="parent of the trained runs' directories")
+    parser.add_argument(
+        "--run-root",
+        default=None,
+        help=f"parent of the trained runs' directories (default: {DEFAULT_RUN_ROOT})",
+    )
     parser.add_argument("--train-flags", default="", help="extra flags for slamorl_jax.train")
     parser.add_argument(
         "--episodes",
@@ -251,6 +270,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.train_flags = shlex.split(args.train_flags)
     except ValueError as error:  # an unclosed quote
         fail(f"--train-flags: {error}", PROG)
+    if args.runs is not None and (args.train_flags or args.run_root is not None):
+        fail("--runs evaluates runs already trained: leave out --train-flags and --run-root", PROG)
+    taken = sorted({flag_name(token) for token in args.train_flags} & SET_BY_THIS_COMMAND)
+    if taken:
+        named = ", ".join(f"--{name}" for name in taken)
+        fail(f"--train-flags: {named} is set by this command for each seed (--seeds, --run-root)", PROG)
+    args.run_root = Path(args.run_root or DEFAULT_RUN_ROOT)
     args.scenarios = tuple(name.strip() for name in args.scenarios.split(","))
     unknown = [name for name in args.scenarios if name not in ALL_SCENARIOS]
     if unknown:
@@ -281,7 +307,11 @@ def main(argv: list[str] | None = None) -> None:
                 trained = f"--seed={run.config.seed}"
                 fail(f"--runs: {run.path} was trained with {trained}, --seeds says {given}", PROG)
     else:
-        runs = [Path(args.run_root) / f"seed{seed}" for seed in seeds]
+        runs = [args.run_root / f"seed{seed}" for seed in seeds]
+        for run in runs:  # every one before the first seed trains
+            problem = new_folder_problem(run)
+            if problem is not None:
+                fail(f"--run-root: {run} {problem}; choose another --run-root", PROG)
         for seed, run in zip(seeds, runs, strict=True):
             print(f"training seed {seed} into {run}", flush=True)
             wall.append(train(seed, run, args.train_flags))
@@ -317,9 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         "per_workload": workload_spreads(per_run_workloads),
         "machine": machine_info(),
     }
-    json_path, md_path = write_report(args.out, payload, to_markdown(payload))
-    print(to_markdown(payload))
-    print(f"wrote {json_path} and {md_path}", file=sys.stderr)
+    publish_report(args, payload, to_markdown(payload), PROG)
 
 
 if __name__ == "__main__":

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         fail(f"--scenarios: unknown {', '.join(unknown)}; choose from {', '.join(SCENARIOS)}", PROG)
     args.runs = parse_runs(args.runs)
-    report(args, run, to_markdown)
+    report(args, run, to_markdown, PROG)
 
 
 if __name__ == "__main__":

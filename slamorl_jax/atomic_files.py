@@ -10,17 +10,23 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-from slamorl_jax.cli_args import cleanup_on_interrupt
+from slamorl_jax.cli_args import cleanup_on_interrupt, stop_signals_deferred
+
+#: The longest part of the target's name a temporary file's name repeats (bytes): with the dot, the
+#: random part and ``.tmp`` it stays under the 255 bytes of common file systems for any target name.
+NAME_IN_TEMPORARY = 200
 
 
 def temporary_beside(path: str | Path) -> Path:
     """A new empty file in ``path``'s folder, named to be hidden and recognisable beside it, for
     writing what will replace ``path`` (the folder must exist)."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    name = os.fsencode(path.name)[:NAME_IN_TEMPORARY].decode(errors="ignore")
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     return Path(tmp)
 
@@ -67,15 +73,42 @@ def write_new_text_atomically(path: str | Path, text: str) -> None:
     remove_tmp = partial(tmp.unlink, missing_ok=True)
     try:
         with cleanup_on_interrupt(remove_tmp):
-            try:
-                os.link(tmp, path)
-            except OSError as err:
-                if isinstance(err, FileExistsError) or err.errno not in NO_HARD_LINKS:
-                    raise
-                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-                os.replace(tmp, path)
+            publish_new(tmp, path)
     finally:
         remove_tmp()
+
+
+def publish_new(tmp: Path, path: str | Path) -> None:
+    """Give the staged file ``tmp`` the name ``path``, which must not exist (``FileExistsError``):
+    a hard link, or on a filesystem without them an exclusive create of the name, then a rename."""
+    try:
+        os.link(tmp, path)
+    except OSError as err:
+        if isinstance(err, FileExistsError) or err.errno not in NO_HARD_LINKS:
+            raise
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        os.replace(tmp, path)
+
+
+def publish_staged(staged: Sequence[tuple[Path, Path]], replace: bool = True) -> None:
+    """Move each ``(temporary, target)`` pair's staged file onto its target, all of them or none: a
+    stop signal waits for the renames to end. ``replace=False`` publishes each by :func:`publish_new`,
+    which fails (``FileExistsError``) where a target exists, as another program may have made one
+    since it was checked; the targets this call had already published are then removed again, so
+    none is left beside another run's. The temporary files stay for the caller to remove."""
+    published: list[Path] = []
+    with stop_signals_deferred():
+        for tmp, path in staged:
+            if replace:
+                os.replace(tmp, path)
+                continue
+            try:
+                publish_new(tmp, path)
+            except BaseException:
+                for done in published:
+                    done.unlink(missing_ok=True)
+                raise
+            published.append(path)
 
 
 def probe_writable(path: str | Path) -> None:

@@ -65,26 +65,55 @@ def test_a_report_in_a_new_folder_is_accepted(tmp_path: Path, capsys: pytest.Cap
 def test_a_failed_report_write_leaves_the_previous_report_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from benchmarks.common import write_report
+    import benchmarks.common as common
 
     out = tmp_path / "r.json"
-    write_report(out, {"run": 1}, "old table")
-    real_write = Path.write_text
+    common.write_report(out, {"run": 1}, "old table")
+    real_stage = common.stage_text
 
-    def full_disk_on_markdown(path: Path, text: str, *args: object, **kwargs: object) -> int:
+    def full_disk_on_markdown(path: Path, text: str) -> Path:
         if text == "new table\n":  # the Markdown's temporary file, written after the JSON's
             raise OSError(28, "No space left on device")
-        return real_write(path, text, *args, **kwargs)
+        return real_stage(path, text)
 
-    monkeypatch.setattr(Path, "write_text", full_disk_on_markdown)
+    monkeypatch.setattr(common, "stage_text", full_disk_on_markdown)
     with pytest.raises(OSError, match="No space"):
-        write_report(out, {"run": 2}, "new table")
+        common.write_report(out, {"run": 2}, "new table", overwrite=True)
     monkeypatch.undo()
     assert out.read_text() == '{\n  "run": 1\n}\n'
     assert out.with_suffix(".md").read_text() == "old table\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.md"]
-    assert write_report(out, {"run": 3}, "third") == (out, out.with_suffix(".md"))
+    assert common.write_report(out, {"run": 3}, "third", overwrite=True) == (out, out.with_suffix(".md"))
     assert out.with_suffix(".md").read_text() == "third\n"
+    for path in (out, out.with_suffix(".md")):  # readable by all, as any file the user makes
+        assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_report_written_meanwhile_is_not_replaced_without_overwrite(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out`` is checked when a benchmark starts; a report another run wrote there before this one
+    ends stays whole (both files), and the command ends in one line with the table printed."""
+    import argparse
+
+    from benchmarks.common import publish_report, write_report
+
+    out = tmp_path / "r.json"
+    write_report(out, {"run": 1}, "other run's table")
+    with pytest.raises(FileExistsError):
+        write_report(out, {"run": 2}, "table")
+    out.unlink()  # only its Markdown twin there: the JSON published first is taken back
+    with pytest.raises(FileExistsError):
+        write_report(out, {"run": 2}, "table")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.md"]
+    assert out.with_suffix(".md").read_text() == "other run's table\n"
+    args = argparse.Namespace(out=out, overwrite=False)
+    outcome = call(
+        lambda: publish_report(args, {"run": 2}, "table", "python -m benchmarks.x"), capsys, tmp_path
+    )
+    assert outcome.code == 2 and "table" in outcome.stdout, outcome.report()
+    assert outcome.stderr.count("\n") == 1 and "appeared while this ran; pass --overwrite" in outcome.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.md"]
 
 
 def test_the_longest_accepted_report_name_is_written(
@@ -129,6 +158,12 @@ def test_training_seeds_trains_in_the_callers_folder(tmp_path: Path, monkeypatch
             ["--seeds=0", "--train-flags=--bogus", "--run-root=rr"],
             "training seed 0 into rr/seed0 failed (exit 2)",
         ),
+        # the later flag won: a run trained with seed 5 (or elsewhere) reported as seed 0
+        (["--seeds=0", "--train-flags=--num_envs=8 --seed=5"], "--train-flags: --seed is set by this"),
+        (["--seeds=0", "--train-flags=--run_dir x --checkpoint_dir=y"], "--checkpoint_dir, --run_dir is set"),
+        (["--runs=a", "--seeds=0", "--train-flags=--num_envs=8"], "leave out --train-flags and --run-root"),
+        (["--runs=a", "--seeds=0", "--run-root=rr"], "leave out --train-flags and --run-root"),
+        (["--seeds=0,1", "--run-root=taken"], "--run-root: taken/seed1 must be a new or empty folder"),
     ],
 )
 def test_training_seeds_refuses_bad_input_in_one_line(
@@ -140,9 +175,13 @@ def test_training_seeds_refuses_bad_input_in_one_line(
 ) -> None:
     """Bad seeds, flags or runs end the benchmark before any evaluation, in one line of its own (a
     failed training child prints its own error line first)."""
-    from benchmarks.training_seeds import main
+    import benchmarks.training_seeds as seeds
 
+    main = seeds.main
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "taken" / "seed1" / "logs").mkdir(parents=True)  # a run there already
+    if "taken" in flags[-1]:  # refused before seed 0 trains: a child would be a waste of minutes
+        monkeypatch.setattr(seeds, "run_child", lambda *a, **k: pytest.fail("a seed trained"))
     outcome = call(lambda: main([*flags, "--out=report.json"]), capsys, tmp_path)
     ours = [line for line in outcome.stderr.splitlines() if line.startswith("python -m benchmarks.")]
     assert outcome.code == 2 and len(ours) == 1 and phrase in ours[0], outcome.report()
@@ -162,15 +201,15 @@ def test_an_interrupted_report_write_leaves_no_temporary_file(
 
     left: list[str] = []
 
-    def interrupted(path: Path, target: Path) -> None:
+    def interrupted(source: object, target: object) -> None:
         for cleanup in list(cli_args._cleanups):  # what the signal handler runs before os._exit
             cleanup()
         left.extend(sorted(p.name for p in tmp_path.iterdir()))  # all the process leaves behind
         raise SystemExit(130)
 
-    monkeypatch.setattr(Path, "replace", interrupted)
+    monkeypatch.setattr(os, "replace", interrupted)
     with pytest.raises(SystemExit):
-        write_report(out, {"run": 2}, "new table")
+        write_report(out, {"run": 2}, "new table", overwrite=True)
     monkeypatch.undo()
     assert left == ["r.json", "r.md"]
     assert out.with_suffix(".md").read_text() == "old table\n"

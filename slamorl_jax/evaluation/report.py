@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from slamorl_jax.atomic_files import stage_text, temporary_beside
-from slamorl_jax.cli_args import cleanup_on_interrupt, stop_signals_deferred
+from slamorl_jax.atomic_files import publish_staged, stage_text, temporary_beside
+from slamorl_jax.cli_args import cleanup_on_interrupt
 from slamorl_jax.evaluation.headline import COST_SCENARIO, TIME_SCENARIO
 from slamorl_jax.evaluation.methods import FOCUS_METHODS, ORACLE, REACHABLE
 from slamorl_jax.json_output import dumps_strict
@@ -310,9 +310,7 @@ def write_outputs(out_dir: Path, payload: dict, plots: bool) -> list[Path]:
                 staged.append((stage_text(out_dir / name, text), out_dir / name))
             if plots:
                 staged += stage_plots(out_dir, payload)
-            with stop_signals_deferred():
-                for tmp, path in staged:
-                    os.replace(tmp, path)
+            publish_staged(staged)
         finally:
             remove_staged()
     return [path for _, path in staged]
