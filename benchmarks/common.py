@@ -526,15 +526,30 @@ def child_or_report(
     if args.child:
         print(json.dumps(measure(args)), flush=True)
         return
-    from slamorl_jax.sharding import check_divisible
-
-    for devices in getattr(args, "devices", ()):
-        try:
-            check_divisible(args.num_envs, devices)
-        except ValueError as error:
-            fail(f"--devices {devices}: {in_own_flags(str(error))}", parser.prog)
+    check_batches_split(getattr(args, "devices", ()), [args.num_envs], parser.prog)
     check_report_flags(args, parser.prog)
     report(args, run, to_markdown, parser.prog)
+
+
+def check_batches_split(
+    device_counts: Sequence[int | str],
+    batches: Sequence[int],
+    prog: str,
+    renamed: dict[str, str] | None = None,
+) -> None:
+    """Exit 2 with one line unless every batch of ``batches`` envs splits evenly over every count
+    of ``device_counts`` (``native``, the machine's own devices, is not known before its child
+    starts), so no child is started for a row that can only fail."""
+    from slamorl_jax.sharding import check_divisible
+
+    for devices in device_counts:
+        for num_envs in batches:
+            if not isinstance(devices, int):
+                continue
+            try:
+                check_divisible(num_envs, devices)
+            except ValueError as error:
+                fail(f"--devices {devices}: {in_own_flags(str(error), renamed)}", prog)
 
 
 def random_action_rollout(

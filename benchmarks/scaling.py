@@ -39,6 +39,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 from benchmarks.common import (
     REPO_ROOT,
     add_out_flags,
+    check_batches_split,
     check_report_flags,
     compilation_cache_note,
     format_rate,
@@ -47,7 +48,14 @@ from benchmarks.common import (
     report,
     run_child,
 )
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    bounded,
+    first_line,
+    positive_int_list,
+    run_command,
+    summary,
+)
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_cpu.json"
@@ -248,7 +256,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
         shown = r.get("devices", r["requested_devices"])  # a failed row has only the requested count
         label = f"{shown} (one core)" if r.get("one_core") else shown
         if "error" in r:
-            outcome = "not run (--budget-s spent)" if r["error"].startswith(BUDGET_SKIP) else "failed"
+            skipped = r["error"].startswith(BUDGET_SKIP)
+            outcome = "not run (--budget-s spent)" if skipped else f"failed: {first_line(r['error'], 80)}"
             table.append([r["kind"], label, f"{r['num_envs']:,}", outcome, "-", "-", "-", "-", "-"])
             continue
         gib = (r["device_peak_bytes"] or r["host_peak_rss_bytes"]) / 2**30
@@ -336,6 +345,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     add_out_flags(parser, DEFAULT_OUT)
     args = parser.parse_args(argv)
+    for flag, batches in (("--env-num-envs", args.env_num_envs), ("--train-num-envs", args.train_num_envs)):
+        check_batches_split(args.devices, batches, parser.prog, {"--num_envs": flag})
     check_report_flags(args, parser.prog)
     return args
 

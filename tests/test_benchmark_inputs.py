@@ -215,21 +215,34 @@ def test_an_interrupted_report_write_leaves_no_temporary_file(
     assert out.with_suffix(".md").read_text() == "old table\n"
 
 
-@pytest.mark.parametrize("name", ["sharded_step", "sharded_training_profile"])
+@pytest.mark.parametrize(
+    ("name", "sizes", "flag"),
+    [
+        ("sharded_step", ["--num-envs=4"], "--num-envs"),
+        ("sharded_training_profile", ["--num-envs=4"], "--num-envs"),
+        ("scaling", ["--env-num-envs=6", "--train-num-envs=4"], "--train-num-envs"),
+    ],
+)
 def test_a_device_count_that_does_not_split_the_batch_is_refused_before_any_child(
-    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    name: str,
+    sizes: list[str],
+    flag: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``--devices=3 --num-envs=4`` ran a child that failed and wrote a report of the failure with
     exit 0 (over the committed result, by default): one line and exit 2 now, no child, nothing written."""
-    main = importlib.import_module(f"benchmarks.{name}").main
+    module = importlib.import_module(f"benchmarks.{name}")
+    monkeypatch.setattr(module, "run_child", lambda *a, **k: pytest.fail("a child ran"), raising=False)
     monkeypatch.chdir(tmp_path)
-    argv = ["--devices=1,3", "--num-envs=4", "--out=report.json"]
+    argv = ["--devices=1,3", *sizes, "--out=report.json"]
     if name == "sharded_training_profile":  # reads sys.argv itself
         monkeypatch.setattr("sys.argv", [name, *argv])
-        outcome = call(main, capsys, tmp_path)
+        outcome = call(module.main, capsys, tmp_path)
     else:
-        outcome = call(lambda: main(argv), capsys, tmp_path)
-    assert_refused(outcome, "--devices 3", "--num-envs=4 must be a multiple of the 3 devices")
+        outcome = call(lambda: module.main(argv), capsys, tmp_path)
+    assert_refused(outcome, "--devices 3", f"{flag}=4 must be a multiple of the 3 devices")
 
 
 def test_a_weights_ablation_run_stopped_before_its_first_save_is_refused(
