@@ -147,13 +147,22 @@ def time_python_loop(
 
 
 def _git_commit() -> str | None:
+    """The checkout's commit (short), ``-dirty`` after it when tracked files differ from it (a
+    result of code that no commit holds), as ``git describe --dirty`` writes it; ``None`` outside
+    a git checkout."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
         )
+        commit = out.stdout.strip()
+        if not commit:
+            return None
+        changed = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--"], cwd=REPO_ROOT, capture_output=True, timeout=30
+        )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return f"{commit}-dirty" if changed.returncode == 1 else commit
 
 
 def machine_info(**extra: Any) -> dict[str, Any]:

@@ -38,7 +38,8 @@ from benchmarks.common import (
     report,
     run_child,
 )
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
+from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
 from slamorl_jax.xla_flags import FUSION_EMITTERS_FLAG, LLVM_LEVEL_FLAG, with_xla_flags
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "compile_flags.json"
@@ -121,10 +122,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ]
     for _ in range(args.rounds):
         for variant in args.variants:
+            # Cold compiles: a persistent cache named by the environment would turn them into reads.
             env = {**with_xla_flags(variant_flags(variant)), "JAX_PLATFORMS": "cpu"}
+            env.pop(JAX_CACHE_VARIABLE, None)
             done = run_child(child, cwd=REPO_ROOT, env=env, capture_output=True, text=True)
             if done.returncode != 0:
-                raise SystemExit(f"variant {variant}: {done.stderr.strip().splitlines()[-1:]}")
+                last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                fail(f"variant {variant} failed (exit {done.returncode}): {last}", PROG)
             rows.append({"variant": variant, **json.loads(done.stdout.strip().splitlines()[-1])})
             print(f"{variant}: {rows[-1]}", file=sys.stderr, flush=True)
     return {

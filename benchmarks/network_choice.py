@@ -28,13 +28,21 @@ from benchmarks.common import (
     check_report_flags,
     compilation_cache_note,
     format_rate,
+    in_own_flags,
     machine_info,
     markdown_table,
     report,
 )
-from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    bounded,
+    fail,
+    positive_int_list,
+    run_command,
+    summary,
+)
 from slamorl_jax.quality_bar import evaluate_against_request, quality_bar
 
 DEFAULT_SIZES = ((64, 64), (128, 128), (256, 256))
@@ -57,11 +65,14 @@ def time_to_bar(hidden: tuple[int, ...], args: argparse.Namespace) -> dict[str, 
     passed_at: dict[str, Any] | None = None
     while train_s < args.budget_s and chunks < config.num_chunks:
         tick = time.perf_counter()
-        for _ in range(args.eval_every):
+        # Up to the next evaluation, the run's last chunk or the budget, whichever comes first.
+        for _ in range(min(args.eval_every, config.num_chunks - chunks)):
             state, _ = chunk(state, env_params)
-        jax.block_until_ready(state)
+            jax.block_until_ready(state)
+            chunks += 1
+            if train_s + time.perf_counter() - tick >= args.budget_s:
+                break
         train_s += time.perf_counter() - tick
-        chunks += args.eval_every
         results = evaluate_against_request(trainer, state.params, config, args.eval_episodes, config.seed)
         verdict = quality_bar(results)
         steps = chunks * config.updates_per_chunk * config.batch_size
@@ -159,6 +170,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
     add_out_flags(parser, DEFAULT_OUT)
     args = parser.parse_args(argv)
+    for hidden in args.hidden_sizes:  # every size before the first trains
+        try:
+            validate_config(TrainConfig(hidden_sizes=tuple(hidden), seed=args.seed))
+        except ValueError as error:
+            fail(f"--hidden-sizes {','.join(map(str, hidden))}: {in_own_flags(str(error))}", parser.prog)
     check_report_flags(args, parser.prog)
     return args
 

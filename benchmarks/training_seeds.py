@@ -35,6 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from benchmarks.common import (
     REPO_ROOT,
     add_out_flags,

@@ -329,3 +329,58 @@ def test_train_throughput_checks_every_size_before_measuring_in_its_own_flags(
     outcome = call(lambda: benchmark.main([*flags, f"--out={tmp_path / 'r.json'}"]), capsys, tmp_path)
     assert_refused(outcome, line)
     assert not re.search(r"--[a-z]+_", outcome.stderr), outcome.report()  # no flag of train's
+
+
+def test_network_choice_checks_every_size_before_the_first_trains(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad later size ended the run after the first size's whole budget, its result lost."""
+    from benchmarks.network_choice import main
+
+    outcome = call(
+        lambda: main(["--hidden-sizes", "64,64", "9000", f"--out={tmp_path}/n.json"]), capsys, tmp_path
+    )
+    assert_refused(outcome, "--hidden-sizes 9000: --hidden-sizes must be 1 to 8192")
+
+
+def test_every_benchmark_runs_as_a_script_too() -> None:
+    """``python benchmarks/X.py`` as well as ``python -m benchmarks.X``: a benchmark run as a script
+    puts the repository on its import path before it imports ``benchmarks.common`` (two did not, and
+    ended in a ModuleNotFoundError traceback). Read from the source: a subprocess each costs seconds."""
+    import ast
+
+    for path in sorted((Path(__file__).resolve().parent.parent / "benchmarks").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        if not any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body):
+            continue
+        first_import = next(
+            i
+            for i, node in enumerate(tree.body)
+            if isinstance(node, ast.ImportFrom) and node.module == "benchmarks.common"
+        )
+        shims = [
+            node
+            for node in tree.body[:first_import]
+            if isinstance(node, ast.If) and "__package__" in ast.unparse(node.test)
+        ]
+        assert shims, f"{path.name} imports benchmarks.common before making the repository importable"
+
+
+def test_a_report_of_uncommitted_code_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report measured on changed code was labelled with the clean commit it started from."""
+    import subprocess
+
+    import benchmarks.common as common
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
+    monkeypatch.setattr(common, "REPO_ROOT", tmp_path)
+    clean = common._git_commit()
+    assert clean is not None and not clean.endswith("-dirty")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert common._git_commit() == f"{clean}-dirty"
