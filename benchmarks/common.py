@@ -337,14 +337,21 @@ def check_report_flags(args: argparse.Namespace, prog: str) -> None:
 def resolve_checkpoints(value: str, prog: str, several: bool = False) -> str:
     """A ``--checkpoint`` as the package's commands take it (``shipped_policy.resolve_checkpoint``:
     the default finds the checkout's shipped policy from any working directory); with ``several``, each
-    of a comma-separated list. One that does not exist exits 2 with one line, before the run."""
+    of a comma-separated list, none named twice (a spread over policies would count one twice). One
+    that does not exist exits 2 with one line, before the run."""
     paths = [path for path in value.split(",") if path] if several else [value]
     if not paths:
         fail("--checkpoint names no policy", prog)
     try:
-        return ",".join(resolve_checkpoint("--checkpoint", path) for path in paths)
+        resolved = [resolve_checkpoint("--checkpoint", path) for path in paths]
     except ValueError as error:
         fail(str(error), prog)
+    seen: dict[Path, str] = {}
+    for given, path in zip(paths, resolved, strict=True):
+        if (key := Path(path).resolve()) in seen:
+            fail(f"--checkpoint names one policy twice ({seen[key]} and {given})", prog)
+        seen[key] = given
+    return ",".join(resolved)
 
 
 def check_checkpoint(args: argparse.Namespace, prog: str) -> None:
@@ -499,17 +506,20 @@ def run_child(
 def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: float = 1800) -> dict[str, Any]:
     """``python -m <module> --child <flags>`` in a process with ``devices`` fake CPU devices (the
     caller's other XLA flags kept): the last JSON line it prints, or ``{"devices", "error"}`` with the
-    last line of its stderr."""
+    last line of its stderr (or that it ran past ``timeout_s``, the rows measured before it kept)."""
     from slamorl_jax.xla_flags import fake_cpu_devices_env
 
-    done = run_child(
-        [sys.executable, "-m", module, "--child", *flags],
-        cwd=REPO_ROOT,
-        env=fake_cpu_devices_env(devices),
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
+    try:
+        done = run_child(
+            [sys.executable, "-m", module, "--child", *flags],
+            cwd=REPO_ROOT,
+            env=fake_cpu_devices_env(devices),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return {"devices": devices, "error": f"timed out after {timeout_s:g} s"}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         return {"devices": devices, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}

@@ -71,7 +71,7 @@ from benchmarks.common import (
 from slamorl_jax.agent.imitation import ImitationConfig, fit
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
 from slamorl_jax.checkpoint import LoadedPolicy, load_policy
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams, with_values
@@ -362,7 +362,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--training_only", action="store_true", help="skip the per-job measurement")
     add_checkpoint_flag(parser, "the policy")
-    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown, check_checkpoint)
+
+    def check(args: argparse.Namespace, prog: str) -> None:
+        if args.training_only and args.train_updates == 0:
+            fail("--training_only with --train_updates 0 measures nothing", prog)
+        check_checkpoint(args, prog)
+
+    parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown, check)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 #      CartPole's own width and at ours (issue 7: >= 0.7x at 4,096)
 #   3. benchmarks.step_profile of the env step (and, as part step_profile_train, of a PPO update) at
 #      4,096 envs: each kernel's time charged to the Python lines it was traced from (the trace and
-#      the program's text are kept, so `python -m benchmarks.step_profile --from-trace PREFIX`
-#      charges them again on any machine)
+#      the program's text are kept, so `python -m benchmarks.step_profile --from-trace PREFIX
+#      --out /tmp/again.json` charges them again on any machine)
 #   4. benchmarks.scaling: steps/s up to 2**20 envs, compile time and peak device memory (issue 10),
 #      and the plain-Python job loop on the machine's CPU
 # Each part has its own time limit, and a part that fails leaves the others running. Results are

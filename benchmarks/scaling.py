@@ -256,8 +256,9 @@ def to_markdown(payload: dict[str, Any]) -> str:
         shown = r.get("devices", r["requested_devices"])  # a failed row has only the requested count
         label = f"{shown} (one core)" if r.get("one_core") else shown
         if "error" in r:
+            reason = first_line(r["error"], 80).replace("|", "/")  # kept inside its table cell
             skipped = r["error"].startswith(BUDGET_SKIP)
-            outcome = "not run (--budget-s spent)" if skipped else f"failed: {first_line(r['error'], 80)}"
+            outcome = "not run (--budget-s spent)" if skipped else f"failed: {reason}"
             table.append([r["kind"], label, f"{r['num_envs']:,}", outcome, "-", "-", "-", "-", "-"])
             continue
         gib = (r["device_peak_bytes"] or r["host_peak_rss_bytes"]) / 2**30

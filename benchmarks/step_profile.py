@@ -46,6 +46,7 @@ import functools
 import glob
 import gzip
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -64,7 +65,15 @@ from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
+from slamorl_jax.atomic_files import publish_staged, temporary_beside
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    bounded,
+    cleanup_on_interrupt,
+    fail,
+    run_command,
+    summary,
+)
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
 
@@ -157,7 +166,9 @@ def module_name(hlo_text: str) -> str:
 def profile(compiled: Any, args: tuple, keep_trace: Path | None = None) -> tuple[str, Counter[str], int]:
     """Run ``compiled(*args)`` warm, then once under the profiler: the program's text and
     :func:`thunk_times_us`. ``keep_trace``: a path prefix to keep the trace and the text at
-    (``PREFIX.trace.json.gz``, ``PREFIX.hlo.txt.gz``; ``--from-trace`` reads them back)."""
+    (``PREFIX.trace.json.gz``, ``PREFIX.hlo.txt.gz``; ``--from-trace`` reads them back), both
+    replaced together once the run has charged its trace, so a run that fails or is stopped leaves
+    a kept pair as it was (the report beside them follows in the next moment)."""
     for _ in range(WARMUP_CALLS):
         jax.block_until_ready(compiled(*args))
     text = compiled.as_text()
@@ -167,12 +178,34 @@ def profile(compiled: Any, args: tuple, keep_trace: Path | None = None) -> tuple
         paths = glob.glob(f"{trace_dir}/**/*.trace.json.gz", recursive=True)
         if not paths:
             raise RuntimeError(f"the profiler wrote no Perfetto trace under {trace_dir}")
-        if keep_trace is not None:
-            shutil.copyfile(paths[0], f"{keep_trace}.trace.json.gz")
-            with gzip.open(f"{keep_trace}.hlo.txt.gz", "wt") as stream:
-                stream.write(text)
         times, events = thunk_times_us(paths[0], module_name(text))
+        if keep_trace is not None:
+            keep(paths[0], text, keep_trace)
     return text, times, events
+
+
+def keep(trace: str, text: str, prefix: Path) -> None:
+    """Copy ``trace`` to ``PREFIX.trace.json.gz`` and write ``text`` gzipped to ``PREFIX.hlo.txt.gz``:
+    each staged beside its target first, then both moved into place together."""
+    staged: list[tuple[Path, Path]] = []
+
+    def remove_staged() -> None:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+    with cleanup_on_interrupt(remove_staged):
+        try:
+            trace_path, text_path = (Path(f"{prefix}{suffix}") for suffix in KEPT_SUFFIXES)
+            staged.append((temporary_beside(trace_path), trace_path))
+            shutil.copyfile(trace, staged[-1][0])
+            staged.append((temporary_beside(text_path), text_path))
+            with gzip.open(staged[-1][0], "wt") as stream:
+                stream.write(text)
+            for tmp, _ in staged:
+                os.chmod(tmp, 0o644)
+            publish_staged(staged)
+        finally:
+            remove_staged()
 
 
 def kept_trace(prefix: Path) -> tuple[dict[str, Any], str, Counter[str], int]:
@@ -238,6 +271,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
         text, times, events = profile(compiled, call_args, args.keep_trace)
         what = {"program": args.program, "num_envs": args.num_envs, "steps": args.steps, "step": args.step}
+        if args.program == "train":  # the learner's chunk: no env steps of either kind are profiled
+            what.update(steps=None, step=None)
         what["units"] = units
         machine = machine_info()
     if not times:
@@ -290,6 +325,12 @@ def check_paths(args: argparse.Namespace, prog: str) -> None:
     ``--keep-trace PREFIX``, the report at ``PREFIX.json`` (another ``--out`` is refused), a folder to
     keep the files in, and no kept file there already unless ``--overwrite``."""
     given = [name for name in PROFILED if getattr(args, name) is not None]
+    if args.program == "train" and (ignored := [name for name in ("steps", "step") if name in given]):
+        flags = ", ".join("--" + name for name in ignored)
+        fail(
+            f"--program train profiles one chunk of the default learner's updates: {flags} cannot be given",
+            prog,
+        )
     if args.from_trace is not None and given:
         flags = ", ".join("--" + name.replace("_", "-") for name in given)
         fail(f"--from-trace takes what it profiled from the kept run: {flags} cannot be given with it", prog)

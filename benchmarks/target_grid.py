@@ -1,6 +1,6 @@
 """What a target grid costs: the best static allocation on the grid against the oracle's full lattice.
 
-    python -m benchmarks.target_grid [--episodes 2048] [--grids "2,4,8,12;0,2,4,8,12"]
+    python -m benchmarks.target_grid [--episodes 2048] [--grids "2,4,8,12;0,2,4,8;0,2,4,8,12"]
         [--out benchmarks/results/target_grid.json] [--overwrite]
 
 For each CPUs-per-GPU grid (every GPU count 1-16 x the given CPUs per GPU, 0 = the fewest CPUs
@@ -123,7 +123,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(prog="python -m benchmarks.target_grid", description=summary(__doc__))
     add_job_flags(parser, episodes=2048)
     parser.add_argument(
-        "--grids", type=parse_grids, default=parse_grids(DEFAULT_GRIDS), help="CPUs-per-GPU grids"
+        "--grids",
+        type=parse_grids,
+        default=parse_grids(DEFAULT_GRIDS),
+        help=f"CPUs-per-GPU grids, ';'-separated (default: {DEFAULT_GRIDS})",
     )
     parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown)
 

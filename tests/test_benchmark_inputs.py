@@ -384,3 +384,26 @@ def test_a_report_of_uncommitted_code_says_so(tmp_path: Path, monkeypatch: pytes
     assert clean is not None and not clean.endswith("-dirty")
     (tmp_path / "code.py").write_text("x = 2\n")
     assert common._git_commit() == f"{clean}-dirty"
+
+
+def test_a_policy_named_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``shifting_anchors`` reported a spread over policies of one policy named two ways (std 0)."""
+    from benchmarks.common import resolve_checkpoints
+
+    outcome = call(
+        lambda: resolve_checkpoints("checkpoints/default,./checkpoints/default/", "prog", several=True),
+        capsys,
+        tmp_path,
+    )
+    assert_refused(outcome, "names one policy twice")
+
+
+def test_an_exploration_overhead_run_that_measures_nothing_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It wrote a report with neither figure (exit 0)."""
+    from benchmarks.exploration_overhead import main
+
+    monkeypatch.chdir(tmp_path)
+    outcome = call(lambda: main(["--training_only", "--train_updates=0", "--out=r.json"]), capsys, tmp_path)
+    assert_refused(outcome, "--training_only with --train_updates 0 measures nothing")
