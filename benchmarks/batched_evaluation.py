@@ -32,6 +32,7 @@ from benchmarks.common import (
     machine_info,
     markdown_table,
     parse_and_report,
+    policy_of,
 )
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
@@ -92,7 +93,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
         for name in payload["first_s"]
     ]
     return (
-        f"{len(payload['methods'])} methods of `{payload['checkpoint']}` on {payload['episodes']} "
+        f"{len(payload['methods'])} methods of {policy_of(payload)} on {payload['episodes']} "
         f"`{payload['scenario']}` jobs, one key.\n\n"
         + markdown_table(["way", "first call s (compile + run)", "warm s (best repeat)"], rows)
         + f"\n\nMachine: {payload['machine']}"

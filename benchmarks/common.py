@@ -239,6 +239,13 @@ def format_rate(x: float | None) -> str:
     return f"{x:.3g}"
 
 
+def policy_of(payload: Mapping[str, Any]) -> str:
+    """The policy a report measured, for its Markdown: ``--checkpoint`` as given and the commit it
+    was run on (a path such as ``checkpoints/default`` names another policy after a re-made default)."""
+    commit = payload.get("machine", {}).get("git_commit")
+    return f"`{payload['checkpoint']}`" + (f" (run on {commit})" if commit else "")
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub Markdown table."""
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]

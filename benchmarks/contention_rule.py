@@ -27,7 +27,7 @@ import argparse
 
 import jax
 
-from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload
+from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload, policy_of
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import run_command
@@ -92,7 +92,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
     headers = ["GPU change leaves contention", "time / oracle (DC jobs)", "cost / oracle (BC jobs)"]
     headers += [f"{s}: objective / oracle (all SLAs met: policy / oracle)" for s in scenarios]
     return (
-        f"{payload['episodes']} jobs per scenario (seed {payload['seed']}); policy `{payload['checkpoint']}` "
+        f"{payload['episodes']} jobs per scenario (seed {payload['seed']}); policy {policy_of(payload)} "
         "(greedy, from the request) against the best static allocation in hindsight on the same jobs; "
         "per-job ratios are means over jobs.\n\n" + markdown_table(headers, table)
     )

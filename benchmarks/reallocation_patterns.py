@@ -52,6 +52,7 @@ from benchmarks.common import (
     machine_info,
     markdown_table,
     parse_and_report,
+    policy_of,
 )
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.networks import ActorCritic
@@ -256,7 +257,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
     if payload.get("hold_below"):
         gated += f", holding below probability {payload['hold_below']:g}"
     return (
-        f"`{payload['checkpoint']}` on {payload['episodes']} `{payload['scenario']}` jobs (seed "
+        f"{policy_of(payload)} on {payload['episodes']} `{payload['scenario']}` jobs (seed "
         f"{payload['seed']}){gated}, greedy from the request; means per job.\n\n"
         + markdown_table(headers, table)
     )

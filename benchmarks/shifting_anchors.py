@@ -34,7 +34,7 @@ import argparse
 import jax
 import numpy as np
 
-from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload
+from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload, policy_of
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import fail, run_command
@@ -165,7 +165,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
     return (
         f"{payload['episodes']} jobs per row (seed {payload['seed']}); objective = mean of time and cost "
         "relative to the request (lower is better); gains against the best static allocation; policy: "
-        f"`{payload['checkpoint']}` from the request"
+        f"{policy_of(payload)} from the request"
         + (" (mean ± sample standard deviation over the policies)" if several else "")
         + ".\n\n"
         + markdown_table(headers, table)

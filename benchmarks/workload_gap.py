@@ -64,6 +64,7 @@ from benchmarks.common import (
     machine_info,
     markdown_table,
     parse_and_report,
+    policy_of,
 )
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.trainer import env_params_from_config
@@ -343,7 +344,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
         "first action = the forecast's first choice",
     ]  # fmt: skip
     return (
-        f"`{payload['checkpoint']}` on {payload['episodes']} `{payload['scenario']}` jobs (seed "
+        f"{policy_of(payload)} on {payload['episodes']} `{payload['scenario']}` jobs (seed "
         f"{payload['seed']}); objective over the oracle's per job, then averaged.\n\n"
         + markdown_table(headers, table)
     )
