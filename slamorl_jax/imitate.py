@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,9 +47,11 @@ if TYPE_CHECKING:
 PROG = program_name("slamorl_jax.imitate")  # as started: -m or its script
 MAX_JOBS = 1 << 20
 DECISIONS_PER_JOB = 8  # --oracle_jobs: a simulated job's first epochs, each a demonstration
-# Most demonstrations one run builds (--oracle_jobs x --decisions_per_job): each holds an observation
-# of a few hundred float32 features, so 2**23 of them already take about 12 GB.
-MAX_DEMONSTRATIONS = 1 << 23
+# Most demonstrations one run builds (--oracle_jobs x --decisions_per_job). Building and fitting
+# them peaks at about 5 KB each beside 0.7 GB for the rest (peak resident memory of `--steps=1`
+# runs, `/usr/bin/time -f %M`: 0.87 GB at 4,096 jobs x 8, 2.0 GB at 32,768 x 8), so 2**21 of them
+# need about 11 GB; 2**23 would need 40 GB, and a run that asked for them was killed for memory.
+MAX_DEMONSTRATIONS = 1 << 21
 DEFAULTS = ImitationConfig()
 
 
@@ -161,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     trainer = make_train(config)
     params = init_params(trainer.network, net_key, trainer.obs_dim)
     params, report = fit(trainer.network, params, demos, imitation, fit_key)
+    if report["distinct_actions"] == 1:  # e.g. a log of a scheduler that never moved a job
+        print(
+            f"{PROG}: warning: every demonstration takes the same action, so the policy learns to take "
+            "it almost always (a later train --init_from starts from a near-deterministic policy)",
+            file=sys.stderr,
+        )
     report = {"source": source, "settings": dataclasses.asdict(imitation), "seed": args.seed, **report}
     # Stopped between its save and its report, the run removes its checkpoint: it leaves none that it
     # did not announce (a save stopped half-way leaves nothing by itself; checkpoint.py).

@@ -117,6 +117,9 @@ def test_more_oracle_demonstrations_than_fit_in_memory_are_refused_first(
     stack trace (exit 134); one line and exit 2 now, before anything is built."""
     argv = ["--oracle_jobs=1048576", "--decisions_per_job=1000", f"--out={tmp_path / 'policy'}"]
     assert_refused(call(lambda: imitate.main(argv), capsys, tmp_path), "--decisions_per_job", "fit in memory")
+    # The largest job count alone, at the default 8 decisions a job: killed for memory at 22 GB.
+    argv = ["--oracle_jobs=1048576", f"--out={tmp_path / 'policy'}"]
+    assert_refused(call(lambda: imitate.main(argv), capsys, tmp_path), "8,388,608 demonstrations")
 
 
 # A second decision (line 2 of the log) changed so that one allocation leaves the default cluster
@@ -218,8 +221,45 @@ def test_the_cli_writes_a_policy_that_loads_and_warm_starts(
     meta, _, _ = read_meta(out)
     assert meta["imitation"]["rows"] == 2
     assert params_equal(initial_params(out, policy.params), policy.params)  # what --init_from reads
+    assert "warning" not in outcome.stderr and report["distinct_actions"] == 2
     again = call(lambda: imitate.main(argv), capsys, tmp_path)
     assert_refused(again, "new or empty folder")
+
+
+def test_a_log_of_one_action_warns_that_the_policy_will_always_take_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A log of a scheduler that never moved a job taught a policy that never moves, silently."""
+    log = tmp_path / "log.jsonl"
+    keep = {**DECISION, "next_gpus": DECISION["gpus"], "next_cpus": DECISION["cpus"]}
+    save_decisions([keep, keep], log)
+    argv = [f"--decisions={log}", f"--out={tmp_path / 'imitated'}", "--steps=2", "--holdout=0"]
+    outcome = call(lambda: imitate.main(argv), capsys, tmp_path)
+    assert outcome.code == 0 and json.loads(outcome.stdout)["distinct_actions"] == 1, outcome.report()
+    assert (
+        outcome.stderr.count("\n") == 1
+        and "warning: every demonstration takes the same action" in outcome.stderr
+    )
+
+
+def test_fit_refuses_no_demonstrations_and_actions_the_network_lacks() -> None:
+    """Through the API, no rows failed deep in a gather and an action past the last gave a NaN loss."""
+    trainer = make_train(CONFIG)
+    params = init_params(trainer.network, jax.random.key(0), trainer.obs_dim)
+    obs, weights = np.zeros((2, trainer.obs_dim), np.float32), np.full((2, 3), 1 / 3, np.float32)
+    config = ImitationConfig(steps=1, batch_size=2)
+    with pytest.raises(ValueError, match="no demonstrations"):
+        fit(
+            trainer.network,
+            params,
+            Demonstrations(obs[:0], weights[:0], np.zeros(0, np.int32)),
+            config,
+            jax.random.key(1),
+        )
+    for bad in (-1, trainer.network.config.num_actions):
+        demos = Demonstrations(obs, weights, np.array([0, bad], np.int32))
+        with pytest.raises(ValueError, match=f"action {bad} is not one of the network's"):
+            fit(trainer.network, params, demos, config, jax.random.key(1))
 
 
 def test_an_out_folder_filled_while_it_trained_is_one_line_and_exit_2(
@@ -255,7 +295,7 @@ def test_a_stop_signal_before_the_report_leaves_no_checkpoint(
     from slamorl_jax import checkpoint, cli_args
 
     log = tmp_path / "log.jsonl"
-    save_decisions([DECISION], log)
+    save_decisions([DECISION, {**DECISION, "gpus": 4, "cpus": 16}], log)  # two actions: no warning printed
     out = tmp_path / "new" / "imitated"
     real_wait = checkpoint.ocp.CheckpointManager.wait_until_finished
 

@@ -43,7 +43,7 @@ class Demonstrations(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class ImitationConfig:
-    """How long and how fast to imitate (``python -m slamorl_jax.imitate --helpfull``)."""
+    """How long and how fast to imitate (``python -m slamorl_jax.imitate --help``)."""
 
     steps: int = 2000
     batch_size: int = 256
@@ -93,7 +93,16 @@ def fit(
     network: ActorCritic, params: Any, demos: Demonstrations, config: ImitationConfig, key: jax.Array
 ) -> tuple[Any, dict[str, Any]]:
     """``params`` with the actor trained to imitate ``demos`` for ``config.steps`` Adam steps, and a
-    report: rows used and held out, loss and accuracy on both before and after."""
+    report: rows used and held out, how many distinct actions they log (one: the result chooses it
+    almost always), loss and accuracy on both before and after. ``ValueError`` for no
+    demonstrations or an action the network does not have."""
+    actions = np.asarray(demos.actions)
+    if actions.size == 0:
+        raise ValueError("no demonstrations to imitate")
+    num_actions = network.config.num_actions
+    if not np.all((actions >= 0) & (actions < num_actions)):
+        bad = actions[(actions < 0) | (actions >= num_actions)][0]
+        raise ValueError(f"demonstrated action {bad} is not one of the network's {num_actions} actions")
     split_key, train_key = jax.random.split(key)
     train, held = split(demos, config.holdout, split_key)
     before = {"train": evaluate(params, network, train), "held_out": evaluate(params, network, held)}
@@ -118,5 +127,11 @@ def fit(
 
     params = run(params, train_key, data)
     after = {"train": evaluate(params, network, train), "held_out": evaluate(params, network, held)}
-    report = {"rows": size, "held_out_rows": len(held), "before": before, "after": after}
+    report = {
+        "rows": size,
+        "held_out_rows": len(held),
+        "distinct_actions": len(np.unique(actions)),
+        "before": before,
+        "after": after,
+    }
     return params, report
