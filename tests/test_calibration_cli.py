@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -183,6 +184,8 @@ SCALABILITY = "pollux-osdi21/traces/bert/scalability.csv"
 STEP_TIMES = "pollux-osdi21/traces/bert/placements.csv', 'pollux-osdi21/traces/bert/scalability.csv"
 GAVEL = "gavel-osdi20/simulation_throughputs.json"
 WORKLOADS = "pollux-osdi21/workloads/workload-*.csv"
+AWS = "aws-ec2-prices/aws_gpu_instances_us_east_1.csv"
+SYNERGY = "synergy-osdi22/cpu_mem_sensitivity.csv"
 MALFORMED: list[tuple[str, Callable[[str], str], str, str]] = [
     (SCALABILITY, _replace_line(1, "num_nodes", "nodes"), STEP_TIMES, "missing 'num_nodes'"),
     (SCALABILITY, _replace_line(3, "6,6,6,", "6,6,six,"), STEP_TIMES, "'six'"),
@@ -215,8 +218,23 @@ MALFORMED: list[tuple[str, Callable[[str], str], str, str]] = [
         "pollux-osdi21/traces/bert/validation-12.csv",
         lambda text: "",
         "pollux-osdi21/traces/bert/validation-*.csv",
-        "every iteration must be a finite number >= 0, found no values",
+        "no rows of data",
     ),
+    (
+        SCALABILITY,
+        lambda text: text.splitlines(keepends=True)[0],
+        STEP_TIMES,
+        "no rows of data",
+    ),  # a header alone
+    # Prices and CPU profiles no measurement can have: they fitted negative unit prices (exit 0).
+    (AWS, lambda text: text.replace(",192.0,4.08,", ",192.0,-4.08,", 1), AWS, "every Price must be a finite"),
+    (
+        SYNERGY,
+        lambda text: text.replace("alexnet,1,62.5,0.3", "alexnet,1,62.5,-0.3", 1),
+        SYNERGY,
+        "found -0.3",
+    ),
+    (SYNERGY, lambda text: text.replace(",62.5,", ",62.4,"), SYNERGY, "no rows at 62.5 GB of memory per GPU"),
 ]
 
 
@@ -502,3 +520,31 @@ def test_a_new_file_is_published_on_a_filesystem_without_hard_links(monkeypatch,
     with pytest.raises(FileExistsError):
         atomic_files.write_new_text_atomically(out, "[]\n")
     assert out.read_text() == "{}\n" and sorted(tmp_path.iterdir()) == [out]
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (
+            lambda text: "".join(line for line in text.splitlines(True) if not line.startswith("p4d")),
+            "no p4d row",
+        ),
+        # every T4 instance cheaper than its CPUs and memory: a T4 that pays the user to run on it
+        (
+            lambda text: re.sub(r"^(g4dn\.[^,]*,T4,[^,]*,[^,]*,[^,]*),[^,]*,", r"\1,0.01,", text, flags=re.M),
+            "T4 $/GPU-h",
+        ),
+    ],
+)
+def test_prices_that_cannot_be_fitted_name_the_file(tmp_path, edit, expected):
+    """A price table without a GPU family gave a NaN median (NumPy warnings, then a JSON error
+    naming nothing); one whose rows fit a negative price was saved (exit 0)."""
+    from slamorl_jax.calibration import loaders, prices
+
+    source = loaders.DEFAULT_DATA_DIR / loaders.AWS_PRICE_FILE
+    target = tmp_path / loaders.AWS_PRICE_FILE
+    target.parent.mkdir(parents=True)
+    target.write_text(edit(source.read_text()))
+    with pytest.raises(ValueError, match=re.escape(expected)) as caught:
+        prices.fit_prices(tmp_path)
+    assert str(target) in str(caught.value)

@@ -69,7 +69,8 @@ class Report:
                 f" {pct(r.get('scalability'))} {pct(r.get('P100'))} {pct(r.get('K80'))}"
             )
         lines.append("")
-        lines.append("Synergy CPU profiles (mem 62.5 GB/GPU): c_sat, p, max abs error")
+        memory = f"mem {cpu_profiles.MEM_GB_PER_GPU:g} GB/GPU"
+        lines.append(f"Synergy CPU profiles ({memory}): c_sat, p, max abs error")
         for name, prof in self.cpu.items():
             lines.append(
                 f"  {name:12s} c_sat={prof.c_sat:6.3f} p={prof.p:7.3f} max|err|={prof.max_abs_error:.3f}"
@@ -274,14 +275,7 @@ def calibrate(data_dir: Path = DEFAULT_DATA_DIR) -> tuple[dict[str, Any], Report
             "gib_hour": price.gib_hour,
             "gpu_hour": dict(price.gpu_hour),
             "reference_code": dict(prices.REFERENCE_CODE_PRICES),
-            "notes": (
-                "AWS us-east-1 on-demand (SkyPilot catalogue rows in aws-ec2-prices/). $/vCPU-h and"
-                " $/GiB-h: least squares on c5.24xlarge and r5.24xlarge. $/GPU-h: instance price"
-                " minus its vCPUs and memory at those rates, per GPU; median over g4dn sizes (T4),"
-                " p2 (K80), p3 without p3dn (V100), p4d (A100). P100 has no AWS row: V100 price x"
-                " 1.68/2.85 (Gavel's GCP on-demand P100/V100 prices). reference_code: the reference"
-                " implementation's flat prices."
-            ),
+            "notes": prices.price_notes(),
         },
         "cpu_profiles": {
             name: {"c_sat": p.c_sat, "p": p.p, "max_abs_error": p.max_abs_error} for name, p in cpu.items()

@@ -16,11 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR, load_synergy_cpu_profiles
+from slamorl_jax.calibration.loaders import (
+    DEFAULT_DATA_DIR,
+    SYNERGY_MEM_GB_PER_GPU,
+    load_synergy_cpu_profiles,
+)
 from slamorl_jax.env import throughput
 
 #: Memory share per GPU of the profiles we fit (Synergy's GPU-proportional share).
-MEM_GB_PER_GPU = 62.5
+MEM_GB_PER_GPU = SYNERGY_MEM_GB_PER_GPU
 #: Search box of the fit.
 C_SAT_BOUNDS = (0.0, 48.0)
 #: The upper bound on ``p`` was set when the env formed ``(c_sat / x) ** p`` (past it, not finite in

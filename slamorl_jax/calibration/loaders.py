@@ -26,12 +26,17 @@ GAVEL_WORKER_TYPES: tuple[str, ...] = ("v100", "p100", "k80")
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
-    """All non-empty rows of a CSV file with a header line."""
+    """All non-empty rows of a CSV file with a header line (``ValueError`` for a file without any:
+    a header alone would leave a fit with nothing, and its report with NaN)."""
     with path.open(newline="") as f:
-        return [row for row in csv.DictReader(f) if any((v or "").strip() for v in row.values())]
+        rows = [row for row in csv.DictReader(f) if any((v or "").strip() for v in row.values())]
+    if not rows:
+        raise ValueError(f"{path}: no rows of data")
+    return rows
 
 
 MIN_SECONDS = 1e-9  # the least step time a measurement may hold (a 0 s step divides by zero)
+MIN_POSITIVE = 1e-9  # the least a throughput or price may be where 0 or less has no meaning
 
 
 def _checked(values: np.ndarray, path: Path, what: str, least: float) -> np.ndarray:
@@ -169,8 +174,13 @@ def load_gavel_isolated(data_dir: Path = DEFAULT_DATA_DIR) -> dict[tuple[str, st
     return out
 
 
+#: The memory level (GB per GPU) at which the CPU profiles are read (``cpu_profiles``): Synergy's
+#: GPU-proportional share of a server's memory (500 GB over 8 GPUs; the data's README).
+SYNERGY_MEM_GB_PER_GPU = 62.5
+
+
 def load_synergy_cpu_profiles(
-    data_dir: Path = DEFAULT_DATA_DIR, mem_gb_per_gpu: float = 62.5
+    data_dir: Path = DEFAULT_DATA_DIR, mem_gb_per_gpu: float = SYNERGY_MEM_GB_PER_GPU
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Synergy's normalised throughput vs CPUs per GPU at one memory level, per model.
 
@@ -184,12 +194,19 @@ def load_synergy_cpu_profiles(
         acc.setdefault(row["model"], []).append(
             (float(row["cpus_per_gpu"]), float(row["normalized_throughput"]))
         )
+    if not acc:
+        raise ValueError(f"{path}: no rows at {mem_gb_per_gpu:g} GB of memory per GPU")
     out = {}
     for model, pairs in sorted(acc.items()):
         pairs.sort()
         out[model] = (
-            np.asarray([p[0] for p in pairs], dtype=np.float64),
-            np.asarray([p[1] for p in pairs], dtype=np.float64),
+            _checked(np.asarray([p[0] for p in pairs], dtype=np.float64), path, "cpus_per_gpu", 0.0),
+            _checked(
+                np.asarray([p[1] for p in pairs], dtype=np.float64),
+                path,
+                "normalized_throughput",
+                MIN_POSITIVE,
+            ),
         )
     return out
 
@@ -229,6 +246,14 @@ def load_aws_prices(data_dir: Path = DEFAULT_DATA_DIR) -> list[InstancePrice]:
                 spot_price_per_hour=float(spot) if spot else None,
             )
         )
+    # Checked as the other files are: a price at or below 0 fits negative unit prices (exit 0).
+    _checked(np.asarray([r.price_per_hour for r in out]), path, "Price", MIN_POSITIVE)
+    _checked(np.asarray([r.vcpus for r in out]), path, "vCPUs", 1.0)
+    _checked(np.asarray([r.memory_gib for r in out]), path, "MemoryGiB", MIN_POSITIVE)
+    _checked(np.asarray([r.accelerator_count for r in out], np.float64), path, "AcceleratorCount", 0.0)
+    spots = [r.spot_price_per_hour for r in out if r.spot_price_per_hour is not None]
+    if spots:
+        _checked(np.asarray(spots), path, "SpotPrice", MIN_POSITIVE)
     return out
 
 

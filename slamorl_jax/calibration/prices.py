@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR, InstancePrice, load_aws_prices
+from slamorl_jax.calibration.loaders import AWS_PRICE_FILE, DEFAULT_DATA_DIR, InstancePrice, load_aws_prices
 
 CPU_REFERENCE_INSTANCES: tuple[str, ...] = ("c5.24xlarge", "r5.24xlarge")
 #: Instance families (prefix of the instance type before the dot) used for each GPU type.
@@ -27,6 +27,20 @@ GCP_ON_DEMAND_P100 = 1.68
 GCP_ON_DEMAND_V100 = 2.85
 #: The reference code's flat prices, kept as a selectable preset.
 REFERENCE_CODE_PRICES: dict[str, float] = {"gpu_hour": 10.0, "vcpu_hour": 3.0, "gib_hour": 2.0}
+
+
+def price_notes() -> str:
+    """How the prices were fitted, for the calibrated JSON (built from this module's constants)."""
+    cpu_rows = " and ".join(CPU_REFERENCE_INSTANCES)
+    families = ", ".join(f"{family} ({gpu})" for gpu, family in GPU_FAMILIES.items())
+    return (
+        f"AWS us-east-1 on-demand (SkyPilot catalogue rows in {AWS_PRICE_FILE.parent}/). $/vCPU-h and"
+        f" $/GiB-h: least squares on {cpu_rows}. $/GPU-h: instance price minus its vCPUs and memory"
+        f" at those rates, per GPU; median over the instance families {families} (a family is the"
+        f" type's name before its dot, so p3dn is not p3). P100 has no AWS row: V100 price x"
+        f" {GCP_ON_DEMAND_P100:g}/{GCP_ON_DEMAND_V100:g} (Gavel's GCP on-demand P100/V100 prices)."
+        " reference_code: the reference implementation's flat prices."
+    )
 
 
 @dataclass(frozen=True)
@@ -62,8 +76,16 @@ def fit_prices(data_dir: Path = DEFAULT_DATA_DIR) -> Prices:
     gpu: dict[str, float] = {}
     for gpu_type, family in GPU_FAMILIES.items():
         vals = [v for name, v in implied.items() if name.split(".", 1)[0] == family]
+        if not vals:
+            raise ValueError(
+                f"{Path(data_dir) / AWS_PRICE_FILE}: no {family} row with GPUs (the {gpu_type} price)"
+            )
         gpu[gpu_type] = float(np.median(vals))
     gpu["P100"] = gpu["V100"] * GCP_ON_DEMAND_P100 / GCP_ON_DEMAND_V100
+    fitted = {"$/vCPU-h": vcpu, "$/GiB-h": gib, **{f"{name} $/GPU-h": v for name, v in gpu.items()}}
+    if not all(v > 0 for v in fitted.values()):  # prices that would make allocations pay the user
+        name, value = next((n, v) for n, v in fitted.items() if not v > 0)
+        raise ValueError(f"{Path(data_dir) / AWS_PRICE_FILE}: the fit gives {name} {value:.4g}, not above 0")
     order = ("T4", "K80", "P100", "V100", "A100")
     return Prices(
         vcpu_hour=vcpu,

@@ -3,7 +3,8 @@
 * GPU counts: each request is snapped to the nearest bin of :data:`GPU_BINS` in log2 (round
   ``log2(n)`` half up, clip to the bins); Pollux apps use ``num_replicas`` of their jobs in
   ``pollux-osdi21/workloads/workload-*.csv``, data-parallel Gavel job types use ``num_gpus`` of the
-  Philly-derived ``traces/philly.csv`` (0-GPU rows dropped), non-data-parallel types ask for 1 GPU.
+  Philly-derived ``traces/philly.csv`` (every row asks for at least one GPU; the loader refuses
+  a file with a 0-GPU row), non-data-parallel types ask for 1 GPU.
 * CPUs per GPU: the 10/30/50/70/90th percentiles of ``cpu_milli / 1000 / num_gpu`` over the Alibaba
   ``openb`` tasks with at least one GPU, each with probability 1/5 (an equal-mass quantile
   summary: every value stands for a fifth of the tasks).
@@ -64,7 +65,6 @@ def fit_requests(data_dir: Path = DEFAULT_DATA_DIR) -> RequestDistributions:
     """Distributions of requested GPUs (per source) and CPUs per GPU."""
     pollux = load_pollux_requested_replicas(data_dir)
     philly = load_philly_num_gpus(data_dir)
-    philly = philly[philly > 0]
     cpus = load_alibaba_cpus_per_gpu(data_dir)
     values = np.percentile(cpus, CPU_PERCENTILES)
     return RequestDistributions(
