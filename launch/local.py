@@ -13,6 +13,7 @@ every process. See ``launch/README.md``.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import subprocess
@@ -27,6 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 MAX_PROCESSES = 1024  # processes (or fake devices each) one machine is asked to run
+REPO_ROOT = Path(__file__).resolve().parent.parent  # whose package the processes import
 
 
 def free_port() -> int:
@@ -72,6 +74,9 @@ def launch(
     ended), else 0. A process ended by a signal counts as ``128 +`` the signal."""
     logs = open_logs(processes, worker_logs)
     env = fake_cpu_devices_env(devices)
+    # The processes import this checkout's package, as this launcher does, from any working folder
+    # (a checkout that is not pip-installed is importable only from its root).
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO_ROOT), env.get("PYTHONPATH"))))
     children: list[subprocess.Popen] = []
     try:
         for i, command in enumerate(commands(processes, free_port(), train_args, module)):

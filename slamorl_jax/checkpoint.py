@@ -104,7 +104,6 @@ def save(
         META_KEY: {"state": tree_digests(host_state), "policy": tree_digests(policy)},
         **(extra or {}),
     }
-    silence_abandoned_restores()  # a failed write's loop closes under TensorStore's callbacks too
     try:
         _quiet_save(
             manager,
@@ -133,6 +132,7 @@ def _quiet_save(manager: ocp.CheckpointManager, step: int, force: bool = False, 
             manager.save(step, args=ocp.args.Composite(**items), force=force)
             manager.wait_until_finished()
     except BaseException:
+        silence_abandoned_restores()  # a failed write's loop closes under TensorStore's callbacks too
         with absl_verbosity(absl_logging.FATAL), contextlib.suppress(Exception):
             manager.close()
         raise
@@ -320,8 +320,8 @@ def _check_stored_layout(where: Path, item: str, abstract: Any, what: str) -> No
                 stored = checkpointer.metadata(where / item)
             stored_layout = _array_layout(getattr(stored, "item_metadata", stored))
         except Exception:  # damaged or unreadable metadata: the restore itself says so
+            silence_abandoned_restores()  # only after a failure: a process that loads fine keeps its hook
             stored_layout = []
-    silence_abandoned_restores()
     if not stored_layout:  # orbax reads damaged metadata as None: damage, which the restore reports
         return
     if stored_layout != _array_layout(abstract):
@@ -582,7 +582,6 @@ def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any]
         raise CheckpointError(f"{destination} already holds checkpoints; choose an empty directory")
     if problem := new_folder_problem(destination):
         raise CheckpointError(f"{destination}: {problem}")
-    silence_abandoned_restores()  # a failed write's loop closes under TensorStore's callbacks too
     arrays = {"params": params}
     try:
         # Written beside the destination and renamed into it when whole: a failure or a stop signal

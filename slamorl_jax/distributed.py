@@ -35,7 +35,7 @@ MAX_TIMEOUT_S = 7 * 86_400
 class DistributedOptions:
     """How to join a multi-process run (``None`` fields: from the environment or the cluster)."""
 
-    enabled: bool = False
+    enabled: bool | None = None  # --distributed; None: not given (a coordinator address turns it on)
     coordinator_address: str | None = None
     num_processes: int | None = None
     process_id: int | None = None
@@ -57,44 +57,67 @@ def _env_int(name: str) -> int | None:
 def resolve(options: DistributedOptions) -> DistributedOptions:
     """``options`` with unset fields taken from the environment, checked (one-line ``ValueError``).
 
-    A coordinator address in flags or environment turns the multi-process run on by itself.
+    A coordinator address in flags or environment turns the multi-process run on by itself, unless
+    ``--nodistributed`` was given (then the environment's settings do not apply). A value from the
+    environment that is not usable is named by its variable, not by the flag it stands in for.
     """
-    address = options.coordinator_address or os.environ.get(ENV_COORDINATOR) or None
+    if options.enabled is False and options.coordinator_address:
+        raise ValueError("--coordinator_address needs --distributed, and --nodistributed was given")
+    env_address = None if options.enabled is False else os.environ.get(ENV_COORDINATOR) or None
+    address = options.coordinator_address or env_address
     if not (options.enabled or address):  # a single-process run: the environment's counts don't apply
         for name, value in (("--num_processes", options.num_processes), ("--process_id", options.process_id)):
             if value is not None:
                 raise ValueError(f"{name} needs --distributed or --coordinator_address")
+        options = dataclasses.replace(options, enabled=False)
         check(options)
         return options
-    count = options.num_processes if options.num_processes is not None else _env_int(ENV_NUM_PROCESSES)
-    index = options.process_id if options.process_id is not None else _env_int(ENV_PROCESS_ID)
+    names = dict(FLAG_NAMES)
+    if options.coordinator_address is None and address is not None:
+        names["coordinator_address"] = f"environment variable {ENV_COORDINATOR}"
+    count, index = options.num_processes, options.process_id
+    if count is None and (count := _env_int(ENV_NUM_PROCESSES)) is not None:
+        names["num_processes"] = f"environment variable {ENV_NUM_PROCESSES}"
+    if index is None and (index := _env_int(ENV_PROCESS_ID)) is not None:
+        names["process_id"] = f"environment variable {ENV_PROCESS_ID}"
     resolved = dataclasses.replace(
         options, enabled=True, coordinator_address=address, num_processes=count, process_id=index
     )
-    check(resolved)
+    check(resolved, names)
     return resolved
 
 
-def check(options: DistributedOptions) -> None:
-    """The settings are usable: counts positive, the id in range, timeouts at least a second."""
-    if options.num_processes is not None and not 1 <= options.num_processes <= MAX_PROCESSES:
-        raise ValueError(f"--num_processes must be in [1, {MAX_PROCESSES:,}], got {options.num_processes}")
-    if options.process_id is not None:
-        if options.process_id < 0:
-            raise ValueError(f"--process_id must be >= 0, got {options.process_id}")
-        if options.num_processes is not None and options.process_id >= options.num_processes:
+#: How :func:`check` names each setting: by its flag, unless the value came from elsewhere.
+FLAG_NAMES = {
+    "num_processes": "--num_processes",
+    "process_id": "--process_id",
+    "coordinator_address": "--coordinator_address",
+}
+
+
+def check(options: DistributedOptions, names: dict[str, str] | None = None) -> None:
+    """The settings are usable: counts positive, the id in range, timeouts at least a second, the
+    address ``host:port``. ``names``: how to name each of :data:`FLAG_NAMES`' settings."""
+    name = {**FLAG_NAMES, **(names or {})}
+    count, index = options.num_processes, options.process_id
+    if count is not None and not 1 <= count <= MAX_PROCESSES:
+        raise ValueError(f"{name['num_processes']} must be in [1, {MAX_PROCESSES:,}], got {count}")
+    if index is not None:
+        if index < 0:
+            raise ValueError(f"{name['process_id']} must be >= 0, got {index}")
+        if count is not None and index >= count:
             raise ValueError(
-                f"--process_id={options.process_id} must be less than --num_processes={options.num_processes}"
+                f"{name['process_id']}={index} must be less than {name['num_processes']}={count}"
             )
-    for name, value in (
+    for flag, value in (
         ("--distributed_heartbeat_s", options.heartbeat_timeout_s),
         ("--distributed_init_timeout_s", options.initialization_timeout_s),
     ):
         if not 1 <= value <= MAX_TIMEOUT_S:
-            raise ValueError(f"{name} must be in [1, {MAX_TIMEOUT_S:,}] seconds, got {value}")
+            raise ValueError(f"{flag} must be in [1, {MAX_TIMEOUT_S:,}] seconds, got {value}")
     if options.coordinator_address is not None and not _is_host_port(options.coordinator_address):
         raise ValueError(
-            f"--coordinator_address must be host:port with a port in [1, 65535], "
+            f"{name['coordinator_address']} must be host:port with a port in [1, 65535], "
             f"got {options.coordinator_address!r}"
         )
 

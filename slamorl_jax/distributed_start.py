@@ -26,8 +26,14 @@ INT_FLAGS = {
     "distributed_heartbeat_s": "heartbeat_timeout_s",
     "distributed_init_timeout_s": "initialization_timeout_s",
 }
-TRUE_WORDS = ("true", "1", "yes")
-FALSE_WORDS = ("false", "0", "no")
+# absl's words for a boolean flag's value (case aside): what it accepts, the early reading accepts.
+TRUE_WORDS = ("true", "t", "1")
+FALSE_WORDS = ("false", "f", "0")
+
+
+def _double_dash(arg: str) -> str:
+    """``arg`` with absl's one-dash spelling of a flag (``-name``, ``-name=value``) as ``--name``."""
+    return "-" + arg if arg.startswith("-") and not arg.startswith("--") and len(arg) > 1 else arg
 
 
 def _value(args: Sequence[str], i: int, name: str) -> tuple[str | None, int]:
@@ -46,6 +52,7 @@ def _value(args: Sequence[str], i: int, name: str) -> tuple[str | None, int]:
 def early_options(args: Sequence[str]) -> DistributedOptions:
     """The multi-process settings among command-line ``args`` (program name excluded)."""
     values: dict[str, object] = {}
+    args = [_double_dash(arg) for arg in args]
     i = 0
     while i < len(args) and args[i] != "--":
         arg = args[i]

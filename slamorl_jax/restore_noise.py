@@ -33,6 +33,8 @@ class _Filter:
 
 
 def silence_abandoned_restores() -> None:
-    """Install the filter (once per process; a later hook installed on top of it stays in charge)."""
+    """Install the filter (once per process; a later hook installed on top of it stays in charge).
+    Called only where a restore or a save has failed: it drops every report of an abandoned
+    coroutine or a closed loop, so a process (a service) that loads its policy fine keeps its own."""
     if not isinstance(sys.unraisablehook, _Filter):
         sys.unraisablehook = _Filter(sys.unraisablehook)

@@ -301,6 +301,9 @@ flags.DEFINE_string(
 )
 
 CONFIG_FLAGS = tuple(f.name for f in dataclasses.fields(TrainConfig))
+#: Flags beside the config that every process of a multi-process run must be given alike (with
+#: the run's folders): how often it saves, what it keeps, whether it resumes, what it evaluates.
+AGREED_RUN_FLAGS = ("save_interval", "keep", "resume", "eval_episodes")
 
 
 def config_from_flags() -> TrainConfig:
@@ -332,7 +335,7 @@ def distributed_options() -> DistributedOptions:
     """The multi-process settings of the flags and the environment, checked."""
     options = resolve_distributed(
         DistributedOptions(
-            enabled=FLAGS.distributed,
+            enabled=FLAGS.distributed if FLAGS["distributed"].present else None,
             coordinator_address=FLAGS.coordinator_address,
             num_processes=FLAGS.num_processes,
             process_id=FLAGS.process_id,
@@ -581,7 +584,15 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
                     check_divisible(config.num_envs, jax.device_count())
                 # Every process has checked its flags and folders: all start, or all stop. Until
                 # they all start, each process removes what it created if it stops.
-                agree_to_start(None, distributed.initialization_timeout_s, dataclasses.asdict(config))
+                # The run options with the config: processes given other folders trained apart and
+                # hung at their first save, each waiting for the others' shards of one checkpoint.
+                settings = {
+                    **dataclasses.asdict(config),
+                    "checkpoint_dir": str(checkpoint_dir.absolute()),
+                    "log_dir": str(log_dir.absolute()),
+                    **{name: FLAGS[name].value for name in AGREED_RUN_FLAGS},
+                }
+                agree_to_start(None, distributed.initialization_timeout_s, settings)
                 owns_dirs[0] = not distributed.enabled or jax.process_index() == 0
             except ValueError as err:  # StartRefusedError is one
                 fail(str(err))

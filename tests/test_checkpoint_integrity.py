@@ -277,3 +277,18 @@ def test_an_export_pairs_the_parameters_with_their_own_steps_meta(
     exported = ckpt.export_policy(run_copy, tmp_path / "exported")
     meta, _, step = ckpt.read_meta(exported)
     assert step == 1 and meta["update"] == 1
+
+
+def test_a_policy_that_loads_leaves_the_process_unraisable_hook_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every load installed the filter of abandoned restores, which drops any coroutine's report:
+    a service that loads its policy lost reports of its own bugs for the rest of its life."""
+    import sys
+
+    def own_hook(unraisable: object) -> None:  # the service's own
+        pass
+
+    monkeypatch.setattr(sys, "unraisablehook", own_hook)
+    ckpt.load_policy(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
+    assert sys.unraisablehook is own_hook

@@ -32,3 +32,12 @@ def test_worker_logs_that_cannot_be_written_start_no_process(tmp_path: Path) -> 
     assert done.stderr.strip().splitlines()[-1].startswith("launch: cannot write the worker logs in")
     assert "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # and no run folder: none started
+
+
+def test_the_processes_import_this_checkout_from_any_folder(tmp_path: Path, monkeypatch) -> None:
+    """Started outside the repository root, a checkout that is not pip-installed failed in every
+    process (``No module named 'slamorl_jax'``); the launcher imports it, so its processes do too."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    # A module of the package that runs nothing: it exits 0 exactly when the package imports.
+    assert local.launch(1, 1, [], tmp_path / "logs", module="slamorl_jax.json_output") == 0

@@ -227,6 +227,47 @@ def test_distributed_settings_from_flags_and_environment(monkeypatch: pytest.Mon
         resolve(DistributedOptions(enabled=True))
 
 
+def test_settings_from_the_environment_are_named_by_their_variable_and_nodistributed_wins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``JAX_COORDINATOR_ADDRESS=foo`` was reported as a bad ``--coordinator_address``, a flag never
+    given, and an address in the environment joined a run that said ``--nodistributed``."""
+    for name in ("JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "foo")
+    with pytest.raises(ValueError, match=r"^environment variable JAX_COORDINATOR_ADDRESS must be host:port"):
+        resolve(DistributedOptions())
+    assert not resolve(early_options(["--nodistributed"])).enabled  # the environment does not apply
+    with pytest.raises(ValueError, match="--coordinator_address needs --distributed"):
+        resolve(DistributedOptions(enabled=False, coordinator_address="host:1234"))
+    monkeypatch.setenv("JAX_COORDINATOR_ADDRESS", "host:1234")
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "0")
+    with pytest.raises(ValueError, match=r"^environment variable JAX_NUM_PROCESSES must be in"):
+        resolve(DistributedOptions())
+    monkeypatch.setenv("JAX_NUM_PROCESSES", "2")
+    monkeypatch.setenv("JAX_PROCESS_ID", "2")
+    with pytest.raises(ValueError, match="JAX_PROCESS_ID=2 must be less than environment variable JAX_NUM"):
+        resolve(DistributedOptions())
+    with pytest.raises(ValueError, match=r"^--process_id=2 must be less than --num_processes=2"):
+        resolve(DistributedOptions(num_processes=2, process_id=2))
+
+
+def test_the_early_reading_takes_the_flags_as_absl_does() -> None:
+    """absl takes ``-flag`` and ``t``/``f``; the early reading missed the one (and then told the run
+    to start as it had been started) and refused the other, and took ``yes``, which absl refuses."""
+    options = early_options(["-coordinator_address=127.0.0.1:1234", "-num_processes", "2", "-process_id=1"])
+    assert (options.coordinator_address, options.num_processes, options.process_id) == (
+        "127.0.0.1:1234",
+        2,
+        1,
+    )
+    assert early_options(["--distributed=t"]).enabled and not early_options(["-distributed=F"]).enabled
+    assert early_options(["-distributed"]).enabled and early_options(["-nodistributed"]).enabled is False
+    assert early_options(["--num_envs=8"]).enabled is None  # not given
+    with pytest.raises(ValueError, match="--distributed must be true or false, got 'yes'"):
+        early_options(["--distributed=yes"])
+
+
 def free_port() -> int:
     """A TCP port on localhost that nothing listens on now."""
     with socket.socket() as sock:
@@ -581,18 +622,29 @@ def test_ctrl_c_while_waiting_to_join_ends_the_process() -> None:
     assert err.strip().splitlines()[-1] == "python -m slamorl_jax.train: interrupted (SIGINT)", err
 
 
-def test_processes_given_different_flags_are_refused_naming_them(tmp_path: Path) -> None:
-    """Every process posts its config with its "ready": processes given different flags (another
-    seed here) stopped in a collective's assertion that named none; now all stop at the start."""
+@pytest.mark.parametrize(
+    ("folder", "extra", "named"),
+    [
+        ("run", "--seed={i}", "seed"),
+        # Other folders: each trained apart and both hung at the first save for orbax's 600 s.
+        ("run{i}", "--keep=3", "checkpoint_dir, log_dir"),
+    ],
+)
+def test_processes_given_different_flags_are_refused_naming_them(
+    tmp_path: Path, folder: str, extra: str, named: str
+) -> None:
+    """Every process posts its config and run options with its "ready": processes given different
+    flags (another seed) stopped in a collective's assertion that named none, and processes given
+    other folders hung; now all stop at the start."""
     lines = refusal_lines(
-        start_training_pair(lambda i: tmp_path / "run", extra_of=lambda i: (f"--seed={i}",))
+        start_training_pair(lambda i: tmp_path / folder.format(i=i), extra_of=lambda i: (extra.format(i=i),))
     )
     expected = (
-        "error: process 1 of 2 was given other settings than process 0 (seed); every process of a run "
-        "takes the same flags"
+        f"error: process 1 of 2 was given other settings than process 0 ({named}); every process of a "
+        "run takes the same flags"
     )
     assert lines == [expected, expected]
-    assert not (tmp_path / "run").exists()
+    assert not any(tmp_path.iterdir())
 
 
 def test_a_coordinator_host_that_does_not_resolve_is_one_line() -> None:
