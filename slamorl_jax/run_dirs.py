@@ -156,6 +156,11 @@ def new_folder_problem(path: str | Path) -> str | None:
     try:
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             return "must be a new or empty folder"
+        if path.exists() and (os.path.ismount(path) or path.resolve() == Path.cwd().resolve()):
+            # The new folder replaces it by a rename, which a mount point refuses, and which would
+            # leave a shell in the current folder standing in a deleted one.
+            where = "a mount point" if os.path.ismount(path) else "the current folder"
+            return f"is {where}: name a new folder inside it"
         if checkpoint_marks(path.absolute().parent):
             # A run's checkpoint folder: its next save takes numbered folders for its own steps and
             # deletes them past --keep; --resume removed a policy exported into one.
@@ -218,7 +223,9 @@ def staged_new_folder(destination: str | Path) -> Iterator[Path]:
     for it to another removes only its own files."""
     from slamorl_jax.cli_args import cleanup_on_interrupt
 
-    destination = Path(destination)
+    # A link to an empty folder: the new folder replaces the folder it names (a rename onto the
+    # link itself would fail, as if the folder had been filled meanwhile).
+    destination = Path(os.path.realpath(destination))
     missing = _missing_ancestors(destination.parent)
     destination.parent.mkdir(parents=True, exist_ok=True)
     # mkdir (not mkdtemp, whose folder is private to its owner) so the result has the umask's mode.

@@ -272,6 +272,25 @@ def test_export_policy_writes_into_an_empty_or_new_folder(
     assert ckpt.params_equal(exported.params, ckpt.load_policy(checkpoints["good"]).params)
 
 
+def test_export_policy_into_the_current_folder_is_refused_and_through_a_link_is_written(
+    sandbox: Path,
+    checkpoints: dict[str, Path],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An empty current folder failed in the rename ("cannot write .: Device or resource busy"); a
+    link to an empty folder was refused as "filled by another program meanwhile"."""
+    monkeypatch.chdir(sandbox / "empty")
+    outcome = call(lambda: export_policy.main([str(checkpoints["good"]), "."]), capsys, sandbox)
+    assert_refused(outcome, "is the current folder: name a new folder inside it")
+    monkeypatch.chdir(sandbox)
+    (sandbox / "link").symlink_to(sandbox / "empty")
+    outcome = call(lambda: export_policy.main([str(checkpoints["good"]), "link"]), capsys, sandbox)
+    assert outcome.code == 0 and (sandbox / "link").is_symlink(), outcome.report()
+    exported = ckpt.load_policy(sandbox / "empty")
+    assert ckpt.params_equal(exported.params, ckpt.load_policy(checkpoints["good"]).params)
+
+
 # --- recommend ----------------------------------------------------------------------------------------
 
 # A job of the README's workload with readings near its profile's forecast (within training ranges).
