@@ -4,7 +4,9 @@ batched rollout compiled once per session."""
 from __future__ import annotations
 
 import gc
+import importlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,12 @@ from slamorl_jax.xla_flags import (
 if LLVM_LEVEL_FLAG not in os.environ.get("XLA_FLAGS", ""):
     test_flags = FAST_COMPILE_FLAGS if xla_accepts(FAST_COMPILE_FLAGS) else {LLVM_LEVEL_FLAG: 0}
     os.environ["XLA_FLAGS"] = with_xla_flags(test_flags)["XLA_FLAGS"]
+# Whether this process's backend had started before the flags were in place (XLA reads them once,
+# when it starts; tests/test_xla_flags.py): a flag set after it is in the environment and changes
+# nothing. Kept in the environment, which is all a module may set before its imports.
+os.environ["SLAMORL_JAX_TEST_BACKEND_STARTED_FIRST"] = str(
+    int("jax" in sys.modules and importlib.import_module("jax._src.xla_bridge").backends_are_initialized())
+)
 
 import jax
 import jax.numpy as jnp

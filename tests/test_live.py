@@ -438,7 +438,28 @@ def test_recommend_refuses_params_whose_derived_tables_are_stale() -> None:
     with pytest.raises(ValueError, match="stale"):
         recommend(policy, job, tripled)
     whole = with_derived_tables(tripled)
-    assert recommend(policy, job, whole) == recommend(policy, job, whole)  # checked once, then reused
+    answer = recommend(policy, job, whole)
+    # Tripled GPU prices: the features read from the recomputed tables move with them (read from
+    # stale tables, they would be the shipped prices' features).
+    assert answer.observation != recommend(policy, job).observation
+    assert recommend(policy, job, whole) == answer  # the same object, checked once
+
+
+def test_params_are_validated_once_per_object(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``recommend`` in a loop with the same params pays the check once; another object, once more."""
+    from slamorl_jax.env import validation
+
+    calls: list[object] = []
+    real = validation.validate_params
+    monkeypatch.setattr(validation, "validate_params", lambda p: calls.append(p) or real(p))
+    monkeypatch.setattr(validation, "_RECENTLY_VALIDATED", [])
+    job, policy = LiveJob.from_dict(EXAMPLE), load_policy(SHIPPED)
+    params = policy.env_params
+    for _ in range(3):
+        recommend(policy, job, params)
+    assert len(calls) == 1
+    recommend(policy, job, dataclasses.replace(params))  # equal, but another object
+    assert len(calls) == 2
 
 
 def test_the_module_docstrings_job_is_the_readme_example() -> None:

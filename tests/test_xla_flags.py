@@ -39,3 +39,4 @@ def test_xla_accepts_known_flags_and_refuses_an_unknown_one() -> None:
 def test_the_suite_runs_with_an_llvm_level_set() -> None:
     """conftest set the suite's compile settings before JAX started (or kept the caller's level)."""
     assert LLVM_LEVEL_FLAG in os.environ.get("XLA_FLAGS", "")
+    assert os.environ["SLAMORL_JAX_TEST_BACKEND_STARTED_FIRST"] == "0"  # XLA still read them
