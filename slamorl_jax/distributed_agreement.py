@@ -16,7 +16,11 @@ from __future__ import annotations
 
 import json
 import sys
+import uuid
+from pathlib import Path
 from typing import Any
+
+from slamorl_jax.cli_args import first_line
 
 READY = "ready"
 REFUSED = "refused: "
@@ -53,13 +57,19 @@ def settings_difference(mine: dict[str, Any], theirs: dict[str, Any]) -> list[st
     return sorted(name for name in mine.keys() | theirs.keys() if mine.get(name) != theirs.get(name))
 
 
-def agree_to_start(refusal: str | None, timeout_s: int, settings: dict[str, Any] | None = None) -> None:
+def agree_to_start(
+    refusal: str | None,
+    timeout_s: int,
+    settings: dict[str, Any] | None = None,
+    shared_folder: Path | None = None,
+) -> None:
     """Post this process's ``refusal`` (``None``: ready, with its ``settings``: a run's processes must
     train the same config), wait for every other process's post (at most ``timeout_s`` seconds a
     wait), and raise :class:`StartRefusedError` when any process refused (the lowest-numbered one's
     reason; this process's own when it refused) or holds other settings than process 0 (naming
-    them: processes given different flags failed later, in a collective, naming none). Once per
-    process; a single-process run only raises on its own refusal."""
+    them: processes given different flags failed later, in a collective, naming none). Then, with
+    ``shared_folder``, every process must see a file process 0 writes there (:func:`check_shared`).
+    Once per process; a single-process run only raises on its own refusal."""
     joined = _client()
     if joined is None or _agreed[0]:
         if refusal is not None:
@@ -79,10 +89,9 @@ def agree_to_start(refusal: str | None, timeout_s: int, settings: dict[str, Any]
         if refusal is not None:
             raise StartRefusedError(refusal) from None
         if not posts:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise StartRefusedError(
                 f"not every process of the run reached its start within {timeout_s} s "
-                f"(--distributed_init_timeout_s): {first}"
+                f"(--distributed_init_timeout_s): {first_line(err)}"
             ) from None
     if refusal is not None:
         raise StartRefusedError(refusal)
@@ -96,3 +105,37 @@ def agree_to_start(refusal: str | None, timeout_s: int, settings: dict[str, Any]
                 f"process {i} of {count} was given other settings than process 0 ({', '.join(differ)}); "
                 "every process of a run takes the same flags"
             )
+    if shared_folder is not None:
+        check_shared(client, me, count, timeout_ms, Path(shared_folder))
+
+
+def check_shared(client: Any, me: int, count: int, timeout_ms: int, folder: Path) -> None:
+    """Raise :class:`StartRefusedError` on every process unless each of them sees, in ``folder``, the
+    file process 0 wrote there: the run's processes must share its checkpoint folder (orbax writes
+    one checkpoint from all of them). On separate disks, each process wrote its own folder and all
+    of them waited at the first save for orbax's 600 s, then failed naming no cause."""
+    marker = folder / f".shared-folder-check-{uuid.uuid4().hex[:12]}"
+    written = False
+    try:
+        if me == 0:
+            marker.write_text("a multi-process run checks that its processes share this folder\n")
+            written = True
+            client.key_value_set(f"{KEY_PREFIX}/shared/name", marker.name)
+        name = client.blocking_key_value_get(f"{KEY_PREFIX}/shared/name", timeout_ms)
+        client.key_value_set(f"{KEY_PREFIX}/shared/{me}", str(int((folder / name).is_file())))
+        client.wait_at_barrier(f"{KEY_PREFIX}/shared/posted", timeout_ms)
+        seen = [client.blocking_key_value_get(f"{KEY_PREFIX}/shared/{i}", timeout_ms) for i in range(count)]
+        client.wait_at_barrier(f"{KEY_PREFIX}/shared/read", timeout_ms)
+    except OSError as err:  # process 0 cannot write the folder it has just checked
+        raise StartRefusedError(f"cannot write in {folder}: {err.strerror or err}") from None
+    except Exception as err:  # the client's runtime errors, as above
+        said = first_line(err)
+        raise StartRefusedError(f"the processes could not compare their checkpoint folders: {said}") from None
+    finally:
+        if written:
+            marker.unlink(missing_ok=True)
+    if missing := [i for i, flag in enumerate(seen) if flag != "1"]:
+        raise StartRefusedError(
+            f"process {missing[0]} of {count} does not see process 0's files in {folder}: the run's "
+            "folders must be on a file system every process shares"
+        )

@@ -592,7 +592,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
                     "log_dir": str(log_dir.absolute()),
                     **{name: FLAGS[name].value for name in AGREED_RUN_FLAGS},
                 }
-                agree_to_start(None, distributed.initialization_timeout_s, settings)
+                agree_to_start(None, distributed.initialization_timeout_s, settings, checkpoint_dir)
                 owns_dirs[0] = not distributed.enabled or jax.process_index() == 0
             except ValueError as err:  # StartRefusedError is one
                 fail(str(err))

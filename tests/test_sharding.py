@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -525,6 +526,65 @@ def test_a_single_process_run_agrees_with_itself() -> None:
     agree_to_start(None, timeout_s=1)
     with pytest.raises(StartRefusedError, match=r"^no folder$"):
         agree_to_start("no folder", timeout_s=1)
+
+
+class FakeCoordinationClient:
+    """The key-value store and barriers of JAX's coordination service, for processes played by
+    threads of this one: what ``check_shared`` uses of it."""
+
+    def __init__(self, count: int) -> None:
+        self.values: dict[str, str] = {}
+        self.changed = threading.Condition()
+        self.barriers: dict[str, threading.Barrier] = {}
+        self.count = count
+
+    def key_value_set(self, key: str, value: str) -> None:
+        with self.changed:
+            self.values[key] = value
+            self.changed.notify_all()
+
+    def blocking_key_value_get(self, key: str, timeout_ms: int) -> str:
+        with self.changed:
+            if not self.changed.wait_for(lambda: key in self.values, timeout_ms / 1000):
+                raise RuntimeError(f"DEADLINE_EXCEEDED: {key}")
+            return self.values[key]
+
+    def wait_at_barrier(self, name: str, timeout_ms: int) -> None:
+        with self.changed:
+            barrier = self.barriers.setdefault(name, threading.Barrier(self.count))
+        barrier.wait(timeout_ms / 1000)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(tmp_path: Path, shared: bool) -> None:
+    """On separate disks each process wrote a checkpoint folder of its own, and all of them waited
+    at the first save for orbax's 600 s. Process 0 now writes a file in the folder that every
+    process must see; here process 1's folder is another one when the disk is not shared."""
+    from slamorl_jax.distributed_agreement import check_shared
+
+    folders = [tmp_path / "a", tmp_path / ("a" if shared else "b")]
+    for folder in folders:
+        folder.mkdir(exist_ok=True)
+    client = FakeCoordinationClient(2)
+    outcomes: list[BaseException | None] = [None, None]
+
+    def process(me: int) -> None:
+        try:
+            check_shared(client, me, 2, 10_000, folders[me])
+        except BaseException as error:
+            outcomes[me] = error
+
+    threads = [threading.Thread(target=process, args=(me,)) for me in (0, 1)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    if shared:
+        assert outcomes == [None, None]
+    else:
+        assert all(isinstance(error, StartRefusedError) for error in outcomes), outcomes
+        assert "process 1 of 2 does not see process 0's files in" in str(outcomes[0])
+    assert not any(path.name.startswith(".shared") for folder in folders for path in folder.iterdir())
 
 
 # slow: trains a two-process run twice (about 40 s)
