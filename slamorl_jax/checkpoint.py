@@ -146,7 +146,7 @@ def _meta(config: TrainConfig, step: int) -> dict[str, Any]:
         "config": dataclasses.asdict(config),
         "update": step,
         "env_steps": step * config.batch_size,
-        "observation_dim": NUM_FEATURES,
+        "observation_dim": config.network.obs_dim or NUM_FEATURES,  # the features the network reads
         "observation_layout": observation_layout(config.target_cpus_per_gpu),
         "num_actions": config.network.num_actions,
     }
@@ -280,7 +280,7 @@ def check_resumable(meta: dict[str, Any], where: str | Path) -> None:
             "a run's training state; start a new run from it with --init_from"
         )
     config = TrainConfig.from_dict(meta["config"])
-    if _check_layout(meta, config, Path(where)) != NUM_FEATURES:
+    if _check_layout(meta, config, Path(where)) != (config.network.obs_dim or NUM_FEATURES):
         raise CheckpointError(
             f"--resume: {where} was trained on the paper's {NUM_PAPER_FEATURES} features only; its policy "
             "still loads for evaluate and recommend, but to train start a new run"
@@ -563,7 +563,7 @@ def save_policy(
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     validate_config(config)
-    _, wanted = _network_and_shapes(config, NUM_FEATURES)
+    _, wanted = _network_and_shapes(config, config.network.obs_dim or NUM_FEATURES)
     same_tree = jax.tree.structure(params) == jax.tree.structure(wanted)
     arrays = all(hasattr(leaf, "shape") and hasattr(leaf, "dtype") for leaf in jax.tree.leaves(params))
     if not (same_tree and arrays and _array_layout(params) == _array_layout(wanted)):

@@ -34,6 +34,7 @@ from slamorl_jax import run_dirs, train_checks
 from slamorl_jax.agent.config import (
     LR_SCHEDULES,
     MINIBATCH_SHUFFLES,
+    OBSERVATIONS,
     PRICE_PRESETS,
     TrainConfig,
     check_finite,
@@ -225,6 +226,14 @@ flags.DEFINE_enum(
     ACTION_SETS,
     "Action set: paper = the paper's 9 one-step moves; targets = those plus 80 absolute targets; "
     "targets_relocate = targets plus relocate (the same allocation on fresh nodes, one GPU pause).",
+)
+flags.DEFINE_enum(
+    "observation",
+    DEFAULTS.observation,
+    OBSERVATIONS,
+    "What the policy reads: full = every feature (the paper's 21, then the forecast block); paper = "
+    "the paper's 21 features alone (with --actions=paper and --paper_suggestion_prior=false: the "
+    "paper's design).",
 )
 flags.DEFINE_enum("prices", DEFAULTS.prices, PRICE_PRESETS, "Price preset.")
 flags.DEFINE_integer(

@@ -34,7 +34,7 @@ from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
 #: start needs the source's.
 NETWORK_SETTINGS = (
     "actions", "hidden_sizes", "target_head", "suggestion_prior", "paper_suggestion_prior", "activation",
-    "target_cpus_per_gpu",
+    "target_cpus_per_gpu", "observation",
 )  # fmt: skip
 #: The flags that set only where a fresh network's parameters start (``relocate_gain_init`` also
 #: whether the relocate prior's exist at all): a warm-started run's are the source's.
@@ -116,7 +116,8 @@ def init_from_config(config: TrainConfig, given: Collection[str] = ()) -> TrainC
             )
     config = dataclasses.replace(config, **{name: getattr(source, name) for name in INIT_ONLY_SETTINGS})
     obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
-    if obs_dim == NUM_PAPER_FEATURES:  # another width is another version's: load_policy says so
+    if obs_dim == NUM_PAPER_FEATURES and source.observation != "paper":
+        # A policy from before the forecast block (another width is another version's: load_policy says so)
         raise CheckpointError(
             f"--init_from {path}: its network reads the paper's {obs_dim} features only (trained before "
             f"the forecast block), this run's all {NUM_FEATURES}; start the run without --init_from"

@@ -34,7 +34,7 @@ from slamorl_jax.env.defaults import (
     DEFAULT_TARGET_CPUS_PER_GPU,
 )
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
-from slamorl_jax.env.observation import FEATURE_NAMES, TARGET_BLOCK
+from slamorl_jax.env.observation import FEATURE_NAMES, NUM_PAPER_FEATURES, TARGET_BLOCK
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
 from slamorl_jax.env.prices import PRICE_PRESETS
 from slamorl_jax.env.relocation_payback import contention_persistence
@@ -42,6 +42,8 @@ from slamorl_jax.env.scenarios import SCENARIOS
 from slamorl_jax.env.target_grid import check_target_grid, with_target_grid
 
 LR_SCHEDULES = ("constant", "linear", "cosine")
+#: What the actor-critic reads of the observation: every feature, or the paper's 21 alone.
+OBSERVATIONS = ("full", "paper")
 # How each PPO pass deals the rollout's transitions into minibatches: ``global`` shuffles them all
 # together (PureJaxRL's way); ``per_env`` shuffles each env's own steps and gives every minibatch
 # an equal share of every env's, so a sharded env batch never leaves its device (trainer._learn).
@@ -114,6 +116,10 @@ class TrainConfig:
     init_strategy: str = "mixed"  # request, random allocations and cold starts (env/params.py)
     # "paper" (9 moves), "targets" (moves + absolute targets) or "targets_relocate" (and relocate)
     actions: str = DEFAULT_ACTION_SET
+    # What the actor-critic reads of the observation (OBSERVATIONS): "full" = every feature;
+    # "paper" = the paper's 21 features alone (the env still computes all of them), for a policy of
+    # the paper's design (with --actions=paper, no prior that reads the forecast block).
+    observation: str = "full"
     target_head: bool = False  # targets: score each target with a shared head (networks.TargetScorer)
     # The absolute targets' CPUs per GPU (every GPU count of the grid x these, ``action_sets.py``; 0 =
     # the fewest CPUs): which allocations the targets name and the forecast block describes, in
@@ -196,6 +202,7 @@ class TrainConfig:
             self.activation,
             self.initializer,
             num_actions(self.actions),
+            obs_dim=NUM_PAPER_FEATURES if self.observation == "paper" else None,
             target_block=block,
             suggestion_features=prior,
             suggestion_gain_init=self.suggestion_gain_init if prior or moves else 0.0,
@@ -230,6 +237,7 @@ class TrainConfig:
         # nor the paper moves' prior (a paper run saved then had none; with targets it is ignored)
         values.setdefault("paper_suggestion_prior", values["actions"] != "paper")
         values.setdefault("weights", "severity")  # the paper's form was the only one
+        values.setdefault("observation", "full")  # every feature (the 21 of old ones: their meta says)
         values.setdefault("minibatch_shuffle", "global")  # and every pass shuffled all steps together
         # and the targets' CPUs per GPU were those of the grid before it could be set
         values["target_cpus_per_gpu"] = _float_tuple(
@@ -488,6 +496,13 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         f"--relocate_payback must be in [0, 100] (pauses), got {c.relocate_payback}",
     )
     _require(c.actions in ACTION_SETS, f"--actions must be one of {', '.join(ACTION_SETS)}")
+    _require(c.observation in OBSERVATIONS, f"--observation must be one of {', '.join(OBSERVATIONS)}")
+    if c.observation == "paper" and (reader := forecast_reader(c)):
+        what, remedy = reader
+        raise ValueError(
+            f"--observation=paper: the network reads the paper's {NUM_PAPER_FEATURES} features only, but "
+            f"{what} reads the forecast block: {remedy}"
+        )
     check_target_grid(c.target_cpus_per_gpu)
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
     _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
@@ -502,6 +517,19 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     check_sizes(c)
     check_budget(c)
     return c
+
+
+def forecast_reader(c: TrainConfig) -> tuple[str, str] | None:
+    """What of ``c``'s network reads observation features past the paper's 21 (the forecast block)
+    and the flag that leaves it out; ``None`` when the network reads none of them."""
+    network = c.network
+    if network.target_block:
+        return "the shared target head", "leave out --target_head"
+    if network.suggestion_features:
+        return "the suggestion prior", "add --suggestion_prior=false"
+    if network.move_prior_flags:
+        return "the paper moves' suggestion prior", "add --paper_suggestion_prior=false"
+    return None  # the relocate prior and its rules come only with the suggestion prior
 
 
 def ignored_settings(c: TrainConfig) -> dict[str, str]:
