@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import os
+import shlex
 import signal
 import sys
 import time
@@ -396,4 +397,11 @@ def print_summary(summary: dict[str, Any]) -> None:
         print(summary["evaluation_markdown"])
         verdicts = ", ".join(f"{k}: {'yes' if v else 'no'}" for k, v in summary["quality_bar"].items())
         print(f"\nbetter than the request on the scenario's objective and on all SLAs met: {verdicts}")
+    if summary.get("checkpoint"):
+        policy = shlex.quote(str(Path(summary["checkpoint"]).parent))
+        print(f"\nnext: python -m slamorl_jax.evaluate --checkpoint={policy}  (against baselines, oracle)")
+        print(
+            f"      python -m slamorl_jax.recommend --checkpoint={policy} --job=JOB.json  "
+            "(a running job's next allocation; docs/example_job.json is one)"
+        )
     sys.stdout.flush()

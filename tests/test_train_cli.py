@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -130,6 +131,9 @@ def test_tiny_run_writes_metrics_events_summary_config_and_checkpoint(
     assert Path(summary["checkpoint"]) == (finished.checkpoint_dir / str(updates)).absolute()
     assert set(summary["evaluation"]) == set(SCENARIO_KINDS)
     assert f"trained {updates} updates" in finished.result.stdout
+    # and what to run next, on the policy it wrote
+    policy_dir = shlex.quote(str(finished.checkpoint_dir.absolute()))
+    assert f"next: python -m slamorl_jax.evaluate --checkpoint={policy_dir}" in finished.result.stdout
     assert "Traceback" not in finished.result.stderr
 
     policy = ckpt.load_policy(finished.checkpoint_dir)
