@@ -21,6 +21,19 @@ CHECKOUT_POLICY = Path(__file__).resolve().parent.parent / SHIPPED_POLICY
 INSTALLED_POLICY = Path(__file__).resolve().parent / "shipped" / "default"
 
 
+def shipped_policy_path() -> Path:
+    """Where the shipped policy is, from any working folder: the checkout's ``checkpoints/default``
+    beside the package, else the installed package's copy; ``FileNotFoundError`` when neither has it
+    (for ``slamorl_jax.load_policy(slamorl_jax.shipped_policy_path())`` in a service)."""
+    for shipped in (CHECKOUT_POLICY, INSTALLED_POLICY):
+        if shipped.exists():
+            return shipped
+    raise FileNotFoundError(
+        f"neither a checkout ({CHECKOUT_POLICY}) nor the installed package ({INSTALLED_POLICY}) holds "
+        "the shipped policy"
+    )
+
+
 def resolve_checkpoint(flag: str, path: str) -> str:
     """``path`` when it exists; for the default when the working directory has none, the checkout's
     shipped policy, else the installed package's copy; else ``ValueError`` with one line naming
@@ -31,10 +44,10 @@ def resolve_checkpoint(flag: str, path: str) -> str:
         return path
     if Path(path) != Path(SHIPPED_POLICY):
         raise ValueError(f"{flag} {path!r} does not exist")
-    for shipped in (CHECKOUT_POLICY, INSTALLED_POLICY):
-        if shipped.exists():
-            return str(shipped)
-    raise ValueError(
-        f"{flag} {path!r} does not exist here, and neither a checkout nor the installed package "
-        "holds the shipped policy; run from the repository's root or pass --checkpoint=PATH"
-    )
+    try:
+        return str(shipped_policy_path())
+    except FileNotFoundError:
+        raise ValueError(
+            f"{flag} {path!r} does not exist here, and neither a checkout nor the installed package "
+            "holds the shipped policy; run from the repository's root or pass --checkpoint=PATH"
+        ) from None

@@ -31,6 +31,23 @@ def test_the_default_resolves_to_the_checkout_from_another_folder(
     assert resolve_checkpoint("--checkpoint", SHIPPED_POLICY) == SHIPPED_POLICY
 
 
+def test_python_finds_the_shipped_policy_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``load_policy("checkpoints/default")`` works only from the repository's root; the public
+    ``shipped_policy_path`` gives the checkout's policy, else the installed copy, else says neither."""
+    import slamorl_jax
+
+    monkeypatch.chdir(tmp_path)
+    assert slamorl_jax.shipped_policy_path() == CHECKOUT_POLICY
+    monkeypatch.setattr(shipped_policy, "CHECKOUT_POLICY", tmp_path / "elsewhere" / SHIPPED_POLICY)
+    monkeypatch.setattr(shipped_policy, "INSTALLED_POLICY", CHECKOUT_POLICY)  # as in a wheel's install
+    assert slamorl_jax.shipped_policy_path() == CHECKOUT_POLICY
+    monkeypatch.setattr(shipped_policy, "INSTALLED_POLICY", tmp_path / "site-packages" / "shipped")
+    with pytest.raises(FileNotFoundError, match=r"neither a checkout .* nor the installed package"):
+        slamorl_jax.shipped_policy_path()
+
+
 def test_missing_and_empty_checkpoints_say_what_to_do(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
