@@ -553,9 +553,16 @@ class Recommendation:
         """Whether every reading of the job lies within what the policy was trained on."""
         return not self.outside_training
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (with ``in_training_range``)."""
-        return {**dataclasses.asdict(self), "in_training_range": self.in_training_range}
+    def as_dict(self, brief: bool = False) -> dict[str, Any]:
+        """JSON-ready form (with ``in_training_range``); ``brief``: without the probability of every
+        action and the observation's features (hundreds of numbers), with the chosen action's
+        probability (``action_probability``) instead."""
+        whole = {**dataclasses.asdict(self), "in_training_range": self.in_training_range}
+        if not brief:
+            return whole
+        chosen = self.action_probabilities[self.action]
+        del whole["action_probabilities"], whole["observation"]
+        return {**whole, "action_probability": chosen}
 
 
 def check_recommendable(job: LiveJob, params: EnvParams | ClusterLimits) -> None:

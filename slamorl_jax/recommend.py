@@ -237,7 +237,7 @@ def answer_jobs(args: argparse.Namespace) -> int:
             )
     answered = iter(answers)
     for where, job in located:
-        line = {"at": where, "error": job} if isinstance(job, str) else next(answered).as_dict()
+        line = {"at": where, "error": job} if isinstance(job, str) else next(answered).as_dict(args.brief)
         print(json.dumps(line))
     refused = len(located) - len(answers)
     if refused:  # --keep_going: every job has its line; the status says not all were answered
@@ -279,7 +279,7 @@ def serve_stdin(args: argparse.Namespace) -> int:
         if stream is None
         else io.TextIOWrapper(stream, encoding="utf-8-sig", errors="surrogateescape")
     )
-    return serve(policy, lines, sys.stdout)
+    return serve(policy, lines, sys.stdout, args.brief)
 
 
 def serve_http(args: argparse.Namespace) -> int:
@@ -292,7 +292,7 @@ def serve_http(args: argparse.Namespace) -> int:
         fail(str(err), PROG)
     policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
     try:
-        server = make_server(policy, host, port)
+        server = make_server(policy, host, port, brief=args.brief)
     except OSError as err:  # the port is taken, the host is not this machine's, a port below 1024
         fail(f"--http cannot listen on {args.http!r}: {first_line(err)}", PROG)
     bound_host, bound_port = server.server_address[:2]
@@ -351,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
         "--compact",
         action="store_true",
         help="with --job: the answer on one line (--jobs, --serve and --http always answer so)",
+    )
+    parser.add_argument(
+        "--brief",
+        action="store_true",
+        help="the policy's answer without every action's probability and the observation's features "
+        "(the chosen action's probability instead); every mode",
     )
     parser.add_argument(
         "--keep_going",
@@ -417,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
             "answer a new job's start, not the policy",
             PROG,
         )
+    if args.brief and new_job_flags:
+        fail(
+            "--brief shortens the policy's answer; --history, --probe_plan, --forecast_start and "
+            "--suggest_slas answer a new job's start",
+            PROG,
+        )
     if new_job_flags > 1:
         fail(
             "--history, --probe_plan, --forecast_start and --suggest_slas answer a new job: ask for one", PROG
@@ -466,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     if answer.outside_training:
         notes = "; ".join(answer.outside_training)
         print(f"{PROG}: warning: outside what the policy was trained on: {notes}", file=sys.stderr)
-    print(json.dumps(answer.as_dict(), indent=indent))
+    print(json.dumps(answer.as_dict(args.brief), indent=indent))
     return 0
 
 

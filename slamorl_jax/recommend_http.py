@@ -78,10 +78,10 @@ def parse_address(text: str) -> tuple[str, int]:
     return host, port
 
 
-def answer(policy: LoadedPolicy, body: bytes) -> Any:
+def answer(policy: LoadedPolicy, body: bytes, brief: bool = False) -> Any:
     """The answer to a ``POST /recommend`` body: one job's answer object, or a list of them for a list
     of jobs; :class:`RequestError` (status 400) for a body that is not one."""
-    return answer_jobs(policy, parse_jobs(body))
+    return answer_jobs(policy, parse_jobs(body), brief)
 
 
 def parse_jobs(body: bytes) -> LiveJob | list[LiveJob]:
@@ -116,7 +116,7 @@ def parse_jobs(body: bytes) -> LiveJob | list[LiveJob]:
         raise RequestError(400, first_line(err, MAX_ERROR_CHARS)) from None
 
 
-def answer_jobs(policy: LoadedPolicy, jobs: LiveJob | list[LiveJob]) -> Any:
+def answer_jobs(policy: LoadedPolicy, jobs: LiveJob | list[LiveJob], brief: bool = False) -> Any:
     """The answer object of one job, or the list of a list's answers from one compiled call (a list's
     refused job named by its ``item``); :class:`RequestError` (status 400) for a job the policy
     refuses (finished, an allocation its cluster cannot hold)."""
@@ -124,9 +124,9 @@ def answer_jobs(policy: LoadedPolicy, jobs: LiveJob | list[LiveJob]) -> Any:
 
     try:
         if not isinstance(jobs, list):
-            return recommend(policy, jobs).as_dict()
+            return recommend(policy, jobs).as_dict(brief)
         names = [f"item {index}" for index in range(len(jobs))]
-        return [one.as_dict() for one in recommend_many(policy, jobs, names=names)]
+        return [one.as_dict(brief) for one in recommend_many(policy, jobs, names=names)]
     except ValueError as err:
         raise RequestError(400, first_line(err, MAX_ERROR_CHARS)) from None
 
@@ -177,10 +177,12 @@ def make_server(
     port: int = 0,
     max_body_bytes: int = MAX_BODY_BYTES,
     request_timeout_s: float = REQUEST_TIMEOUT_S,
+    brief: bool = False,
 ) -> http.server.HTTPServer:
     """An HTTP server answering for ``policy`` (module docstring), bound to ``(host, port)`` and not yet
     serving: call its ``serve_forever()``; ``server_address`` holds the bound port. A connection that
-    sends nothing for ``request_timeout_s`` is dropped (408 mid-body). ``OSError`` when the address
+    sends nothing for ``request_timeout_s`` is dropped (408 mid-body); ``brief`` answers without every
+    action's probability and the features (``Recommendation.as_dict``). ``OSError`` when the address
     cannot be bound."""
 
     policy_lock = threading.Lock()
@@ -219,7 +221,7 @@ def make_server(
                     return
                 jobs = parse_jobs(self.body())
                 with policy_lock:
-                    result = answer_jobs(policy, jobs)
+                    result = answer_jobs(policy, jobs, brief)
                 self.reply(200, result)
             except RequestError as err:
                 self.reply(err.status, {"error": str(err)})

@@ -29,7 +29,7 @@ MAX_ERROR_CHARS = 1000
 ESCAPED_BYTES = re.compile("[\udc80-\udcff]")
 
 
-def answer_line(policy: LoadedPolicy, line: str) -> dict:
+def answer_line(policy: LoadedPolicy, line: str, brief: bool = False) -> dict:
     """The answer for one job line (``recommend``'s JSON form); ``ValueError`` (or ``RecursionError``
     for absurd nesting) when the line is not a job the policy can answer."""
     from slamorl_jax.live import LiveJob, recommend
@@ -41,17 +41,17 @@ def answer_line(policy: LoadedPolicy, line: str) -> dict:
         raise ValueError(f"the line{reason}")
     if not isinstance(data, dict):
         raise ValueError(f"a line must be one JSON object (a job), got {json_kind(data)}")
-    return recommend(policy, LiveJob.from_dict(data)).as_dict()
+    return recommend(policy, LiveJob.from_dict(data)).as_dict(brief)
 
 
-def serve(policy: LoadedPolicy, lines: Iterable[str], out: TextIO) -> int:
-    """Answer every non-blank line of ``lines`` on ``out``, one JSON line each, flushed at once (module
-    docstring); the exit status, 0."""
+def serve(policy: LoadedPolicy, lines: Iterable[str], out: TextIO, brief: bool = False) -> int:
+    """Answer every non-blank line of ``lines`` on ``out``, one JSON line each (``Recommendation.as_dict``
+    with ``brief``), flushed at once (module docstring); the exit status, 0."""
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            answer = {"line": number, **answer_line(policy, line)}
+            answer = {"line": number, **answer_line(policy, line, brief)}
         except (ValueError, RecursionError) as err:
             answer = {"line": number, "error": first_line(err, MAX_ERROR_CHARS)}
         out.write(json.dumps(answer) + "\n")

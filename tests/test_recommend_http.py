@@ -307,3 +307,43 @@ def test_a_body_that_stops_coming_is_a_408(policy: LoadedPolicy) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_brief_answers_leave_out_every_probability_and_feature(
+    policy: LoadedPolicy, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--brief`` (``Recommendation.as_dict(brief=True)``): the decision, its probability, the
+    weights and the forecast, without the 90 probabilities and 351 features (500 lines of JSON), in
+    every mode that answers with the policy; a new job's start is not such an answer."""
+    from slamorl_jax.recommend_serve import serve
+
+    whole = recommend(policy, LiveJob.from_dict(JOB))
+    brief = whole.as_dict(brief=True)
+    assert set(whole.as_dict()) - set(brief) == {"action_probabilities", "observation"}
+    assert brief["action_probability"] == whole.action_probabilities[whole.action]
+    assert {"gpus", "cpus", "action_name", "relocate", "held", "forecast"} <= set(brief)
+    job_file = tmp_path / "job.json"
+    job_file.write_text(json.dumps(JOB))
+    outcome = call(lambda: recommend_cli.main([f"--job={job_file}", "--brief"]), capsys, tmp_path)
+    assert outcome.code == 0 and json.loads(outcome.stdout) == json.loads(json.dumps(brief)), outcome.report()
+    lines = []
+    serve(
+        policy,
+        [json.dumps(JOB)],
+        type("Out", (), {"write": lines.append, "flush": lambda self: None})(),
+        True,
+    )
+    assert json.loads(lines[0]) == json.loads(json.dumps({"line": 1, **brief}))
+    server = make_server(policy, "127.0.0.1", 0, brief=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        status, answer = request(server.server_address[:2], "POST", "/recommend", json.dumps(JOB).encode())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert status == 200 and answer == json.loads(json.dumps(brief))
+    refused = call(
+        lambda: recommend_cli.main([f"--job={job_file}", "--brief", "--forecast_start"]), capsys, tmp_path
+    )
+    assert_refused(refused, "--brief shortens the policy's answer")
