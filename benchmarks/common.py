@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from slamorl_jax.atomic_files import publish_staged, stage_text
+from slamorl_jax.atomic_files import publish_staged, stage_text, staging
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     bounded,
@@ -265,19 +265,10 @@ def write_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     md = out.with_suffix(".md")
     texts = {out: dumps_strict(payload, indent=2) + "\n", md: markdown + "\n"}
-    staged: list[tuple[Path, Path]] = []
-
-    def remove_staged() -> None:
-        for temp, _ in staged:
-            temp.unlink(missing_ok=True)
-
-    with cleanup_on_interrupt(remove_staged):
-        try:
-            for path, text in texts.items():
-                staged.append((stage_text(path, text), path))
-            publish_staged(staged, replace=overwrite)
-        finally:
-            remove_staged()
+    with staging() as staged:
+        for path, text in texts.items():
+            staged.append((stage_text(path, text), path))
+        publish_staged(staged, replace=overwrite)
     return out, md
 
 

@@ -65,11 +65,10 @@ from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.atomic_files import publish_staged, temporary_beside
+from slamorl_jax.atomic_files import publish_staged, staging, temporary_beside
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     bounded,
-    cleanup_on_interrupt,
     fail,
     run_command,
     summary,
@@ -187,25 +186,16 @@ def profile(compiled: Any, args: tuple, keep_trace: Path | None = None) -> tuple
 def keep(trace: str, text: str, prefix: Path) -> None:
     """Copy ``trace`` to ``PREFIX.trace.json.gz`` and write ``text`` gzipped to ``PREFIX.hlo.txt.gz``:
     each staged beside its target first, then both moved into place together."""
-    staged: list[tuple[Path, Path]] = []
-
-    def remove_staged() -> None:
+    with staging() as staged:
+        trace_path, text_path = (Path(f"{prefix}{suffix}") for suffix in KEPT_SUFFIXES)
+        staged.append((temporary_beside(trace_path), trace_path))
+        shutil.copyfile(trace, staged[-1][0])
+        staged.append((temporary_beside(text_path), text_path))
+        with gzip.open(staged[-1][0], "wt") as stream:
+            stream.write(text)
         for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-
-    with cleanup_on_interrupt(remove_staged):
-        try:
-            trace_path, text_path = (Path(f"{prefix}{suffix}") for suffix in KEPT_SUFFIXES)
-            staged.append((temporary_beside(trace_path), trace_path))
-            shutil.copyfile(trace, staged[-1][0])
-            staged.append((temporary_beside(text_path), text_path))
-            with gzip.open(staged[-1][0], "wt") as stream:
-                stream.write(text)
-            for tmp, _ in staged:
-                os.chmod(tmp, 0o644)
-            publish_staged(staged)
-        finally:
-            remove_staged()
+            os.chmod(tmp, 0o644)
+        publish_staged(staged)
 
 
 def kept_trace(prefix: Path) -> tuple[dict[str, Any], str, Counter[str], int]:

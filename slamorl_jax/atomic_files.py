@@ -10,7 +10,8 @@ from __future__ import annotations
 import errno
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -88,6 +89,24 @@ def publish_new(tmp: Path, path: str | Path) -> None:
             raise
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         os.replace(tmp, path)
+
+
+@contextmanager
+def staging() -> Iterator[list[tuple[Path, Path]]]:
+    """A list for the block to put ``(temporary, target)`` pairs in (:func:`stage_text`,
+    :func:`temporary_beside`) and hand to :func:`publish_staged`: whatever temporary file is left
+    when the block ends, fails, or a stop signal ends the process inside it, is removed."""
+    staged: list[tuple[Path, Path]] = []
+
+    def remove_staged() -> None:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+
+    with cleanup_on_interrupt(remove_staged):
+        try:
+            yield staged
+        finally:
+            remove_staged()
 
 
 def publish_staged(staged: Sequence[tuple[Path, Path]], replace: bool = True) -> None:

@@ -9,8 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from slamorl_jax.atomic_files import publish_staged, stage_text, temporary_beside
-from slamorl_jax.cli_args import cleanup_on_interrupt
+from slamorl_jax.atomic_files import publish_staged, stage_text, staging, temporary_beside
 from slamorl_jax.evaluation.headline import COST_SCENARIO, TIME_SCENARIO
 from slamorl_jax.evaluation.methods import FOCUS_METHODS, ORACLE, REACHABLE
 from slamorl_jax.json_output import dumps_strict
@@ -292,27 +291,18 @@ def write_outputs(out_dir: Path, payload: dict, plots: bool) -> list[Path]:
     once all are written: a failure (a full disk, a file-size limit) leaves an earlier evaluation's
     files as they were, never cut short or mixed with this one's."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    staged: list[tuple[Path, Path]] = []
-
-    def remove_staged() -> None:
-        for tmp, _ in staged:
-            tmp.unlink(missing_ok=True)
-
     # A Ctrl-C or SIGTERM while staging removes what was staged; one during the renames waits for
     # them, so the folder never holds some of this evaluation's files and some of an earlier one's.
-    with cleanup_on_interrupt(remove_staged):
-        try:
-            for name, text in (
-                ("evaluation.json", dumps_strict(payload, indent=2, sort_keys=True) + "\n"),
-                ("evaluation.md", to_markdown(payload)),
-                ("evaluation.csv", to_csv(payload)),
-            ):
-                staged.append((stage_text(out_dir / name, text), out_dir / name))
-            if plots:
-                staged += stage_plots(out_dir, payload)
-            publish_staged(staged)
-        finally:
-            remove_staged()
+    with staging() as staged:
+        for name, text in (
+            ("evaluation.json", dumps_strict(payload, indent=2, sort_keys=True) + "\n"),
+            ("evaluation.md", to_markdown(payload)),
+            ("evaluation.csv", to_csv(payload)),
+        ):
+            staged.append((stage_text(out_dir / name, text), out_dir / name))
+        if plots:
+            staged += stage_plots(out_dir, payload)
+        publish_staged(staged)
     return [path for _, path in staged]
 
 
