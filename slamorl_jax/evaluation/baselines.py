@@ -11,7 +11,8 @@ A start rule is ``rule(state, params) -> (gpus, cpus)`` for one fresh job (``epi
 * :func:`reference_heuristic`: the reference code's ``estimate_optimal_resources`` (L1479-1624 of
   ``main-rl-slamorl.py``, reference notes §11.2), applied once to the request with the request's
   expected GPU utilisation, as the code applies it once before its optimised run.
-* :class:`BestStatic`: the best static allocation in hindsight, per job (the oracle).
+* :class:`BestStatic`: the best static allocation in hindsight, per job (the oracle;
+  ``env/best_static.py``, where the history store and the demonstrations, below evaluation, take it).
 * :class:`ProfileBestStatic`: the same choice made from what a platform knows before the job runs,
   then run on the truth: the workload's profile instead of the job's hidden constants
   (``env/job_truth.py``), and no mid-run event (``env/shifts.py``; no one knows one before it
@@ -35,12 +36,21 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from slamorl_jax.env.best_static import BestStatic, expected_static_outcomes
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.params import EnvParams, max_gpus
-from slamorl_jax.env.plans import best_index, plan_outcomes
 from slamorl_jax.env.shifts import NONE as NO_EVENT
 from slamorl_jax.env.state import EnvState
-from slamorl_jax.env.static_allocations import full_lattice
+
+__all__ = [
+    "BestStatic",
+    "ProfileBestStatic",
+    "expected_static_outcomes",
+    "maximum",
+    "minimum",
+    "reference_heuristic",
+    "requested",
+]
 
 # Thresholds and steps of the reference code's heuristic (utilisation as a fraction, CPUs as counts).
 HEURISTIC_TIME_UTIL = 0.70  # time: scale up when the GPUs are busier than this
@@ -107,30 +117,6 @@ def reference_heuristic(state: EnvState, params: EnvParams) -> tuple[jax.Array, 
 
 
 @dataclasses.dataclass(frozen=True)
-class BestStatic:
-    """The oracle's start rule over a fixed allocation lattice (hashable, so its runner compiles once).
-
-    Build it with :meth:`for_params` from concrete params; see the module docstring for the choice.
-    """
-
-    gpus: tuple[int, ...]
-    cpus: tuple[int, ...]
-
-    @classmethod
-    def for_params(cls, params: EnvParams) -> BestStatic:
-        """The rule over every allocation that actions can reach under ``params``."""
-        gpus, cpus = full_lattice(params)
-        return cls(tuple(int(g) for g in gpus), tuple(int(c) for c in cpus))
-
-    def __call__(self, state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Array]:
-        """The job's best static allocation."""
-        gpus = jnp.asarray(self.gpus, jnp.int32)
-        cpus = jnp.asarray(self.cpus, jnp.int32)
-        best = best_index(*expected_static_outcomes(state, gpus, cpus, params))
-        return gpus[best], cpus[best]
-
-
-@dataclasses.dataclass(frozen=True)
 class ProfileBestStatic:
     """:class:`BestStatic`'s choice with the job's profile in place of its true constants and no
     mid-run event (module docstring)."""
@@ -148,13 +134,3 @@ class ProfileBestStatic:
         no_event = jnp.full_like(state.job.shift_kind, NO_EVENT)
         known = state.job.replace(constants=state.job.profile, shift_kind=no_event)
         return self.oracle(state.replace(job=known), params)
-
-
-def expected_static_outcomes(
-    state: EnvState, gpus: jax.Array, cpus: jax.Array, params: EnvParams
-) -> tuple[jax.Array, jax.Array]:
-    """For one job and allocations ``(gpus, cpus)`` (shape ``[L]``): the six job-level SLA checks of
-    a noise-free static run (``[6, L]``) and the preference-weighted time and cost relative to the
-    request (``[L]``). A job with a mid-run event (``env/shifts.py``) meets it: the static run holds
-    its allocation through it (``plans.plan_outcomes`` without a move)."""
-    return plan_outcomes(state.job, gpus, cpus, gpus, cpus, False, params)

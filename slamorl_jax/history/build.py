@@ -17,11 +17,11 @@ import functools
 import jax
 import numpy as np
 
+from slamorl_jax.env.best_static import BestStatic
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
-from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.history.records import HistoryRecord, record_from_mapping
 
 

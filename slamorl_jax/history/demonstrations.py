@@ -25,12 +25,12 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.imitation import Demonstrations
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env import action_sets
+from slamorl_jax.env.best_static import BestStatic
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.episodes import step_once
-from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.history.decisions import NEXT_FIELDS, Decision
 from slamorl_jax.live import check_recommendable
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster
