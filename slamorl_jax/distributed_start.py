@@ -32,8 +32,9 @@ FALSE_WORDS = ("false", "f", "0")
 
 
 def _double_dash(arg: str) -> str:
-    """``arg`` with absl's one-dash spelling of a flag (``-name``, ``-name=value``) as ``--name``."""
-    return "-" + arg if arg.startswith("-") and not arg.startswith("--") and len(arg) > 1 else arg
+    """``arg`` with absl's one-dash spelling of a flag (``-name``, ``-name=value``) as ``--name``; a
+    value such as ``-1`` stays as it is."""
+    return "-" + arg if len(arg) > 1 and arg[0] == "-" and (arg[1].isalpha() or arg[1] == "_") else arg
 
 
 def _value(args: Sequence[str], i: int, name: str) -> tuple[str | None, int]:

@@ -265,6 +265,7 @@ def test_the_early_reading_takes_the_flags_as_absl_does() -> None:
     assert early_options(["--distributed=t"]).enabled and not early_options(["-distributed=F"]).enabled
     assert early_options(["-distributed"]).enabled and early_options(["-nodistributed"]).enabled is False
     assert early_options(["--num_envs=8"]).enabled is None  # not given
+    assert early_options(["--process_id", "-1"]).process_id == -1  # a value, not a flag (refused later)
     with pytest.raises(ValueError, match="--distributed must be true or false, got 'yes'"):
         early_options(["--distributed=yes"])
 
