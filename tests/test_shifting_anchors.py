@@ -4,6 +4,7 @@ bad list refused in one line."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,12 @@ SHIPPED = str(Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 
 @pytest.mark.slow
 def test_two_copies_of_one_policy_give_its_figures_with_no_spread(tmp_path: Path) -> None:
-    """The shipped policy named twice runs twice on the same jobs: every event's mean is each
-    copy's figure, the spread is 0, and the report shows both."""
+    """The shipped policy and a copy of it run on the same jobs: every event's mean is each copy's
+    figure, the spread is 0, and the report shows both (one folder named twice is refused)."""
     out = tmp_path / "anchors.json"
-    main(["--checkpoint", f"{SHIPPED},{SHIPPED}", "--episodes", "8", "--out", str(out)])
+    copy = tmp_path / "copy"
+    shutil.copytree(SHIPPED, copy)
+    main(["--checkpoint", f"{SHIPPED},{copy}", "--episodes", "8", "--out", str(out)])
     rows = json.loads(out.read_text())["rows"]
     assert set(rows) >= {"contention", "slow_node", "shifting"}
     for row in rows.values():
