@@ -146,10 +146,14 @@ def time_python_loop(
     return Timing(work=work, run_s=[work / r for r in rates])
 
 
+#: What a report's result depends on, for its commit's ``-dirty`` (a README edit is not code).
+CODE_PATHS = ("slamorl_jax", "benchmarks", "pyproject.toml", "setup.py")
+
+
 def _git_commit() -> str | None:
-    """The checkout's commit (short), ``-dirty`` after it when tracked files differ from it (a
-    result of code that no commit holds), as ``git describe --dirty`` writes it; ``None`` outside
-    a git checkout."""
+    """The checkout's commit (short), ``-dirty`` after it when the tracked code differs from it (the
+    package, the benchmarks or the build files: a result of code that no commit holds), as ``git
+    describe --dirty`` writes it; ``None`` outside a git checkout."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5
@@ -157,9 +161,8 @@ def _git_commit() -> str | None:
         commit = out.stdout.strip()
         if not commit:
             return None
-        changed = subprocess.run(
-            ["git", "diff", "--quiet", "HEAD", "--"], cwd=REPO_ROOT, capture_output=True, timeout=30
-        )
+        diff = ["git", "diff", "--quiet", "HEAD", "--", *CODE_PATHS]
+        changed = subprocess.run(diff, cwd=REPO_ROOT, capture_output=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{commit}-dirty" if changed.returncode == 1 else commit
@@ -254,21 +257,27 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
 
 
 def write_report(
-    out: Path, payload: Mapping[str, Any], markdown: str, overwrite: bool = False
+    out: Path,
+    payload: Mapping[str, Any],
+    markdown: str,
+    overwrite: bool = False,
+    staged: list[tuple[Path, Path]] | None = None,
 ) -> tuple[Path, Path]:
     """Write ``payload`` as JSON to ``out`` and ``markdown`` beside it (same name, ``.md``).
 
     Both are written and flushed to temporary files first (``atomic_files.stage_text``) and moved
-    into place together only when both are written: a failed write (a full disk) or a Ctrl-C leaves
-    the previous report whole and no temporary file behind. Without ``overwrite`` neither replaces a
-    file (``FileExistsError``; one another run wrote after :func:`check_out_path` passed)."""
+    into place together only when both are written, with the files a run staged beside them
+    (``staged``, an ``atomic_files.staging`` list the caller removes): a failed write (a full disk)
+    or a Ctrl-C leaves the previous report whole and no temporary file behind. Without ``overwrite``
+    none replaces a file (``FileExistsError``; one another run wrote after :func:`check_out_path`
+    passed)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     md = out.with_suffix(".md")
     texts = {out: dumps_strict(payload, indent=2) + "\n", md: markdown + "\n"}
-    with staging() as staged:
+    with staging() as own:
         for path, text in texts.items():
-            staged.append((stage_text(path, text), path))
-        publish_staged(staged, replace=overwrite)
+            own.append((stage_text(path, text), path))
+        publish_staged([*(staged or []), *own], replace=overwrite)
     return out, md
 
 
@@ -383,27 +392,34 @@ def report(
     prog: str,
 ) -> None:
     """Run a benchmark, print its Markdown table and write JSON + Markdown to ``args.out``
-    (:func:`publish_report`); a checkpoint that cannot be loaded exits with code 2 and one line."""
-    try:
-        payload = run(args)
-    except ValueError as error:
-        # Imported only here: a benchmark that loads no policy does not pay for orbax at start-up
-        # (a CheckpointError means the module is loaded already).
-        from slamorl_jax.checkpoint import CheckpointError
+    (:func:`publish_report`); a checkpoint that cannot be loaded exits with code 2 and one line.
+    Files the run writes beside its report (``step_profile``'s kept trace) it stages in
+    ``args.staged`` (``atomic_files.temporary_beside``): they are published with the report, or
+    removed with it when the run or the write fails."""
+    with staging() as staged:
+        args.staged = staged
+        try:
+            payload = run(args)
+        except ValueError as error:
+            # Imported only here: a benchmark that loads no policy does not pay for orbax at start-up
+            # (a CheckpointError means the module is loaded already).
+            from slamorl_jax.checkpoint import CheckpointError
 
-        if isinstance(error, CheckpointError):
-            fail(str(error), prog)
-        raise
-    publish_report(args, payload, to_markdown(payload), prog)
+            if isinstance(error, CheckpointError):
+                fail(str(error), prog)
+            raise
+        publish_report(args, payload, to_markdown(payload), prog)
 
 
 def publish_report(args: argparse.Namespace, payload: Mapping[str, Any], markdown: str, prog: str) -> None:
-    """Print ``markdown`` and write the report to ``args.out``, replacing one only with
-    ``args.overwrite``: a report another run wrote there meanwhile ends the command with one line
-    and exit 2, the table printed above it."""
+    """Print ``markdown`` and write the report to ``args.out`` with the files staged in
+    ``args.staged`` (if any), replacing a file only with ``args.overwrite``: a report another run
+    wrote there meanwhile ends the command with one line and exit 2, the table printed above it."""
     print(markdown)
     try:
-        json_path, md_path = write_report(args.out, payload, markdown, overwrite=args.overwrite)
+        json_path, md_path = write_report(
+            args.out, payload, markdown, overwrite=args.overwrite, staged=getattr(args, "staged", None)
+        )
     except FileExistsError as error:
         fail(f"--out {str(args.out)!r}: {error.filename} appeared while this ran; pass --overwrite", prog)
     print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)

@@ -65,7 +65,7 @@ from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.atomic_files import publish_staged, staging, temporary_beside
+from slamorl_jax.atomic_files import temporary_beside
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     bounded,
@@ -162,12 +162,17 @@ def module_name(hlo_text: str) -> str:
     return first[1].rstrip(",")
 
 
-def profile(compiled: Any, args: tuple, keep_trace: Path | None = None) -> tuple[str, Counter[str], int]:
+def profile(
+    compiled: Any,
+    args: tuple,
+    keep_trace: Path | None = None,
+    staged: list[tuple[Path, Path]] | None = None,
+) -> tuple[str, Counter[str], int]:
     """Run ``compiled(*args)`` warm, then once under the profiler: the program's text and
     :func:`thunk_times_us`. ``keep_trace``: a path prefix to keep the trace and the text at
-    (``PREFIX.trace.json.gz``, ``PREFIX.hlo.txt.gz``; ``--from-trace`` reads them back), both
-    replaced together once the run has charged its trace, so a run that fails or is stopped leaves
-    a kept pair as it was (the report beside them follows in the next moment)."""
+    (``PREFIX.trace.json.gz``, ``PREFIX.hlo.txt.gz``; ``--from-trace`` reads them back), staged in
+    ``staged`` (``common.report``'s) and published with the report ``PREFIX.json``, so a run that
+    fails or is stopped leaves a kept set as it was."""
     for _ in range(WARMUP_CALLS):
         jax.block_until_ready(compiled(*args))
     text = compiled.as_text()
@@ -179,23 +184,23 @@ def profile(compiled: Any, args: tuple, keep_trace: Path | None = None) -> tuple
             raise RuntimeError(f"the profiler wrote no Perfetto trace under {trace_dir}")
         times, events = thunk_times_us(paths[0], module_name(text))
         if keep_trace is not None:
-            keep(paths[0], text, keep_trace)
+            if staged is None:  # its files would stay temporary, never published nor removed
+                raise ValueError("keep_trace needs the staged list of common.report, to publish with it")
+            keep(paths[0], text, keep_trace, staged)
     return text, times, events
 
 
-def keep(trace: str, text: str, prefix: Path) -> None:
-    """Copy ``trace`` to ``PREFIX.trace.json.gz`` and write ``text`` gzipped to ``PREFIX.hlo.txt.gz``:
-    each staged beside its target first, then both moved into place together."""
-    with staging() as staged:
-        trace_path, text_path = (Path(f"{prefix}{suffix}") for suffix in KEPT_SUFFIXES)
-        staged.append((temporary_beside(trace_path), trace_path))
-        shutil.copyfile(trace, staged[-1][0])
-        staged.append((temporary_beside(text_path), text_path))
-        with gzip.open(staged[-1][0], "wt") as stream:
-            stream.write(text)
-        for tmp, _ in staged:
-            os.chmod(tmp, 0o644)
-        publish_staged(staged)
+def keep(trace: str, text: str, prefix: Path, staged: list[tuple[Path, Path]]) -> None:
+    """Copy ``trace`` for ``PREFIX.trace.json.gz`` and gzip ``text`` for ``PREFIX.hlo.txt.gz``, each
+    into a temporary file beside its target, put in ``staged`` as soon as it exists."""
+    trace_path, text_path = (Path(f"{prefix}{suffix}") for suffix in KEPT_SUFFIXES)
+    staged.append((temporary_beside(trace_path), trace_path))
+    shutil.copyfile(trace, staged[-1][0])
+    os.chmod(staged[-1][0], 0o644)
+    staged.append((temporary_beside(text_path), text_path))
+    with gzip.open(staged[-1][0], "wt") as stream:
+        stream.write(text)
+    os.chmod(staged[-1][0], 0o644)
 
 
 def kept_trace(prefix: Path) -> tuple[dict[str, Any], str, Counter[str], int]:
@@ -259,7 +264,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 PROG,
             )
         compiled, call_args, units = (env_rollout if args.program == "env" else training_chunk)(args)
-        text, times, events = profile(compiled, call_args, args.keep_trace)
+        text, times, events = profile(compiled, call_args, args.keep_trace, getattr(args, "staged", None))
         what = {"program": args.program, "num_envs": args.num_envs, "steps": args.steps, "step": args.step}
         if args.program == "train":  # the learner's chunk: no env steps of either kind are profiled
             what.update(steps=None, step=None)

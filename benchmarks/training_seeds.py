@@ -71,7 +71,7 @@ DEFAULT_RUN_ROOT = "runs/seeds"
 
 #: ``train`` flags this command sets for each seed, which ``--train-flags`` must not override (the
 #: later flag wins, and the report would name a seed or folder its run was not trained with).
-SET_BY_THIS_COMMAND = frozenset({"seed", "run_dir", "checkpoint_dir"})
+SET_BY_THIS_COMMAND = frozenset({"seed", "run_dir", "checkpoint_dir", "log_dir"})
 
 
 def flag_name(token: str) -> str:

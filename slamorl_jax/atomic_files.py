@@ -88,7 +88,11 @@ def publish_new(tmp: Path, path: str | Path) -> None:
         if isinstance(err, FileExistsError) or err.errno not in NO_HARD_LINKS:
             raise
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except BaseException:
+            Path(path).unlink(missing_ok=True)  # the empty placeholder claimed the name: not a file
+            raise
 
 
 @contextmanager
@@ -110,11 +114,13 @@ def staging() -> Iterator[list[tuple[Path, Path]]]:
 
 
 def publish_staged(staged: Sequence[tuple[Path, Path]], replace: bool = True) -> None:
-    """Move each ``(temporary, target)`` pair's staged file onto its target, all of them or none: a
-    stop signal waits for the renames to end. ``replace=False`` publishes each by :func:`publish_new`,
-    which fails (``FileExistsError``) where a target exists, as another program may have made one
-    since it was checked; the targets this call had already published are then removed again, so
-    none is left beside another run's. The temporary files stay for the caller to remove."""
+    """Move each ``(temporary, target)`` pair's staged file onto its target, each whole: a stop
+    signal waits for the renames to end, so they all happen. ``replace=False`` publishes each by
+    :func:`publish_new`, which fails (``FileExistsError``) where a target exists, as another program
+    may have made one since it was checked; the targets this call had already published are then
+    removed again, so none is left beside another run's. With ``replace=True`` a rename that fails
+    (a target turned into a folder meanwhile) leaves the ones before it replaced. The temporary
+    files stay for the caller to remove (:func:`staging`)."""
     published: list[Path] = []
     with stop_signals_deferred():
         for tmp, path in staged:

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from slamorl_jax.cli_args import first_line
+from slamorl_jax.cli_args import cleanup_on_interrupt, first_line
 
 READY = "ready"
 REFUSED = "refused: "
@@ -113,27 +114,34 @@ def check_shared(client: Any, me: int, count: int, timeout_ms: int, folder: Path
     """Raise :class:`StartRefusedError` on every process unless each of them sees, in ``folder``, the
     file process 0 wrote there: the run's processes must share its checkpoint folder (orbax writes
     one checkpoint from all of them). On separate disks, each process wrote its own folder and all
-    of them waited at the first save for orbax's 600 s, then failed naming no cause."""
+    of them waited at the first save for orbax's 600 s, then failed naming no cause. Process 0
+    posts why it could not write the file, if it could not, and every process stops with that."""
     marker = folder / f".shared-folder-check-{uuid.uuid4().hex[:12]}"
-    written = False
-    try:
-        if me == 0:
-            marker.write_text("a multi-process run checks that its processes share this folder\n")
-            written = True
-            client.key_value_set(f"{KEY_PREFIX}/shared/name", marker.name)
-        name = client.blocking_key_value_get(f"{KEY_PREFIX}/shared/name", timeout_ms)
-        client.key_value_set(f"{KEY_PREFIX}/shared/{me}", str(int((folder / name).is_file())))
-        client.wait_at_barrier(f"{KEY_PREFIX}/shared/posted", timeout_ms)
-        seen = [client.blocking_key_value_get(f"{KEY_PREFIX}/shared/{i}", timeout_ms) for i in range(count)]
-        client.wait_at_barrier(f"{KEY_PREFIX}/shared/read", timeout_ms)
-    except OSError as err:  # process 0 cannot write the folder it has just checked
-        raise StartRefusedError(f"cannot write in {folder}: {err.strerror or err}") from None
-    except Exception as err:  # the client's runtime errors, as above
-        said = first_line(err)
-        raise StartRefusedError(f"the processes could not compare their checkpoint folders: {said}") from None
-    finally:
-        if written:
-            marker.unlink(missing_ok=True)
+    remove_marker = partial(marker.unlink, missing_ok=True)
+    with cleanup_on_interrupt(remove_marker if me == 0 else lambda: None):
+        try:
+            if me == 0:
+                try:
+                    marker.write_text("a multi-process run checks that its processes share this folder\n")
+                    posted = marker.name
+                except OSError as err:
+                    posted = REFUSED + f"process 0 cannot write in {folder}: {err.strerror or err}"
+                client.key_value_set(f"{KEY_PREFIX}/shared/name", posted)
+            name = client.blocking_key_value_get(f"{KEY_PREFIX}/shared/name", timeout_ms)
+            sees = not name.startswith(REFUSED) and (folder / name).is_file()
+            client.key_value_set(f"{KEY_PREFIX}/shared/{me}", str(int(sees)))
+            client.wait_at_barrier(f"{KEY_PREFIX}/shared/posted", timeout_ms)
+            keys = [f"{KEY_PREFIX}/shared/{i}" for i in range(count)]
+            seen = [client.blocking_key_value_get(key, timeout_ms) for key in keys]
+            client.wait_at_barrier(f"{KEY_PREFIX}/shared/read", timeout_ms)
+        except Exception as err:  # the client's runtime errors, as above
+            said = f"the processes could not compare their checkpoint folders: {first_line(err)}"
+            raise StartRefusedError(said) from None
+        finally:
+            if me == 0:
+                remove_marker()
+    if name.startswith(REFUSED):
+        raise StartRefusedError(name[len(REFUSED) :])
     if missing := [i for i, flag in enumerate(seen) if flag != "1"]:
         raise StartRefusedError(
             f"process {missing[0]} of {count} does not see process 0's files in {folder}: the run's "

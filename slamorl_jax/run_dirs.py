@@ -156,12 +156,13 @@ def new_folder_problem(path: str | Path) -> str | None:
     try:
         if path.exists() and (not path.is_dir() or any(path.iterdir())):
             return "must be a new or empty folder"
-        if path.exists() and (os.path.ismount(path) or path.resolve() == Path.cwd().resolve()):
+        real = Path(os.path.realpath(path))  # where the policy goes: a link's folder, not the link
+        if real.exists() and (os.path.ismount(real) or real == Path.cwd().resolve()):
             # The new folder replaces it by a rename, which a mount point refuses, and which would
             # leave a shell in the current folder standing in a deleted one.
-            where = "a mount point" if os.path.ismount(path) else "the current folder"
+            where = "a mount point" if os.path.ismount(real) else "the current folder"
             return f"is {where}: name a new folder inside it"
-        if checkpoint_marks(path.absolute().parent):
+        if checkpoint_marks(real.parent):
             # A run's checkpoint folder: its next save takes numbered folders for its own steps and
             # deletes them past --keep; --resume removed a policy exported into one.
             return "is inside a run's checkpoint folder (it holds numbered steps): choose a folder outside it"

@@ -597,8 +597,10 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
                 # hung at their first save, each waiting for the others' shards of one checkpoint.
                 settings = {
                     **dataclasses.asdict(config),
-                    "checkpoint_dir": str(checkpoint_dir.absolute()),
-                    "log_dir": str(log_dir.absolute()),
+                    # as given: nodes may mount one shared folder at other paths (check_shared
+                    # then finds whether they share it)
+                    "checkpoint_dir": str(checkpoint_dir),
+                    "log_dir": str(log_dir),
                     **{name: FLAGS[name].value for name in AGREED_RUN_FLAGS},
                 }
                 agree_to_start(None, distributed.initialization_timeout_s, settings, checkpoint_dir)

@@ -163,6 +163,7 @@ def test_training_seeds_trains_in_the_callers_folder(tmp_path: Path, monkeypatch
         # the later flag won: a run trained with seed 5 (or elsewhere) reported as seed 0
         (["--seeds=0", "--train-flags=--num_envs=8 --seed=5"], "--train-flags: --seed is set by this"),
         (["--seeds=0", "--train-flags=--run_dir x --checkpoint_dir=y"], "--checkpoint_dir, --run_dir is set"),
+        (["--seeds=0", "--train-flags=--log_dir=shared"], "--log_dir is set by this command"),
         (["--runs=a", "--seeds=0", "--train-flags=--num_envs=8"], "leave out --train-flags and --run-root"),
         (["--runs=a", "--seeds=0", "--run-root=rr"], "leave out --train-flags and --run-root"),
         (["--seeds=0,1", "--run-root=taken"], "--run-root: taken/seed1 must be a new or empty folder"),
@@ -381,13 +382,18 @@ def test_a_report_of_uncommitted_code_says_so(tmp_path: Path, monkeypatch: pytes
         subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
 
     git("init", "-q")
-    (tmp_path / "code.py").write_text("x = 1\n")
-    git("add", "code.py")
+    code = tmp_path / "slamorl_jax" / "code.py"
+    code.parent.mkdir()
+    code.write_text("x = 1\n")
+    (tmp_path / "README.md").write_text("notes\n")
+    git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
     monkeypatch.setattr(common, "REPO_ROOT", tmp_path)
     clean = common._git_commit()
     assert clean is not None and not clean.endswith("-dirty")
-    (tmp_path / "code.py").write_text("x = 2\n")
+    (tmp_path / "README.md").write_text("more notes\n")  # not code: the result is the commit's
+    assert common._git_commit() == clean
+    code.write_text("x = 2\n")
     assert common._git_commit() == f"{clean}-dirty"
 
 
@@ -412,3 +418,38 @@ def test_an_exploration_overhead_run_that_measures_nothing_is_refused(
     monkeypatch.chdir(tmp_path)
     outcome = call(lambda: main(["--training_only", "--train_updates=0", "--out=r.json"]), capsys, tmp_path)
     assert_refused(outcome, "--training_only with --train_updates 0 measures nothing")
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_files_a_run_keeps_beside_its_report_are_published_with_it_or_not_at_all(
+    fails: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``step_profile --keep-trace`` replaced its kept trace while it profiled, before the run was
+    charged and its report written: a run that failed after it left a new trace beside the old report.
+    A run stages such files in ``args.staged``; ``report`` publishes them with the report, or drops them."""
+    import argparse
+
+    from benchmarks.common import report
+    from slamorl_jax.atomic_files import temporary_beside
+
+    kept = tmp_path / "p.trace.json.gz"
+    kept.write_text("old trace")
+    out = tmp_path / "p.json"
+
+    def run(args: argparse.Namespace) -> dict:
+        staged = temporary_beside(kept)
+        staged.write_text("new trace")
+        args.staged.append((staged, kept))
+        if fails:
+            raise RuntimeError("the trace timed no instruction")
+        return {"run": 2}
+
+    args = argparse.Namespace(out=out, overwrite=True)
+    if fails:
+        with pytest.raises(RuntimeError, match="timed no instruction"):
+            report(args, run, lambda payload: "table", "prog")
+    else:
+        assert call(lambda: report(args, run, lambda payload: "table", "prog"), capsys, tmp_path).code is None
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == (["p.trace.json.gz"] if fails else ["p.json", "p.md", "p.trace.json.gz"]), names
+    assert kept.read_text() == ("old trace" if fails else "new trace")

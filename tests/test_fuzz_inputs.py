@@ -289,6 +289,11 @@ def test_export_policy_into_the_current_folder_is_refused_and_through_a_link_is_
     assert outcome.code == 0 and (sandbox / "link").is_symlink(), outcome.report()
     exported = ckpt.load_policy(sandbox / "empty")
     assert ckpt.params_equal(exported.params, ckpt.load_policy(checkpoints["good"]).params)
+    # A link is judged by the folder it names: one inside a run's checkpoint folder is refused
+    (sandbox / "garbage" / "inside").mkdir()
+    (sandbox / "into-a-run").symlink_to(sandbox / "garbage" / "inside")
+    outcome = call(lambda: export_policy.main([str(checkpoints["good"]), "into-a-run"]), capsys, sandbox)
+    assert_refused(outcome, "inside a run's checkpoint folder")
 
 
 # --- recommend ----------------------------------------------------------------------------------------

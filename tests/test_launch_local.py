@@ -4,6 +4,7 @@ launch before any process starts (a started process ran on alone until its join 
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,5 +40,15 @@ def test_the_processes_import_this_checkout_from_any_folder(tmp_path: Path, monk
     process (``No module named 'slamorl_jax'``); the launcher imports it, so its processes do too."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PYTHONPATH", raising=False)
-    # A module of the package that runs nothing: it exits 0 exactly when the package imports.
+    # A module of the package that runs nothing: it exits 0 exactly when the package imports (here;
+    # a pip-installed package imports from anywhere, so the child's path is checked too).
+    started: list[dict] = []
+    real_popen = subprocess.Popen
+
+    def popen(*args: object, **kwargs: object) -> subprocess.Popen:
+        started.append(dict(kwargs["env"]))
+        return real_popen(*args, **kwargs)
+
+    monkeypatch.setattr(local.subprocess, "Popen", popen)
     assert local.launch(1, 1, [], tmp_path / "logs", module="slamorl_jax.json_output") == 0
+    assert started and started[0]["PYTHONPATH"].split(os.pathsep)[0] == str(REPO_ROOT)

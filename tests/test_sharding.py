@@ -556,15 +556,20 @@ class FakeCoordinationClient:
         barrier.wait(timeout_ms / 1000)
 
 
-@pytest.mark.parametrize("shared", [True, False])
-def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(tmp_path: Path, shared: bool) -> None:
+@pytest.mark.parametrize("case", ["shared", "not shared", "unwritable"])
+def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(tmp_path: Path, case: str) -> None:
     """On separate disks each process wrote a checkpoint folder of its own, and all of them waited
     at the first save for orbax's 600 s. Process 0 now writes a file in the folder that every
-    process must see; here process 1's folder is another one when the disk is not shared."""
+    process must see; here process 1's folder is another one when the disk is not shared, and
+    process 0's is missing when it cannot write it (every process stops with its reason)."""
     from slamorl_jax.distributed_agreement import check_shared
 
-    folders = [tmp_path / "a", tmp_path / ("a" if shared else "b")]
-    for folder in folders:
+    shared = case == "shared"
+    folders = [
+        tmp_path / ("gone" if case == "unwritable" else "a"),
+        tmp_path / ("b" if case == "not shared" else "a"),
+    ]
+    for folder in folders[1:] if case == "unwritable" else folders:
         folder.mkdir(exist_ok=True)
     client = FakeCoordinationClient(2)
     outcomes: list[BaseException | None] = [None, None]
@@ -584,8 +589,12 @@ def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(tmp_path: Pa
         assert outcomes == [None, None]
     else:
         assert all(isinstance(error, StartRefusedError) for error in outcomes), outcomes
-        assert "process 1 of 2 does not see process 0's files in" in str(outcomes[0])
-    assert not any(path.name.startswith(".shared") for folder in folders for path in folder.iterdir())
+        said = (
+            "process 0 cannot write in" if case == "unwritable" else "process 1 of 2 does not see process 0's"
+        )
+        assert all(said in str(error) for error in outcomes), outcomes
+    kept = [path for folder in folders if folder.is_dir() for path in folder.iterdir()]
+    assert not [path for path in kept if path.name.startswith(".shared")]
 
 
 # slow: trains a two-process run twice (about 40 s)

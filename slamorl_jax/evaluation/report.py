@@ -301,7 +301,7 @@ def write_outputs(out_dir: Path, payload: dict, plots: bool) -> list[Path]:
         ):
             staged.append((stage_text(out_dir / name, text), out_dir / name))
         if plots:
-            staged += stage_plots(out_dir, payload)
+            stage_plots(out_dir, payload, staged)
         publish_staged(staged)
     return [path for _, path in staged]
 
@@ -315,15 +315,14 @@ def method_style(index: int) -> dict[str, str]:
     return {"color": f"C{index % 10}", "marker": MARKERS[(index // 10) % len(MARKERS)]}
 
 
-def stage_plots(out_dir: Path, payload: dict) -> list[tuple[Path, Path]]:
+def stage_plots(out_dir: Path, payload: dict, staged: list[tuple[Path, Path]]) -> None:
     """``scenarios.png`` (time and cost per method and scenario) and ``front.png`` (the front),
-    each written to a temporary file beside it: ``(temporary, target)`` pairs."""
+    each written to a temporary file beside it, its ``(temporary, target)`` pair put in ``staged``
+    as soon as the file exists (``atomic_files.staging`` removes it if the writing fails)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    staged: list[tuple[Path, Path]] = []
 
     def stage(fig: Any, name: str) -> None:
         tmp = temporary_beside(out_dir / name)
@@ -364,4 +363,3 @@ def stage_plots(out_dir: Path, payload: dict) -> list[tuple[Path, Path]]:
         ax.legend(fontsize="small")
         fig.tight_layout()
         stage(fig, "front.png")
-    return staged
