@@ -225,8 +225,8 @@ def combine(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def vars_of(args: argparse.Namespace) -> dict[str, Any]:
-    """The command's settings, JSON-ready."""
-    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    """The command's settings, JSON-ready (not ``staged``, ``common.report``'s list of side files)."""
+    return {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "staged"}
 
 
 def speedups(rows: list[dict[str, Any]], one_core: bool = False) -> dict[tuple, float]:
