@@ -147,7 +147,7 @@ def time_python_loop(
 
 
 #: What a report's result depends on, for its commit's ``-dirty`` (a README edit is not code).
-CODE_PATHS = ("slamorl_jax", "benchmarks", "pyproject.toml", "setup.py")
+CODE_PATHS = ("slamorl_jax", "benchmarks", ":(exclude)benchmarks/results", "pyproject.toml", "setup.py")
 
 
 def _git_commit() -> str | None:
@@ -421,7 +421,8 @@ def publish_report(args: argparse.Namespace, payload: Mapping[str, Any], markdow
             args.out, payload, markdown, overwrite=args.overwrite, staged=getattr(args, "staged", None)
         )
     except FileExistsError as error:
-        fail(f"--out {str(args.out)!r}: {error.filename} appeared while this ran; pass --overwrite", prog)
+        made = error.filename2 or error.filename  # os.link names the new name second
+        fail(f"--out {str(args.out)!r}: {made} appeared while this ran; pass --overwrite", prog)
     print(f"\nwrote {json_path} and {md_path}", file=sys.stderr)
 
 

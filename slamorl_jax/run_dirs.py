@@ -166,13 +166,16 @@ def new_folder_problem(path: str | Path) -> str | None:
             # A run's checkpoint folder: its next save takes numbered folders for its own steps and
             # deletes them past --keep; --resume removed a policy exported into one.
             return "is inside a run's checkpoint folder (it holds numbered steps): choose a folder outside it"
-        missing = _missing_ancestors(path)
-        existing = _nearest_existing(path)
+        # The folders the save makes: those a link names when the path goes through one (the path
+        # as typed otherwise, so a refusal names what the user wrote).
+        made = real if real != Path(os.path.abspath(path)) else path
+        missing = _missing_ancestors(made)
+        existing = _nearest_existing(made)
         if existing is None:
             return "cannot be created: no folder on its path exists"
         if not existing.is_dir():
             return f"cannot be created: {str(existing)!r} is a file"
-        probe_writable(missing[0] if missing else path / "probe")
+        probe_writable(missing[0] if missing else made / "probe")
     except (OSError, ValueError) as err:  # a name too long, a folder it may not list or write
         return unusable_path(err)
     return None

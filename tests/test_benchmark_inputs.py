@@ -114,6 +114,7 @@ def test_a_report_written_meanwhile_is_not_replaced_without_overwrite(
         lambda: publish_report(args, {"run": 2}, "table", "python -m benchmarks.x"), capsys, tmp_path
     )
     assert outcome.code == 2 and "table" in outcome.stdout, outcome.report()
+    assert f"{out.with_suffix('.md')} appeared while this ran" in outcome.stderr  # not a temporary's name
     assert outcome.stderr.count("\n") == 1 and "appeared while this ran; pass --overwrite" in outcome.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.md"]
 
@@ -386,12 +387,16 @@ def test_a_report_of_uncommitted_code_says_so(tmp_path: Path, monkeypatch: pytes
     code.parent.mkdir()
     code.write_text("x = 1\n")
     (tmp_path / "README.md").write_text("notes\n")
+    result = tmp_path / "benchmarks" / "results" / "r.md"
+    result.parent.mkdir(parents=True)
+    result.write_text("old figures\n")
     git("add", ".")
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code")
     monkeypatch.setattr(common, "REPO_ROOT", tmp_path)
     clean = common._git_commit()
     assert clean is not None and not clean.endswith("-dirty")
     (tmp_path / "README.md").write_text("more notes\n")  # not code: the result is the commit's
+    result.write_text("re-made figures\n")  # nor a benchmark's report
     assert common._git_commit() == clean
     code.write_text("x = 2\n")
     assert common._git_commit() == f"{clean}-dirty"

@@ -108,3 +108,14 @@ def test_one_folder_named_twice_is_locked_once(tmp_path: Path) -> None:
     finally:
         for fd in held:
             run_dirs.unlock_run_dir(fd)
+
+
+def test_a_new_folder_behind_a_link_is_judged_where_the_link_points(tmp_path: Path) -> None:
+    """The policy is saved where a link points; a link to nowhere passed the checks and the save
+    failed after the work it was to hold."""
+    (tmp_path / "nowhere").symlink_to(tmp_path / "missing-root" / "deep")
+    (tmp_path / "missing-root").write_text("a file, so nothing can be made under it\n")
+    assert new_folder_problem(tmp_path / "nowhere" / "x") is not None
+    (tmp_path / "somewhere").mkdir()
+    (tmp_path / "there").symlink_to(tmp_path / "somewhere")
+    assert new_folder_problem(tmp_path / "there" / "x") is None

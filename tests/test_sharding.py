@@ -556,8 +556,10 @@ class FakeCoordinationClient:
         barrier.wait(timeout_ms / 1000)
 
 
-@pytest.mark.parametrize("case", ["shared", "not shared", "unwritable"])
-def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(tmp_path: Path, case: str) -> None:
+@pytest.mark.parametrize("case", ["shared", "not shared", "unwritable", "unreadable"])
+def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(
+    tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """On separate disks each process wrote a checkpoint folder of its own, and all of them waited
     at the first save for orbax's 600 s. Process 0 now writes a file in the folder that every
     process must see; here process 1's folder is another one when the disk is not shared, and
@@ -571,6 +573,15 @@ def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(tmp_path: Pa
     ]
     for folder in folders[1:] if case == "unwritable" else folders:
         folder.mkdir(exist_ok=True)
+    if case == "unreadable":  # process 1 may not look into the folder: it must still post, not hang
+        real_is_file = Path.is_file
+
+        def is_file(path: Path) -> bool:
+            if threading.current_thread().name == "process-1":
+                raise PermissionError(13, "Permission denied", str(path))
+            return real_is_file(path)
+
+        monkeypatch.setattr(Path, "is_file", is_file)
     client = FakeCoordinationClient(2)
     outcomes: list[BaseException | None] = [None, None]
 
@@ -580,11 +591,13 @@ def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(tmp_path: Pa
         except BaseException as error:
             outcomes[me] = error
 
-    threads = [threading.Thread(target=process, args=(me,)) for me in (0, 1)]
+    threads = [threading.Thread(target=process, args=(me,), name=f"process-{me}") for me in (0, 1)]
+    started = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(30)
+    assert time.monotonic() - started < 9  # no process waited out the 10 s a wait may take
     if shared:
         assert outcomes == [None, None]
     else:
