@@ -48,7 +48,7 @@ from slamorl_jax.cli_args import first_line
 from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES, observation_layout
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.restore_noise import silence_abandoned_restores
+from slamorl_jax.restore_noise import quiet_if_it_fails
 from slamorl_jax.run_dirs import new_folder_problem, staged_new_folder
 
 FORMAT_VERSION = 1
@@ -128,11 +128,11 @@ def _quiet_save(manager: ocp.CheckpointManager, step: int, force: bool = False, 
     first (hundreds of lines on a full disk). On a failure the manager is closed, unheard, so those
     threads end before it is raised; it takes no more saves."""
     try:
-        with absl_verbosity(absl_logging.FATAL):
+        # a failed write's loop closes under TensorStore's callbacks too
+        with absl_verbosity(absl_logging.FATAL), quiet_if_it_fails():
             manager.save(step, args=ocp.args.Composite(**items), force=force)
             manager.wait_until_finished()
     except BaseException:
-        silence_abandoned_restores()  # a failed write's loop closes under TensorStore's callbacks too
         with absl_verbosity(absl_logging.FATAL), contextlib.suppress(Exception):
             manager.close()
         raise
@@ -316,11 +316,10 @@ def _check_stored_layout(where: Path, item: str, abstract: Any, what: str) -> No
     # orbax warns that a step's item has no step metadata
     with absl_verbosity(absl_logging.ERROR):
         try:
-            with ocp.StandardCheckpointer() as checkpointer:
+            with quiet_if_it_fails(), ocp.StandardCheckpointer() as checkpointer:
                 stored = checkpointer.metadata(where / item)
             stored_layout = _array_layout(getattr(stored, "item_metadata", stored))
         except Exception:  # damaged or unreadable metadata: the restore itself says so
-            silence_abandoned_restores()  # only after a failure: a process that loads fine keeps its hook
             stored_layout = []
     if not stored_layout:  # orbax reads damaged metadata as None: damage, which the restore reports
         return
@@ -337,11 +336,11 @@ def _restore_item(meta: dict[str, Any], root: Path, step: int, item: str, abstra
     where = root / str(step)
     _check_stored_layout(where, item, abstract, what)
     try:
-        restored = manager.restore(
-            step, args=ocp.args.Composite(**{item: ocp.args.StandardRestore(abstract)})
-        )[item]
+        with quiet_if_it_fails():
+            restored = manager.restore(
+                step, args=ocp.args.Composite(**{item: ocp.args.StandardRestore(abstract)})
+            )[item]
     except Exception as err:  # orbax raises many types for partial, damaged or mismatched trees
-        silence_abandoned_restores()
         raise CheckpointError(f"cannot restore {what} from {where}: {_short(err)}") from None
     digests = meta.get(META_KEY)
     expected = digests.get(item) if isinstance(digests, dict) else None

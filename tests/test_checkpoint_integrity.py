@@ -289,6 +289,11 @@ def test_a_policy_that_loads_leaves_the_process_unraisable_hook_alone(
     def own_hook(unraisable: object) -> None:  # the service's own
         pass
 
+    import logging
+
     monkeypatch.setattr(sys, "unraisablehook", own_hook)
+    monkeypatch.setattr(sys, "excepthook", own_hook)
+    filters = list(logging.getLogger("asyncio").filters)
     ckpt.load_policy(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
-    assert sys.unraisablehook is own_hook
+    assert sys.unraisablehook is own_hook and sys.excepthook is own_hook
+    assert logging.getLogger("asyncio").filters == filters
