@@ -137,6 +137,11 @@ def check_shared(client: Any, me: int, count: int, timeout_ms: int, folder: Path
             keys = [f"{KEY_PREFIX}/shared/{i}" for i in range(count)]
             seen = [client.blocking_key_value_get(key, timeout_ms) for key in keys]
             client.wait_at_barrier(f"{KEY_PREFIX}/shared/read", timeout_ms)
+            if me == 0:
+                remove_marker()
+            # No process goes on while the marker is there: the run's folder checks would find a
+            # file that is not a checkpoint in the checkpoint folder.
+            client.wait_at_barrier(f"{KEY_PREFIX}/shared/removed", timeout_ms)
         except Exception as err:  # the client's runtime errors, as above
             said = f"the processes could not compare their checkpoint folders: {first_line(err)}"
             raise StartRefusedError(said) from None

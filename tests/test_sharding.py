@@ -582,12 +582,23 @@ def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(
             return real_is_file(path)
 
         monkeypatch.setattr(Path, "is_file", is_file)
+    real_unlink = Path.unlink
+
+    def slow_unlink(path: Path, missing_ok: bool = False) -> None:  # process 0 removes its marker late
+        time.sleep(0.3)
+        real_unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", slow_unlink)
     client = FakeCoordinationClient(2)
     outcomes: list[BaseException | None] = [None, None]
+
+    left_on_return: list[str] = []
 
     def process(me: int) -> None:
         try:
             check_shared(client, me, 2, 10_000, folders[me])
+            # what the run's folder checks would find next (a marker there was "not a checkpoint")
+            left_on_return.extend(p.name for p in folders[me].iterdir() if p.name.startswith(".shared"))
         except BaseException as error:
             outcomes[me] = error
 
@@ -599,7 +610,7 @@ def test_processes_that_do_not_share_the_checkpoint_folder_all_stop(
         thread.join(30)
     assert time.monotonic() - started < 9  # no process waited out the 10 s a wait may take
     if shared:
-        assert outcomes == [None, None]
+        assert outcomes == [None, None] and left_on_return == []
     else:
         assert all(isinstance(error, StartRefusedError) for error in outcomes), outcomes
         said = (
