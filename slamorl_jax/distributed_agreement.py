@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,8 @@ def check_shared(client: Any, me: int, count: int, timeout_ms: int, folder: Path
             seen = [client.blocking_key_value_get(key, timeout_ms) for key in keys]
             client.wait_at_barrier(f"{KEY_PREFIX}/shared/read", timeout_ms)
             if me == 0:
-                remove_marker()
+                with suppress(OSError):  # every process must reach the barrier below all the same
+                    remove_marker()
             # No process goes on while the marker is there: the run's folder checks would find a
             # file that is not a checkpoint in the checkpoint folder.
             client.wait_at_barrier(f"{KEY_PREFIX}/shared/removed", timeout_ms)
@@ -147,7 +149,8 @@ def check_shared(client: Any, me: int, count: int, timeout_ms: int, folder: Path
             raise StartRefusedError(said) from None
         finally:
             if me == 0:
-                remove_marker()
+                with suppress(OSError):
+                    remove_marker()
     if name.startswith(REFUSED):
         raise StartRefusedError(name[len(REFUSED) :])
     if missing := [i for i, flag in enumerate(seen) if flag != "1"]:
