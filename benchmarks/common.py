@@ -576,10 +576,8 @@ def check_batches_split(
     starts), so no child is started for a row that can only fail."""
     from slamorl_jax.sharding import check_divisible
 
-    for devices in device_counts:
+    for devices in (count for count in device_counts if isinstance(count, int)):
         for num_envs in batches:
-            if not isinstance(devices, int):
-                continue
             try:
                 check_divisible(num_envs, devices)
             except ValueError as error:

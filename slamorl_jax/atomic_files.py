@@ -12,7 +12,6 @@ import os
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from functools import partial
 from pathlib import Path
 
 from slamorl_jax.cli_args import cleanup_on_interrupt, stop_signals_deferred
@@ -51,14 +50,9 @@ def stage_text(path: str | Path, text: str) -> Path:
 def write_text_atomically(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` whole or not at all (module docstring). The folder must
     exist: a mistyped path makes no new folders."""
-    tmp = stage_text(path, text)
-    remove_tmp = partial(tmp.unlink, missing_ok=True)
-    try:
-        with cleanup_on_interrupt(remove_tmp):
-            os.replace(tmp, path)
-    except BaseException:
-        remove_tmp()
-        raise
+    with staging() as staged:
+        staged.append((stage_text(path, text), Path(path)))
+        publish_staged(staged)
 
 
 #: What ``os.link`` raises on a filesystem without hard links (FAT, exFAT, some network and FUSE ones).
@@ -69,14 +63,10 @@ def write_new_text_atomically(path: str | Path, text: str) -> None:
     """:func:`write_text_atomically` for a file that must not exist yet: published by a hard link,
     which fails (``FileExistsError``) rather than replace a file another program made meanwhile. On a
     filesystem without hard links, the name is claimed by an exclusive create (the same
-    ``FileExistsError``), then replaced by the whole file in one rename."""
-    tmp = stage_text(path, text)
-    remove_tmp = partial(tmp.unlink, missing_ok=True)
-    try:
-        with cleanup_on_interrupt(remove_tmp):
-            publish_new(tmp, path)
-    finally:
-        remove_tmp()
+    ``FileExistsError``), then replaced by the whole file in one rename (:func:`publish_new`)."""
+    with staging() as staged:
+        staged.append((stage_text(path, text), Path(path)))
+        publish_staged(staged, replace=False)
 
 
 def publish_new(tmp: Path, path: str | Path) -> None:
