@@ -66,13 +66,7 @@ from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_modu
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.atomic_files import temporary_beside
-from slamorl_jax.cli_args import (
-    OneLineArgumentParser,
-    bounded,
-    fail,
-    run_command,
-    summary,
-)
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
 
