@@ -1,8 +1,8 @@
 """Exploration overhead: what jobs lose while a policy finds where they should run, cold vs warm.
 
     python -m benchmarks.exploration_overhead [--episodes 1024] [--seed 0] [--epochs 5]
-        [--history_jobs 2048] [--train_updates 30] [--train_envs 64] [--imitation_jobs 1024]
-        [--training_only]
+        [--history_jobs 2048] [--history_source oracle] [--train_updates 30] [--train_envs 64]
+        [--imitation_jobs 1024] [--training_only]
         [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json] [--overwrite]
 
 **Per job** (issue 8): the exploration overhead of a start is, over a job's first
@@ -25,7 +25,9 @@ shipped policy (greedy):
 * ``cold``: 1 GPU and one CPU step (``init_strategy`` cold): the policy explores from nothing;
 * ``request``: the user's request (what ``evaluate`` runs), for context;
 * ``history``: the nearest record of a history store (``slamorl_jax.history``) built from
-  ``--history_jobs`` *other* jobs of the same scenarios (another seed) and their oracle allocations;
+  ``--history_jobs`` *other* jobs of the same scenarios (another seed) and their oracle allocations
+  (``--history_source oracle``), or the allocations the policy ended those jobs on when it ran them
+  from the request (``--history_source policy``: what a platform would have logged);
 * ``forecast``: the forecast's first choice on the profile alone (``ProbingEnv`` with a probe budget
   of 0: no probe runs);
 * ``probes``: probe runs from the request when they are cheap against the job (``env/probes.py``,
@@ -81,7 +83,7 @@ from slamorl_jax.env.scenarios import SCENARIOS, with_preference, with_scenario
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import Method, run_method
 from slamorl_jax.history import HistoryStart
-from slamorl_jax.history.build import oracle_records
+from slamorl_jax.history.build import oracle_records, policy_records
 from slamorl_jax.history.demonstrations import oracle_demonstrations
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import greedy_policy
@@ -91,6 +93,11 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "exploration_overhea
 EARLY_EPOCHS = 5
 WARM_STARTS = ("history", "forecast", "probes", "probes_always")
 WHOLE_JOB = 1_000_000  # a horizon past every job's last epoch
+HISTORY_SOURCES = ("oracle", "policy")  # slamorl_jax.history build --source
+HISTORY_SOURCE_WORDS = {
+    "oracle": "their oracle allocations",
+    "policy": "the allocations the policy ended them on",
+}
 HISTORY_SEED_OFFSET = 1000  # the store's jobs are drawn from another seed than the evaluated ones
 
 
@@ -160,12 +167,17 @@ def per_job_overheads(args: argparse.Namespace, policy: LoadedPolicy, base: EnvP
     and its parts, and the cuts against cold."""
     scenarios = [name for name in SCENARIOS if name != "mixed"]
     store_key = jax.random.key(args.seed + HISTORY_SEED_OFFSET)
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+    greedy = greedy_policy(policy.network)
     records = []
     for index, name in enumerate(scenarios):
-        key = jax.random.fold_in(store_key, index)
-        records += oracle_records(with_scenario(base, name), key, args.history_jobs // len(scenarios))
+        key, params = jax.random.fold_in(store_key, index), with_scenario(base, name)
+        jobs = args.history_jobs // len(scenarios)
+        if args.history_source == "oracle":
+            records += oracle_records(params, key, jobs)
+        else:
+            records += policy_records(env, params, greedy, policy.params, key, jobs)
     methods = start_methods(policy, HistoryStart.from_records(records))
-    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     keys = [jax.random.key(args.seed)]
     out: dict[str, Any] = {"history_records": len(records), "horizons": {}}
     for horizon, epochs in ((str(args.epochs), args.epochs), ("job", WHOLE_JOB)):
@@ -278,6 +290,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "epochs": args.epochs,
         "seed": args.seed,
         "history_jobs": args.history_jobs,
+        "history_source": args.history_source,
         "imitation_jobs": args.imitation_jobs,
         "per_job": jobs,
         "per_job_wall_s": jobs_s,
@@ -295,10 +308,12 @@ def _shown(value: float | None, spec: str = ".0%") -> str:
 def to_markdown(payload: dict[str, Any]) -> str:
     """One table per horizon and the training comparison."""
     jobs = payload["per_job"]
+    store_words = HISTORY_SOURCE_WORDS[payload.get("history_source", "oracle")]  # older reports: oracle
     text = (
         f"Exploration overhead against the best static allocation in hindsight ({payload['episodes']} jobs "
         f"per scenario, seed {payload['seed']}, policy {payload['checkpoint']}; history store of "
-        f"{jobs['history_records']} other jobs). Overhead = regret in preference-weighted time and cost "
+        f"{jobs['history_records']} other jobs, {store_words}). Overhead = regret in preference-weighted "
+        "time and cost "
         "relative to the request's + SLA severity beyond the oracle's (benchmarks/exploration_overhead.py)."
         if jobs
         else f"Exploration overhead over training only (seed {payload['seed']}, {payload['checkpoint']})."
@@ -354,6 +369,13 @@ def main(argv: list[str] | None = None) -> None:
     scenarios = len([name for name in SCENARIOS if name != "mixed"])  # a store holds some of each
     parser.add_argument(
         "--history_jobs", type=bounded(int, scenarios, 1 << 20), default=2048, help="store size"
+    )
+    parser.add_argument(
+        "--history_source",
+        choices=HISTORY_SOURCES,
+        default="oracle",
+        help="the store's allocations: each job's best static one in hindsight (oracle) or the one the "
+        "policy ended it on (policy)",
     )
     parser.add_argument("--train_updates", type=bounded(int, 0, 10_000), default=30, help="0 skips training")
     parser.add_argument("--train_envs", type=bounded(int, 4, 1 << 16), default=64, help="jobs per update")

@@ -66,6 +66,12 @@ LEFT_EVENT_NODES = "left_event_nodes"
 # And how many of its re-allocations were relocations (``action_sets``: the same allocation on fresh
 # nodes; each is also one of ``reallocations``), counted from the actions the job took.
 RELOCATIONS = "relocations"
+# And what a history store records of a finished job (``history.build.records_from_episodes``): the
+# allocation it ran its last epoch on, and its deadline and budget.
+FINAL_GPUS = "final_gpus"
+FINAL_CPUS = "final_cpus"
+DEADLINE_S = "deadline_s"
+BUDGET_USD = "budget_usd"
 
 
 def keep_allocation(policy_params: Any, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
@@ -231,7 +237,7 @@ def _run_jobs(
     batch = runs * num_episodes
     if controller is not None:
         plans = jax.vmap(controller.plan, in_axes=(0, params_axes))(state, params)
-    initial = {**jax.vmap(episode_figures)(state), LEFT_EVENT_NODES: state.event_left}
+    initial = {**jax.vmap(episode_figures)(state), **_state_figures(state)}
     figures = {name: jnp.zeros_like(value) for name, value in initial.items()}
     figures[RELOCATIONS] = jnp.zeros(batch, jnp.int32)
     env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, params_axes))
@@ -248,7 +254,7 @@ def _run_jobs(
         relocated = emitted_relocation(actions, env.action_set)
         relocations = relocations + relocated.astype(jnp.int32)
         ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(ended))
-        at_end = {**info, LEFT_EVENT_NODES: state.event_left, RELOCATIONS: relocations}
+        at_end = {**info, **_state_figures(state), RELOCATIONS: relocations}
         figures = {
             name: jnp.where(_expand(ends_now, value), at_end[name], value) for name, value in figures.items()
         }
@@ -261,6 +267,18 @@ def _run_jobs(
     # A job cut short by max_steps_in_episode is not finished: its figures are those of part of a job
     # (the time so far against the whole job's reference, a deadline not yet reached).
     return {**figures, "finished": completed, "truncated": jnp.logical_and(ended, jnp.logical_not(completed))}
+
+
+def _state_figures(state: EnvState) -> dict[str, jax.Array]:
+    """The figures a batch of jobs records from its state beside ``episode_figures``' (module
+    constants above)."""
+    return {
+        LEFT_EVENT_NODES: state.event_left,
+        FINAL_GPUS: state.gpus,
+        FINAL_CPUS: state.cpus,
+        DEADLINE_S: state.job.sla_targets.deadline_s,
+        BUDGET_USD: state.job.sla_targets.budget_usd,
+    }
 
 
 def step_once(

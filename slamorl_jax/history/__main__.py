@@ -3,7 +3,10 @@
 ``build --checkpoint=PATH --out=history.json`` draws ``--jobs`` fresh jobs of the scenario the
 checkpoint's policy was trained on (its config's cluster, prices and preferences; ``--scenario`` to
 choose another) from ``--seed`` and records each with its best static allocation in hindsight
-(``history/build.py``); ``--out`` ending in ``.csv`` writes CSV. ``check --store=PATH`` reads a store
+(``--source=oracle``, the default), or runs them to the end with the checkpoint's policy (greedy,
+from the request) and records each finished job with the allocation it ran its last epoch on
+(``--source=policy``: what a platform logs, no hindsight); ``history/build.py``. ``--out`` ending in
+``.csv`` writes CSV. ``check --store=PATH`` reads a store
 (JSON or CSV, ``history/records.py``; each record's best allocation must fit the default cluster,
 the one every policy here is trained on) and prints a JSON summary. Bad input exits 2 with one line,
 an unusable ``--out`` before any job is simulated.
@@ -31,14 +34,32 @@ if TYPE_CHECKING:
 
 PROG = program_name("slamorl_jax.history")  # as started: -m or its script
 MAX_JOBS = 1 << 20
+SOURCES = ("oracle", "policy")
+# What a store's notes say of where its allocations came from.
+SOURCE_NOTES = {
+    "oracle": "fresh jobs, each with its best static allocation in hindsight",
+    "policy": "fresh jobs run to the end by the checkpoint's policy (greedy, from the request), each "
+    "finished one with the allocation it ran its last epoch on",
+}
 
 
 def parser() -> OneLineArgumentParser:
     """The command line of both sub-commands."""
     top = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
-    build = commands.add_parser("build", help="build a store from fresh simulated jobs and their oracle")
-    build.add_argument("--checkpoint", default=SHIPPED_POLICY, help="policy whose env config to use")
+    build = commands.add_parser("build", help="build a store from fresh simulated jobs")
+    build.add_argument(
+        "--checkpoint",
+        default=SHIPPED_POLICY,
+        help="policy whose env config (and, for --source=policy, runs) to use",
+    )
+    build.add_argument(
+        "--source",
+        choices=SOURCES,
+        default="oracle",
+        help="each job's allocation: its best static one in hindsight (oracle) or the one the "
+        "checkpoint's policy ended it on (policy)",
+    )
     build.add_argument("--out", required=True, help="the store to write (.json or .csv)")
     build.add_argument("--jobs", type=bounded(int, 1, MAX_JOBS), default=4096, help="jobs to record")
     build.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=1, help="jobs' seed")
@@ -82,9 +103,12 @@ def build(args: argparse.Namespace) -> int:
     import jax
 
     from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
+    from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.env.scenarios import with_scenario
-    from slamorl_jax.history.build import oracle_records
+    from slamorl_jax.history.build import oracle_records, policy_records
     from slamorl_jax.history.records import save_records
+    from slamorl_jax.quality_bar import greedy_policy
 
     try:
         policy = load_policy(args.checkpoint)
@@ -93,9 +117,18 @@ def build(args: argparse.Namespace) -> int:
             params = with_scenario(params, args.scenario)
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
-    records = oracle_records(params, jax.random.key(args.seed), args.jobs)
+    key = jax.random.key(args.seed)
+    if args.source == "oracle":
+        records = oracle_records(params, key, args.jobs)
+    else:
+        env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+        greedy = greedy_policy(policy.network, policy.hold_below)
+        try:
+            records = policy_records(env, params, greedy, policy.params, key, args.jobs)
+        except ValueError as err:  # no job finished within the step limit
+            fail(str(err), PROG)
     notes = {
-        "source": f"{PROG} build: fresh jobs, each with its best static allocation in hindsight",
+        "source": f"{PROG} build --source={args.source}: {SOURCE_NOTES[args.source]}",
         "checkpoint": str(args.checkpoint),
         "scenario": args.scenario or policy.config.scenario,
         "seed": args.seed,

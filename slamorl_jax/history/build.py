@@ -1,18 +1,21 @@
-"""Building a history store from simulated jobs: each job and the allocation that served it best.
+"""Building a history store from simulated jobs: each job and the allocation that served it.
 
-:func:`records_from_states` turns a batch of jobs (``EnvState``s, e.g. the ``final_state`` of finished
-episodes or fresh resets) and one allocation per job into records; :func:`oracle_records` draws fresh
-jobs of some env params and records each with its best static allocation in hindsight
-(``evaluation.baselines.BestStatic``, the evaluation's oracle: the allocation that meets the most
-job-level SLAs of the job's noise-free run, then the best preference-weighted time and cost). In a
-real deployment that is the allocation found best once the job finished; the jobs a store is built
-from must not be the jobs it is then evaluated on (use another seed).
+Two sources. :func:`oracle_records` draws fresh jobs of some env params and records each with its
+best static allocation in hindsight (``env.best_static.BestStatic``, the evaluation's oracle: the
+allocation that meets the most job-level SLAs of the job's noise-free run, then the best
+preference-weighted time and cost), which knows each job's hidden true speed: a bound on what a
+store can hold, not what a platform could log. :func:`policy_records` runs fresh jobs to the end
+with a policy and records each finished one with the allocation it ran its last epoch on
+(:func:`records_from_episodes`): what a platform logs of the jobs it ran, with no hindsight.
+:func:`records_from_states` turns a batch of jobs (``EnvState``s) and one allocation per job into
+records. The jobs a store is built from must not be the jobs it is then evaluated on (use another
+seed).
 """
-
 from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Any
 
 import jax
 import numpy as np
@@ -22,6 +25,7 @@ from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
+from slamorl_jax.episodes import BUDGET_USD, DEADLINE_S, FINAL_CPUS, FINAL_GPUS, Policy, run_episodes
 from slamorl_jax.history.records import HistoryRecord, record_from_mapping
 
 
@@ -32,10 +36,55 @@ def records_from_states(
     ``ValueError`` naming the job for a record :func:`~slamorl_jax.history.records.load_records` would
     refuse (a count below 1, an allocation of another shape than the batch), so nothing is saved that
     cannot be read back."""
-    catalog = catalog or load_catalog()
     job = jax.device_get(states.job)
-    gpus, cpus = np.asarray(gpus), np.asarray(cpus)
-    jobs = len(job.epochs)
+    return _records(
+        {
+            "workload": job.workload,
+            "gpu_type": job.gpu_type,
+            "epochs": job.epochs,
+            DEADLINE_S: job.sla_targets.deadline_s,
+            BUDGET_USD: job.sla_targets.budget_usd,
+            "preference": job.preference,
+            FINAL_GPUS: gpus,
+            FINAL_CPUS: cpus,
+        },
+        catalog,
+    )
+
+
+def records_from_episodes(
+    figures: dict[str, np.ndarray], catalog: Catalog | None = None
+) -> list[HistoryRecord]:
+    """One record per job of ``episodes.run_episodes``' ``figures`` that ran to completion, with the
+    allocation it ran its last epoch on (what a platform logs of a finished job; no hindsight): a
+    store of a policy's own runs. Jobs cut short (``truncated``) are left out; ``ValueError`` when
+    none finished, or as :func:`records_from_states`."""
+    finished = np.asarray(figures["finished"], dtype=bool)
+    if not finished.any():
+        raise ValueError("no job ran to completion: nothing to record (raise max_steps_in_episode)")
+    return _records({name: np.asarray(figures[name])[finished] for name in _EPISODE_FIELDS}, catalog)
+
+
+# The episode figures a record is made of (``episodes``' names; ``_records``' columns).
+_EPISODE_FIELDS = (
+    "workload",
+    "gpu_type",
+    "epochs",
+    DEADLINE_S,
+    BUDGET_USD,
+    "preference",
+    FINAL_GPUS,
+    FINAL_CPUS,
+)
+
+
+def _records(columns: dict[str, Any], catalog: Catalog | None) -> list[HistoryRecord]:
+    """Records of the jobs whose fields are the :data:`_EPISODE_FIELDS` columns (one entry per job),
+    each checked as a loaded one."""
+    catalog = catalog or load_catalog()
+    columns = {name: np.asarray(columns[name]) for name in _EPISODE_FIELDS}
+    jobs = len(columns["epochs"])
+    gpus, cpus = columns[FINAL_GPUS], columns[FINAL_CPUS]
     if gpus.shape != (jobs,) or cpus.shape != (jobs,):
         raise ValueError(
             f"gpus and cpus must hold one count per job ({jobs},), got {gpus.shape} and {cpus.shape}"
@@ -43,12 +92,12 @@ def records_from_states(
     records = []
     for i in range(jobs):
         record = HistoryRecord(
-            workload=catalog.workload_names[int(job.workload[i])],
-            gpu_type=catalog.gpu_types[int(job.gpu_type[i])],
-            epochs=int(job.epochs[i]),
-            deadline_s=float(job.sla_targets.deadline_s[i]),
-            budget_usd=float(job.sla_targets.budget_usd[i]),
-            preference=tuple(float(w) for w in job.preference[i]),
+            workload=catalog.workload_names[int(columns["workload"][i])],
+            gpu_type=catalog.gpu_types[int(columns["gpu_type"][i])],
+            epochs=int(columns["epochs"][i]),
+            deadline_s=float(columns[DEADLINE_S][i]),
+            budget_usd=float(columns[BUDGET_USD][i]),
+            preference=tuple(float(w) for w in columns["preference"][i]),
             best_gpus=int(gpus[i]),
             best_cpus=int(cpus[i]),
         )
@@ -82,3 +131,20 @@ def oracle_records(
     env = env or JobAllocationEnv()
     states, gpus, cpus = _oracle_batch(env, BestStatic.for_params(params), num_jobs)(params, key)
     return records_from_states(states, gpus, cpus, catalog or env.catalog)
+
+
+def policy_records(
+    env: JobAllocationEnv,
+    params: EnvParams,
+    policy: Policy,
+    policy_params: Any,
+    key: jax.Array,
+    num_jobs: int,
+    catalog: Catalog | None = None,
+) -> list[HistoryRecord]:
+    """``num_jobs`` fresh jobs of ``params`` (drawn from ``key``) run to the end by ``policy``
+    (``episodes.run_episodes``, from where ``params.init_strategy`` starts them), each finished one
+    recorded with the allocation it ended on (:func:`records_from_episodes`): a store that knows
+    only what the policy's own runs measured."""
+    figures = run_episodes(env, params, policy, key, num_jobs, policy_params)
+    return records_from_episodes(figures, catalog or env.catalog)
