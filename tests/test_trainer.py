@@ -381,3 +381,16 @@ def test_the_logged_learning_rate_is_the_optimisers(schedule: str) -> None:
         assert middle == last == pytest.approx(3e-3)
     else:
         assert 0.0 < middle < 3e-3 and last == 0.0
+
+
+def test_init_and_updates_default_to_the_configs_env_params(compiled: Compiled) -> None:
+    """DESIGN's ``init(key)`` / ``update(state)``: left out, the env parameters are the config's."""
+    trainer = compiled.trainer
+    assert trees_equal(trainer.env_params, compiled.env_params)
+    key = jax.random.key(5)
+    assert trees_equal(trainer.init(key), trainer.init(key, compiled.env_params))
+    state = compiled.fresh()
+    implicit = jax.eval_shape(trainer.update_chunk, state)
+    explicit = jax.eval_shape(trainer.update_chunk, state, compiled.env_params)
+    assert jax.tree.structure(implicit) == jax.tree.structure(explicit)
+    assert avals(implicit) == avals(explicit)

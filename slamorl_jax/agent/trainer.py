@@ -1,11 +1,13 @@
 """PPO on ``JobAllocationEnv`` in the PureJaxRL shape: pure ``init`` and a jitted chunk of updates.
 
-``make_train(config)`` returns a :class:`Trainer`. ``trainer.init(key, env_params)`` builds the whole training
-state (network, optimiser, a batch of running jobs); ``trainer.update_chunk(state, env_params)`` runs
+``make_train(config)`` returns a :class:`Trainer`. ``trainer.init(key)`` builds the whole training
+state (network, optimiser, a batch of running jobs); ``trainer.update_chunk(state)`` runs
 ``config.updates_per_chunk`` PPO updates under ``lax.scan`` and returns metrics already reduced to
 scalars, so memory does not grow with training length. One update = a rollout of
 ``rollout_length`` steps of ``num_envs`` jobs, per-objective GAE, then ``update_epochs`` passes of
-``num_minibatches`` gradient steps on the loss of ``losses.py``.
+``num_minibatches`` gradient steps on the loss of ``losses.py``. Each also takes the env parameters as
+an argument (traced, so one compilation serves any values of the same shapes); left out, they are
+:attr:`Trainer.env_params`, the config's (``env_params_from_config``).
 
 With a device mesh (``make_train(config, mesh=...)``, :mod:`slamorl_jax.sharding`) the env batch,
 the rollout buffers and each minibatch's rows are split over the devices and the parameters
@@ -19,6 +21,7 @@ one policy for all preferences.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Protocol
 
 import jax
@@ -167,9 +170,23 @@ class Trainer:
         """``tree``'s env-batch axis split over the mesh (a no-op without one)."""
         return constrain_batch(tree, self.mesh, axis)
 
-    def init(self, key: jax.Array, env_params: EnvParams) -> TrainState:
-        """Fresh network, optimiser and ``num_envs`` running jobs from ``key`` (one JAX PRNG key)."""
+    @functools.cached_property
+    def env_params(self) -> Any:
+        """The env parameters :meth:`init` and the updates use when given none: the config's
+        (:func:`env_params_from_config`) for this package's job env, an other env's own defaults (the
+        training benchmark's CartPole)."""
+        if isinstance(self.env, JobAllocationEnv):
+            return env_params_from_config(self.config, self.env.catalog)
+        return self.env.default_params
+
+    def _or_default(self, env_params: Any) -> Any:
+        return self.env_params if env_params is None else env_params
+
+    def init(self, key: jax.Array, env_params: EnvParams | None = None) -> TrainState:
+        """Fresh network, optimiser and ``num_envs`` running jobs from ``key`` (one JAX PRNG key), in
+        ``env_params`` (default: :attr:`env_params`)."""
         check_key(key)
+        env_params = self._or_default(env_params)
         key, net_key, env_key = jax.random.split(key, 3)
         params = init_params(self.network, net_key, self.obs_dim)
         env_keys = self._split(jax.random.split(env_key, self.config.num_envs))
@@ -315,14 +332,15 @@ class Trainer:
         state = state.replace(params=params, opt_state=opt_state, key=key, update=state.update + 1)
         return state, jax.tree.map(jnp.mean, metrics)
 
-    def update(self, state: TrainState, env_params: EnvParams) -> tuple[TrainState, dict]:
+    def update(self, state: TrainState, env_params: EnvParams | None = None) -> tuple[TrainState, dict]:
         """One PPO update: rollout, GAE, learning. Metrics are scalars (sums for episode figures)."""
-        state, traj, sums = self._rollout(state, env_params)
+        state, traj, sums = self._rollout(state, self._or_default(env_params))
         state, loss_metrics = self._learn(state, traj)
         return state, {**loss_metrics, **sums}
 
-    def update_chunk(self, state: TrainState, env_params: EnvParams) -> tuple[TrainState, dict]:
+    def update_chunk(self, state: TrainState, env_params: EnvParams | None = None) -> tuple[TrainState, dict]:
         """``updates_per_chunk`` updates under ``lax.scan``; loss metrics averaged, episode sums added."""
+        env_params = self._or_default(env_params)
 
         def body(state: TrainState, _: None) -> tuple:
             return self.update(state, env_params)
