@@ -1,8 +1,8 @@
 """Exploration overhead: what jobs lose while a policy finds where they should run, cold vs warm.
 
     python -m benchmarks.exploration_overhead [--episodes 1024] [--seed 0] [--epochs 5]
-        [--history_jobs 2048] [--history_source oracle] [--train_updates 30] [--train_envs 64]
-        [--imitation_jobs 1024] [--training_only]
+        [--history_jobs 2048] [--history_source oracle] [--recorded longest] [--train_updates 30]
+        [--train_envs 64] [--imitation_jobs 1024] [--training_only]
         [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json] [--overwrite]
 
 **Per job** (issue 8): the exploration overhead of a start is, over a job's first
@@ -26,8 +26,10 @@ shipped policy (greedy):
 * ``request``: the user's request (what ``evaluate`` runs), for context;
 * ``history``: the nearest record of a history store (``slamorl_jax.history``) built from
   ``--history_jobs`` *other* jobs of the same scenarios (another seed) and their oracle allocations
-  (``--history_source oracle``), or the allocations the policy ended those jobs on when it ran them
-  from the request (``--history_source policy``: what a platform would have logged);
+  (``--history_source oracle``), or the allocations the policy ran those jobs on when it ran them
+  from the request (``--history_source policy``: what a platform would have logged), each job's
+  longest stretch of epochs at one allocation (``--recorded longest``) or its last epoch's
+  (``--recorded final``);
 * ``forecast``: the forecast's first choice on the profile alone (``ProbingEnv`` with a probe budget
   of 0: no probe runs);
 * ``probes``: probe runs from the request when they are cheap against the job (``env/probes.py``,
@@ -83,7 +85,7 @@ from slamorl_jax.env.scenarios import SCENARIOS, with_preference, with_scenario
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import Method, run_method
 from slamorl_jax.history import HistoryStart
-from slamorl_jax.history.build import oracle_records, policy_records
+from slamorl_jax.history.build import RECORDED_ALLOCATIONS, oracle_records, policy_records
 from slamorl_jax.history.demonstrations import oracle_demonstrations
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import greedy_policy
@@ -96,7 +98,8 @@ WHOLE_JOB = 1_000_000  # a horizon past every job's last epoch
 HISTORY_SOURCES = ("oracle", "policy")  # slamorl_jax.history build --source
 HISTORY_SOURCE_WORDS = {
     "oracle": "their oracle allocations",
-    "policy": "the allocations the policy ended them on",
+    "longest": "the allocations the policy ran their longest stretches of epochs on",
+    "final": "the allocations the policy ran their last epochs on",
 }
 HISTORY_SEED_OFFSET = 1000  # the store's jobs are drawn from another seed than the evaluated ones
 
@@ -176,7 +179,7 @@ def per_job_overheads(args: argparse.Namespace, policy: LoadedPolicy, base: EnvP
         if args.history_source == "oracle":
             records += oracle_records(params, key, jobs)
         else:
-            records += policy_records(env, params, greedy, policy.params, key, jobs)
+            records += policy_records(env, params, greedy, policy.params, key, jobs, None, args.recorded)
     methods = start_methods(policy, HistoryStart.from_records(records))
     keys = [jax.random.key(args.seed)]
     out: dict[str, Any] = {"history_records": len(records), "horizons": {}}
@@ -291,6 +294,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "history_jobs": args.history_jobs,
         "history_source": args.history_source,
+        "recorded": args.recorded if args.history_source == "policy" else None,
         "imitation_jobs": args.imitation_jobs,
         "per_job": jobs,
         "per_job_wall_s": jobs_s,
@@ -308,7 +312,8 @@ def _shown(value: float | None, spec: str = ".0%") -> str:
 def to_markdown(payload: dict[str, Any]) -> str:
     """One table per horizon and the training comparison."""
     jobs = payload["per_job"]
-    store_words = HISTORY_SOURCE_WORDS[payload.get("history_source", "oracle")]  # older reports: oracle
+    # Older reports name no source (oracle); a policy store names the allocation it recorded.
+    store_words = HISTORY_SOURCE_WORDS[payload.get("recorded") or payload.get("history_source", "oracle")]
     text = (
         f"Exploration overhead against the best static allocation in hindsight ({payload['episodes']} jobs "
         f"per scenario, seed {payload['seed']}, policy {payload['checkpoint']}; history store of "
@@ -374,8 +379,15 @@ def main(argv: list[str] | None = None) -> None:
         "--history_source",
         choices=HISTORY_SOURCES,
         default="oracle",
-        help="the store's allocations: each job's best static one in hindsight (oracle) or the one the "
-        "policy ended it on (policy)",
+        help="the store's allocations: each job's best static one in hindsight (oracle) or one the "
+        "policy ran it on (policy; see --recorded)",
+    )
+    parser.add_argument(
+        "--recorded",
+        choices=tuple(RECORDED_ALLOCATIONS),
+        default="longest",
+        help="with --history_source policy: each job's allocation of its longest stretch of epochs, "
+        "or of its last",
     )
     parser.add_argument("--train_updates", type=bounded(int, 0, 10_000), default=30, help="0 skips training")
     parser.add_argument("--train_envs", type=bounded(int, 4, 1 << 16), default=64, help="jobs per update")

@@ -70,6 +70,12 @@ RELOCATIONS = "relocations"
 # allocation it ran its last epoch on, and its deadline and budget.
 FINAL_GPUS = "final_gpus"
 FINAL_CPUS = "final_cpus"
+# And the allocation it ran its longest stretch of consecutive epochs on (the later on a tie), and
+# that stretch's epochs: where the job settled, however it ended.
+LONGEST_GPUS = "longest_stretch_gpus"
+LONGEST_CPUS = "longest_stretch_cpus"
+LONGEST_EPOCHS = "longest_stretch_epochs"
+STRETCH_EPOCHS = "_stretch_epochs"  # carried while stepping: the current stretch (not a figure)
 DEADLINE_S = "deadline_s"
 BUDGET_USD = "budget_usd"
 
@@ -239,34 +245,52 @@ def _run_jobs(
         plans = jax.vmap(controller.plan, in_axes=(0, params_axes))(state, params)
     initial = {**jax.vmap(episode_figures)(state), **_state_figures(state)}
     figures = {name: jnp.zeros_like(value) for name, value in initial.items()}
-    figures[RELOCATIONS] = jnp.zeros(batch, jnp.int32)
+    counts = {name: jnp.zeros(batch, jnp.int32) for name in (RELOCATIONS, STRETCH_EPOCHS, LONGEST_EPOCHS)}
+    counts[LONGEST_GPUS], counts[LONGEST_CPUS] = state.gpus, state.cpus
+    figures.update({name: jnp.zeros_like(value) for name, value in counts.items() if name != STRETCH_EPOCHS})
     env_step = jax.vmap(functools.partial(step_once, env), in_axes=(0, 0, 0, params_axes))
 
     def step(carry: tuple, step_key: jax.Array) -> tuple:
-        obs, weights, state, ended, completed, relocations, figures = carry
+        obs, weights, before, ended, completed, counts, figures = carry
         act_key, env_key = jax.random.split(step_key)
         if controller is None:
             actions = policy(policy_params, obs, weights, act_key)
         else:
-            actions = jax.vmap(controller.act, in_axes=(0, 0, params_axes))(plans, state, params)
+            actions = jax.vmap(controller.act, in_axes=(0, 0, params_axes))(plans, before, params)
         step_keys = jnp.concatenate([jax.random.split(env_key, num_episodes)] * runs)
-        obs, state, terminated, truncated, info = env_step(step_keys, state, actions, params)
-        relocated = emitted_relocation(actions, env.action_set)
-        relocations = relocations + relocated.astype(jnp.int32)
+        obs, state, terminated, truncated, info = env_step(step_keys, before, actions, params)
+        counts = _counted(counts, before, state, emitted_relocation(actions, env.action_set))
         ends_now = jnp.logical_and(jnp.logical_or(terminated, truncated), jnp.logical_not(ended))
-        at_end = {**info, **_state_figures(state), RELOCATIONS: relocations}
+        at_end = {**info, **_state_figures(state), **counts}
         figures = {
             name: jnp.where(_expand(ends_now, value), at_end[name], value) for name, value in figures.items()
         }
         completed = completed | jnp.logical_and(ends_now, terminated)
-        return (obs, state.weights, state, ended | ends_now, completed, relocations, figures), None
+        return (obs, state.weights, state, ended | ends_now, completed, counts, figures), None
 
     nothing = jnp.zeros(batch, bool)
-    carry = (obs, state.weights, state, nothing, nothing, jnp.zeros(batch, jnp.int32), figures)
+    carry = (obs, state.weights, state, nothing, nothing, counts, figures)
     (_, _, _, ended, completed, _, figures), _ = jax.lax.scan(step, carry, jax.random.split(key, max_steps))
     # A job cut short by max_steps_in_episode is not finished: its figures are those of part of a job
     # (the time so far against the whole job's reference, a deadline not yet reached).
     return {**figures, "finished": completed, "truncated": jnp.logical_and(ended, jnp.logical_not(completed))}
+
+
+def _counted(
+    counts: dict[str, jax.Array], before: EnvState, after: EnvState, relocated: jax.Array
+) -> dict[str, jax.Array]:
+    """``counts`` after one more epoch: the relocations, and the longest stretch of epochs run at one
+    allocation (a relocation keeps the allocation; on a tie the later stretch wins)."""
+    kept = jnp.logical_and(after.gpus == before.gpus, after.cpus == before.cpus)
+    stretch = jnp.where(kept, counts[STRETCH_EPOCHS] + 1, 1)
+    longer = stretch >= counts[LONGEST_EPOCHS]
+    return {
+        RELOCATIONS: counts[RELOCATIONS] + relocated.astype(jnp.int32),
+        STRETCH_EPOCHS: stretch,
+        LONGEST_EPOCHS: jnp.where(longer, stretch, counts[LONGEST_EPOCHS]),
+        LONGEST_GPUS: jnp.where(longer, after.gpus, counts[LONGEST_GPUS]),
+        LONGEST_CPUS: jnp.where(longer, after.cpus, counts[LONGEST_CPUS]),
+    }
 
 
 def _state_figures(state: EnvState) -> dict[str, jax.Array]:

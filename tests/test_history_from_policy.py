@@ -21,12 +21,17 @@ from slamorl_jax.episodes import (
     DEADLINE_S,
     FINAL_CPUS,
     FINAL_GPUS,
+    LONGEST_CPUS,
+    LONGEST_EPOCHS,
+    LONGEST_GPUS,
+    RELOCATIONS,
+    _counted,
     keep_allocation,
     run_episodes,
 )
 from slamorl_jax.history import HistoryStart
 from slamorl_jax.history import __main__ as history_cli
-from slamorl_jax.history.build import policy_records, records_from_episodes
+from slamorl_jax.history.build import RECORDED_ALLOCATIONS, policy_records, records_from_episodes
 from slamorl_jax.history.records import load_records
 
 JOBS = 24
@@ -102,6 +107,49 @@ def test_build_from_the_shipped_policy_writes_a_store_that_loads(
     assert outcome.code == 0, outcome.report()
     assert "records to" in outcome.stdout
     notes = json.loads(out.read_text())
-    assert "--source=policy" in notes["source"] and "last epoch" in notes["source"]
+    assert "--source=policy" in notes["source"] and "longest stretch" in notes["source"]
     records = load_records(out, cluster=default_params())  # every allocation fits the cluster
     assert 1 <= len(records) <= 8
+
+
+def test_the_longest_stretch_is_the_allocation_most_consecutive_epochs_ran_on(world: tuple) -> None:
+    """Relocations keep a stretch going; a tie goes to the later stretch."""
+    env, params = world
+    _, start = env.reset(jax.random.key(8), params)
+
+    def at(gpus: int) -> object:
+        return start.replace(gpus=jnp.int32(gpus), cpus=jnp.int32(4 * gpus))
+
+    def longest(allocations: list[int]) -> tuple[int, int, int]:
+        counts = {name: jnp.int32(0) for name in (RELOCATIONS, "_stretch_epochs", LONGEST_EPOCHS)}
+        counts[LONGEST_GPUS], counts[LONGEST_CPUS] = start.gpus, start.cpus
+        before = at(allocations[0])
+        for gpus in allocations:
+            after = at(gpus)
+            counts = _counted(counts, before, after, jnp.bool_(False))
+            before = after
+        return int(counts[LONGEST_GPUS]), int(counts[LONGEST_CPUS]), int(counts[LONGEST_EPOCHS])
+
+    assert longest([2, 2, 2, 4, 4, 2]) == (2, 8, 3)
+    assert longest([2, 4, 4, 2, 2]) == (2, 8, 2)  # the later of two stretches of 2
+    assert longest([1, 2, 4, 8]) == (8, 32, 1)
+
+
+def test_a_job_never_moved_settled_on_its_start_for_all_its_epochs(world: tuple) -> None:
+    env, params = world
+    figures = run_episodes(env, params, keep_allocation, jax.random.key(9), JOBS)
+    done = np.asarray(figures["finished"])
+    np.testing.assert_array_equal(
+        np.asarray(figures[LONGEST_EPOCHS])[done], np.asarray(figures["epochs"])[done]
+    )
+    for name, final in ((LONGEST_GPUS, FINAL_GPUS), (LONGEST_CPUS, FINAL_CPUS)):
+        np.testing.assert_array_equal(np.asarray(figures[name]), np.asarray(figures[final]))
+    assert records_from_episodes(figures, env.catalog, "final") == records_from_episodes(
+        figures, env.catalog
+    )
+    with pytest.raises(ValueError, match="allocation must be one of longest, final"):
+        records_from_episodes(figures, env.catalog, "best")
+
+
+def test_the_command_offers_every_recorded_allocation_the_builder_knows() -> None:
+    assert tuple(history_cli.RECORDED_WORDS) == tuple(RECORDED_ALLOCATIONS)

@@ -4,8 +4,9 @@
 checkpoint's policy was trained on (its config's cluster, prices and preferences; ``--scenario`` to
 choose another) from ``--seed`` and records each with its best static allocation in hindsight
 (``--source=oracle``, the default), or runs them to the end with the checkpoint's policy (greedy,
-from the request) and records each finished job with the allocation it ran its last epoch on
-(``--source=policy``: what a platform logs, no hindsight); ``history/build.py``. ``--out`` ending in
+from the request) and records each finished job with the allocation it ran its longest stretch of
+consecutive epochs on (``--source=policy``: what a platform logs, no hindsight; ``--recorded=final``
+for the allocation of its last epoch); ``history/build.py``. ``--out`` ending in
 ``.csv`` writes CSV. ``check --store=PATH`` reads a store
 (JSON or CSV, ``history/records.py``; each record's best allocation must fit the default cluster,
 the one every policy here is trained on) and prints a JSON summary. Bad input exits 2 with one line,
@@ -39,8 +40,11 @@ SOURCES = ("oracle", "policy")
 SOURCE_NOTES = {
     "oracle": "fresh jobs, each with its best static allocation in hindsight",
     "policy": "fresh jobs run to the end by the checkpoint's policy (greedy, from the request), each "
-    "finished one with the allocation it ran its last epoch on",
+    "finished one with the allocation it ran {}",
 }
+# history.build.RECORDED_ALLOCATIONS' names (not imported here: it would start JAX before the flags
+# are checked), each in the words of a store's notes.
+RECORDED_WORDS = {"longest": "its longest stretch of consecutive epochs on", "final": "its last epoch on"}
 
 
 def parser() -> OneLineArgumentParser:
@@ -57,8 +61,14 @@ def parser() -> OneLineArgumentParser:
         "--source",
         choices=SOURCES,
         default="oracle",
-        help="each job's allocation: its best static one in hindsight (oracle) or the one the "
-        "checkpoint's policy ended it on (policy)",
+        help="each job's allocation: its best static one in hindsight (oracle) or one the "
+        "checkpoint's policy ran it on (policy; see --recorded)",
+    )
+    build.add_argument(
+        "--recorded",
+        choices=tuple(RECORDED_WORDS),
+        default="longest",
+        help="with --source=policy: the allocation of the job's longest stretch of epochs, or of its last",
     )
     build.add_argument("--out", required=True, help="the store to write (.json or .csv)")
     build.add_argument("--jobs", type=bounded(int, 1, MAX_JOBS), default=4096, help="jobs to record")
@@ -124,11 +134,12 @@ def build(args: argparse.Namespace) -> int:
         env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
         greedy = greedy_policy(policy.network, policy.hold_below)
         try:
-            records = policy_records(env, params, greedy, policy.params, key, args.jobs)
+            records = policy_records(env, params, greedy, policy.params, key, args.jobs, None, args.recorded)
         except ValueError as err:  # no job finished within the step limit
             fail(str(err), PROG)
     notes = {
-        "source": f"{PROG} build --source={args.source}: {SOURCE_NOTES[args.source]}",
+        "source": f"{PROG} build --source={args.source}: "
+        + SOURCE_NOTES[args.source].format(RECORDED_WORDS[args.recorded]),
         "checkpoint": str(args.checkpoint),
         "scenario": args.scenario or policy.config.scenario,
         "seed": args.seed,

@@ -2,15 +2,16 @@
 
 Two sources. :func:`oracle_records` draws fresh jobs of some env params and records each with its
 best static allocation in hindsight (``env.best_static.BestStatic``, the evaluation's oracle: the
-allocation that meets the most job-level SLAs of the job's noise-free run, then the best
-preference-weighted time and cost), which knows each job's hidden true speed: a bound on what a
-store can hold, not what a platform could log. :func:`policy_records` runs fresh jobs to the end
-with a policy and records each finished one with the allocation it ran its last epoch on
+allocation that meets the most job-level SLAs of the job's noise-free run, then the best preference-
+weighted time and cost), which knows each job's hidden true speed: a bound on what a store can hold,
+not what a platform could log. :func:`policy_records` runs fresh jobs to the end with a policy and
+records each finished one with the allocation it ran its longest stretch of epochs on, or its last
 (:func:`records_from_episodes`): what a platform logs of the jobs it ran, with no hindsight.
 :func:`records_from_states` turns a batch of jobs (``EnvState``s) and one allocation per job into
 records. The jobs a store is built from must not be the jobs it is then evaluated on (use another
 seed).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,7 +26,16 @@ from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
-from slamorl_jax.episodes import BUDGET_USD, DEADLINE_S, FINAL_CPUS, FINAL_GPUS, Policy, run_episodes
+from slamorl_jax.episodes import (
+    BUDGET_USD,
+    DEADLINE_S,
+    FINAL_CPUS,
+    FINAL_GPUS,
+    LONGEST_CPUS,
+    LONGEST_GPUS,
+    Policy,
+    run_episodes,
+)
 from slamorl_jax.history.records import HistoryRecord, record_from_mapping
 
 
@@ -37,67 +47,65 @@ def records_from_states(
     refuse (a count below 1, an allocation of another shape than the batch), so nothing is saved that
     cannot be read back."""
     job = jax.device_get(states.job)
-    return _records(
-        {
-            "workload": job.workload,
-            "gpu_type": job.gpu_type,
-            "epochs": job.epochs,
-            DEADLINE_S: job.sla_targets.deadline_s,
-            BUDGET_USD: job.sla_targets.budget_usd,
-            "preference": job.preference,
-            FINAL_GPUS: gpus,
-            FINAL_CPUS: cpus,
-        },
-        catalog,
-    )
+    jobs = {
+        "workload": job.workload,
+        "gpu_type": job.gpu_type,
+        "epochs": job.epochs,
+        DEADLINE_S: job.sla_targets.deadline_s,
+        BUDGET_USD: job.sla_targets.budget_usd,
+        "preference": job.preference,
+    }
+    return _records(jobs, gpus, cpus, catalog)
+
+
+# Which allocation of a finished job its record holds (``records_from_episodes``): the ``episodes``
+# figures of the allocation it ran its longest stretch of epochs on (the default: where it settled),
+# or its last epoch on (what it ended on, which may be a late move).
+RECORDED_ALLOCATIONS = {"longest": (LONGEST_GPUS, LONGEST_CPUS), "final": (FINAL_GPUS, FINAL_CPUS)}
 
 
 def records_from_episodes(
-    figures: dict[str, np.ndarray], catalog: Catalog | None = None
+    figures: dict[str, np.ndarray], catalog: Catalog | None = None, allocation: str = "longest"
 ) -> list[HistoryRecord]:
     """One record per job of ``episodes.run_episodes``' ``figures`` that ran to completion, with the
-    allocation it ran its last epoch on (what a platform logs of a finished job; no hindsight): a
-    store of a policy's own runs. Jobs cut short (``truncated``) are left out; ``ValueError`` when
-    none finished, or as :func:`records_from_states`."""
+    allocation it ran its longest stretch of consecutive epochs on (``allocation="longest"``; the later
+    on a tie) or its last epoch on (``"final"``): what a platform logs of a finished job, no hindsight;
+    a store of a policy's own runs. Jobs cut short (``truncated``) are left out; ``ValueError`` when
+    none finished or for an unknown ``allocation``, or as :func:`records_from_states`."""
+    if allocation not in RECORDED_ALLOCATIONS:
+        raise ValueError(f"allocation must be one of {', '.join(RECORDED_ALLOCATIONS)}, got {allocation!r}")
     finished = np.asarray(figures["finished"], dtype=bool)
     if not finished.any():
         raise ValueError("no job ran to completion: nothing to record (raise max_steps_in_episode)")
-    return _records({name: np.asarray(figures[name])[finished] for name in _EPISODE_FIELDS}, catalog)
+    jobs = {name: np.asarray(figures[name])[finished] for name in _JOB_FIELDS}
+    gpus, cpus = (np.asarray(figures[name])[finished] for name in RECORDED_ALLOCATIONS[allocation])
+    return _records(jobs, gpus, cpus, catalog)
 
 
-# The episode figures a record is made of (``episodes``' names; ``_records``' columns).
-_EPISODE_FIELDS = (
-    "workload",
-    "gpu_type",
-    "epochs",
-    DEADLINE_S,
-    BUDGET_USD,
-    "preference",
-    FINAL_GPUS,
-    FINAL_CPUS,
-)
+# What a record says of its job (``episodes``' figure names).
+_JOB_FIELDS = ("workload", "gpu_type", "epochs", DEADLINE_S, BUDGET_USD, "preference")
 
 
-def _records(columns: dict[str, Any], catalog: Catalog | None) -> list[HistoryRecord]:
-    """Records of the jobs whose fields are the :data:`_EPISODE_FIELDS` columns (one entry per job),
-    each checked as a loaded one."""
+def _records(jobs: dict[str, Any], gpus: Any, cpus: Any, catalog: Catalog | None) -> list[HistoryRecord]:
+    """Records of the jobs described by the :data:`_JOB_FIELDS` columns of ``jobs`` (one entry per
+    job) at the allocations ``gpus``/``cpus``, each checked as a loaded one."""
     catalog = catalog or load_catalog()
-    columns = {name: np.asarray(columns[name]) for name in _EPISODE_FIELDS}
-    jobs = len(columns["epochs"])
-    gpus, cpus = columns[FINAL_GPUS], columns[FINAL_CPUS]
-    if gpus.shape != (jobs,) or cpus.shape != (jobs,):
+    jobs = {name: np.asarray(jobs[name]) for name in _JOB_FIELDS}
+    gpus, cpus = np.asarray(gpus), np.asarray(cpus)
+    count = len(jobs["epochs"])
+    if gpus.shape != (count,) or cpus.shape != (count,):
         raise ValueError(
-            f"gpus and cpus must hold one count per job ({jobs},), got {gpus.shape} and {cpus.shape}"
+            f"gpus and cpus must hold one count per job ({count},), got {gpus.shape} and {cpus.shape}"
         )
     records = []
-    for i in range(jobs):
+    for i in range(count):
         record = HistoryRecord(
-            workload=catalog.workload_names[int(columns["workload"][i])],
-            gpu_type=catalog.gpu_types[int(columns["gpu_type"][i])],
-            epochs=int(columns["epochs"][i]),
-            deadline_s=float(columns[DEADLINE_S][i]),
-            budget_usd=float(columns[BUDGET_USD][i]),
-            preference=tuple(float(w) for w in columns["preference"][i]),
+            workload=catalog.workload_names[int(jobs["workload"][i])],
+            gpu_type=catalog.gpu_types[int(jobs["gpu_type"][i])],
+            epochs=int(jobs["epochs"][i]),
+            deadline_s=float(jobs[DEADLINE_S][i]),
+            budget_usd=float(jobs[BUDGET_USD][i]),
+            preference=tuple(float(w) for w in jobs["preference"][i]),
             best_gpus=int(gpus[i]),
             best_cpus=int(cpus[i]),
         )
@@ -141,10 +149,11 @@ def policy_records(
     key: jax.Array,
     num_jobs: int,
     catalog: Catalog | None = None,
+    allocation: str = "longest",
 ) -> list[HistoryRecord]:
     """``num_jobs`` fresh jobs of ``params`` (drawn from ``key``) run to the end by ``policy``
     (``episodes.run_episodes``, from where ``params.init_strategy`` starts them), each finished one
-    recorded with the allocation it ended on (:func:`records_from_episodes`): a store that knows
-    only what the policy's own runs measured."""
+    recorded with the ``allocation`` it ran (:func:`records_from_episodes`): a store that knows only
+    what the policy's own runs measured."""
     figures = run_episodes(env, params, policy, key, num_jobs, policy_params)
-    return records_from_episodes(figures, catalog or env.catalog)
+    return records_from_episodes(figures, catalog or env.catalog, allocation)
