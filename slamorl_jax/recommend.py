@@ -84,13 +84,13 @@ if TYPE_CHECKING:
 PROG = slamorl_jax.cli_start.program_name("slamorl_jax.recommend")  # as started: -m or its script
 
 
-def read_source(source: str, flag: str) -> str:
+def read_source(source: str, flag: str, prog: str = PROG) -> str:
     """The UTF-8 text of file ``source`` (``-``: standard input); exits 2 naming ``flag`` when it
-    cannot be read."""
+    cannot be read (the message names ``prog``, as every exit below)."""
     if not source:
-        fail(f"{flag} is empty: give a file path, or - for standard input", PROG)
+        fail(f"{flag} is empty: give a file path, or - for standard input", prog)
     if source == "-" and sys.stdin is None:
-        fail(f"{flag} - reads standard input, which is closed", PROG)
+        fail(f"{flag} - reads standard input, which is closed", prog)
     try:
         if source == "-":
             stream = getattr(sys.stdin, "buffer", None)
@@ -100,19 +100,19 @@ def read_source(source: str, flag: str) -> str:
         else:
             data = Path(source).read_bytes()
     except (OSError, ValueError) as err:  # missing, a directory, unreadable, a NUL byte in the path
-        fail(f"cannot read {flag} {source!r}: {getattr(err, 'strerror', None) or err}", PROG)
+        fail(f"cannot read {flag} {source!r}: {getattr(err, 'strerror', None) or err}", prog)
     try:
         return data.decode("utf-8-sig")  # a byte-order mark some editors write is skipped
     except UnicodeDecodeError as err:
-        fail(f"{flag} {source!r} is not UTF-8 text (byte {err.start})", PROG)
+        fail(f"{flag} {source!r} is not UTF-8 text (byte {err.start})", prog)
     return ""  # unreachable
 
 
-def parse_json(text: str, where: str) -> object:
+def parse_json(text: str, where: str, prog: str = PROG) -> object:
     """The JSON value of ``text``; exits 2 naming ``where`` when it has none (:func:`json_or_reason`)."""
     value, reason = json_or_reason(text)
     if reason is not None:
-        fail(f"{where}{reason}", PROG)
+        fail(f"{where}{reason}", prog)
     return value
 
 
@@ -125,21 +125,22 @@ def read_job(source: str) -> dict:
     return data
 
 
-def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob | str]]:
+def read_jobs(source: str, keep_going: bool = False, prog: str = PROG) -> list[tuple[str, LiveJob | str]]:
     """The jobs of the ``--jobs`` file, each with where it is (``line N`` or ``item i``): JSON Lines
     (one job object a line, blank lines skipped), one JSON list of job objects, or one job object
     over several lines; exits 2 naming the line or item of a bad one, or with ``keep_going`` gives
-    why in its place (a string). A file that cannot be read, or holds no jobs, exits 2 either way."""
+    why in its place (a string). A file that cannot be read, or holds no jobs, exits 2 either way
+    (every message names ``prog``: ``history ingest`` reads the same files)."""
     from slamorl_jax.live import LiveJob
 
-    text = read_source(source, "--jobs")
+    text = read_source(source, "--jobs", prog)
     try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
         whole = loads_strict(text)
     except (ValueError, RecursionError):
         single = one_json_value(text)
         broken_list = single is None and text.lstrip().startswith("[") and not later_lines_are_objects(text)
         if single or broken_list:  # exits with the reason: a repeated key, a broken list
-            parse_json(text, f"--jobs {source!r}")
+            parse_json(text, f"--jobs {source!r}", prog)
         whole = None  # JSON Lines (or bad JSON, named by its line below)
     if isinstance(whole, (list, dict)):
         named = [(f"item {i}", item) for i, item in enumerate(whole)] if isinstance(whole, list) else []
@@ -150,10 +151,12 @@ def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob 
     else:  # JSON Lines: records end at newlines only (a string may hold U+2028 and the like)
         lines = [(f"line {n}", line) for n, line in enumerate(text.split("\n"), 1)]
         named = [
-            (where, _line_value(line, where, source, keep_going)) for where, line in lines if line.strip()
+            (where, _line_value(line, where, source, keep_going, prog))
+            for where, line in lines
+            if line.strip()
         ]
     if not named:
-        fail(f"--jobs {source!r} holds no jobs", PROG)
+        fail(f"--jobs {source!r} holds no jobs", prog)
     jobs: list[tuple[str, LiveJob | str]] = []
     for where, item in named:
         try:
@@ -164,7 +167,7 @@ def read_jobs(source: str, keep_going: bool = False) -> list[tuple[str, LiveJob 
             jobs.append((where, LiveJob.from_dict(item)))
         except ValueError as err:
             if not keep_going:
-                fail(f"--jobs {source!r} {where}{_joined(str(err))}", PROG)
+                fail(f"--jobs {source!r} {where}{_joined(str(err))}", prog)
             jobs.append((where, first_line(err).lstrip(" :")))
     return jobs
 
@@ -196,11 +199,11 @@ class _Unreadable:
         self.reason = reason
 
 
-def _line_value(line: str, where: str, source: str, keep_going: bool) -> object:
+def _line_value(line: str, where: str, source: str, keep_going: bool, prog: str = PROG) -> object:
     """The JSON value of one ``--jobs`` line; exits 2 naming it when it has none, or with
     ``keep_going`` gives an :class:`_Unreadable` that says why."""
     if not keep_going:
-        return parse_json(line, f"--jobs {source!r} {where}")
+        return parse_json(line, f"--jobs {source!r} {where}", prog)
     value, reason = json_or_reason(line)
     return value if reason is None else _Unreadable(reason)
 

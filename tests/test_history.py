@@ -345,7 +345,7 @@ def test_build_keeps_an_out_file_made_while_its_jobs_ran(
 
     monkeypatch.setattr(build, "oracle_records", meanwhile)
     outcome = call(lambda: history_cli.main(["build", f"--out={out}", "--jobs=4"]), capsys, tmp_path)
-    assert outcome.code == 2 and "was created while the jobs ran" in outcome.stderr, outcome.report()
+    assert outcome.code == 2 and "was created meanwhile" in outcome.stderr, outcome.report()
     assert out.read_text() == '{"mine": true}\n' and sorted(p.name for p in tmp_path.iterdir()) == ["h.json"]
 
 

@@ -1,4 +1,4 @@
-"""History stores from the shell: ``python -m slamorl_jax.history {build,check} ...``.
+"""History stores from the shell: ``python -m slamorl_jax.history {build,ingest,check} ...``.
 
 ``build --checkpoint=PATH --out=history.json`` draws ``--jobs`` fresh jobs of the scenario the
 checkpoint's policy was trained on (its config's cluster, prices and preferences; ``--scenario`` to
@@ -6,11 +6,19 @@ choose another) from ``--seed`` and records each with its best static allocation
 (``--source=oracle``, the default), or runs them to the end with the checkpoint's policy (greedy,
 from the request) and records each finished job with the allocation it ran its longest stretch of
 consecutive epochs on (``--source=policy``: what a platform logs, no hindsight; ``--recorded=final``
-for the allocation of its last epoch); ``history/build.py``. ``--out`` ending in
-``.csv`` writes CSV. ``check --store=PATH`` reads a store
-(JSON or CSV, ``history/records.py``; each record's best allocation must fit the default cluster,
-the one every policy here is trained on) and prints a JSON summary. Bad input exits 2 with one line,
-an unusable ``--out`` before any job is simulated.
+for the allocation of its last epoch); ``history/build.py``.
+
+``ingest --jobs=finished.jsonl --out=history.json`` records a platform's own finished jobs: job
+reports as ``recommend --jobs`` reads them (JSON Lines, a list, or one job), each with
+``epochs_done`` equal to ``epochs_total``, recorded at the allocation of the longest stretch of
+epochs its ``history`` lists (``--recorded=final``: its last allocation);
+``history/finished_jobs.py``. A report still running, or whose allocation the default cluster
+cannot hold, is refused naming its line, before anything is written.
+
+``--out`` ending in ``.csv`` writes CSV. ``check --store=PATH`` reads a store (JSON or CSV,
+``history/records.py``; each record's best allocation must fit the default cluster, the one every
+policy here is trained on) and prints a JSON summary. Bad input exits 2 with one line, an unusable
+``--out`` before any job is simulated or read.
 """
 
 from __future__ import annotations
@@ -76,6 +84,18 @@ def parser() -> OneLineArgumentParser:
     build.add_argument("--scenario", default=None, help="scenario of the jobs (default: the checkpoint's)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     add_cache_argument(build)
+    ingest = commands.add_parser("ingest", help="build a store from a platform's finished job reports")
+    ingest.add_argument(
+        "--jobs", required=True, help="finished job reports, as recommend --jobs reads them (- for stdin)"
+    )
+    ingest.add_argument("--out", required=True, help="the store to write (.json or .csv)")
+    ingest.add_argument(
+        "--recorded",
+        choices=tuple(RECORDED_WORDS),
+        default="longest",
+        help="each job's allocation of its longest stretch of epochs in its history, or of its last",
+    )
+    ingest.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     check = commands.add_parser("check", help="validate a store and summarise it")
     check.add_argument("--store", required=True, help="a .json or .csv history store")
     return top
@@ -117,7 +137,6 @@ def build(args: argparse.Namespace) -> int:
     from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.env.scenarios import with_scenario
     from slamorl_jax.history.build import oracle_records, policy_records
-    from slamorl_jax.history.records import save_records
     from slamorl_jax.quality_bar import greedy_policy
 
     try:
@@ -144,14 +163,49 @@ def build(args: argparse.Namespace) -> int:
         "scenario": args.scenario or policy.config.scenario,
         "seed": args.seed,
     }
+    return write_store(records, out, notes, args)
+
+
+def write_store(records: list, out: Path, notes: dict, args: argparse.Namespace) -> int:
+    """Save ``records`` to ``out`` with ``notes`` (replacing a file only with ``--overwrite``), say
+    so, and give the exit status; exits 2 with one line when it cannot."""
+    from slamorl_jax.history.records import save_records
+
     try:
         save_records(records, out, notes, replace=args.overwrite)
-    except FileExistsError:  # made by another program while the jobs ran: kept
-        fail(f"--out {args.out!r} was created while the jobs ran; pass --overwrite to replace it", PROG)
+    except FileExistsError:  # made by another program while the jobs ran or were read: kept
+        fail(f"--out {args.out!r} was created meanwhile; pass --overwrite to replace it", PROG)
     except OSError as err:
         fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
     print(f"wrote {len(records):,} records to {out}")
     return 0
+
+
+def ingest(args: argparse.Namespace) -> int:
+    """The ``ingest`` sub-command: one record per finished job report (``history/finished_jobs.py``),
+    each checked as ``check`` checks a store; exits 2 naming the first report that is not a finished
+    job or whose record the default cluster cannot hold, before anything is written."""
+    out = Path(args.out)
+    if problem := out_problem(out, args.overwrite):
+        fail(f"--out {args.out!r}: {problem}", PROG)
+    from slamorl_jax.env import default_params
+    from slamorl_jax.history.finished_jobs import record_from_finished_job
+    from slamorl_jax.live_checks import ClusterLimits
+    from slamorl_jax.recommend import read_jobs
+
+    cluster = ClusterLimits.of(default_params())
+    records = []
+    for where, job in read_jobs(args.jobs, prog=PROG):
+        try:
+            records.append(record_from_finished_job(job, args.recorded, cluster=cluster))
+        except ValueError as err:
+            fail(f"--jobs {args.jobs!r} {where}: {err}", PROG)
+    notes = {
+        "source": f"{PROG} ingest: finished job reports, each with the allocation it ran "
+        + RECORDED_WORDS[args.recorded],
+        "jobs": str(args.jobs),
+    }
+    return write_store(records, out, notes, args)
 
 
 def check(args: argparse.Namespace) -> int:
@@ -176,7 +230,7 @@ def check(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse and run one sub-command; the exit status."""
     args = parser().parse_args(argv)
-    return build(args) if args.command == "build" else check(args)
+    return {"build": build, "ingest": ingest, "check": check}[args.command](args)
 
 
 def run() -> None:

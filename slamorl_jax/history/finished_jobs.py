@@ -1,0 +1,75 @@
+"""History records from a platform's own finished jobs: the reports ``recommend`` reads, at their end.
+
+A finished job is a job report (``live.LiveJob``, the JSON ``recommend --job`` takes) whose
+``epochs_done`` equals its ``epochs_total``. Its record holds what the job was (workload, GPU type,
+epochs, deadline, budget, preference) and an allocation it measurably ran on:
+
+* ``recorded="longest"`` (the default): the allocation of the longest stretch of consecutive epochs
+  its ``history`` lists (the later stretch on a tie), where the job settled: the same rule as
+  ``history build --source=policy`` applies to simulated jobs (``episodes``' longest stretch);
+* ``recorded="final"``: the allocation it ran its last epoch on (``gpus``, ``cpus``).
+
+A report without a ``history`` records its last allocation either way (nothing else was measured).
+Nothing is taken from hindsight or from a model: a store of these records is what the platform saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from slamorl_jax.env.objectives import preference_vector
+from slamorl_jax.history.records import HistoryRecord, record_from_mapping
+
+if TYPE_CHECKING:
+    from slamorl_jax.env.catalog import Catalog
+    from slamorl_jax.env.params import EnvParams
+    from slamorl_jax.live import LiveJob
+    from slamorl_jax.live_checks import ClusterLimits
+
+RECORDED = ("longest", "final")  # history.build.RECORDED_ALLOCATIONS' names, in its order
+
+
+def longest_stretch(allocations: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """The allocation of the longest run of equal consecutive ``(gpus, cpus)`` entries, the later run
+    on a tie; ``ValueError`` for no entries."""
+    if not allocations:
+        raise ValueError("no allocations: a job that ran no epoch has no stretch")
+    best, best_length, length = allocations[0], 0, 0
+    for i, allocation in enumerate(allocations):
+        length = length + 1 if i and allocation == allocations[i - 1] else 1
+        if length >= best_length:
+            best, best_length = allocation, length
+    return best
+
+
+def record_from_finished_job(
+    job: LiveJob,
+    recorded: str = "longest",
+    catalog: Catalog | None = None,
+    cluster: EnvParams | ClusterLimits | None = None,
+) -> HistoryRecord:
+    """The history record of the finished ``job`` (module docstring); ``ValueError`` for a job still
+    running, an unknown ``recorded``, or a record :func:`~slamorl_jax.history.records.load_records`
+    would refuse (given a ``cluster``, an allocation outside it)."""
+    if recorded not in RECORDED:
+        raise ValueError(f"recorded must be one of {', '.join(RECORDED)}, got {recorded!r}")
+    if job.epochs_done != job.epochs_total:
+        raise ValueError(
+            f"has not finished ({job.epochs_done} of {job.epochs_total} epochs): a history record is a "
+            "finished job"
+        )
+    gpus, cpus = job.gpus, job.cpus
+    if recorded == "longest" and job.history:
+        gpus, cpus = longest_stretch([(g, c) for g, c, _ in job.history])
+    fields = {
+        "workload": job.workload,
+        "gpu_type": job.gpu_type,
+        "epochs": job.epochs_total,
+        "deadline_s": job.deadline_s,
+        "budget_usd": job.budget_usd,
+        "preference": [float(w) for w in preference_vector(job.preference)],
+        "best_gpus": gpus,
+        "best_cpus": cpus,
+    }
+    return record_from_mapping(fields, "the record", catalog, cluster)

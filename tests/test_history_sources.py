@@ -1,0 +1,259 @@
+"""History stores built from what jobs ran, not from hindsight: a policy's own simulated runs
+(``history build --source=policy``: each finished job at the allocation of its longest stretch of
+epochs or its last, jobs cut short left out, and the episode figures those records come from) and a
+platform's finished job reports (``history ingest``, ``history/finished_jobs.py``), which apply the
+same longest-stretch rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from cli_harness import assert_refused, call
+from learner_fixtures import REPO_ROOT
+
+from slamorl_jax.env import default_params, make
+from slamorl_jax.env.action_sets import NUM_MOVES, WIDEST_ACTION_SET, apply
+from slamorl_jax.env.params import with_values
+from slamorl_jax.episodes import (
+    BUDGET_USD,
+    DEADLINE_S,
+    FINAL_CPUS,
+    FINAL_GPUS,
+    LONGEST_CPUS,
+    LONGEST_EPOCHS,
+    LONGEST_GPUS,
+    RELOCATIONS,
+    _counted,
+    keep_allocation,
+    run_episodes,
+)
+from slamorl_jax.history import HistoryStart
+from slamorl_jax.history import __main__ as history_cli
+from slamorl_jax.history.build import RECORDED_ALLOCATIONS, policy_records, records_from_episodes
+from slamorl_jax.history.finished_jobs import RECORDED, longest_stretch, record_from_finished_job
+from slamorl_jax.history.records import load_records
+from slamorl_jax.live import LiveJob
+
+JOBS = 24
+TARGET = 37  # one of the targets: a fixed allocation any job can be sent to
+
+
+def always_target(policy_params: object, obs: jax.Array, weights: jax.Array, key: jax.Array) -> jax.Array:
+    """Every decision: go to the target :data:`TARGET` (and stay there)."""
+    return jnp.full(obs.shape[:-1], NUM_MOVES + TARGET, jnp.int32)
+
+
+@pytest.fixture(scope="module")
+def world() -> tuple:
+    env, params = make("mixed", action_set=WIDEST_ACTION_SET)
+    return env, params
+
+
+def test_each_finished_job_is_recorded_at_the_allocation_it_ended_on(world: tuple) -> None:
+    env, params = world
+    figures = run_episodes(env, params, always_target, jax.random.key(3), JOBS)
+    assert np.asarray(figures["finished"]).all()
+    records = records_from_episodes(figures, env.catalog)
+    goal = apply(NUM_MOVES + TARGET, jnp.int32(1), jnp.int32(1), params)
+    assert {(r.best_gpus, r.best_cpus) for r in records} == {(int(goal[0]), int(goal[1]))}
+    assert [r.epochs for r in records] == [int(e) for e in figures["epochs"]]
+    assert [r.deadline_s for r in records] == pytest.approx(np.asarray(figures[DEADLINE_S]).tolist())
+
+
+def test_the_recorded_deadline_and_budget_are_the_ones_the_job_was_judged_by(world: tuple) -> None:
+    """``deadline_met`` and ``budget_met`` are the job's time and cost against the recorded SLAs."""
+    env, params = world
+    figures = run_episodes(env, params, keep_allocation, jax.random.key(4), JOBS)
+    time_ok = np.asarray(figures["episode_time_s"]) <= np.asarray(figures[DEADLINE_S])
+    cost_ok = np.asarray(figures["episode_cost_usd"]) <= np.asarray(figures[BUDGET_USD])
+    np.testing.assert_array_equal(time_ok, np.asarray(figures["deadline_met"]))
+    np.testing.assert_array_equal(cost_ok, np.asarray(figures["budget_met"]))
+    assert 0 < time_ok.sum() < JOBS  # some of each: the comparison can fail either way
+    # Kept where it started: a real allocation, never moved.
+    assert np.all(np.asarray(figures["reallocations"]) == 0)
+    assert np.all(np.asarray(figures[FINAL_GPUS]) >= 1) and np.all(np.asarray(figures[FINAL_CPUS]) >= 1)
+
+
+def test_jobs_cut_short_are_left_out_and_none_finished_is_an_error(world: tuple) -> None:
+    env, params = world
+    short = with_values(params, max_steps_in_episode=4)
+    figures = run_episodes(env, short, always_target, jax.random.key(5), JOBS)
+    finished = np.asarray(figures["finished"])
+    assert 0 < finished.sum() < JOBS
+    records = records_from_episodes(figures, env.catalog)
+    assert [r.epochs for r in records] == [int(e) for e in np.asarray(figures["epochs"])[finished]]
+    nothing = {**figures, "finished": np.zeros(JOBS, bool)}
+    with pytest.raises(ValueError, match="no job ran to completion"):
+        records_from_episodes(nothing, env.catalog)
+
+
+def test_a_policy_store_starts_new_jobs_where_the_policy_ended_similar_ones(world: tuple) -> None:
+    env, params = world
+    records = policy_records(env, params, always_target, None, jax.random.key(6), JOBS, env.catalog)
+    assert len(records) == JOBS
+    start = HistoryStart.from_records(records)
+    _, state = env.reset(jax.random.key(7), params)
+    gpus, cpus = start(state, params)
+    goal = apply(NUM_MOVES + TARGET, jnp.int32(1), jnp.int32(1), params)
+    assert (int(gpus), int(cpus)) == (int(goal[0]), int(goal[1]))
+
+
+def test_build_from_the_shipped_policy_writes_a_store_that_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "store.json"
+    argv = ["build", "--source=policy", "--jobs=8", "--seed=2", f"--out={out}"]
+    outcome = call(lambda: history_cli.main(argv), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    assert "records to" in outcome.stdout
+    notes = json.loads(out.read_text())
+    assert "--source=policy" in notes["source"] and "longest stretch" in notes["source"]
+    records = load_records(out, cluster=default_params())  # every allocation fits the cluster
+    assert 1 <= len(records) <= 8
+
+
+# Allocations (GPUs; CPUs are 4 per GPU) epoch by epoch, and the longest stretch's (GPUs, epochs).
+STRETCHES = [
+    ([2, 2, 2, 4, 4, 2], (2, 3)),
+    ([2, 4, 4, 2, 2], (2, 2)),  # the later of two stretches of 2
+    ([1, 2, 4, 8], (8, 1)),
+    ([4], (4, 1)),
+]
+
+
+@pytest.mark.parametrize(("allocations", "expected"), STRETCHES)
+def test_the_longest_stretch_is_the_allocation_most_consecutive_epochs_ran_on(
+    world: tuple, allocations: list[int], expected: tuple[int, int]
+) -> None:
+    """The episode runner's count (relocations keep a stretch going; a tie goes to the later)."""
+    env, params = world
+    _, start = env.reset(jax.random.key(8), params)
+
+    def at(gpus: int) -> object:
+        return start.replace(gpus=jnp.int32(gpus), cpus=jnp.int32(4 * gpus))
+
+    counts = {name: jnp.int32(0) for name in (RELOCATIONS, "_stretch_epochs", LONGEST_EPOCHS)}
+    counts[LONGEST_GPUS], counts[LONGEST_CPUS] = start.gpus, start.cpus
+    before = at(allocations[0])
+    for gpus in allocations:
+        after = at(gpus)
+        counts = _counted(counts, before, after, jnp.bool_(False))
+        before = after
+    gpus, epochs = expected
+    assert (int(counts[LONGEST_GPUS]), int(counts[LONGEST_CPUS]), int(counts[LONGEST_EPOCHS])) == (
+        gpus,
+        4 * gpus,
+        epochs,
+    )
+
+
+@pytest.mark.parametrize(("allocations", "expected"), STRETCHES)
+def test_a_reported_history_gives_the_same_stretch(allocations: list[int], expected: tuple[int, int]) -> None:
+    """``history ingest``'s rule on a job report's history agrees with the episode runner's."""
+    assert longest_stretch([(g, 4 * g) for g in allocations]) == (expected[0], 4 * expected[0])
+
+
+def test_a_job_never_moved_settled_on_its_start_for_all_its_epochs(world: tuple) -> None:
+    env, params = world
+    figures = run_episodes(env, params, keep_allocation, jax.random.key(9), JOBS)
+    done = np.asarray(figures["finished"])
+    np.testing.assert_array_equal(
+        np.asarray(figures[LONGEST_EPOCHS])[done], np.asarray(figures["epochs"])[done]
+    )
+    for name, final in ((LONGEST_GPUS, FINAL_GPUS), (LONGEST_CPUS, FINAL_CPUS)):
+        np.testing.assert_array_equal(np.asarray(figures[name]), np.asarray(figures[final]))
+    assert records_from_episodes(figures, env.catalog, "final") == records_from_episodes(figures, env.catalog)
+    with pytest.raises(ValueError, match="allocation must be one of longest, final"):
+        records_from_episodes(figures, env.catalog, "best")
+
+
+def test_the_command_offers_every_recorded_allocation_the_builder_knows() -> None:
+    assert tuple(history_cli.RECORDED_WORDS) == tuple(RECORDED_ALLOCATIONS) == RECORDED
+
+
+def finished_job(**changes: object) -> dict:
+    """The README's example job run to its end: 3 epochs at 4 GPUs, 6 at 8, 3 at 4 again."""
+    history = (
+        [{"gpus": 4, "cpus": 32, "epoch_time_s": 1550.0}] * 3
+        + [{"gpus": 8, "cpus": 32, "epoch_time_s": 800.0}] * 6
+        + [{"gpus": 4, "cpus": 32, "epoch_time_s": 1550.0}] * 3
+    )
+    job = json.loads((REPO_ROOT / "docs" / "example_job.json").read_text())
+    job.update(epochs_done=12, epochs_total=12, elapsed_s=15_000.0, cost_usd=40.0, history=history)
+    job.update(changes)
+    return job
+
+
+def running_job() -> dict:
+    """:func:`finished_job` three epochs before its end, still on 8 GPUs."""
+    history = finished_job()["history"][:9]
+    return finished_job(epochs_done=9, history=history, gpus=8, last_epoch_time_s=800.0)
+
+
+def write_jobs(path: Path, *jobs: dict) -> Path:
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    return path
+
+
+def test_a_finished_report_is_recorded_where_it_settled_or_where_it_ended() -> None:
+    job = LiveJob.from_dict(finished_job())
+    settled = record_from_finished_job(job)
+    assert (settled.best_gpus, settled.best_cpus) == (8, 32)
+    assert (settled.workload, settled.gpu_type, settled.epochs) == ("imagenet-resnet50", "T4", 12)
+    assert (settled.deadline_s, settled.budget_usd) == (90_000.0, 80.0)
+    assert settled.preference == pytest.approx((0.6, 0.2, 0.2))
+    ended = record_from_finished_job(job, "final")
+    assert (ended.best_gpus, ended.best_cpus) == (4, 32)
+    no_history = LiveJob.from_dict(finished_job(history=None))
+    assert (
+        record_from_finished_job(no_history).best_gpus,
+        record_from_finished_job(no_history).best_cpus,
+    ) == (4, 32)
+    with pytest.raises(ValueError, match=r"has not finished \(9 of 12 epochs\)"):
+        record_from_finished_job(LiveJob.from_dict(running_job()))
+
+
+def test_ingest_writes_a_store_check_accepts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    jobs = write_jobs(tmp_path / "finished.jsonl", finished_job(), finished_job(preference="cost"))
+    out = tmp_path / "store.csv"
+    outcome = call(lambda: history_cli.main(["ingest", f"--jobs={jobs}", f"--out={out}"]), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    assert "wrote 2 records" in outcome.stdout
+    records = load_records(out, cluster=default_params())
+    assert [(r.best_gpus, r.best_cpus) for r in records] == [(8, 32), (8, 32)]
+    assert records[1].preference == pytest.approx((0.2, 0.6, 0.2))
+    outcome = call(lambda: history_cli.main(["check", f"--store={out}"]), capsys, tmp_path)
+    assert outcome.code == 0 and json.loads(outcome.stdout)["records"] == 2, outcome.report()
+
+
+@pytest.mark.parametrize(
+    ("second", "phrases"),
+    [
+        (
+            running_job(),
+            ["line 2", "has not finished (9 of 12 epochs)"],
+        ),
+        (finished_job(gpus=64, history=None), ["line 2", "64 GPUs is outside the policy's cluster"]),
+        ({"workload": "imagenet-resnet50"}, ["line 2", "missing job field(s)"]),
+    ],
+)
+def test_ingest_refuses_a_bad_report_by_its_line_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], second: dict, phrases: list[str]
+) -> None:
+    jobs = write_jobs(tmp_path / "finished.jsonl", finished_job(), second)
+    out = tmp_path / "store.json"
+    outcome = call(lambda: history_cli.main(["ingest", f"--jobs={jobs}", f"--out={out}"]), capsys, tmp_path)
+    assert_refused(outcome, "slamorl_jax.history", *phrases)
+
+
+def test_ingest_refuses_an_unusable_out_before_reading_any_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["ingest", "--jobs=no/such/file.jsonl", f"--out={tmp_path / 'store.txt'}"]
+    outcome = call(lambda: history_cli.main(argv), capsys, tmp_path)
+    assert_refused(outcome, "--out", "must end in .json or .csv")
