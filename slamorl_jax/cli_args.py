@@ -38,12 +38,45 @@ def one_line(message: str) -> str:
     return message
 
 
+def respelled(arg: str, known: Callable[[str], bool]) -> str:
+    """``arg`` with its flag name spelled as the command knows it: ``--hold-below`` where only
+    ``--hold_below`` is ``known`` and the other way round (the package's commands spell flags with
+    ``_``, most benchmarks with ``-``; either works in every command), a value after ``=`` kept as it
+    is. Anything else (a known flag, a value, a name known in neither spelling) is returned as it is."""
+    if not arg.startswith("-") or arg == "-":
+        return arg
+    flag, equals, value = arg.partition("=")
+    if known(flag):
+        return arg
+    dashes = len(flag) - len(flag.lstrip("-"))
+    name = flag[dashes:]
+    for other in (name.replace("_", "-"), name.replace("-", "_")):
+        if other != name and known(flag[:dashes] + other):
+            return flag[:dashes] + other + equals + value
+    return arg
+
+
+def respelled_argv(argv: list[str], known: Callable[[str], bool]) -> list[str]:
+    """Every argument of ``argv`` before a ``--`` :func:`respelled`; from ``--`` on, as given."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    return [*(respelled(arg, known) for arg in argv[:end]), *argv[end:]]
+
+
 class OneLineArgumentParser(argparse.ArgumentParser):
-    """``argparse`` whose errors are one line (no usage block) with exit status 2."""
+    """``argparse`` whose errors are one line (no usage block) with exit status 2, and whose flags
+    take either spelling, ``--hold_below`` or ``--hold-below`` (:func:`respelled`)."""
 
     def error(self, message: str) -> NoReturn:
         """Report a bad command line and exit 2."""
         fail(message, self.prog)
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """``argparse``'s, each flag first spelled as this parser knows it (a sub-command's parser
+        respells its own flags when it parses them)."""
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(
+            respelled_argv(args, self._option_string_actions.__contains__), namespace
+        )
 
 
 def summary(doc: str | None) -> str | None:

@@ -42,7 +42,7 @@ from slamorl_jax.agent.config import (
     validate_config,
 )
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
-from slamorl_jax.cli_args import cleanup_on_interrupt, one_line, run_command
+from slamorl_jax.cli_args import cleanup_on_interrupt, one_line, respelled, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache, usable_cache_dir
 from slamorl_jax.distributed import DistributedOptions
 from slamorl_jax.distributed import resolve as resolve_distributed
@@ -391,14 +391,23 @@ def fail(message: str) -> NoReturn:
 
 
 def absl_spelling(arg: str) -> str:
-    """``arg`` as absl reads it: ``-h`` is ``--help``, and argparse's ``--no-NAME`` of a boolean flag
+    """``arg`` as absl reads it: ``-h`` is ``--help``, a name with ``-`` for ``_`` is the flag's
+    (``--num-envs``: ``cli_args.respelled``), and argparse's ``--no-NAME`` of a boolean flag
     (``evaluate --no-progress``) is absl's ``--noNAME``, so either spelling works in every command."""
     if arg == "-h":
         return "--help"
+    arg = respelled(arg, _is_flag)
     name = arg.removeprefix("--no-")
-    if name != arg and name in FLAGS and FLAGS[name].boolean:
-        return f"--no{name}"
+    if name != arg:
+        name = respelled(f"--{name}", _is_flag).removeprefix("--")
+        if name in FLAGS and FLAGS[name].boolean:
+            return f"--no{name}"
     return arg
+
+
+def _is_flag(flag: str) -> bool:
+    """Whether ``flag`` (``--name``, ``-name``) names one of train's flags."""
+    return flag.lstrip("-") in FLAGS
 
 
 def parse_flags(argv: list[str]) -> list[str]:
