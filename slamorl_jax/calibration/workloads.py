@@ -21,18 +21,24 @@ class Hardware:
     intra_node_gbps: float
     inter_node_gbps: float
     cpus_per_gpu: float
+    gpus_per_node: int
 
 
 #: Pollux: AWS g4dn.12xlarge = 4 T4 on PCIe 3.0 x16 (16 GB/s = 128 Gb/s), 50 Gb/s network,
-#: 48 vCPU / 4 GPU = 12 vCPU per GPU (pollux-osdi21/README.md, AWS instance specs).
-POLLUX_HARDWARE = Hardware(gpu="T4", intra_node_gbps=128.0, inter_node_gbps=50.0, cpus_per_gpu=12.0)
+#: 48 vCPU / 4 GPU = 12 vCPU per GPU (pollux-osdi21/README.md, AWS instance specs). The simulated
+#: cluster's nodes are these (``env.defaults.default_params`` reads them from here).
+POLLUX_HARDWARE = Hardware(
+    gpu="T4", intra_node_gbps=128.0, inter_node_gbps=50.0, cpus_per_gpu=12.0, gpus_per_node=4
+)
 #: Gavel: servers not stated in the repository text we could read; assumed AWS p3.16xlarge = 8 V100
 #: SXM2 (NVLink 2), 25 Gb/s network, 64 vCPU / 8 GPU = 8 vCPU per GPU. The intra-node figure is an
 #: *effective* PCIe-class 128 Gb/s, not NVLink's nominal 1200 Gb/s: Gavel's fitted sync overheads are
 #: the same whether the GPUs share a server or not (ResNet-50: 0.306 s vs 0.305 s), so they are not
 #: NVLink-bandwidth bound, and scaling them by 1200/128 on a PCIe cluster would make 4 GPUs slower
 #: than 1 (docs/calibration.md, "Gavel hardware").
-GAVEL_HARDWARE = Hardware(gpu="V100", intra_node_gbps=128.0, inter_node_gbps=25.0, cpus_per_gpu=8.0)
+GAVEL_HARDWARE = Hardware(
+    gpu="V100", intra_node_gbps=128.0, inter_node_gbps=25.0, cpus_per_gpu=8.0, gpus_per_node=8
+)
 
 
 @dataclass(frozen=True)

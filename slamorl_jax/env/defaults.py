@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from slamorl_jax.calibration.workloads import POLLUX_HARDWARE
 from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, with_derived_tables
@@ -54,6 +55,9 @@ DEFAULT_SLA_FACTOR_HIGH = np.array(
 
 
 # Absolute targets of the ``targets`` action set (action_sets.py explains the choice).
+# The simulated cluster's nodes: those the Pollux measurements were taken on (4 T4 and 48 vCPUs a
+# node, 128 Gb/s within it, 50 Gb/s between nodes), so the calibrated sync terms hold as fitted.
+NODE = POLLUX_HARDWARE
 DEFAULT_TARGET_GPUS = tuple(range(1, 17))
 DEFAULT_TARGET_CPUS_PER_GPU = (0.0, 2.0, 4.0, 8.0, 12.0)
 # Per-job log-space spread of the true compute and sync terms around the workload's profile, sized
@@ -138,13 +142,13 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
     num_types = c.num_gpu_types
     params = EnvParams(
         workloads=workload_params(c),
-        gpus_per_node=_i32(4),
-        cpus_per_node=_i32(48),
+        gpus_per_node=_i32(NODE.gpus_per_node),
+        cpus_per_node=_i32(NODE.gpus_per_node * NODE.cpus_per_gpu),
         max_nodes=_i32(4),
         max_gpus_per_job=_i32(16),
         cpu_step=_i32(4),
-        intra_node_gbps=_f32(128.0),
-        inter_node_gbps=_f32(50.0),
+        intra_node_gbps=_f32(NODE.intra_node_gbps),
+        inter_node_gbps=_f32(NODE.inter_node_gbps),
         host_memory_gib_per_gpu=_f32(8.0),
         memory_gib_per_vcpu=_f32(4.0),
         worker_memory_gib_per_busy_cpu=_f32(2.0),
