@@ -34,8 +34,9 @@ from slamorl_jax.env.shifts import (
 )
 
 # Default SLA factor ranges, rows = scenario kind, columns = SLA (objectives.SLA_NAMES):
-# deadline x T_ref, budget x C_ref, throughput x thr_ref, memory x mem_ref, GPU util min, CPU util min
-# (T_ref and C_ref: the profile's forecast of the request's time and cost, job_generator.py).
+# deadline x T_plan, budget x C_plan, throughput x thr_ref, memory x mem_ref, GPU util min, CPU util min
+# (T_plan and C_plan: the profile's forecast of the request's time and cost, job_generator.py; the
+# reward's T_ref and C_ref are the job's true ones).
 DEFAULT_SLA_FACTOR_LOW = np.array(
     [
         [0.30, 1.50, 0.50, 4.00, 0.20, 0.05],  # deadline-critical

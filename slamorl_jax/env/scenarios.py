@@ -5,12 +5,13 @@ Every job draws (``job_generator.sample_job``): a workload (``workload_probs``),
 (``scenario_probs``), the user's requested allocation (GPU count from the workload's request
 distribution, CPUs per GPU from the Alibaba request distribution, both clipped to the cluster), and
 six SLA targets as factors of the requested allocation's own time, cost, throughput and memory,
-uniform in ``[sla_factor_low, sla_factor_high]`` of its kind (defaults in ``defaults.py``). T_ref
-and C_ref here are the profile's forecast of the request's time and cost
-(``expected_time`` and ``expected_cost`` in ``job_generator.sample_job_row``), not the job's hidden true ones:
+uniform in ``[sla_factor_low, sla_factor_high]`` of its kind (defaults in ``defaults.py``). T_plan
+and C_plan are the profile's forecast of the request's time and cost (``expected_time`` and
+``expected_cost`` in ``job_generator.sample_job_row``), not the job's hidden true ones, which the
+reward's T_ref and C_ref are (``job_env``):
 
 =====================  ===============  ===============  ==============  =============  ========
-kind                   deadline x T_ref budget x C_ref   min thr x ref   max mem x ref  pref.
+kind                   deadline/T_plan  budget/C_plan    min thr x ref   max mem x ref  pref.
 =====================  ===============  ===============  ==============  =============  ========
 deadline-critical      0.30 - 0.70      1.5 - 3.0        0.5 - 1.0       4 - 8          time
 budget-constrained     1.5 - 3.0        0.30 - 0.70      0.2 - 0.5       1.5 - 3        cost
