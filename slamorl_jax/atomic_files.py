@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from slamorl_jax.cli_args import cleanup_on_interrupt, stop_signals_deferred
@@ -104,19 +105,20 @@ def staging() -> Iterator[list[tuple[Path, Path]]]:
 
 
 def publish_staged(staged: Sequence[tuple[Path, Path]], replace: bool = True) -> None:
-    """Move each ``(temporary, target)`` pair's staged file onto its target, each whole: a stop
-    signal waits for the renames to end, so they all happen. ``replace=False`` publishes each by
-    :func:`publish_new`, which fails (``FileExistsError``) where a target exists, as another program
-    may have made one since it was checked; the targets this call had already published are then
-    removed again, so none is left beside another run's. With ``replace=True`` a rename that fails
-    (a target turned into a folder meanwhile) leaves the ones before it replaced. The temporary
-    files stay for the caller to remove (:func:`staging`)."""
-    published: list[Path] = []
+    """Move each ``(temporary, target)`` pair's staged file onto its target, each whole, all or none:
+    a stop signal waits for the renames to end, so they all happen. ``replace=False`` publishes each
+    by :func:`publish_new`, which fails (``FileExistsError``) where a target exists, as another
+    program may have made one since it was checked; the targets this call had already published are
+    then removed again, so none is left beside another run's. With ``replace=True`` a rename that
+    fails (a target turned into a folder meanwhile) puts back the files the ones before it replaced
+    (kept under a temporary name until all are published), so the targets stay one set. The
+    temporary files stay for the caller to remove (:func:`staging`)."""
     with stop_signals_deferred():
+        if replace:
+            _replace_all(staged)
+            return
+        published: list[Path] = []
         for tmp, path in staged:
-            if replace:
-                os.replace(tmp, path)
-                continue
             try:
                 publish_new(tmp, path)
             except BaseException:
@@ -124,6 +126,50 @@ def publish_staged(staged: Sequence[tuple[Path, Path]], replace: bool = True) ->
                     done.unlink(missing_ok=True)
                 raise
             published.append(path)
+
+
+def _replace_all(staged: Sequence[tuple[Path, Path]]) -> None:
+    """``os.replace`` each staged file onto its target; if one fails, every target replaced before it
+    gets its old file back (or, where it had none, is removed) before the error is raised."""
+    replaced: list[tuple[Path, Path | None]] = []  # each target and its old file's copy, if it had one
+    try:
+        for tmp, path in staged:
+            old = _keep_old(path)
+            try:
+                os.replace(tmp, path)
+            except BaseException:
+                if old is not None:
+                    old.unlink(missing_ok=True)
+                raise
+            replaced.append((path, old))
+    except BaseException:
+        for path, old in reversed(replaced):
+            with suppress(OSError):  # best effort: a target gone odd keeps what it has
+                if old is None:
+                    path.unlink()
+                else:
+                    os.replace(old, path)
+        raise
+    finally:
+        for _, old in replaced:
+            if old is not None:
+                old.unlink(missing_ok=True)
+
+
+def _keep_old(path: Path) -> Path | None:
+    """A copy of the file at ``path`` under a temporary name beside it (a hard link, else a copy),
+    or ``None`` where ``path`` holds no file."""
+    if not path.is_file():
+        return None
+    old = temporary_beside(path)
+    old.unlink()
+    try:
+        os.link(path, old)
+    except OSError as err:
+        if err.errno not in NO_HARD_LINKS:
+            raise
+        shutil.copy2(path, old)
+    return old
 
 
 def probe_writable(path: str | Path) -> None:

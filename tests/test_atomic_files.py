@@ -1,0 +1,45 @@
+"""``atomic_files.publish_staged``: several files published as one set, or none of them changed."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+import pytest
+
+import slamorl_jax.atomic_files as atomic_files
+from slamorl_jax.atomic_files import publish_staged, stage_text, staging
+
+
+def publish(targets: dict[Path, str]) -> None:
+    with staging() as staged:
+        staged.extend((stage_text(path, text), path) for path, text in targets.items())
+        publish_staged(staged)
+
+
+@pytest.mark.parametrize("hard_links", [True, False])
+def test_a_failed_rename_puts_back_what_the_ones_before_it_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hard_links: bool
+) -> None:
+    if not hard_links:  # FAT and some network filesystems: the old file is copied instead
+
+        def no_links(src: object, dst: object) -> None:
+            raise PermissionError(errno.EPERM, "Operation not permitted")
+
+        monkeypatch.setattr(atomic_files.os, "link", no_links)
+    report, table, turned_folder = tmp_path / "report.json", tmp_path / "table.md", tmp_path / "plot.png"
+    report.write_text("old report")
+    turned_folder.mkdir()  # made a folder by someone else since the names were checked
+    with pytest.raises(OSError):
+        publish({report: "new report", table: "new table", turned_folder: "new plot"})
+    assert report.read_text() == "old report"  # put back
+    assert not table.exists()  # had no file: removed again
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plot.png", "report.json"]  # no copies left
+
+
+def test_a_whole_set_replaces_the_old_one_and_leaves_nothing_else(tmp_path: Path) -> None:
+    report, table = tmp_path / "report.json", tmp_path / "table.md"
+    report.write_text("old report")
+    publish({report: "new report", table: "new table"})
+    assert (report.read_text(), table.read_text()) == ("new report", "new table")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json", "table.md"]
