@@ -92,7 +92,7 @@ class JobAllocationVectorEnv(VectorEnv):
         seed = vector_seed_option(seed, self.num_envs)
         params = params_option(options)
         if params is not None:  # make_vec's step limit stays, as a TimeLimit wrapper's would
-            params = with_step_limit(params, getattr(self, "_max_episode_steps", None))
+            params = with_step_limit(params, self._max_episode_steps)
         if isinstance(seed, list):
             super().reset(seed=None)
             if given := [one for one in seed if one is not None]:
