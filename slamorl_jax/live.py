@@ -78,7 +78,6 @@ from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
-from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.forecast_summary import forecast_dicts, forecast_summary
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
@@ -425,8 +424,8 @@ def _check(job: LiveJob) -> None:
                 raise ValueError(f"{field}[{i}] needs gpus, cpus >= 1 and epoch_time_s >= {MIN_POSITIVE:g}")
     _check_last_epoch(job)
     _check_elapsed(job)
-    if job.multipliers is not None and not all(0 <= m <= MAX_MULTIPLIER for m in job.multipliers):
-        raise ValueError(f"multipliers must be in [0, {MAX_MULTIPLIER:g}], got {list(job.multipliers)}")
+    if job.multipliers is not None and not all(0 <= m < math.inf for m in job.multipliers):
+        raise ValueError(f"multipliers must be finite and >= 0, got {list(job.multipliers)}")
     preference_vector(job.preference)  # raises for a bad preference
 
 
@@ -566,8 +565,9 @@ class Recommendation:
 
 
 def check_recommendable(job: LiveJob, params: EnvParams | ClusterLimits) -> None:
-    """``ValueError`` for a finished job or an allocation outside the cluster of ``params`` (or its
-    :class:`~slamorl_jax.live_checks.ClusterLimits`, read once for many jobs)."""
+    """``ValueError`` for a finished job, an allocation outside the cluster of ``params`` (or its
+    :class:`~slamorl_jax.live_checks.ClusterLimits`, read once for many jobs), or dual multipliers
+    above the params' cap (``dual_max``)."""
     limits = params if isinstance(params, ClusterLimits) else ClusterLimits.of(params)
     if job.epochs_done >= job.epochs_total:
         raise ValueError(
@@ -583,6 +583,11 @@ def check_recommendable(job: LiveJob, params: EnvParams | ClusterLimits) -> None
     for field in ("history", "probes"):
         for i, (gpus, cpus, _) in enumerate(getattr(job, field) or ()):
             check_in_cluster(f"{field}[{i}]", gpus, cpus, limits)
+    if job.multipliers is not None and max(job.multipliers) > limits.dual_max:
+        raise ValueError(
+            f"multipliers must be at most the policy's cap on them ({limits.dual_max:g}; its answers' "
+            f"never exceed it), got {list(job.multipliers)}"
+        )
 
 
 def recommend(policy: LoadedPolicy, job: LiveJob, params: EnvParams | None = None) -> Recommendation:

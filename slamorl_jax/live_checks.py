@@ -49,13 +49,15 @@ def _int(x: object) -> int:
 
 
 class ClusterLimits(NamedTuple):
-    """A cluster's bounds on one allocation, as host numbers (read once, checked many times)."""
+    """A cluster's bounds on one allocation, and the largest dual multiplier a report may pass back,
+    as host numbers (read once, checked many times)."""
 
     most_gpus: int  # GPUs a job may hold
     gpus_per_node: int
     cpus_per_node: int
     cpu_step: int
     cpu_caps: np.ndarray  # most CPUs a job of g GPUs may hold, at index g (0 to most_gpus)
+    dual_max: float = float("inf")  # the params' cap on every dual multiplier
 
     @classmethod
     def of(cls, params: EnvParams) -> ClusterLimits:
@@ -68,6 +70,7 @@ class ClusterLimits(NamedTuple):
             _int(params.cpus_per_node),
             _int(params.cpu_step),
             np.asarray(caps),
+            float(params.dual_max),
         )
 
 

@@ -16,8 +16,8 @@ from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env import adapt, validate_params
 from slamorl_jax.env.dual_weights import (
+    DEFAULT_DUAL_MAX,
     DUAL,
-    MAX_MULTIPLIER,
     SEVERITY,
     STATIC,
     dual_weights,
@@ -81,7 +81,9 @@ def test_dual_multiplier_is_capped_and_grouped_like_the_severities() -> None:
     for _ in range(7):
         lam = update(lam, [0.0, 0.0, 1.0, 0.0, 0.0, 0.0], step=1.0, decay=0.2)
         seen.append(lam[2])
-    assert seen == [1.0, 2.0, 3.0, 4.0, 5.0, 5.0, 5.0] and MAX_MULTIPLIER == 5.0
+    assert seen == [1.0, 2.0, 3.0, 4.0, 5.0, 5.0, 5.0] and DEFAULT_DUAL_MAX == 5.0
+    capped = update_multipliers((jnp.float32(2.5),) * 6, (jnp.float32(1.0),) * 6, 1.0, 0.2, cap=3.0)
+    assert [float(x) for x in capped] == [3.0] * 6  # the cap is a param (EnvParams.dual_max)
     balanced = (0.4, 0.4, 0.2)
     w = weights(DUAL, [0.0] * 6, lam, eta=0.5, pref=balanced)
     boost = 0.4 * math.exp(2.5)
@@ -91,7 +93,7 @@ def test_dual_multiplier_is_capped_and_grouped_like_the_severities() -> None:
 
 
 unit = st.floats(0.0, 1.0, width=32)
-multipliers = st.lists(st.floats(0.0, MAX_MULTIPLIER, width=32), min_size=6, max_size=6)
+multipliers = st.lists(st.floats(0.0, DEFAULT_DUAL_MAX, width=32), min_size=6, max_size=6)
 
 
 @given(
@@ -155,7 +157,7 @@ def test_env_carries_dual_multipliers_through_a_rollout(batched_rollout: Callabl
     )
     out = batched_rollout(3, params, np.zeros(89, np.float32))
     before, after, s = out["multipliers_before"], out["multipliers_after"], out["severities"]
-    expected = np.where(s > 0, np.minimum(before + 0.7 * s, MAX_MULTIPLIER), 0.7 * before)
+    expected = np.where(s > 0, np.minimum(before + 0.7 * s, DEFAULT_DUAL_MAX), 0.7 * before)
     np.testing.assert_allclose(after, expected, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(
         out["final_weights"],

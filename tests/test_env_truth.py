@@ -30,7 +30,7 @@ from slamorl_jax.env import (
 from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
-from slamorl_jax.env.job_truth import MAX_DEVIATION_SD, true_constants, true_time_ratio
+from slamorl_jax.env.job_truth import DEFAULT_DEVIATION_LIMIT_SD, true_constants, true_time_ratio
 from slamorl_jax.env.online_model import empty_stats, posterior_deviation, record_epoch
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.shifts import no_shift_probs
@@ -185,7 +185,7 @@ def test_other_truth_changes_observations_only_through_measured_epochs(
     differ = np.any(obs_a[:, model] != obs_b[:, model], axis=-1)
     mu_a = np.stack(posterior_deviation(a_next.model_stats, params), axis=-1)
     mu_b = np.stack(posterior_deviation(b_next.model_stats, params), axis=-1)
-    limit = MAX_DEVIATION_SD * np.asarray([float(params.compute_spread), float(params.sync_spread)])
+    limit = DEFAULT_DEVIATION_LIMIT_SD * np.asarray([float(params.compute_spread), float(params.sync_spread)])
     same_bound = np.all((mu_a == mu_b) & np.isclose(np.abs(mu_a), limit, rtol=1e-6), axis=-1)
     assert np.all(differ | same_bound)
     assert np.mean(differ) >= 0.9
@@ -237,8 +237,8 @@ def test_true_time_ratio_is_exact_over_the_lattice(params: EnvParams) -> None:
     """``true_time_ratio`` (from the profile's compute and sync shares) equals true / profile epoch time
     over the search lattice, for every workload and GPU type, on two clusters, to float32 precision:
     over the deviations the default spreads draw (up to 2.5 SD) and for deviations up to +-1."""
-    c_max = MAX_DEVIATION_SD * float(params.compute_spread)
-    s_max = MAX_DEVIATION_SD * float(params.sync_spread)
+    c_max = DEFAULT_DEVIATION_LIMIT_SD * float(params.compute_spread)
+    s_max = DEFAULT_DEVIATION_LIMIT_SD * float(params.sync_spread)
     usual = deviation_grid((-c_max, -0.1, 0.0, 0.3, c_max), (-s_max, 0.0, 0.1, s_max))
     wider = deviation_grid((-1.0, -0.5, 0.5, 1.0), (-1.0, -0.5, 0.5, 1.0))
     for p in ratio_clusters(params):
@@ -305,8 +305,19 @@ def test_references_are_the_truth_and_plans_the_profile(params: EnvParams, batch
     # Deviations are drawn within +-2.5 spreads, and both signs occur.
     spread = np.asarray([float(params.compute_spread), float(params.sync_spread)])
     deviation = np.asarray(job.deviation)
-    assert np.all(np.abs(deviation) <= MAX_DEVIATION_SD * spread + 1e-6)
+    assert np.all(np.abs(deviation) <= DEFAULT_DEVIATION_LIMIT_SD * spread + 1e-6)
     assert np.all(deviation.min(axis=0) < 0.0) and np.all(deviation.max(axis=0) > 0.0)
+    # The limit is a param: at 0.5 spreads many draws sit on it (about 62 % of a logistic's beyond).
+    _, narrow = batch_reset(keys(4, 256), with_values(params, deviation_limit_sd=0.5))
+    bound = 0.5 * spread
+    narrow_deviation = np.asarray(narrow.job.deviation)
+    assert np.all(np.abs(narrow_deviation) <= bound + 1e-6)
+    assert np.mean(np.isclose(np.abs(narrow_deviation), bound, rtol=1e-5)) > 0.3
+    stats = record_epoch(
+        empty_stats(), jnp.float32(40.0), jnp.float32(1.0), jnp.float32(1.0), jnp.float32(0.0)
+    )
+    mu = np.asarray(posterior_deviation(stats, with_values(params, deviation_limit_sd=0.5)))
+    assert abs(mu[0]) == pytest.approx(0.5 * spread[0], rel=1e-6)  # the posterior keeps to the same range
 
 
 # --- the online model --------------------------------------------------------------------------
@@ -411,7 +422,7 @@ def float64_posterior(
     """The posterior mean of ``online_model``'s docstring after every epoch of the measurements
     themselves (compute shares ``s``, sync shares ``q``, log residuals ``r``, epochs on the leading
     axis), solved in float64 from the normal equations' raw sums, each term clipped to
-    +-MAX_DEVIATION_SD spreads."""
+    +-DEFAULT_DEVIATION_LIMIT_SD spreads."""
     s, q, r = (np.asarray(v, np.float64) for v in (s, q, r))
     sums = np.cumsum(np.stack([s * s, s * q, q * q, s * r, q * r], axis=-1), axis=0)
     inv = 1.0 / noise**2
@@ -419,7 +430,7 @@ def float64_posterior(
     y1, y2 = inv * sums[..., 3], inv * sums[..., 4]
     det = a * c - b * b
     mu = np.stack([(c * y1 - b * y2) / det, (a * y2 - b * y1) / det], axis=-1)
-    limit = MAX_DEVIATION_SD * np.asarray([compute, sync])
+    limit = DEFAULT_DEVIATION_LIMIT_SD * np.asarray([compute, sync])
     return np.clip(mu, -limit, limit)
 
 
@@ -437,7 +448,9 @@ def test_posterior_is_finite_for_valid_extreme_params(params: EnvParams) -> None
                 )
             mu = np.asarray(posterior_deviation(stats, p))
             spread = np.maximum([compute, sync], 1e-3)
-            assert np.all(np.isfinite(mu)) and np.all(np.abs(mu) <= MAX_DEVIATION_SD * spread * (1 + 1e-6))
+            assert np.all(np.isfinite(mu)) and np.all(
+                np.abs(mu) <= DEFAULT_DEVIATION_LIMIT_SD * spread * (1 + 1e-6)
+            )
 
 
 def test_posterior_is_stable_for_valid_extreme_params(params: EnvParams) -> None:
@@ -501,8 +514,8 @@ def test_posterior_matches_float64_over_measurement_histories(
     assert np.all(np.isfinite(mu))
     spread = np.maximum(np.asarray([compute, sync]), 1e-3)  # online_model.MIN_SPREAD
     expected = float64_posterior(s, q, r, *spread, noise)
-    np.testing.assert_allclose(mu, expected, rtol=0, atol=1e-3 * MAX_DEVIATION_SD * spread.max())
-    assert np.all(np.abs(mu) <= MAX_DEVIATION_SD * spread * (1 + 1e-6))
+    np.testing.assert_allclose(mu, expected, rtol=0, atol=1e-3 * DEFAULT_DEVIATION_LIMIT_SD * spread.max())
+    assert np.all(np.abs(mu) <= DEFAULT_DEVIATION_LIMIT_SD * spread * (1 + 1e-6))
 
 
 def test_posterior_is_clipped_to_the_range_of_the_truth(params: EnvParams) -> None:
@@ -519,10 +532,12 @@ def test_posterior_is_clipped_to_the_range_of_the_truth(params: EnvParams) -> No
             jnp.float32(1 - share),
         )
     mu = np.asarray(posterior_deviation(stats, p))
-    np.testing.assert_allclose(mu, [MAX_DEVIATION_SD * 0.1, MAX_DEVIATION_SD * 0.05], rtol=1e-6)
+    np.testing.assert_allclose(
+        mu, [DEFAULT_DEVIATION_LIMIT_SD * 0.1, DEFAULT_DEVIATION_LIMIT_SD * 0.05], rtol=1e-6
+    )
     low = record_epoch(empty_stats(), jnp.float32(1.0), jnp.float32(40.0), jnp.float32(1.0), jnp.float32(0.0))
     mu = np.asarray(posterior_deviation(low, p))
-    np.testing.assert_allclose(mu, [-MAX_DEVIATION_SD * 0.1, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(mu, [-DEFAULT_DEVIATION_LIMIT_SD * 0.1, 0.0], rtol=1e-6)
 
 
 def test_forecast_stays_finite_when_the_model_is_badly_wrong(
@@ -566,4 +581,4 @@ def test_forecast_stays_finite_when_the_model_is_badly_wrong(
     assert not bad, bad
     assert np.all((final >= 0.0) & (final <= 1.0))
     mu_sync = np.asarray(posterior_deviation(info["final_state"].model_stats, p)[1])
-    np.testing.assert_allclose(mu_sync, MAX_DEVIATION_SD * 2.0, rtol=1e-6)
+    np.testing.assert_allclose(mu_sync, DEFAULT_DEVIATION_LIMIT_SD * 2.0, rtol=1e-6)

@@ -173,8 +173,14 @@ def test_a_dual_weights_job_that_passes_its_multipliers_back_gets_the_envs_weigh
     assert again.multipliers == tuple(answer.multipliers[name] for name in SLA_NAMES)
     # The policy's own (severity) weights neither read nor carry them: null, not a figure that grows.
     assert recommend(load_policy(SHIPPED), again).multipliers is None
-    with pytest.raises(ValueError, match="multipliers must be in"):
-        LiveJob.from_dict({**EXAMPLE, "multipliers": [9.0] * len(SLA_NAMES)})
+    with pytest.raises(ValueError, match="multipliers must be finite and >= 0"):
+        LiveJob.from_dict({**EXAMPLE, "multipliers": [-1.0] * len(SLA_NAMES)})
+    # Above the policy's cap (params.dual_max, 5 by default): refused where the policy is known.
+    too_large = LiveJob.from_dict({**EXAMPLE, "multipliers": [9.0] * len(SLA_NAMES)})
+    with pytest.raises(ValueError, match=r"multipliers must be at most the policy's cap on them \(5;"):
+        recommend(load_policy(SHIPPED), too_large, params)
+    answer = recommend(load_policy(SHIPPED), too_large, with_values(params, dual_max=10.0))
+    assert max(answer.multipliers.values()) <= 10.0
 
 
 def test_a_new_job_reported_without_readings_observes_as_the_env_resets(env: JobAllocationEnv) -> None:

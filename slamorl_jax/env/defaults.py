@@ -12,6 +12,8 @@ from slamorl_jax.calibration.workloads import POLLUX_HARDWARE
 from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, with_derived_tables
+from slamorl_jax.env.dual_weights import DEFAULT_DUAL_MAX
+from slamorl_jax.env.job_truth import DEFAULT_DEVIATION_LIMIT_SD
 from slamorl_jax.env.params import (
     INIT_STRATEGIES,
     NUM_SCENARIO_KINDS,
@@ -175,6 +177,7 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         init_mix_probs=_f32(DEFAULT_INIT_MIX_PROBS),
         compute_spread=_f32(DEFAULT_COMPUTE_SPREAD),
         sync_spread=_f32(DEFAULT_SYNC_SPREAD),
+        deviation_limit_sd=_f32(DEFAULT_DEVIATION_LIMIT_SD),
         forecast_noise=_f32(DEFAULT_FORECAST_NOISE),
         target_gpus=_i32(DEFAULT_TARGET_GPUS),
         target_cpus_per_gpu=_f32(DEFAULT_TARGET_CPUS_PER_GPU),
@@ -196,6 +199,7 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         weights_mode=_i32(WEIGHT_MODES.index("severity")),
         dual_step=_f32(DEFAULT_DUAL_STEP),
         dual_decay=_f32(DEFAULT_DUAL_DECAY),
+        dual_max=_f32(DEFAULT_DUAL_MAX),
         reward_clip=_f32(10.0),
         sla_met_bonus=_f32(DEFAULT_SLA_MET_BONUS),
         all_slas_bonus=_f32(DEFAULT_ALL_SLAS_BONUS),

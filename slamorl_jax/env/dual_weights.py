@@ -11,8 +11,8 @@ The objective weights the env gives the policy and the loss come in three forms
 
 Update rule, applied at every reading (the reset forecast and each epoch), per SLA ``i``::
 
-    lambda_i <- min(lambda_i + dual_step * s_i, MAX_MULTIPLIER)   if s_i > 0  (violated or projected to be)
-    lambda_i <- (1 - dual_decay) * lambda_i                       if s_i = 0  (the SLA holds)
+    lambda_i <- min(lambda_i + dual_step * s_i, dual_max)   if s_i > 0  (violated or projected to be)
+    lambda_i <- (1 - dual_decay) * lambda_i                 if s_i = 0  (the SLA holds)
 
 Why this form. Dual ascent on the Lagrangian of "maximise the preferred objectives subject to the six
 SLAs" moves each multiplier by its constraint's violation; the severity (``sla.py``: relative overshoot,
@@ -21,7 +21,7 @@ instead of only holding it, which is the memory the severity form lacks. A met S
 no measured slack, so it cannot push its multiplier down by a violation of the other sign; it decays
 geometrically instead, so the tilt fades over about ``1 / dual_decay`` epochs once the SLA is safe
 (this stands in for the projection onto ``lambda >= 0`` and keeps the weights from sticking after a
-recovery). ``MAX_MULTIPLIER`` is an anti-windup cap: with ``eta = 1.5`` a pressure of 5 already tilts
+recovery). ``dual_max`` (5 by default) is an anti-windup cap: with ``eta = 1.5`` a pressure of 5 already tilts
 the weights by ``e^7.5`` (about 1800x), so larger multipliers would only delay the decay after recovery.
 Per SLA rather than per objective: each SLA is its own constraint, and a throughput shortfall keeps
 its memory while the deadline holds; the multipliers reach the three objectives through the same
@@ -46,8 +46,8 @@ from jax.typing import ArrayLike
 
 from slamorl_jax.env.adaptive_weights import adapt_columns
 
-# Anti-windup cap on every multiplier (see the module docstring).
-MAX_MULTIPLIER = 5.0
+# Anti-windup cap on every multiplier (see the module docstring): ``EnvParams.dual_max``'s default.
+DEFAULT_DUAL_MAX = 5.0
 # Indices into ``params.WEIGHT_MODES``.
 STATIC, SEVERITY, DUAL = 0, 1, 2
 
@@ -57,10 +57,12 @@ def update_multipliers(
     severities: tuple[jnp.ndarray, ...],
     step: ArrayLike,
     decay: ArrayLike,
+    cap: ArrayLike = DEFAULT_DUAL_MAX,
 ) -> tuple[jnp.ndarray, ...]:
-    """One dual-ascent step of the six multipliers from the six severities (module docstring)."""
+    """One dual-ascent step of the six multipliers from the six severities (module docstring), each
+    capped at ``cap`` (``EnvParams.dual_max``)."""
     return tuple(
-        jnp.where(s > 0.0, jnp.minimum(lam + step * s, MAX_MULTIPLIER), (1.0 - decay) * lam)
+        jnp.where(s > 0.0, jnp.minimum(lam + step * s, cap), (1.0 - decay) * lam)
         for lam, s in zip(multipliers, severities, strict=True)
     )
 

@@ -52,7 +52,7 @@ def epoch_readings(
         if multipliers is None
         else tuple(multipliers[i] for i in range(len(severities)))
     )
-    after = update_multipliers(before, severities, params.dual_step, params.dual_decay)
+    after = update_multipliers(before, severities, params.dual_step, params.dual_decay, params.dual_max)
     weights = mode_weights(params.weights_mode, preference, severities, after, params.adapt_strength)
     return {
         "epoch_time_s": epoch_time_s,

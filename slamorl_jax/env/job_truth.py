@@ -3,7 +3,7 @@
 A platform knows a job's workload and GPU type, not its exact speed: two jobs of the same model run
 at different speeds (another software stack, data layout, placement, a different per-GPU batch).
 So every job draws two hidden log deviations at reset, ``z`` unit-variance and clipped at
-``+-MAX_DEVIATION_SD`` standard deviations:
+``+-deviation_limit_sd`` standard deviations (``EnvParams``; 2.5 by default):
 
 * compute: ``T_comp_true = T_comp_profile x exp(compute_spread x z_compute)``;
 * sync: every sync term (intra- and inter-node, alpha and beta) ``x exp(sync_spread x z_sync)``.
@@ -23,14 +23,14 @@ from slamorl_jax.env import draws as d
 from slamorl_jax.env.job_model import JobConstants
 from slamorl_jax.env.params import EnvParams
 
-MAX_DEVIATION_SD = 2.5
+DEFAULT_DEVIATION_LIMIT_SD = 2.5  # EnvParams.deviation_limit_sd's default
 
 
 def deviation_draws(u_compute: jax.Array, u_sync: jax.Array, params: EnvParams) -> jax.Array:
     """The ``(2,)`` log deviations (compute, sync) for two uniforms."""
     z = jnp.stack([d.standard_normal_approx(u_compute), d.standard_normal_approx(u_sync)])
     spread = jnp.stack([params.compute_spread, params.sync_spread])
-    return spread * jnp.clip(z, -MAX_DEVIATION_SD, MAX_DEVIATION_SD)
+    return spread * jnp.clip(z, -params.deviation_limit_sd, params.deviation_limit_sd)
 
 
 def true_time_ratio(

@@ -30,7 +30,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from slamorl_jax.env.job_truth import MAX_DEVIATION_SD
 from slamorl_jax.env.params import EnvParams
 
 MODEL_STATS = ("r11", "r12", "r22", "z1", "z2")  # R (upper triangular) and z, see the module docstring
@@ -83,7 +82,7 @@ def record_epoch(
 
 def posterior_deviation(stats: jax.Array, params: EnvParams) -> tuple[jax.Array, jax.Array]:
     """Posterior mean of the (compute, sync) log deviations given ``stats``, each clipped to the
-    range the truth is drawn from (``job_truth.MAX_DEVIATION_SD`` spreads).
+    range the truth is drawn from (``params.deviation_limit_sd`` spreads).
 
     The precision is ``P = D + n R^T R`` (prior ``D = diag(d1, d2)``, noise precision ``n``) and the
     mean solves ``P mu = n R^T z``. By Cramer's rule with ``R``'s entries the terms in ``n^2 R12^2``
@@ -101,7 +100,7 @@ def posterior_deviation(stats: jax.Array, params: EnvParams) -> tuple[jax.Array,
     det = d1 * d2 + n * (d1 * (r12 * r12 + r22 * r22) + d2 * r11 * r11) + n * n * jnp.square(r11 * r22)
     compute = n * r11 * (d2 * z1 + n * r22 * (r22 * z1 - r12 * z2))
     sync = n * (d1 * (r12 * z1 + r22 * z2) + n * r11 * r11 * r22 * z2)
-    limit = MAX_DEVIATION_SD
+    limit = params.deviation_limit_sd
     mu_compute = jnp.clip(compute / det, -limit * spread_c, limit * spread_c)
     mu_sync = jnp.clip(sync / det, -limit * spread_s, limit * spread_s)
     return mu_compute, mu_sync

@@ -99,6 +99,7 @@ class EnvParams:
     # workload's calibrated profile; the agent sees only the profile and its own measurements.
     compute_spread: jax.Array
     sync_spread: jax.Array
+    deviation_limit_sd: jax.Array  # the hidden deviations are clipped at +- this many spreads
     # Online model (online_model.py): std of a measured epoch's log time around the model.
     forecast_noise: jax.Array
     # Absolute targets of the ``targets`` action set (action_sets.py).
@@ -126,6 +127,7 @@ class EnvParams:
     weights_mode: jax.Array  # int32 index into WEIGHT_MODES (dual_weights.py)
     dual_step: jax.Array  # dual weights: multiplier gain per unit of severity
     dual_decay: jax.Array  # dual weights: fraction of a multiplier lost per reading its SLA holds
+    dual_max: jax.Array  # dual weights: the cap on every multiplier (anti-windup)
     reward_clip: jax.Array  # |time| and |cost| reward of one step are clipped to this
     sla_met_bonus: jax.Array  # SLA reward at the last epoch per job-level SLA met (of six)
     all_slas_bonus: jax.Array  # extra SLA reward at the last epoch when all six are met

@@ -51,9 +51,7 @@ from slamorl_jax.env import shifts
 from slamorl_jax.env.action_sets import ACTION_SETS, DEFAULT_ACTION_SET, NUM_TARGETS, RELOCATE_ACTION
 from slamorl_jax.env.actions import CPU_STEP_DELTAS, GPU_DELTAS
 from slamorl_jax.env.actions import NUM_ACTIONS as NUM_MOVES
-from slamorl_jax.env.dual_weights import MAX_MULTIPLIER
 from slamorl_jax.env.forecast import EPOCHS_LEFT_SCALE, RATIO_CAP
-from slamorl_jax.env.job_truth import MAX_DEVIATION_SD
 from slamorl_jax.env.observation import NUM_PAPER_FEATURES
 from slamorl_jax.env.online_model import MIN_SPREAD, ROUNDING
 from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, WEIGHT_MODES, EnvParams
@@ -271,7 +269,7 @@ class PythonJob:
         # Per-SLA dual multipliers (dual_weights.py), then the weights of the configured form.
         v = self._v
         self.multipliers = tuple(
-            min(lam + v["dual_step"] * si, MAX_MULTIPLIER) if si > 0.0 else (1.0 - v["dual_decay"]) * lam
+            min(lam + v["dual_step"] * si, v["dual_max"]) if si > 0.0 else (1.0 - v["dual_decay"]) * lam
             for lam, si in zip(self.multipliers, s, strict=True)
         )
         mode = WEIGHT_MODES[v["weights_mode"]]
@@ -302,10 +300,11 @@ class PythonJob:
 
     # Hidden truth and online model ----------------------------------------------------------
     def _deviation(self, u: list[float]) -> tuple[float, float]:
-        """The job's hidden log deviations: spread x a logistic deviate clipped at +-MAX_DEVIATION_SD."""
+        """The job's hidden log deviations: spread x a logistic deviate clipped at +-deviation_limit_sd."""
         v = self._v
-        z_compute = min(max(_logistic(u[d.COMPUTE_DEVIATION]), -MAX_DEVIATION_SD), MAX_DEVIATION_SD)
-        z_sync = min(max(_logistic(u[d.SYNC_DEVIATION]), -MAX_DEVIATION_SD), MAX_DEVIATION_SD)
+        limit = v["deviation_limit_sd"]
+        z_compute = min(max(_logistic(u[d.COMPUTE_DEVIATION]), -limit), limit)
+        z_sync = min(max(_logistic(u[d.SYNC_DEVIATION]), -limit), limit)
         return v["compute_spread"] * z_compute, v["sync_spread"] * z_sync
 
     def _record_epoch(self, measured_s: float, profile_s: float, s: float, q: float) -> None:
@@ -327,7 +326,7 @@ class PythonJob:
     def posterior_deviation(self) -> tuple[float, float]:
         """Posterior mean of the (compute, sync) log deviations: prior N(0, spread^2) per term,
         each epoch ``log(measured / profile) = s dc + q ds + N(0, forecast_noise^2)``; each mean
-        clipped to +-``MAX_DEVIATION_SD`` spreads (the range the truth is drawn from)."""
+        clipped to +-``deviation_limit_sd`` spreads (the range the truth is drawn from)."""
         v = self._v
         n = 1.0 / max(v["forecast_noise"], MIN_SPREAD) ** 2
         spread_c, spread_s = max(v["compute_spread"], MIN_SPREAD), max(v["sync_spread"], MIN_SPREAD)
@@ -338,7 +337,7 @@ class PythonJob:
         det = d1 * d2 + n * (d1 * (r12 * r12 + r22 * r22) + d2 * r11 * r11) + (n * r11 * r22) ** 2
         compute = n * r11 * (d2 * z1 + n * r22 * (r22 * z1 - r12 * z2))
         sync = n * (d1 * (r12 * z1 + r22 * z2) + n * r11 * r11 * r22 * z2)
-        limit_c, limit_s = MAX_DEVIATION_SD * spread_c, MAX_DEVIATION_SD * spread_s
+        limit_c, limit_s = v["deviation_limit_sd"] * spread_c, v["deviation_limit_sd"] * spread_s
         mu_compute = min(max(compute / det, -limit_c), limit_c)
         mu_sync = min(max(sync / det, -limit_s), limit_s)
         return mu_compute, mu_sync
