@@ -85,8 +85,9 @@ from slamorl_jax.env.scenarios import SCENARIOS, with_preference, with_scenario
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import Method, run_method
 from slamorl_jax.history import HistoryStart
-from slamorl_jax.history.build import RECORDED_ALLOCATIONS, oracle_records, policy_records
+from slamorl_jax.history.build import oracle_records, policy_records
 from slamorl_jax.history.demonstrations import oracle_demonstrations
+from slamorl_jax.history.names import RECORDED, RECORDED_WORDS, SOURCES
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import greedy_policy
 from slamorl_jax.warm_start import warm_start
@@ -95,11 +96,9 @@ DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "exploration_overhea
 EARLY_EPOCHS = 5
 WARM_STARTS = ("history", "forecast", "probes", "probes_always")
 WHOLE_JOB = 1_000_000  # a horizon past every job's last epoch
-HISTORY_SOURCES = ("oracle", "policy")  # slamorl_jax.history build --source
 HISTORY_SOURCE_WORDS = {
     "oracle": "their oracle allocations",
-    "longest": "the allocations the policy ran their longest stretches of epochs on",
-    "final": "the allocations the policy ran their last epochs on",
+    **{name: f"each at the allocation the policy ran {words}" for name, words in RECORDED_WORDS.items()},
 }
 HISTORY_SEED_OFFSET = 1000  # the store's jobs are drawn from another seed than the evaluated ones
 
@@ -377,15 +376,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--history_source",
-        choices=HISTORY_SOURCES,
+        choices=SOURCES,
         default="oracle",
         help="the store's allocations: each job's best static one in hindsight (oracle) or one the "
         "policy ran it on (policy; see --recorded)",
     )
     parser.add_argument(
         "--recorded",
-        choices=tuple(RECORDED_ALLOCATIONS),
-        default="longest",
+        choices=RECORDED,
+        default=None,
         help="with --history_source policy: each job's allocation of its longest stretch of epochs, "
         "or of its last",
     )
@@ -400,6 +399,12 @@ def main(argv: list[str] | None = None) -> None:
     def check(args: argparse.Namespace, prog: str) -> None:
         if args.training_only and args.train_updates == 0:
             fail("--training_only with --train_updates 0 measures nothing", prog)
+        if args.history_source == "oracle" and args.recorded is not None:
+            fail(
+                "--recorded picks a policy store's allocation: add --history_source policy",
+                prog,
+            )
+        args.recorded = args.recorded or RECORDED[0]
         check_checkpoint(args, prog)
 
     parse_and_report(parser, argv, DEFAULT_OUT, run, to_markdown, check)

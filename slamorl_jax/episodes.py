@@ -67,7 +67,8 @@ LEFT_EVENT_NODES = "left_event_nodes"
 # nodes; each is also one of ``reallocations``), counted from the actions the job took.
 RELOCATIONS = "relocations"
 # And what a history store records of a finished job (``history.build.records_from_episodes``): the
-# allocation it ran its last epoch on, and its deadline and budget.
+# allocation it ran its last epoch on, and its deadline and budget as submitted (a mid-run event,
+# ``env/shifts.py``, may cut them later; the SLA checks use the targets in force at the end).
 FINAL_GPUS = "final_gpus"
 FINAL_CPUS = "final_cpus"
 # And the allocation it ran its longest stretch of consecutive epochs on (the later on a tie), and
@@ -270,10 +271,16 @@ def _run_jobs(
 
     nothing = jnp.zeros(batch, bool)
     carry = (obs, state.weights, state, nothing, nothing, counts, figures)
+    submitted = {DEADLINE_S: state.job.sla_targets.deadline_s, BUDGET_USD: state.job.sla_targets.budget_usd}
     (_, _, _, ended, completed, _, figures), _ = jax.lax.scan(step, carry, jax.random.split(key, max_steps))
     # A job cut short by max_steps_in_episode is not finished: its figures are those of part of a job
     # (the time so far against the whole job's reference, a deadline not yet reached).
-    return {**figures, "finished": completed, "truncated": jnp.logical_and(ended, jnp.logical_not(completed))}
+    return {
+        **figures,
+        **submitted,
+        "finished": completed,
+        "truncated": jnp.logical_and(ended, jnp.logical_not(completed)),
+    }
 
 
 def _counted(
@@ -300,8 +307,6 @@ def _state_figures(state: EnvState) -> dict[str, jax.Array]:
         LEFT_EVENT_NODES: state.event_left,
         FINAL_GPUS: state.gpus,
         FINAL_CPUS: state.cpus,
-        DEADLINE_S: state.job.sla_targets.deadline_s,
-        BUDGET_USD: state.job.sla_targets.budget_usd,
     }
 
 

@@ -57,10 +57,18 @@ class FirstAllocation:
     distance: float  # history.lookup's distance to the record
     record: dict[str, Any]
     source: str = "history"
+    # How the record matches the job (HISTORY_MATCHES): a record of another GPU type, or another
+    # workload, is used only where the store holds none closer (history.lookup).
+    match: str = "workload and GPU type"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return dataclasses.asdict(self)
+
+
+# A history answer's ``match``, best first: the record's workload and GPU type are the job's; its
+# workload only; neither workload (the store holds no record of the job's workload).
+HISTORY_MATCHES = ("workload and GPU type", "workload, another GPU type", "another workload")
 
 
 def _check_unstarted(job: LiveJob, what: str) -> None:
@@ -81,7 +89,10 @@ def history_first_allocation(
     gpus, cpus = clip_allocation(
         jnp.int32(record.best_gpus), jnp.int32(record.best_cpus), *cluster_bounds(params)
     )
-    return FirstAllocation(int(gpus), int(cpus), float(distance), record.as_dict())
+    match = HISTORY_MATCHES[0 if record.workload == job.workload else 2]
+    if match == HISTORY_MATCHES[0] and record.gpu_type != job.gpu_type:
+        match = HISTORY_MATCHES[1]
+    return FirstAllocation(int(gpus), int(cpus), float(distance), record.as_dict(), match=match)
 
 
 _suggested = jax.jit(suggested_allocation)

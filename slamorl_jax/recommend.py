@@ -40,9 +40,10 @@ A job that has run no epoch yet (``epochs_done`` 0) can start elsewhere than whe
 send it (``slamorl_jax.live_start``): ``--forecast_start`` answers with the allocation the profile's
 forecast ranks first (``"source": "forecast"``; the start ``evaluate`` reports as
 ``policy_from_forecast``), ``--history=store.json`` (or ``.csv``; ``slamorl_jax.history``)
-answers with the allocation of the store's nearest record (``"source": "history"``, the record and
-its distance; a job that has run epochs gets the policy's answer as usual, though a missing,
-unreadable or malformed store is refused either way), and ``--probe_plan``
+answers with the allocation of the store's nearest record (``"source": "history"``, the record, its
+distance and how it matches the job, with a warning on stderr where it is of another workload or GPU
+type; a job that has run epochs gets the policy's answer as usual, with a note on stderr, though a
+missing, unreadable or malformed store is refused either way), and ``--probe_plan``
 answers with the probe runs to make first; reported back as the job's ``probes``, they feed the
 online model the policy's forecasts use. ``--suggest_slas`` answers a new job whose user left out
 its deadline, budget or minimum throughput (``deadline_s`` and ``budget_usd`` may then be missing)
@@ -459,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
     policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
     from slamorl_jax.live import recommend
+    from slamorl_jax.live_start import HISTORY_MATCHES
 
     indent = None if args.compact else 2
     records = read_history(args.history, policy) if args.history is not None else None
@@ -472,8 +474,22 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=indent))
         return 0
     if (records is not None and new_job) or args.probe_plan or args.forecast_start:
-        print(json.dumps(first_allocation(policy, job, records, args.forecast_start), indent=indent))
+        start = first_allocation(policy, job, records, args.forecast_start)
+        if start.get("source") == "history" and start["match"] != HISTORY_MATCHES[0]:
+            print(
+                f"{PROG}: warning: the store holds no record of this job's workload and GPU type; the "
+                f"nearest is of {start['match']} ({start['record']['workload']} on "
+                f"{start['record']['gpu_type']})",
+                file=sys.stderr,
+            )
+        print(json.dumps(start, indent=indent))
         return 0
+    if records is not None:  # the policy's answer, as for any running job: said, not silent
+        print(
+            f"{PROG}: note: --history gives a job's first allocation; this job has run "
+            f"{job.epochs_done} epoch(s), so the answer is the policy's",
+            file=sys.stderr,
+        )
     try:
         answer = recommend(policy, job)
     except ValueError as err:

@@ -397,11 +397,12 @@ def absl_spelling(arg: str) -> str:
     if arg == "-h":
         return "--help"
     arg = respelled(arg, _is_flag)
-    name = arg.removeprefix("--no-")
-    if name != arg:
-        name = respelled(f"--{name}", _is_flag).removeprefix("--")
-        if name in FLAGS and FLAGS[name].boolean:
-            return f"--no{name}"
+    for negation in ("--no-", "--no"):  # argparse's and absl's negation of a boolean, either spelling
+        name = arg.removeprefix(negation)
+        if name != arg and not _is_flag(arg):
+            name = respelled(f"--{name}", _is_flag).removeprefix("--")
+            if name in FLAGS and FLAGS[name].boolean:
+                return f"--no{name}"
     return arg
 
 

@@ -423,6 +423,9 @@ def test_an_exploration_overhead_run_that_measures_nothing_is_refused(
     monkeypatch.chdir(tmp_path)
     outcome = call(lambda: main(["--training_only", "--train_updates=0", "--out=r.json"]), capsys, tmp_path)
     assert_refused(outcome, "--training_only with --train_updates 0 measures nothing")
+    # --recorded means nothing to the oracle's store: it ran with it unread.
+    outcome = call(lambda: main(["--recorded=final", "--out=r.json"]), capsys, tmp_path)
+    assert_refused(outcome, "--recorded picks a policy store's allocation: add --history_source policy")
 
 
 @pytest.mark.parametrize("fails", [False, True])

@@ -55,11 +55,10 @@ def test_parsers_and_their_sub_commands_take_both_spellings(capsys: pytest.Captu
 
 def test_train_takes_dashed_flags(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "argv", ["slamorl_jax.train"])
-    try:
-        train.parse_flags(
-            ["slamorl_jax.train", "--num-envs=64", "--no-moves-leave-contention", "-rollout-length=8"]
-        )
-        assert (train.FLAGS.num_envs, train.FLAGS.rollout_length) == (64, 8)
-        assert train.FLAGS.moves_leave_contention is False
-    finally:
-        train.FLAGS.unparse_flags()
+    for negation in ("--no-moves-leave-contention", "--nomoves-leave-contention"):
+        try:
+            train.parse_flags(["slamorl_jax.train", "--num-envs=64", negation, "-rollout-length=8"])
+            assert (train.FLAGS.num_envs, train.FLAGS.rollout_length) == (64, 8)
+            assert train.FLAGS.moves_leave_contention is False
+        finally:
+            train.FLAGS.unparse_flags()

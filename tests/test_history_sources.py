@@ -6,6 +6,7 @@ same longest-stretch rule."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -19,6 +20,8 @@ from learner_fixtures import REPO_ROOT
 from slamorl_jax.env import default_params, make
 from slamorl_jax.env.action_sets import NUM_MOVES, WIDEST_ACTION_SET, apply
 from slamorl_jax.env.params import with_values
+from slamorl_jax.env.scenarios import with_scenario
+from slamorl_jax.env.shifts import no_shift_probs
 from slamorl_jax.episodes import (
     BUDGET_USD,
     DEADLINE_S,
@@ -35,7 +38,8 @@ from slamorl_jax.episodes import (
 from slamorl_jax.history import HistoryStart
 from slamorl_jax.history import __main__ as history_cli
 from slamorl_jax.history.build import RECORDED_ALLOCATIONS, policy_records, records_from_episodes
-from slamorl_jax.history.finished_jobs import RECORDED, longest_stretch, record_from_finished_job
+from slamorl_jax.history.finished_jobs import longest_stretch, record_from_finished_job
+from slamorl_jax.history.names import RECORDED
 from slamorl_jax.history.records import load_records
 from slamorl_jax.live import LiveJob
 
@@ -65,18 +69,65 @@ def test_each_finished_job_is_recorded_at_the_allocation_it_ended_on(world: tupl
     assert [r.deadline_s for r in records] == pytest.approx(np.asarray(figures[DEADLINE_S]).tolist())
 
 
-def test_the_recorded_deadline_and_budget_are_the_ones_the_job_was_judged_by(world: tuple) -> None:
-    """``deadline_met`` and ``budget_met`` are the job's time and cost against the recorded SLAs."""
+def test_the_recorded_deadline_and_budget_are_the_jobs_as_submitted(world: tuple) -> None:
+    """Without mid-run events they are the targets ``deadline_met``/``budget_met`` judge; on
+    ``shifting`` jobs, whose events may cut them, still the targets the jobs were submitted with
+    (what a new job is matched on), not the cut ones."""
     env, params = world
-    figures = run_episodes(env, params, keep_allocation, jax.random.key(4), JOBS)
+    calm = with_values(params, shift_probs=no_shift_probs())
+    figures = run_episodes(env, calm, keep_allocation, jax.random.key(4), JOBS)
     time_ok = np.asarray(figures["episode_time_s"]) <= np.asarray(figures[DEADLINE_S])
     cost_ok = np.asarray(figures["episode_cost_usd"]) <= np.asarray(figures[BUDGET_USD])
     np.testing.assert_array_equal(time_ok, np.asarray(figures["deadline_met"]))
     np.testing.assert_array_equal(cost_ok, np.asarray(figures["budget_met"]))
     assert 0 < time_ok.sum() < JOBS  # some of each: the comparison can fail either way
-    # Kept where it started: a real allocation, never moved.
-    assert np.all(np.asarray(figures["reallocations"]) == 0)
-    assert np.all(np.asarray(figures[FINAL_GPUS]) >= 1) and np.all(np.asarray(figures[FINAL_CPUS]) >= 1)
+    shifting = with_scenario(params, "shifting")
+    key, jobs = jax.random.key(5), 64
+    figures = run_episodes(env, shifting, keep_allocation, key, jobs)
+    # The runner's jobs are these resets (run_episodes splits its key so: the reset half first).
+    reset_keys = jax.random.split(jax.random.split(key)[0], jobs)
+    _, submitted = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, shifting)
+    np.testing.assert_array_equal(np.asarray(figures["epochs"]), np.asarray(submitted.job.epochs))
+    np.testing.assert_allclose(figures[DEADLINE_S], submitted.job.sla_targets.deadline_s, rtol=0)
+    np.testing.assert_allclose(figures[BUDGET_USD], submitted.job.sla_targets.budget_usd, rtol=0)
+    within_submitted = np.asarray(figures["episode_time_s"]) <= np.asarray(figures[DEADLINE_S])
+    cut_below_its_time = ~np.asarray(figures["deadline_met"]) & within_submitted
+    assert cut_below_its_time.any(), "no deadline was cut below a job's time: the test would prove nothing"
+
+
+@dataclasses.dataclass(frozen=True)
+class TargetThenLast:
+    """Target ``first`` every epoch but the last, target ``last`` for the last (a controller: it
+    knows the epoch), so a job's longest stretch and its final allocation differ."""
+
+    first: int = 37
+    last: int = 12
+
+    def plan(self, state: object, params: object) -> jax.Array:
+        return jnp.zeros((), jnp.int32)
+
+    def act(self, plan: jax.Array, state: object, params: object) -> jax.Array:
+        final_epoch = state.epoch >= state.job.epochs - 1
+        return jnp.where(final_epoch, NUM_MOVES + self.last, NUM_MOVES + self.first).astype(jnp.int32)
+
+
+def test_the_runner_records_the_longest_stretch_and_the_last_epoch_apart(world: tuple) -> None:
+    env, params = world
+    figures = run_episodes(env, params, keep_allocation, jax.random.key(6), JOBS, controller=TargetThenLast())
+    first = [int(x) for x in apply(NUM_MOVES + 37, jnp.int32(1), jnp.int32(1), params)]
+    last = [int(x) for x in apply(NUM_MOVES + 12, jnp.int32(1), jnp.int32(1), params)]
+    assert first != last
+    epochs = np.asarray(figures["epochs"])
+    assert (epochs >= 3).any() and (epochs < 3).any()
+    final = np.stack([figures[FINAL_GPUS], figures[FINAL_CPUS]], axis=-1)
+    longest = np.stack([figures[LONGEST_GPUS], figures[LONGEST_CPUS]], axis=-1)
+    np.testing.assert_array_equal(final, np.tile(last, (JOBS, 1)))
+    # Three epochs or more: the first target's stretch is the longest; two: a tie, the later wins.
+    expected = np.where((epochs >= 3)[:, None], first, last)
+    np.testing.assert_array_equal(longest, expected)
+    np.testing.assert_array_equal(figures[LONGEST_EPOCHS], np.where(epochs >= 3, epochs - 1, 1))
+    records = records_from_episodes(figures, env.catalog)
+    assert [[r.best_gpus, r.best_cpus] for r in records] == expected.tolist()
 
 
 def test_jobs_cut_short_are_left_out_and_none_finished_is_an_error(world: tuple) -> None:
@@ -172,8 +223,14 @@ def test_a_job_never_moved_settled_on_its_start_for_all_its_epochs(world: tuple)
         records_from_episodes(figures, env.catalog, "best")
 
 
-def test_the_command_offers_every_recorded_allocation_the_builder_knows() -> None:
-    assert tuple(history_cli.RECORDED_WORDS) == tuple(RECORDED_ALLOCATIONS) == RECORDED
+def test_the_command_offers_every_recorded_allocation_the_builder_knows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert tuple(RECORDED_ALLOCATIONS) == RECORDED
+    # The oracle's store reads no --recorded: said, not ignored.
+    argv = ["build", "--recorded=final", f"--out={tmp_path / 'store.json'}", "--jobs=2"]
+    outcome = call(lambda: history_cli.main(argv), capsys, tmp_path)
+    assert_refused(outcome, "--recorded picks which allocation of a policy's run a record holds")
 
 
 def finished_job(**changes: object) -> dict:

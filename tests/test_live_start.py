@@ -185,13 +185,23 @@ def test_a_probed_new_job_counts_busy_time_and_peak_memory_over_its_probes_as_th
 @pytest.mark.slow  # two in-process recommend runs (about 10 s: loading the policy and its env params)
 def test_recommend_cli_history(workdir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     outcome = call(_recommend(NEW_JOB, "--history=store.json"), capsys, workdir)
+    assert outcome.code == 0 and not outcome.stderr, outcome.report()
+    answer = json.loads(outcome.stdout)
+    assert (answer["gpus"], answer["match"]) == (8, "workload and GPU type")
+    # Only a record of another GPU type: used, and said so on stderr.
+    outcome = call(_recommend({**NEW_JOB, "gpu_type": "V100"}, "--history=store.json"), capsys, workdir)
     assert outcome.code == 0, outcome.report()
-    assert json.loads(outcome.stdout)["gpus"] == 8
-    # A job that has run epochs gets the policy's answer as before.
+    assert json.loads(outcome.stdout)["match"] == "workload, another GPU type"
+    assert "warning: the store holds no record of this job's workload and GPU type" in outcome.stderr
+    other = {**NEW_JOB, "workload": "squad-bert", "epochs_total": 2}
+    outcome = call(_recommend(other, "--history=store.json"), capsys, workdir)
+    assert json.loads(outcome.stdout)["match"] == "another workload", outcome.report()
+    # A job that has run epochs gets the policy's answer as before, with a note that says so.
     started = {**NEW_JOB, "epochs_done": 2, "elapsed_s": 3100, "cost_usd": 2.8}
     outcome = call(_recommend(started, "--history=store.json"), capsys, workdir)
     assert outcome.code == 0, outcome.report()
     assert "action" in json.loads(outcome.stdout)
+    assert "note: --history gives a job's first allocation; this job has run 2 epoch(s)" in outcome.stderr
     outcome = call(_recommend(NEW_JOB, "--forecast_start"), capsys, workdir)
     assert outcome.code == 0, outcome.report()
     assert json.loads(outcome.stdout)["source"] == "forecast"

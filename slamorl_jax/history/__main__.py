@@ -35,6 +35,7 @@ require_backend()  # a platform the machine lacks: one line, before an import to
 from slamorl_jax.atomic_files import probe_writable
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
+from slamorl_jax.history.names import RECORDED, RECORDED_WORDS, SOURCES
 from slamorl_jax.run_dirs import unusable_path
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
@@ -43,20 +44,16 @@ if TYPE_CHECKING:
 
 PROG = program_name("slamorl_jax.history")  # as started: -m or its script
 MAX_JOBS = 1 << 20
-SOURCES = ("oracle", "policy")
 # What a store's notes say of where its allocations came from.
 SOURCE_NOTES = {
     "oracle": "fresh jobs, each with its best static allocation in hindsight",
     "policy": "fresh jobs run to the end by the checkpoint's policy (greedy, from the request), each "
     "finished one with the allocation it ran {}",
 }
-# history.build.RECORDED_ALLOCATIONS' names (not imported here: it would start JAX before the flags
-# are checked), each in the words of a store's notes.
-RECORDED_WORDS = {"longest": "its longest stretch of consecutive epochs on", "final": "its last epoch on"}
 
 
 def parser() -> OneLineArgumentParser:
-    """The command line of both sub-commands."""
+    """The command line of the three sub-commands."""
     top = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     commands = top.add_subparsers(dest="command", required=True, parser_class=OneLineArgumentParser)
     build = commands.add_parser("build", help="build a store from fresh simulated jobs")
@@ -74,9 +71,10 @@ def parser() -> OneLineArgumentParser:
     )
     build.add_argument(
         "--recorded",
-        choices=tuple(RECORDED_WORDS),
-        default="longest",
-        help="with --source=policy: the allocation of the job's longest stretch of epochs, or of its last",
+        choices=RECORDED,
+        default=None,
+        help="with --source=policy: the allocation of the job's longest stretch of epochs (the "
+        "default), or of its last",
     )
     build.add_argument("--out", required=True, help="the store to write (.json or .csv)")
     build.add_argument("--jobs", type=bounded(int, 1, MAX_JOBS), default=4096, help="jobs to record")
@@ -91,8 +89,8 @@ def parser() -> OneLineArgumentParser:
     ingest.add_argument("--out", required=True, help="the store to write (.json or .csv)")
     ingest.add_argument(
         "--recorded",
-        choices=tuple(RECORDED_WORDS),
-        default="longest",
+        choices=RECORDED,
+        default=RECORDED[0],
         help="each job's allocation of its longest stretch of epochs in its history, or of its last",
     )
     ingest.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
@@ -123,6 +121,12 @@ def out_problem(out: Path, overwrite: bool) -> str | None:
 def build(args: argparse.Namespace) -> int:
     """The ``build`` sub-command."""
     out = Path(args.out)
+    if args.source == "oracle" and args.recorded is not None:
+        fail(
+            "--recorded picks which allocation of a policy's run a record holds: give it --source=policy",
+            PROG,
+        )
+    args.recorded = args.recorded or RECORDED[0]
     if problem := out_problem(out, args.overwrite):
         fail(f"--out {args.out!r}: {problem}", PROG)
     try:

@@ -35,7 +35,9 @@ from slamorl_jax.episodes import (
     LONGEST_GPUS,
     Policy,
     run_episodes,
+    with_init_strategy,
 )
+from slamorl_jax.history.names import RECORDED
 from slamorl_jax.history.records import HistoryRecord, record_from_mapping
 
 
@@ -61,7 +63,9 @@ def records_from_states(
 # Which allocation of a finished job its record holds (``records_from_episodes``): the ``episodes``
 # figures of the allocation it ran its longest stretch of epochs on (the default: where it settled),
 # or its last epoch on (what it ended on, which may be a late move).
-RECORDED_ALLOCATIONS = {"longest": (LONGEST_GPUS, LONGEST_CPUS), "final": (FINAL_GPUS, FINAL_CPUS)}
+RECORDED_ALLOCATIONS = dict(
+    zip(RECORDED, ((LONGEST_GPUS, LONGEST_CPUS), (FINAL_GPUS, FINAL_CPUS)), strict=True)
+)
 
 
 def records_from_episodes(
@@ -150,10 +154,13 @@ def policy_records(
     num_jobs: int,
     catalog: Catalog | None = None,
     allocation: str = "longest",
+    start: str = "requested",
 ) -> list[HistoryRecord]:
     """``num_jobs`` fresh jobs of ``params`` (drawn from ``key``) run to the end by ``policy``
-    (``episodes.run_episodes``, from where ``params.init_strategy`` starts them), each finished one
-    recorded with the ``allocation`` it ran (:func:`records_from_episodes`): a store that knows only
-    what the policy's own runs measured."""
+    (``episodes.run_episodes``), each started by the init strategy ``start`` (the user's request, as a
+    platform starts its jobs, whatever ``params.init_strategy`` says) and each finished one recorded
+    with the ``allocation`` it ran (:func:`records_from_episodes`): a store that knows only what the
+    policy's own runs measured."""
+    params = with_init_strategy(params, start)
     figures = run_episodes(env, params, policy, key, num_jobs, policy_params)
     return records_from_episodes(figures, catalog or env.catalog, allocation)

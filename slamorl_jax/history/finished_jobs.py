@@ -19,15 +19,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from slamorl_jax.env.objectives import preference_vector
+from slamorl_jax.history.names import RECORDED
 from slamorl_jax.history.records import HistoryRecord, record_from_mapping
+from slamorl_jax.live_checks import check_in_cluster
 
 if TYPE_CHECKING:
     from slamorl_jax.env.catalog import Catalog
     from slamorl_jax.env.params import EnvParams
     from slamorl_jax.live import LiveJob
     from slamorl_jax.live_checks import ClusterLimits
-
-RECORDED = ("longest", "final")  # history.build.RECORDED_ALLOCATIONS' names, in its order
 
 
 def longest_stretch(allocations: Sequence[tuple[int, int]]) -> tuple[int, int]:
@@ -59,9 +59,12 @@ def record_from_finished_job(
             f"has not finished ({job.epochs_done} of {job.epochs_total} epochs): a history record is a "
             "finished job"
         )
-    gpus, cpus = job.gpus, job.cpus
+    gpus, cpus, which = job.gpus, job.cpus, "its last allocation (gpus, cpus)"
     if recorded == "longest" and job.history:
         gpus, cpus = longest_stretch([(g, c) for g, c, _ in job.history])
+        which = "its history's longest stretch"
+    if cluster is not None:  # named by the report's fields, not the record's
+        check_in_cluster(which, gpus, cpus, cluster)
     fields = {
         "workload": job.workload,
         "gpu_type": job.gpu_type,
@@ -72,4 +75,4 @@ def record_from_finished_job(
         "best_gpus": gpus,
         "best_cpus": cpus,
     }
-    return record_from_mapping(fields, "the record", catalog, cluster)
+    return record_from_mapping(fields, "its record", catalog)
