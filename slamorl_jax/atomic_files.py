@@ -132,28 +132,30 @@ def _replace_all(staged: Sequence[tuple[Path, Path]]) -> None:
     """``os.replace`` each staged file onto its target; if one fails, every target replaced before it
     gets its old file back (or, where it had none, is removed) before the error is raised."""
     replaced: list[tuple[Path, Path | None]] = []  # each target and its old file's copy, if it had one
-    try:
-        for tmp, path in staged:
-            old = _keep_old(path)
-            try:
-                os.replace(tmp, path)
-            except BaseException:
+    copies: list[Path] = []  # every copy made, removed whatever happens (a stop signal included)
+
+    def remove_copies() -> None:
+        for old in copies:
+            old.unlink(missing_ok=True)
+
+    with cleanup_on_interrupt(remove_copies):
+        try:
+            for tmp, path in staged:
+                old = _keep_old(path)
                 if old is not None:
-                    old.unlink(missing_ok=True)
-                raise
-            replaced.append((path, old))
-    except BaseException:
-        for path, old in reversed(replaced):
-            with suppress(OSError):  # best effort: a target gone odd keeps what it has
-                if old is None:
-                    path.unlink()
-                else:
-                    os.replace(old, path)
-        raise
-    finally:
-        for _, old in replaced:
-            if old is not None:
-                old.unlink(missing_ok=True)
+                    copies.append(old)
+                os.replace(tmp, path)
+                replaced.append((path, old))
+        except BaseException:
+            for path, old in reversed(replaced):
+                with suppress(OSError):  # best effort: a target gone odd keeps what it has
+                    if old is None:
+                        path.unlink()
+                    else:
+                        os.replace(old, path)
+            raise
+        finally:
+            remove_copies()
 
 
 def _keep_old(path: Path) -> Path | None:

@@ -64,7 +64,13 @@ def respelled_argv(argv: list[str], known: Callable[[str], bool]) -> list[str]:
 
 class OneLineArgumentParser(argparse.ArgumentParser):
     """``argparse`` whose errors are one line (no usage block) with exit status 2, and whose flags
-    take either spelling, ``--hold_below`` or ``--hold-below`` (:func:`respelled`)."""
+    take either spelling, ``--hold_below`` or ``--hold-below`` (:func:`respelled`), by their full
+    names only (``--hold=0.5`` is refused, as train's absl flags refuse it, rather than read as
+    whichever flag it starts)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """Report a bad command line and exit 2."""

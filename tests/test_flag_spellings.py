@@ -62,3 +62,11 @@ def test_train_takes_dashed_flags(monkeypatch: pytest.MonkeyPatch) -> None:
             assert train.FLAGS.moves_leave_contention is False
         finally:
             train.FLAGS.unparse_flags()
+
+
+def test_a_shortened_name_is_refused_not_guessed(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--hold=0.5`` was read as ``--hold_below`` (argparse's prefix matching); train's absl flags
+    never took it. Every command now wants the full name, in either spelling."""
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.parse_args(["--hold=0.5"])
+    assert exit_.value.code == 2 and "unrecognized arguments: --hold=0.5" in capsys.readouterr().err
