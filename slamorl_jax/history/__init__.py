@@ -1,7 +1,9 @@
 """History of finished jobs: records (JSON/CSV), nearest-match lookup of a new job's first
-allocation, and building a store from simulated jobs (``python -m slamorl_jax.history``); logs of
-past allocation decisions (``decisions.py``) and the demonstrations a policy is pre-trained on from
-them (``demonstrations.py``, ``python -m slamorl_jax.imitate``).
+allocation, and building a store from simulated jobs (their oracle allocations or where a policy's
+runs settled, ``build.py``) or from a platform's finished job reports (``finished_jobs.py``;
+``python -m slamorl_jax.history``); logs of past allocation decisions (``decisions.py``) and the
+demonstrations a policy is pre-trained on from them (``demonstrations.py``, ``python -m
+slamorl_jax.imitate``).
 
 The names below load their module on first use: ``python -m slamorl_jax.history`` imports this
 package before its ``__main__``, which must start quietly (``slamorl_jax.cli_start``) before any
