@@ -174,10 +174,10 @@ class Trainer:
     def env_params(self) -> Any:
         """The env parameters :meth:`init` and the updates use when given none: the config's
         (:func:`env_params_from_config`) for this package's job env, an other env's own defaults (the
-        training benchmark's CartPole)."""
+        training benchmark's CartPole), or ``None`` for an env that has none (it takes ``None``)."""
         if isinstance(self.env, JobAllocationEnv):
             return env_params_from_config(self.config, self.env.catalog)
-        return self.env.default_params
+        return getattr(self.env, "default_params", None)
 
     def _or_default(self, env_params: Any) -> Any:
         return self.env_params if env_params is None else env_params
