@@ -64,6 +64,7 @@ leaves any optional field out.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
 import numbers
@@ -174,7 +175,10 @@ class LiveJob:
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(fields))
         if unknown:  # written as JSON writes them: a name may hold a newline or be any length
-            raise ValueError(f"unknown job field(s): {', '.join(short_value(name) for name in unknown)}")
+            raise ValueError(
+                f"unknown job field(s): {', '.join(short_value(name) for name in unknown)}"
+                + _did_you_mean(unknown, list(fields))
+            )
         required = cls.required_fields()
         missing = [name for name in required if name not in data]
         if missing:
@@ -196,6 +200,13 @@ class LiveJob:
                 "time and spend so far)"
             )
         return cls(**values)
+
+
+def _did_you_mean(unknown: list[str], known: list[str]) -> str:
+    """`` (did you mean epochs_total?)`` for the unknown names that are near a known one (a typo),
+    else nothing."""
+    near = [match[0] for name in unknown if (match := difflib.get_close_matches(str(name), known, n=1))]
+    return f" (did you mean {', '.join(near)}?)" if near else ""
 
 
 RUN_FIELDS = ("history", "probes")

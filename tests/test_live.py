@@ -296,7 +296,11 @@ def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"colour": 1}, "unknown job field"),
+        ({"colour": 1}, 'unknown job field\\(s\\): "colour"$'),  # near no field: no guess
+        (
+            {"epoch_time_s": 1},
+            'unknown job field\\(s\\): "epoch_time_s" \\(did you mean last_epoch_time_s\\?\\)$',
+        ),
         ({"a\nb": 1}, 'unknown job field\\(s\\): "a\\\\nb"$'),  # one line, the name as JSON writes it
         ({"gpus": None}, "gpus must be a finite number"),
         ({"gpus": 2.5}, "gpus must be an integer"),
