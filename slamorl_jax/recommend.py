@@ -77,6 +77,7 @@ from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     from slamorl_jax.checkpoint import LoadedPolicy
     from slamorl_jax.live import LiveJob
@@ -126,12 +127,18 @@ def read_job(source: str) -> dict:
     return data
 
 
-def read_jobs(source: str, keep_going: bool = False, prog: str = PROG) -> list[tuple[str, LiveJob | str]]:
+def read_jobs(
+    source: str,
+    keep_going: bool = False,
+    prog: str = PROG,
+    prepare: Callable[[dict], dict] | None = None,
+) -> list[tuple[str, LiveJob | str]]:
     """The jobs of the ``--jobs`` file, each with where it is (``line N`` or ``item i``): JSON Lines
     (one job object a line, blank lines skipped), one JSON list of job objects, or one job object
     over several lines; exits 2 naming the line or item of a bad one, or with ``keep_going`` gives
     why in its place (a string). A file that cannot be read, or holds no jobs, exits 2 either way
-    (every message names ``prog``: ``history ingest`` reads the same files)."""
+    (every message names ``prog``: ``history ingest`` reads the same files, each job object first
+    passed through ``prepare``)."""
     from slamorl_jax.live import LiveJob
 
     text = read_source(source, "--jobs", prog)
@@ -165,7 +172,7 @@ def read_jobs(source: str, keep_going: bool = False, prog: str = PROG) -> list[t
                 raise ValueError(item.reason)
             if not isinstance(item, dict):
                 raise ValueError(f" must be a JSON object (a job), got {json_kind(item)}")
-            jobs.append((where, LiveJob.from_dict(item)))
+            jobs.append((where, LiveJob.from_dict(prepare(item) if prepare else item)))
         except ValueError as err:
             if not keep_going:
                 fail(f"--jobs {source!r} {where}{_joined(str(err))}", prog)

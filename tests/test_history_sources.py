@@ -314,3 +314,39 @@ def test_ingest_refuses_an_unusable_out_before_reading_any_job(
     argv = ["ingest", "--jobs=no/such/file.jsonl", f"--out={tmp_path / 'store.txt'}"]
     outcome = call(lambda: history_cli.main(argv), capsys, tmp_path)
     assert_refused(outcome, "--out", "must end in .json or .csv")
+
+
+READINGS_LEFT_OUT = (
+    "last_epoch_time_s",
+    "throughput",
+    "gpu_util",
+    "cpu_util",
+    "memory_used_gib",
+    "memory_alloc_gib",
+    "price_per_hour",
+)
+
+
+@pytest.mark.parametrize("with_history", [True, False])
+def test_ingest_takes_a_finished_report_without_the_last_epochs_readings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], with_history: bool
+) -> None:
+    """A platform's log of finished jobs may keep the job, its allocations and epoch times, and no
+    utilisations: a record reads none of them, so ingest does not ask for them."""
+    bare = {k: v for k, v in finished_job().items() if k not in READINGS_LEFT_OUT}
+    if not with_history:
+        bare.pop("history")
+    jobs = write_jobs(tmp_path / "finished.jsonl", bare)
+    out = tmp_path / "store.json"
+    outcome = call(lambda: history_cli.main(["ingest", f"--jobs={jobs}", f"--out={out}"]), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    (record,) = load_records(out)
+    assert (record.best_gpus, record.best_cpus) == ((8, 32) if with_history else (4, 32))
+    # Readings it does give are still checked, as in every report.
+    bad = write_jobs(tmp_path / "bad.jsonl", {**bare, "gpu_util": 1.5})
+    outcome = call(
+        lambda: history_cli.main(["ingest", f"--jobs={bad}", f"--out={tmp_path / 'bad.json'}"]),
+        capsys,
+        tmp_path,
+    )
+    assert_refused(outcome, "line 1: gpu_util is a fraction in [0, 1], got 1.5")

@@ -9,8 +9,9 @@ consecutive epochs on (``--source=policy``: what a platform logs, no hindsight; 
 for the allocation of its last epoch); ``history/build.py``.
 
 ``ingest --jobs=finished.jsonl --out=history.json`` records a platform's own finished jobs: job
-reports as ``recommend --jobs`` reads them (JSON Lines, a list, or one job), each with
-``epochs_done`` equal to ``epochs_total``, recorded at the allocation of the longest stretch of
+reports as ``recommend --jobs`` reads them (JSON Lines, a list, or one job; the last epoch's
+readings may be left out: ``finished_jobs.with_unread_readings``), each with ``epochs_done`` equal to
+``epochs_total``, recorded at the allocation of the longest stretch of
 epochs its ``history`` lists (``--recorded=final``: its last allocation);
 ``history/finished_jobs.py``. A report still running, or whose allocation the default cluster
 cannot hold, is refused naming its line, before anything is written.
@@ -193,13 +194,13 @@ def ingest(args: argparse.Namespace) -> int:
     if problem := out_problem(out, args.overwrite):
         fail(f"--out {args.out!r}: {problem}", PROG)
     from slamorl_jax.env import default_params
-    from slamorl_jax.history.finished_jobs import record_from_finished_job
+    from slamorl_jax.history.finished_jobs import record_from_finished_job, with_unread_readings
     from slamorl_jax.live_checks import ClusterLimits
     from slamorl_jax.recommend import read_jobs
 
     cluster = ClusterLimits.of(default_params())
     records = []
-    for where, job in read_jobs(args.jobs, prog=PROG):
+    for where, job in read_jobs(args.jobs, prog=PROG, prepare=with_unread_readings):
         try:
             records.append(record_from_finished_job(job, args.recorded, cluster=cluster))
         except ValueError as err:

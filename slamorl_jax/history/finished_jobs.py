@@ -11,12 +11,18 @@ epochs, deadline, budget, preference) and an allocation it measurably ran on:
 
 A report without a ``history`` records its last allocation either way (nothing else was measured).
 Nothing is taken from hindsight or from a model: a store of these records is what the platform saw.
+
+A record reads none of the last epoch's readings (``live_encoding.READINGS``: utilisations, memory,
+price), which a platform's log of finished jobs may not keep: :func:`with_unread_readings` fills the
+ones a report leaves out with values nobody reads (the last epoch's time from its ``history``, else
+its mean epoch), so the report passes the checks every job report gets; the ones it gives are kept
+and checked.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.history.names import RECORDED
@@ -41,6 +47,43 @@ def longest_stretch(allocations: Sequence[tuple[int, int]]) -> tuple[int, int]:
         if length >= best_length:
             best, best_length = allocation, length
     return best
+
+
+# What a left-out reading is set to in a finished report (never read; each passes the report checks).
+UNREAD_READINGS = {
+    "throughput": 0.0,
+    "gpu_util": 0.0,
+    "cpu_util": 0.0,
+    "memory_used_gib": 0.0,
+    "memory_alloc_gib": 1.0,
+    "price_per_hour": 0.0,
+}
+
+
+def with_unread_readings(report: dict[str, Any]) -> dict[str, Any]:
+    """``report`` (a job report's JSON object) with the last epoch's readings it leaves out filled
+    (module docstring); a report that is not a finished one is returned as it is (its checks say
+    what is wrong with it)."""
+    done = report.get("epochs_done")
+    if not _is_number(done) or done < 1 or done != report.get("epochs_total"):
+        return report
+    filled = dict(report)
+    if filled.get("last_epoch_time_s") is None:
+        history, elapsed = filled.get("history"), filled.get("elapsed_s")
+        if isinstance(history, list) and history:
+            last = history[-1].get("epoch_time_s") if isinstance(history[-1], dict) else None
+        else:
+            last = elapsed / done if _is_number(elapsed) else None
+        if _is_number(last):
+            filled["last_epoch_time_s"] = last
+    for name, value in UNREAD_READINGS.items():
+        if filled.get(name) is None:
+            filled[name] = value
+    return filled
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def record_from_finished_job(
