@@ -1,8 +1,8 @@
 """Exploration overhead: what jobs lose while a policy finds where they should run, cold vs warm.
 
     python -m benchmarks.exploration_overhead [--episodes 1024] [--seed 0] [--epochs 5]
-        [--history_jobs 2048] [--history_source oracle] [--recorded longest] [--train_updates 30]
-        [--train_envs 64] [--imitation_jobs 1024] [--training_only]
+        [--history_jobs 2048] [--history_source oracle] [--recorded longest] [--history_rounds 1]
+        [--train_updates 30] [--train_envs 64] [--imitation_jobs 1024] [--training_only]
         [--checkpoint checkpoints/default] [--out benchmarks/results/exploration_overhead.json] [--overwrite]
 
 **Per job** (issue 8): the exploration overhead of a start is, over a job's first
@@ -29,7 +29,9 @@ shipped policy (greedy):
   (``--history_source oracle``), or the allocations the policy ran those jobs on when it ran them
   from the request (``--history_source policy``: what a platform would have logged), each job's
   longest stretch of epochs at one allocation (``--recorded longest``) or its last epoch's
-  (``--recorded final``);
+  (``--recorded final``); with ``--history_rounds R``, built in R rounds, each after the first from
+  other jobs started at the last round's store's nearest record (a platform whose recorded runs
+  themselves started from its history);
 * ``forecast``: the forecast's first choice on the profile alone (``ProbingEnv`` with a probe budget
   of 0: no probe runs);
 * ``probes``: probe runs from the request when they are cheap against the job (``env/probes.py``,
@@ -171,14 +173,20 @@ def per_job_overheads(args: argparse.Namespace, policy: LoadedPolicy, base: EnvP
     store_key = jax.random.key(args.seed + HISTORY_SEED_OFFSET)
     env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     greedy = greedy_policy(policy.network)
-    records = []
-    for index, name in enumerate(scenarios):
-        key, params = jax.random.fold_in(store_key, index), with_scenario(base, name)
-        jobs = args.history_jobs // len(scenarios)
-        if args.history_source == "oracle":
-            records += oracle_records(params, key, jobs)
-        else:
-            records += policy_records(env, params, greedy, policy.params, key, jobs, None, args.recorded)
+    records: list = []
+    for round_ in range(args.history_rounds if args.history_source == "policy" else 1):
+        # Round 2 on: other jobs, each started at the last round's store's nearest record.
+        rule, records = (HistoryStart.from_records(records) if round_ else None), []
+        for index, name in enumerate(scenarios):
+            key, params = jax.random.fold_in(store_key, index), with_scenario(base, name)
+            key = jax.random.fold_in(key, round_) if round_ else key
+            jobs = args.history_jobs // len(scenarios)
+            if args.history_source == "oracle":
+                records += oracle_records(params, key, jobs)
+            else:
+                records += policy_records(
+                    env, params, greedy, policy.params, key, jobs, None, args.recorded, start_rule=rule
+                )
     methods = start_methods(policy, HistoryStart.from_records(records))
     keys = [jax.random.key(args.seed)]
     out: dict[str, Any] = {"history_records": len(records), "horizons": {}}
@@ -294,6 +302,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "history_jobs": args.history_jobs,
         "history_source": args.history_source,
         "recorded": args.recorded if args.history_source == "policy" else None,
+        "history_rounds": args.history_rounds,
         "imitation_jobs": args.imitation_jobs,
         "per_job": jobs,
         "per_job_wall_s": jobs_s,
@@ -313,6 +322,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
     jobs = payload["per_job"]
     # Older reports name no source (oracle); a policy store names the allocation it recorded.
     store_words = HISTORY_SOURCE_WORDS[payload.get("recorded") or payload.get("history_source", "oracle")]
+    if (rounds := payload.get("history_rounds", 1)) > 1:
+        store_words += f", the last of {rounds} rounds (each started at the round before's store)"
     text = (
         f"Exploration overhead against the best static allocation in hindsight ({payload['episodes']} jobs "
         f"per scenario, seed {payload['seed']}, policy {payload['checkpoint']}; history store of "
@@ -388,6 +399,13 @@ def main(argv: list[str] | None = None) -> None:
         help="with --history_source policy: each job's allocation of its longest stretch of epochs, "
         "or of its last",
     )
+    parser.add_argument(
+        "--history_rounds",
+        type=bounded(int, 1, 10),
+        default=1,
+        help="with --history_source policy: rounds of the store; each after the first runs other jobs "
+        "started at the last round's store (a platform recording runs that used its history)",
+    )
     parser.add_argument("--train_updates", type=bounded(int, 0, 10_000), default=30, help="0 skips training")
     parser.add_argument("--train_envs", type=bounded(int, 4, 1 << 16), default=64, help="jobs per update")
     parser.add_argument(
@@ -399,6 +417,8 @@ def main(argv: list[str] | None = None) -> None:
     def check(args: argparse.Namespace, prog: str) -> None:
         if args.training_only and args.train_updates == 0:
             fail("--training_only with --train_updates 0 measures nothing", prog)
+        if args.history_source == "oracle" and args.history_rounds > 1:
+            fail("--history_rounds builds a policy store in rounds: add --history_source policy", prog)
         if args.history_source == "oracle" and args.recorded is not None:
             fail(
                 "--recorded picks a policy store's allocation: add --history_source policy",

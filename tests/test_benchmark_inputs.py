@@ -426,6 +426,8 @@ def test_an_exploration_overhead_run_that_measures_nothing_is_refused(
     # --recorded means nothing to the oracle's store: it ran with it unread.
     outcome = call(lambda: main(["--recorded=final", "--out=r.json"]), capsys, tmp_path)
     assert_refused(outcome, "--recorded picks a policy store's allocation: add --history_source policy")
+    outcome = call(lambda: main(["--history_rounds=2", "--out=r.json"]), capsys, tmp_path)
+    assert_refused(outcome, "--history_rounds builds a policy store in rounds: add --history_source policy")
 
 
 @pytest.mark.parametrize("fails", [False, True])

@@ -350,3 +350,15 @@ def test_ingest_takes_a_finished_report_without_the_last_epochs_readings(
         tmp_path,
     )
     assert_refused(outcome, "line 1: gpu_util is a fraction in [0, 1], got 1.5")
+
+
+def test_a_policy_store_can_be_built_from_runs_started_by_a_rule(world: tuple) -> None:
+    """A later round of a store (``exploration_overhead --history_rounds``): jobs started by an earlier
+    store's rule and then kept where they started are recorded there."""
+    env, params = world
+
+    def two_gpus(state: object, params: object) -> tuple[jax.Array, jax.Array]:
+        return jnp.int32(2), jnp.int32(8)
+
+    records = policy_records(env, params, keep_allocation, None, jax.random.key(12), 8, start_rule=two_gpus)
+    assert {(r.best_gpus, r.best_cpus) for r in records} == {(2, 8)}

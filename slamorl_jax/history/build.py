@@ -34,6 +34,7 @@ from slamorl_jax.episodes import (
     LONGEST_CPUS,
     LONGEST_GPUS,
     Policy,
+    StartRule,
     run_episodes,
     with_init_strategy,
 )
@@ -155,12 +156,14 @@ def policy_records(
     catalog: Catalog | None = None,
     allocation: str = "longest",
     start: str = "requested",
+    start_rule: StartRule | None = None,
 ) -> list[HistoryRecord]:
     """``num_jobs`` fresh jobs of ``params`` (drawn from ``key``) run to the end by ``policy``
     (``episodes.run_episodes``), each started by the init strategy ``start`` (the user's request, as a
     platform starts its jobs, whatever ``params.init_strategy`` says) and each finished one recorded
     with the ``allocation`` it ran (:func:`records_from_episodes`): a store that knows only what the
-    policy's own runs measured."""
+    policy's own runs measured. A ``start_rule`` (``episodes``' start rules, e.g. a ``HistoryStart``
+    of an earlier store) then moves each job before its first epoch."""
     params = with_init_strategy(params, start)
-    figures = run_episodes(env, params, policy, key, num_jobs, policy_params)
+    figures = run_episodes(env, params, policy, key, num_jobs, policy_params, start=start_rule)
     return records_from_episodes(figures, catalog or env.catalog, allocation)
