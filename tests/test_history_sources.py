@@ -362,3 +362,14 @@ def test_a_policy_store_can_be_built_from_runs_started_by_a_rule(world: tuple) -
 
     records = policy_records(env, params, keep_allocation, None, jax.random.key(12), 8, start_rule=two_gpus)
     assert {(r.best_gpus, r.best_cpus) for r in records} == {(2, 8)}
+
+
+def test_a_simulated_store_writes_the_envs_numbers_not_their_binary_noise(world: tuple) -> None:
+    """A float32 deadline was written as its exact double (2993.17578125); now as the shortest
+    decimal of the same float32, so the file reads as the env's number and loads back to it."""
+    env, params = world
+    figures = run_episodes(env, params, keep_allocation, jax.random.key(13), JOBS)
+    records = records_from_episodes(figures, env.catalog)
+    for record, deadline in zip(records, np.asarray(figures[DEADLINE_S]), strict=True):
+        assert np.float32(record.deadline_s) == deadline
+        assert repr(record.deadline_s) == str(deadline)

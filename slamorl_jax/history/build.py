@@ -108,15 +108,22 @@ def _records(jobs: dict[str, Any], gpus: Any, cpus: Any, catalog: Catalog | None
             workload=catalog.workload_names[int(jobs["workload"][i])],
             gpu_type=catalog.gpu_types[int(jobs["gpu_type"][i])],
             epochs=int(jobs["epochs"][i]),
-            deadline_s=float(jobs[DEADLINE_S][i]),
-            budget_usd=float(jobs[BUDGET_USD][i]),
-            preference=tuple(float(w) for w in jobs["preference"][i]),
+            deadline_s=_shortest(jobs[DEADLINE_S][i]),
+            budget_usd=_shortest(jobs[BUDGET_USD][i]),
+            preference=tuple(_shortest(w) for w in jobs["preference"][i]),
             best_gpus=int(gpus[i]),
             best_cpus=int(cpus[i]),
         )
         record_from_mapping(dataclasses.asdict(record), f"job {i}", catalog)  # checked as a loaded one
         records.append(record)
     return records
+
+
+def _shortest(value: Any) -> float:
+    """A float32 figure as the shortest decimal that reads back as the same float32 (2993.1758, not
+    its exact 2993.17578125): a store's file shows the env's numbers as written, not their binary
+    noise."""
+    return float(str(np.float32(value)))
 
 
 @functools.lru_cache(maxsize=8)
