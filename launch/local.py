@@ -25,6 +25,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from slamorl_jax.cli_args import OneLineArgumentParser
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 MAX_PROCESSES = 1024  # processes (or fake devices each) one machine is asked to run
@@ -116,7 +117,7 @@ def launch(
 
 def main() -> None:
     """Parse the launcher's own options and run."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineArgumentParser(prog="launch/local.py", description=__doc__.splitlines()[0])
     parser.add_argument("--processes", type=int, default=2, help="processes to start (default 2)")
     parser.add_argument("--devices_per_process", type=int, default=1, help="fake CPU devices each")
     parser.add_argument("--worker_logs", type=Path, default=None, help="folder of processes 1..N-1's output")

@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 from slamorl_jax.cli_args import cleanup_on_interrupt, stop_signals_deferred
@@ -148,29 +148,37 @@ def _replace_all(staged: Sequence[tuple[Path, Path]]) -> None:
                 replaced.append((path, old))
         except BaseException:
             for path, old in reversed(replaced):
-                with suppress(OSError):  # best effort: a target gone odd keeps what it has
+                try:
                     if old is None:
-                        path.unlink()
+                        path.unlink(missing_ok=True)
                     else:
                         os.replace(old, path)
+                except OSError:  # best effort; a copy that could not go back stays beside its target
+                    if old is not None:
+                        copies.remove(old)
             raise
         finally:
             remove_copies()
 
 
 def _keep_old(path: Path) -> Path | None:
-    """A copy of the file at ``path`` under a temporary name beside it (a hard link, else a copy),
-    or ``None`` where ``path`` holds no file."""
-    if not path.is_file():
+    """A copy of what ``path`` names (a file or a link, even one to nothing) under a temporary name
+    beside it (a hard link, else a copy), or ``None`` where it names nothing (or a folder, which a
+    rename onto it fails on anyway); nothing is left behind when the copy fails."""
+    if not os.path.lexists(path) or path.is_dir():
         return None
     old = temporary_beside(path)
     old.unlink()
     try:
-        os.link(path, old)
-    except OSError as err:
-        if err.errno not in NO_HARD_LINKS:
-            raise
-        shutil.copy2(path, old)
+        try:
+            os.link(path, old, follow_symlinks=False)
+        except OSError as err:
+            if err.errno not in NO_HARD_LINKS:
+                raise
+            shutil.copy2(path, old, follow_symlinks=False)
+    except BaseException:
+        old.unlink(missing_ok=True)
+        raise
     return old
 
 

@@ -177,7 +177,7 @@ class LiveJob:
         if unknown:  # written as JSON writes them: a name may hold a newline or be any length
             raise ValueError(
                 f"unknown job field(s): {', '.join(short_value(name) for name in unknown)}"
-                + _did_you_mean(unknown, list(fields))
+                + _did_you_mean(unknown, [name for name in fields if name not in data])
             )
         required = cls.required_fields()
         missing = [name for name in required if name not in data]
@@ -203,10 +203,15 @@ class LiveJob:
 
 
 def _did_you_mean(unknown: list[str], known: list[str]) -> str:
-    """`` (did you mean epochs_total?)`` for the unknown names that are near a known one (a typo),
-    else nothing."""
-    near = [match[0] for name in unknown if (match := difflib.get_close_matches(str(name), known, n=1))]
-    return f" (did you mean {', '.join(near)}?)" if near else ""
+    """`` (did you mean epochs_total?)`` for an unknown name near one of the ``known`` fields (a
+    typo; the fields a report has not given), each such name paired with its guess where there are
+    several (`` (did you mean "gpu": gpus, "cpu": cpus?)``); else nothing."""
+    near = {name: match[0] for name in unknown if (match := difflib.get_close_matches(str(name), known, n=1))}
+    if not near:
+        return ""
+    if len(near) == 1 and len(unknown) == 1:
+        return f" (did you mean {next(iter(near.values()))}?)"
+    return f" (did you mean {', '.join(f'{short_value(k)}: {v}' for k, v in near.items())}?)"
 
 
 RUN_FIELDS = ("history", "probes")

@@ -107,7 +107,9 @@ def check_in_cluster(
 def _epoch_time_range(params: EnvParams) -> tuple[float, float]:
     """Measured / profile epoch time that training jobs stayed within (see the module docstring)."""
     spread = max(float(params.compute_spread), float(params.sync_spread))
-    log_width = SPREAD_SIGMAS * math.hypot(spread, float(params.epoch_time_noise))
+    # The truth is drawn within +-deviation_limit_sd spreads: a wider limit widens what training saw.
+    sigmas = max(SPREAD_SIGMAS, float(params.deviation_limit_sd))
+    log_width = sigmas * math.hypot(spread, float(params.epoch_time_noise))
     slowdown = 1.0 + max(float(params.contention_compute_slowdown), float(params.contention_network_slowdown))
     return math.exp(-log_width), math.exp(log_width) * slowdown
 

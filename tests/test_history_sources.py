@@ -38,7 +38,7 @@ from slamorl_jax.episodes import (
 from slamorl_jax.history import HistoryStart
 from slamorl_jax.history import __main__ as history_cli
 from slamorl_jax.history.build import RECORDED_ALLOCATIONS, policy_records, records_from_episodes
-from slamorl_jax.history.finished_jobs import longest_stretch, record_from_finished_job
+from slamorl_jax.history.finished_jobs import longest_stretch, record_from_finished_job, with_unread_readings
 from slamorl_jax.history.names import RECORDED
 from slamorl_jax.history.records import load_records
 from slamorl_jax.live import LiveJob
@@ -373,3 +373,37 @@ def test_a_simulated_store_writes_the_envs_numbers_not_their_binary_noise(world:
     for record, deadline in zip(records, np.asarray(figures[DEADLINE_S]), strict=True):
         assert np.float32(record.deadline_s) == deadline
         assert repr(record.deadline_s) == str(deadline)
+
+
+@pytest.mark.parametrize(
+    ("report", "phrase"),
+    [
+        # a running report without readings: refused as not finished, not for readings ingest skips
+        (
+            {k: v for k, v in running_job().items() if k not in READINGS_LEFT_OUT},
+            "has not finished (9 of 12 epochs)",
+        ),
+        # no history and no time so far: the report's own figure is named, not a filled-in one
+        (
+            {
+                **{k: v for k, v in finished_job().items() if k not in READINGS_LEFT_OUT},
+                "history": None,
+                "elapsed_s": 0,
+            },
+            "missing job field(s): last_epoch_time_s",
+        ),
+    ],
+)
+def test_ingest_refuses_a_report_for_what_is_wrong_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], report: dict, phrase: str
+) -> None:
+    jobs = write_jobs(tmp_path / "jobs.jsonl", report)
+    argv = ["ingest", f"--jobs={jobs}", f"--out={tmp_path / 's.json'}"]
+    assert_refused(call(lambda: history_cli.main(argv), capsys, tmp_path), "line 1", phrase)
+
+
+def test_a_filled_memory_allocation_holds_the_memory_the_report_used() -> None:
+    bare = {k: v for k, v in finished_job().items() if k not in READINGS_LEFT_OUT}
+    filled = with_unread_readings({**bare, "memory_used_gib": 64})
+    assert filled["memory_alloc_gib"] == 64 and filled["memory_used_gib"] == 64
+    LiveJob.from_dict(filled)  # passes every report check

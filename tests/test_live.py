@@ -298,8 +298,14 @@ def test_a_relocate_decision_keeps_the_allocation_and_says_relocate() -> None:
     [
         ({"colour": 1}, 'unknown job field\\(s\\): "colour"$'),  # near no field: no guess
         (
-            {"epoch_time_s": 1},
-            'unknown job field\\(s\\): "epoch_time_s" \\(did you mean last_epoch_time_s\\?\\)$',
+            {"peak_memory_gb": 70},
+            'unknown job field\\(s\\): "peak_memory_gb" \\(did you mean peak_memory_gib\\?\\)$',
+        ),
+        # a typo of a field the report gives is no guess at it ("gpu" beside "gpus")
+        ({"gpu": 4}, 'unknown job field\\(s\\): "gpu"$'),
+        (
+            {"peak_memory_gb": 70, "mean_gpu_utl": 0.5},
+            'did you mean "mean_gpu_utl": mean_gpu_util, "peak_memory_gb": peak_memory_gib\\?',
         ),
         ({"a\nb": 1}, 'unknown job field\\(s\\): "a\\\\nb"$'),  # one line, the name as JSON writes it
         ({"gpus": None}, "gpus must be a finite number"),

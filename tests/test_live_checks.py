@@ -188,3 +188,16 @@ def test_a_running_job_must_report_its_time_and_spend_so_far() -> None:
     with pytest.raises(ValueError, match=r"missing job field\(s\): cost_usd "):  # 10.0 epochs are 10
         LiveJob.from_dict({**job, "elapsed_s": 20_000.0, "epochs_done": float(job["epochs_done"])})
     assert LiveJob.from_dict({**job, "epochs_done": 0}).elapsed_s == 0.0
+
+
+def test_the_epoch_time_range_seen_in_training_widens_with_the_deviation_limit() -> None:
+    """Jobs drawn within +-8 spreads (``deviation_limit_sd``) reach epoch times the default's
+    4-spread range called extrapolation."""
+    from slamorl_jax.live_checks import SPREAD_SIGMAS, _epoch_time_range
+
+    params = env_params_from_config(TrainConfig())
+    low, high = _epoch_time_range(params)
+    wide_low, wide_high = _epoch_time_range(with_values(params, deviation_limit_sd=2 * SPREAD_SIGMAS))
+    assert wide_low < low and wide_high > high
+    spread = max(float(params.compute_spread), float(params.sync_spread))
+    assert wide_low <= np.exp(-2 * SPREAD_SIGMAS * spread)  # the fastest drawn job is inside

@@ -62,10 +62,12 @@ UNREAD_READINGS = {
 
 def with_unread_readings(report: dict[str, Any]) -> dict[str, Any]:
     """``report`` (a job report's JSON object) with the last epoch's readings it leaves out filled
-    (module docstring); a report that is not a finished one is returned as it is (its checks say
-    what is wrong with it)."""
+    (module docstring), for any report of a job that has run an epoch, so a running one is refused
+    as not finished rather than for readings ingest does not read; a report of no epoch is returned
+    as it is. Filled values never contradict given ones (a memory allocation at least the memory
+    used), and an epoch time is filled only where the report's own figures give a positive one."""
     done = report.get("epochs_done")
-    if not _is_number(done) or done < 1 or done != report.get("epochs_total"):
+    if not _is_number(done) or done < 1:
         return report
     filled = dict(report)
     if filled.get("last_epoch_time_s") is None:
@@ -74,11 +76,14 @@ def with_unread_readings(report: dict[str, Any]) -> dict[str, Any]:
             last = history[-1].get("epoch_time_s") if isinstance(history[-1], dict) else None
         else:
             last = elapsed / done if _is_number(elapsed) else None
-        if _is_number(last):
+        if _is_number(last) and last > 0:
             filled["last_epoch_time_s"] = last
     for name, value in UNREAD_READINGS.items():
         if filled.get(name) is None:
             filled[name] = value
+    if report.get("memory_alloc_gib") is None:  # at least what the report says was used
+        used = [v for v in (filled.get("memory_used_gib"), filled.get("peak_memory_gib")) if _is_number(v)]
+        filled["memory_alloc_gib"] = max([UNREAD_READINGS["memory_alloc_gib"], *used])
     return filled
 
 
