@@ -42,6 +42,7 @@ from slamorl_jax.history.finished_jobs import longest_stretch, record_from_finis
 from slamorl_jax.history.names import RECORDED
 from slamorl_jax.history.records import load_records
 from slamorl_jax.live import LiveJob
+from slamorl_jax.live_encoding import READINGS
 
 JOBS = 24
 TARGET = 37  # one of the targets: a fixed allocation any job can be sent to
@@ -316,15 +317,7 @@ def test_ingest_refuses_an_unusable_out_before_reading_any_job(
     assert_refused(outcome, "--out", "must end in .json or .csv")
 
 
-READINGS_LEFT_OUT = (
-    "last_epoch_time_s",
-    "throughput",
-    "gpu_util",
-    "cpu_util",
-    "memory_used_gib",
-    "memory_alloc_gib",
-    "price_per_hour",
-)
+READINGS_LEFT_OUT = READINGS  # the last epoch's readings, which a record does not read
 
 
 @pytest.mark.parametrize("with_history", [True, False])
