@@ -400,3 +400,35 @@ def test_a_filled_memory_allocation_holds_the_memory_the_report_used() -> None:
     filled = with_unread_readings({**bare, "memory_used_gib": 64})
     assert filled["memory_alloc_gib"] == 64 and filled["memory_used_gib"] == 64
     LiveJob.from_dict(filled)  # passes every report check
+
+
+def test_a_platforms_finished_jobs_start_its_next_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The loop a platform runs: its finished jobs' reports -> ``history ingest`` -> ``recommend
+    --history`` for a new job of the same workload, which starts where those jobs settled."""
+    from slamorl_jax import recommend as recommend_cli
+
+    jobs = write_jobs(tmp_path / "finished.jsonl", finished_job(), finished_job(deadline_s=95_000))
+    store = tmp_path / "store.json"
+    outcome = call(lambda: history_cli.main(["ingest", f"--jobs={jobs}", f"--out={store}"]), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    new_job = tmp_path / "new_job.json"
+    fields = (
+        "workload",
+        "gpu_type",
+        "gpus",
+        "cpus",
+        "epochs_total",
+        "deadline_s",
+        "budget_usd",
+        "preference",
+    )
+    new_job.write_text(json.dumps({**{k: finished_job()[k] for k in fields}, "epochs_done": 0}))
+    checkpoint = REPO_ROOT / "checkpoints" / "default"
+    argv = [f"--job={new_job}", f"--checkpoint={checkpoint}", f"--history={store}"]
+    outcome = call(lambda: recommend_cli.main(argv), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    answer = json.loads(outcome.stdout)
+    assert (answer["source"], answer["gpus"], answer["cpus"]) == ("history", 8, 32)
+    assert answer["match"] == "workload and GPU type" and not outcome.stderr
