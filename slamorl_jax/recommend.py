@@ -33,8 +33,9 @@ otherwise alternate between them from one report to the next (``benchmarks/reall
 
 ``--jobs=FILE`` answers many running jobs in one compiled call (``live.recommend_many``): JSON Lines
 (one job a line), one JSON list of jobs, or one job over several lines; it prints one compact JSON
-answer a line in the jobs' order, and a refused job or a warning names its line (or list item). The
-new-job flags below answer one job, with ``--job``.
+answer a line in the jobs' order, and a refused job or a warning names its line (or list item). With
+``--history`` (below) each job that has run no epoch gets its store's first allocation instead; the
+other new-job flags answer one job, with ``--job``.
 
 A job that has run no epoch yet (``epochs_done`` 0) can start elsewhere than where the policy would
 send it (``slamorl_jax.live_start``): ``--forecast_start`` answers with the allocation the profile's
@@ -223,8 +224,9 @@ def _joined(reason: str) -> str:
 
 
 def answer_jobs(args: argparse.Namespace) -> int:
-    """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order; a
-    refused job or a warning names its line (or list item)."""
+    """``--jobs``: the policy's answer for every job, one JSON object a line in the jobs' order; with
+    ``--history``, a job that has run no epoch gets its first allocation from the store instead (as
+    ``--job --history`` gives it); a refused job or a warning names its line (or list item)."""
     located = read_jobs(args.jobs, args.keep_going)
     policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
     from slamorl_jax.live import recommend_many
@@ -233,10 +235,16 @@ def answer_jobs(args: argparse.Namespace) -> int:
     if args.keep_going:  # a job the policy's cluster cannot hold, or a finished one, answered by why
         limits = ClusterLimits.of(policy.env_params)
         located = [(where, _refusal(job, limits)) for where, job in located]
-    answerable = [(where, job) for where, job in located if not isinstance(job, str)]
+    starts: dict[int, dict] = {}  # a new job's first allocation from --history, by its index
+    if args.history is not None:
+        located, starts = history_starts(args, policy, located)
+    answerable = [
+        (where, job) for i, (where, job) in enumerate(located) if not isinstance(job, str) and i not in starts
+    ]
     names = [f"--jobs {args.jobs!r} {where}" for where, _ in answerable]
     try:
-        answers = recommend_many(policy, [job for _, job in answerable], names=names)
+        jobs = [job for _, job in answerable]
+        answers = recommend_many(policy, jobs, names=names) if jobs else []
     except ValueError as err:  # a job the policy cannot answer, named by its line
         fail(str(err), PROG)
     for (where, _), answer in zip(answerable, answers, strict=True):
@@ -247,10 +255,13 @@ def answer_jobs(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     answered = iter(answers)
-    for where, job in located:
-        line = {"at": where, "error": job} if isinstance(job, str) else next(answered).as_dict(args.brief)
+    for i, (where, job) in enumerate(located):
+        if isinstance(job, str):
+            line = {"at": where, "error": job}
+        else:
+            line = starts[i] if i in starts else next(answered).as_dict(args.brief)
         print(json.dumps(line))
-    refused = len(located) - len(answers)
+    refused = len(located) - len(answers) - len(starts)
     if refused:  # --keep_going: every job has its line; the status says not all were answered
         print(
             f"{PROG}: error: {refused} of {len(located)} jobs refused (their lines say why)",
@@ -258,6 +269,37 @@ def answer_jobs(args: argparse.Namespace) -> int:
         )
         return 2
     return 0
+
+
+def history_starts(
+    args: argparse.Namespace, policy: LoadedPolicy, located: list[tuple[str, LiveJob | str]]
+) -> tuple[list[tuple[str, LiveJob | str]], dict[int, dict]]:
+    """The ``--history`` first allocation of each job of ``located`` that has run no epoch, by its
+    index (a warning on stderr names the line of one matched to another workload or GPU type), and
+    ``located`` with a job the store cannot start given why in its place (``--keep_going``; else
+    exit 2 naming its line)."""
+    from slamorl_jax.live_start import HISTORY_MATCHES, history_first_allocation
+
+    records = read_history(args.history, policy)
+    located, starts = list(located), {}
+    for i, (where, job) in enumerate(located):
+        if isinstance(job, str) or job.epochs_done > 0:
+            continue
+        try:
+            start = history_first_allocation(job, records, policy.env_params).as_dict()
+        except ValueError as err:
+            if not args.keep_going:
+                fail(f"--jobs {args.jobs!r} {where}: {err}", PROG)
+            located[i] = (where, first_line(err))
+            continue
+        if start["match"] != HISTORY_MATCHES[0]:
+            print(
+                f"{PROG}: warning: {where}: the store holds no record of its workload and GPU type; the "
+                f"nearest is of {start['match']}",
+                file=sys.stderr,
+            )
+        starts[i] = start
+    return located, starts
 
 
 def _refusal(job: LiveJob | str, limits: ClusterLimits) -> LiveJob | str:
@@ -421,9 +463,16 @@ def main(argv: list[str] | None = None) -> int:
             fail(f"--sla_confidence: {err}", PROG)
     start_cache(args.compilation_cache_dir, PROG, min_compile_time_s=0.0)  # every program: see the docstring
     new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
-    if args.job is None:  # --jobs, --serve or --http
-        if new_job_flags or args.sla_confidence is not None:
-            flag = "--jobs" if args.jobs is not None else "--serve" if args.serve else "--http"
+    if args.job is None:  # --jobs, --serve or --http; --jobs also starts its new jobs from --history
+        batch_history = args.jobs is not None and args.history is not None
+        if new_job_flags - batch_history or args.sla_confidence is not None:
+            if args.jobs is not None:
+                fail(
+                    "--jobs gives the policy's answer for each job, and with --history a new job's first "
+                    "allocation; ask for a new job's other starts with --job",
+                    PROG,
+                )
+            flag = "--serve" if args.serve else "--http"
             fail(f"{flag} gives the policy's answer for each job; ask for a new job's start with --job", PROG)
         if args.http is not None:
             return serve_http(args)

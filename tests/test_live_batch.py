@@ -206,8 +206,8 @@ def test_a_refused_job_is_named_by_its_line(tmp_path: Path, capsys: pytest.Captu
             [],
             "line 2 holds an integer of more digits",
         ),
-        ("{}", ["--probe_plan"], "ask for a new job's start with --job"),
-        ("{}", ["--history=h.json"], "ask for a new job's start with --job"),
+        ("{}", ["--probe_plan"], "ask for a new job's other starts with --job"),
+        ("{}", ["--forecast_start"], "and with --history a new job's first allocation"),
     ],
     ids=[
         "empty",
@@ -224,7 +224,7 @@ def test_a_refused_job_is_named_by_its_line(tmp_path: Path, capsys: pytest.Captu
         "empty list",
         "an integer past Python's 4,300 digits",
         "probe plan",
-        "history",
+        "forecast start",
     ],
 )
 def test_bad_jobs_files_are_refused_with_one_line(
@@ -453,3 +453,53 @@ def test_compact_prints_the_single_answer_on_one_line(
     assert json.loads(compact.stdout) == json.loads(pretty.stdout)
     jobs = call(lambda: recommend_cli.main([f"--jobs={job}", "--compact"]), capsys, tmp_path)
     assert_refused(jobs, "--compact goes with --job")
+
+
+def test_jobs_with_a_history_start_their_new_jobs_from_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A scheduler submitting many jobs at once: ``--jobs --history`` gives each new job (no epoch
+    run) its store's first allocation, as ``--job --history`` does, and each running job the
+    policy's answer, one line each in the jobs' order; a new job of a workload the store lacks is
+    warned about by its line."""
+    from slamorl_jax.history.records import HistoryRecord, save_records
+
+    store = tmp_path / "store.json"
+    save_records(
+        [HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (0.6, 0.2, 0.2), 8, 32)], store
+    )
+    running = _job_dict(EXAMPLE)
+    fields = (
+        "workload",
+        "gpu_type",
+        "gpus",
+        "cpus",
+        "epochs_total",
+        "deadline_s",
+        "budget_usd",
+        "preference",
+    )
+    new = {**{k: running[k] for k in fields}, "epochs_done": 0}
+    other = {**new, "workload": "squad-bert", "epochs_total": 2}
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("\n".join(json.dumps(job) for job in (new, running, other)))
+    outcome = call(
+        lambda: recommend_cli.main([f"--jobs={path}", f"--history={store}", "--brief"]), capsys, tmp_path
+    )
+    assert outcome.code == 0, outcome.report()
+    first, second, third = (json.loads(line) for line in outcome.stdout.splitlines())
+    assert (first["source"], first["gpus"], first["cpus"], first["match"]) == (
+        "history",
+        8,
+        32,
+        "workload and GPU type",
+    )
+    assert "action_name" in second and "action_probabilities" not in second  # the policy's, brief
+    assert third["match"] == "another workload"
+    assert "warning: line 3: the store holds no record of its workload and GPU type" in outcome.stderr
+    # A store the policy's cluster cannot hold is refused before any job is answered.
+    save_records(
+        [HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (0.6, 0.2, 0.2), 64, 32)], store
+    )
+    outcome = call(lambda: recommend_cli.main([f"--jobs={path}", f"--history={store}"]), capsys, tmp_path)
+    assert_refused(outcome, "--history", "64 GPUs is outside the policy's cluster")
