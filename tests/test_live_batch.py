@@ -497,6 +497,15 @@ def test_jobs_with_a_history_start_their_new_jobs_from_it(
     assert "action_name" in second and "action_probabilities" not in second  # the policy's, brief
     assert third["match"] == "another workload"
     assert "warning: line 3: the store holds no record of its workload and GPU type" in outcome.stderr
+    # A new job the policy's cluster cannot hold is named by its line, or answered by why.
+    path.write_text("\n".join(json.dumps(job) for job in (running, {**new, "gpus": 64})))
+    outcome = call(lambda: recommend_cli.main([f"--jobs={path}", f"--history={store}"]), capsys, tmp_path)
+    assert_refused(outcome, "line 2: current allocation: 64 GPUs is outside the policy's cluster")
+    argv = [f"--jobs={path}", f"--history={store}", "--keep_going"]
+    outcome = call(lambda: recommend_cli.main(argv), capsys, tmp_path)
+    assert outcome.code == 2 and json.loads(outcome.stdout.splitlines()[1])["at"] == "line 2", (
+        outcome.report()
+    )
     # A store the policy's cluster cannot hold is refused before any job is answered.
     save_records(
         [HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (0.6, 0.2, 0.2), 64, 32)], store
