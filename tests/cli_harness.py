@@ -11,6 +11,7 @@ import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,3 +64,12 @@ def assert_refused(outcome: Outcome, *phrases: str, code: int = 2) -> None:
     assert not outcome.new_paths, outcome.report()
     for phrase in phrases:
         assert phrase in outcome.stderr, (phrase, outcome.report())
+
+
+def new_job_from(report: dict[str, Any]) -> dict[str, Any]:
+    """The same job as the JSON ``report`` before its first epoch: only what every report holds
+    (``LiveJob.required_fields``) and its preference, with ``epochs_done`` 0."""
+    from slamorl_jax.live import LiveJob
+
+    fields = {name: report[name] for name in LiveJob.required_fields()}
+    return {**fields, "preference": report["preference"], "epochs_done": 0}

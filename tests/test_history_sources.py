@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from cli_harness import assert_refused, call
+from cli_harness import assert_refused, call, new_job_from
 from learner_fixtures import REPO_ROOT
 
 from slamorl_jax.env import default_params, make
@@ -414,17 +414,7 @@ def test_a_platforms_finished_jobs_start_its_next_job(
     outcome = call(lambda: history_cli.main(["ingest", f"--jobs={jobs}", f"--out={store}"]), capsys, tmp_path)
     assert outcome.code == 0, outcome.report()
     new_job = tmp_path / "new_job.json"
-    fields = (
-        "workload",
-        "gpu_type",
-        "gpus",
-        "cpus",
-        "epochs_total",
-        "deadline_s",
-        "budget_usd",
-        "preference",
-    )
-    new_job.write_text(json.dumps({**{k: finished_job()[k] for k in fields}, "epochs_done": 0}))
+    new_job.write_text(json.dumps(new_job_from(finished_job())))
     checkpoint = REPO_ROOT / "checkpoints" / "default"
     argv = [f"--job={new_job}", f"--checkpoint={checkpoint}", f"--history={store}"]
     outcome = call(lambda: recommend_cli.main(argv), capsys, tmp_path)

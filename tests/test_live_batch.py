@@ -13,7 +13,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from cli_harness import assert_refused, call
+from cli_harness import assert_refused, call, new_job_from
 
 from slamorl_jax import compilation_cache
 from slamorl_jax import recommend as recommend_cli
@@ -469,17 +469,7 @@ def test_jobs_with_a_history_start_their_new_jobs_from_it(
         [HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (0.6, 0.2, 0.2), 8, 32)], store
     )
     running = _job_dict(EXAMPLE)
-    fields = (
-        "workload",
-        "gpu_type",
-        "gpus",
-        "cpus",
-        "epochs_total",
-        "deadline_s",
-        "budget_usd",
-        "preference",
-    )
-    new = {**{k: running[k] for k in fields}, "epochs_done": 0}
+    new = new_job_from(running)
     other = {**new, "workload": "squad-bert", "epochs_total": 2}
     path = tmp_path / "jobs.jsonl"
     path.write_text("\n".join(json.dumps(job) for job in (new, running, other)))
