@@ -278,7 +278,7 @@ def history_starts(
     index (a warning on stderr names the line of one matched to another workload or GPU type), and
     ``located`` with a job the store cannot start given why in its place (``--keep_going``; else
     exit 2 naming its line)."""
-    from slamorl_jax.live_start import HISTORY_MATCHES, history_first_allocation
+    from slamorl_jax.live_start import history_first_allocation
 
     records = read_history(args.history, policy)
     located, starts = list(located), {}
@@ -292,14 +292,25 @@ def history_starts(
                 fail(f"--jobs {args.jobs!r} {where}: {err}", PROG)
             located[i] = (where, first_line(err))
             continue
-        if start["match"] != HISTORY_MATCHES[0]:
-            print(
-                f"{PROG}: warning: {where}: the store holds no record of its workload and GPU type; the "
-                f"nearest is of {start['match']}",
-                file=sys.stderr,
-            )
+        warn_of_a_far_record(start, where)
         starts[i] = start
     return located, starts
+
+
+def warn_of_a_far_record(start: dict, where: str | None = None) -> None:
+    """A warning on stderr where the ``--history`` answer ``start`` comes from a record of another
+    workload or GPU type than its job's (``where``: the job's line in ``--jobs``); else nothing."""
+    from slamorl_jax.live_start import HISTORY_MATCHES
+
+    if start.get("source") != "history" or start["match"] == HISTORY_MATCHES[0]:
+        return
+    at, whose = (f"{where}: ", "its") if where else ("", "this job's")
+    record = start["record"]
+    print(
+        f"{PROG}: warning: {at}the store holds no record of {whose} workload and GPU type; the nearest "
+        f"is of {start['match']} ({record['workload']} on {record['gpu_type']})",
+        file=sys.stderr,
+    )
 
 
 def _refusal(job: LiveJob | str, limits: ClusterLimits) -> LiveJob | str:
@@ -516,7 +527,6 @@ def main(argv: list[str] | None = None) -> int:
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
     policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
     from slamorl_jax.live import recommend
-    from slamorl_jax.live_start import HISTORY_MATCHES
 
     indent = None if args.compact else 2
     records = read_history(args.history, policy) if args.history is not None else None
@@ -531,13 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if (records is not None and new_job) or args.probe_plan or args.forecast_start:
         start = first_allocation(policy, job, records, args.forecast_start)
-        if start.get("source") == "history" and start["match"] != HISTORY_MATCHES[0]:
-            print(
-                f"{PROG}: warning: the store holds no record of this job's workload and GPU type; the "
-                f"nearest is of {start['match']} ({start['record']['workload']} on "
-                f"{start['record']['gpu_type']})",
-                file=sys.stderr,
-            )
+        warn_of_a_far_record(start)
         print(json.dumps(start, indent=indent))
         return 0
     if records is not None:  # the policy's answer, as for any running job: said, not silent
