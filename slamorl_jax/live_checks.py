@@ -32,7 +32,7 @@ import numpy as np
 
 from slamorl_jax.env.actions import cpu_cap
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
-from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
+from slamorl_jax.env.job_model import billed_usd, epoch_metrics, job_constants_table
 from slamorl_jax.env.params import WEIGHT_MODES, EnvParams, max_gpus
 from slamorl_jax.env.shifts import BUDGET_CUT, DEADLINE_CUT, PRICE_RISE
 from slamorl_jax.live_encoding import measured_epochs, padded_size
@@ -221,7 +221,7 @@ def _sla_notes(
     cut the scenario's events make, 1 without), given the profile's epoch time and price at the
     request."""
     expected_time = job.epochs_total * epoch_s
-    expected_cost = expected_time * price_per_hour / 3600.0
+    expected_cost = billed_usd(expected_time, price_per_hour)
     notes = []
     for i, (name, value, reference) in enumerate(
         (("deadline_s", job.deadline_s, expected_time), ("budget_usd", job.budget_usd, expected_cost))

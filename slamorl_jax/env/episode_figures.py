@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from slamorl_jax.env.sla import slas_met
 from slamorl_jax.env.state import EnvState
 
 Info = dict[str, jax.Array]
@@ -41,15 +42,14 @@ def episode_figures(state: EnvState) -> Info:
     done_samples = state.epoch.astype(jnp.float32) * job.constants.samples_per_epoch
     mean_gpu_util = state.gpu_busy_s / elapsed
     mean_cpu_util = state.cpu_busy_s / elapsed
-    job_met = jnp.stack(
-        [
-            state.elapsed_s <= targets.deadline_s,
-            state.cost_usd <= targets.budget_usd,
-            done_samples / elapsed >= targets.min_throughput,
-            state.peak_memory_gib <= targets.max_memory_gib,
-            mean_gpu_util >= targets.min_gpu_util,
-            mean_cpu_util >= targets.min_cpu_util,
-        ]
+    job_met = slas_met(
+        state.elapsed_s,
+        state.cost_usd,
+        done_samples / elapsed,
+        state.peak_memory_gib,
+        mean_gpu_util,
+        mean_cpu_util,
+        targets,
     )
     return {
         "episode_time_s": state.elapsed_s,

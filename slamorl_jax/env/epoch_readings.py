@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 
 from slamorl_jax.env.dual_weights import mode_weights, update_multipliers
-from slamorl_jax.env.job_model import EpochMetrics
+from slamorl_jax.env.job_model import EpochMetrics, billed_usd
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.online_model import empty_stats
 from slamorl_jax.env.params import EnvParams
@@ -36,7 +36,7 @@ def epoch_readings(
     ``multipliers`` (those before this reading; ``None``: a job's start, all 0) and the objective
     weights of ``params.weights_mode`` (``dual_weights.py``)."""
     remaining_time = (job.epochs - epoch).astype(jnp.float32) * epoch_time_s
-    remaining_cost = remaining_time * m.price_per_hour / 3600.0
+    remaining_cost = billed_usd(remaining_time, m.price_per_hour)
     severities = sla_severities(
         elapsed_s + remaining_time,
         cost_usd + remaining_cost,

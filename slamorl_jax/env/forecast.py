@@ -56,7 +56,7 @@ import jax.numpy as jnp
 
 from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, TARGET_PROFILE_ROWS
-from slamorl_jax.env.job_model import EpochMetrics, allocation_price_per_hour
+from slamorl_jax.env.job_model import SECONDS_PER_HOUR, EpochMetrics, allocation_price_per_hour, billed_usd
 from slamorl_jax.env.lookup import take_small
 from slamorl_jax.env.online_model import corrected_epoch_time, posterior_deviation
 from slamorl_jax.env.params import EnvParams
@@ -96,7 +96,7 @@ def projected_totals(
     work = left * epoch_s
     spend = pause_s + work
     total_time = state.elapsed_s + spend
-    total_cost = state.cost_usd + spend * price_per_hour * (1.0 / 3600.0)
+    total_cost = state.cost_usd + billed_usd(spend, price_per_hour)
     samples = job.epochs.astype(jnp.float32) * job.profile.samples_per_epoch
     memory_ok = jnp.logical_and(
         memory_used_gib <= targets.max_memory_gib, state.peak_memory_gib <= targets.max_memory_gib
@@ -163,7 +163,7 @@ def suggestion(
         job.requested_cpus.astype(jnp.float32),
         params,
     )
-    money_in_hours = 3600.0 / jnp.maximum(request_price, 1e-9)
+    money_in_hours = SECONDS_PER_HOUR / jnp.maximum(request_price, 1e-9)
 
     def objective(p: Projection) -> jax.Array:
         return job.preference[..., 0] * p.time_s + job.preference[..., 1] * p.cost_usd * money_in_hours

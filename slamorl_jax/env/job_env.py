@@ -80,7 +80,7 @@ from slamorl_jax.env.defaults import catalog_or_default
 from slamorl_jax.env.episode_figures import episode_figures
 from slamorl_jax.env.epoch_readings import epoch_readings, unstarted_state
 from slamorl_jax.env.job_generator import initial_allocation, initial_metrics, sample_job_row
-from slamorl_jax.env.job_model import epoch_metrics
+from slamorl_jax.env.job_model import billed_usd, epoch_metrics
 from slamorl_jax.env.objectives import NUM_OBJECTIVES
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.online_model import epoch_surprise, record_epoch
@@ -360,7 +360,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         epoch_time = m.epoch_time_s * noise
         pause = move_pause_s(start_gpus, start_cpus, gpus, cpus, params, relocate) + restart
         interval = epoch_time + pause
-        interval_cost = interval * m.price_per_hour / 3600.0
+        interval_cost = billed_usd(interval, m.price_per_hour)
         working = epoch_time / interval
         gpu_util = jnp.clip(
             m.gpu_util * working + params.util_noise * (2.0 * u[d.GPU_UTIL_NOISE] - 1.0), 0.0, 1.0

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation, cpu_cap, floor_div
-from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics, job_constants_table
+from slamorl_jax.env.job_model import EpochMetrics, billed_usd, epoch_metrics, job_constants_table
 from slamorl_jax.env.job_truth import deviation_draws, true_constants, true_time_ratio
 from slamorl_jax.env.lookup import take_small, unpack_row
 from slamorl_jax.env.params import INIT_STRATEGIES, MIXED_INIT_STRATEGIES, EnvParams, max_gpus
@@ -121,7 +121,7 @@ def sample_job_row(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> t
     epochs = d.uniform_int(u[d.EPOCHS], row["epochs_min"], row["epochs_max"])
     epochs_f = epochs.astype(jnp.float32)
     expected_time = epochs_f * expected.epoch_time_s
-    expected_cost = expected_time * expected.price_per_hour / 3600.0
+    expected_cost = billed_usd(expected_time, expected.price_per_hour)
     low = take_small(params.sla_factor_low, kind)
     high = take_small(params.sla_factor_high, kind)
     f = [lo + (hi - lo) * u[i] for lo, hi, i in zip(low, high, d.SLA_FACTORS, strict=True)]
@@ -159,7 +159,7 @@ def sample_job_row(u: jax.Array | tuple[jax.Array, ...], params: EnvParams) -> t
         preference=sample_preference(u, kind, params),
         sla_targets=targets,
         time_ref_s=time_ref,
-        cost_ref_usd=time_ref * expected.price_per_hour / 3600.0,
+        cost_ref_usd=billed_usd(time_ref, expected.price_per_hour),
         throughput_ref=expected.throughput,
         shift_kind=shift_kind,
         shift_epoch=shift_epoch,

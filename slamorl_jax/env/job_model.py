@@ -147,6 +147,16 @@ def epoch_metrics(
     )
 
 
+#: Seconds in the hour that prices are quoted per.
+SECONDS_PER_HOUR = 3600.0
+
+
+def billed_usd(seconds: jax.Array | float, price_per_hour: jax.Array | float) -> jax.Array | float:
+    """Dollars billed for ``seconds`` at ``price_per_hour`` (numbers or arrays that broadcast): the
+    one formula for every cost the env, its forecasts, the oracles and the live checks count."""
+    return seconds * price_per_hour / SECONDS_PER_HOUR
+
+
 def allocated_memory_gib(gpus: jax.Array, cpus: jax.Array, params: EnvParams) -> jax.Array:
     """Host memory an allocation holds: per GPU process plus per vCPU (float counts)."""
     return gpus * params.host_memory_gib_per_gpu + cpus * params.memory_gib_per_vcpu

@@ -27,8 +27,14 @@ def move_pause_s(
     """Seconds of pause for moving from ``(from_gpus, from_cpus)`` to ``(to_gpus, to_cpus)``
     (broadcasts; 0 when they are equal), or for relocating (``relocate``: a checkpoint-restart on
     fresh nodes, ``action_sets.py``, whatever the allocation)."""
+    return change_pause_s(jnp.logical_or(to_gpus != from_gpus, relocate), to_cpus != from_cpus, params)
+
+
+def change_pause_s(restarts: jax.Array | bool, cpus_change: jax.Array | bool, params: EnvParams) -> jax.Array:
+    """Seconds of pause for a change that checkpoints and restarts the job (``restarts``: a GPU
+    change or a relocation), else for one of the CPUs alone (``cpus_change``), else 0 (broadcasts)."""
     return jnp.where(
-        jnp.logical_or(to_gpus != from_gpus, relocate),
+        restarts,
         params.reallocation_pause_s,
-        jnp.where(to_cpus != from_cpus, params.cpu_reallocation_pause_s, 0.0),
+        jnp.where(cpus_change, params.cpu_reallocation_pause_s, 0.0),
     ).astype(jnp.float32)

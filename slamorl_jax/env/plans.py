@@ -27,8 +27,10 @@ import jax
 import jax.numpy as jnp
 
 from slamorl_jax.env import shifts
+from slamorl_jax.env.job_model import billed_usd
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.pauses import move_pause_s
+from slamorl_jax.env.sla import slas_met
 from slamorl_jax.env.state import JobSpec
 from slamorl_jax.env.static_allocations import lattice_metrics
 
@@ -76,9 +78,8 @@ def plan_outcomes(
     first_time = before_epochs * first.epoch_time_s
     work_after = after_epochs * second.epoch_time_s
     total_time = first_time + restart + pause + work_after
-    total_cost = (
-        first_time * first.price_per_hour / 3600.0
-        + (restart + pause + work_after) * second.price_per_hour / 3600.0
+    total_cost = billed_usd(first_time, first.price_per_hour) + billed_usd(
+        restart + pause + work_after, second.price_per_hour
     )
     # Static runs keep the single-epoch figures the oracle has always used (module docstring).
     static = jnp.logical_not(event)
@@ -93,21 +94,19 @@ def plan_outcomes(
     memory = jnp.where(
         after_epochs > 0, jnp.maximum(first.memory_used_gib, second.memory_used_gib), first.memory_used_gib
     )
-    met = jnp.stack(
-        [
-            total_time <= targets.deadline_s,
-            total_cost <= targets.budget_usd,
-            throughput >= targets.min_throughput,
-            memory <= targets.max_memory_gib,
-            gpu_util >= targets.min_gpu_util,
-            cpu_util >= targets.min_cpu_util,
-        ]
-    )
+    met = slas_met(total_time, total_cost, throughput, memory, gpu_util, cpu_util, targets)
+    return met, plan_objective(job, total_time, total_cost)
+
+
+def plan_objective(job: JobSpec, time_s: jax.Array, cost_usd: jax.Array) -> jax.Array:
+    """The oracles' objective of a run of ``job`` that takes ``time_s`` and costs ``cost_usd`` in all
+    (broadcasts): ``(w_time T / T_ref + w_cost C / C_ref) / (w_time + w_cost)``, the preference's
+    weights on time and cost over the job's references (``time_ref_s``, ``cost_ref_usd``: its true run
+    at the request); the SLA weight is left out, as the oracles rank by SLAs met first."""
     w_time, w_cost = job.preference[0], job.preference[1]
-    objective = (w_time * total_time / job.time_ref_s + w_cost * total_cost / job.cost_ref_usd) / jnp.maximum(
+    return (w_time * time_s / job.time_ref_s + w_cost * cost_usd / job.cost_ref_usd) / jnp.maximum(
         w_time + w_cost, 1e-9
     )
-    return met, objective
 
 
 def best_index(met: jax.Array, objective: jax.Array) -> jax.Array:

@@ -48,7 +48,7 @@ from slamorl_jax.env import draws as d
 from slamorl_jax.env.actions import clip_allocation
 from slamorl_jax.env.epoch_readings import epoch_readings
 from slamorl_jax.env.forecast import candidate_allocation, first_choice, target_profile
-from slamorl_jax.env.job_model import EpochMetrics, epoch_metrics
+from slamorl_jax.env.job_model import EpochMetrics, billed_usd, epoch_metrics
 from slamorl_jax.env.online_model import posterior_deviation, record_epoch
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.pauses import move_pause_s
@@ -166,7 +166,7 @@ def run_probes(
         pause = move_pause_s(*last, g, c, params) if k > 0 else jnp.zeros((), jnp.float32)
         interval = run * (pause + probe_s)
         elapsed = elapsed + interval
-        cost = cost + interval * m.price_per_hour / 3600.0
+        cost = cost + billed_usd(interval, m.price_per_hour)
         busy_gpu_s, busy_cpu_s = probe_busy_s(m, measured_epoch_s, fraction)
         gpu_busy = gpu_busy + run * busy_gpu_s
         cpu_busy = cpu_busy + run * busy_cpu_s
@@ -216,7 +216,7 @@ def start_at(
     pause = jnp.where(launched, move_pause_s(probed.gpus, probed.cpus, placed.gpus, placed.cpus, params), 0.0)
     m = placed.profile_now
     elapsed = probed.elapsed_s + pause
-    cost = probed.cost_usd + pause * m.price_per_hour / 3600.0
+    cost = probed.cost_usd + billed_usd(pause, m.price_per_hour)
     readings = epoch_readings(
         placed.job, m, m.epoch_time_s, m.throughput, m.gpu_util, m.cpu_util, elapsed, cost,
         placed.epoch, params,

@@ -1,5 +1,5 @@
-"""SLA severities: relative overshoot (upper limits) or shortfall (lower limits), capped at 1 (the
-met-flags are ``job_env``'s and ``episode_figures``').
+"""SLA severities: relative overshoot (upper limits) or shortfall (lower limits), capped at 1, and
+the six job-level checks of a job's totals (:func:`slas_met`).
 
 Time and cost are judged forward-looking: the projection of the whole job at the current epoch rate
 (elapsed + remaining epochs x current epoch time, likewise for cost) against the deadline and budget,
@@ -44,4 +44,29 @@ def sla_severities(
         over_limit_severity(memory_used_gib, targets.max_memory_gib),
         under_limit_severity(gpu_util, targets.min_gpu_util),
         under_limit_severity(cpu_util, targets.min_cpu_util),
+    )
+
+
+def slas_met(
+    time_s: ArrayLike,
+    cost_usd: ArrayLike,
+    throughput: ArrayLike,
+    peak_memory_gib: ArrayLike,
+    gpu_util: ArrayLike,
+    cpu_util: ArrayLike,
+    targets: SlaTargets,
+) -> jnp.ndarray:
+    """Whether a job's totals meet its six job-level SLAs (``[6, ...]``, ``objectives.SLA_NAMES``
+    order): total time within the deadline, total cost within the budget, mean throughput (samples /
+    total time), peak memory, and time-weighted GPU and CPU utilisation. The one set of checks behind
+    a job's end (``episode_figures``) and the oracles' plans (``plans``, ``evaluation.reachable``)."""
+    return jnp.stack(
+        [
+            time_s <= targets.deadline_s,
+            cost_usd <= targets.budget_usd,
+            throughput >= targets.min_throughput,
+            peak_memory_gib <= targets.max_memory_gib,
+            gpu_util >= targets.min_gpu_util,
+            cpu_util >= targets.min_cpu_util,
+        ]
     )

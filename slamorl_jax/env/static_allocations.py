@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.env.actions import clip_allocation, cpu_cap
-from slamorl_jax.env.job_model import EpochMetrics, JobConstants, epoch_metrics
+from slamorl_jax.env.job_model import EpochMetrics, JobConstants, billed_usd, epoch_metrics
 from slamorl_jax.env.params import MAX_GPUS, EnvParams, max_gpus
 
 # CPUs per GPU tried when searching for the cheapest static allocation inside the environment
@@ -67,5 +67,5 @@ def fastest_and_cheapest_epoch(job: JobConstants, params: EnvParams) -> tuple[ja
     m = lattice_metrics(job, gpus, cpus, params)
     lead = m.epoch_time_s.shape[: m.epoch_time_s.ndim - gpus.ndim]
     epoch_time = jnp.where(valid, m.epoch_time_s, jnp.inf).reshape((*lead, -1))
-    epoch_cost = jnp.where(valid, m.epoch_time_s * m.price_per_hour / 3600.0, jnp.inf).reshape((*lead, -1))
+    epoch_cost = jnp.where(valid, billed_usd(m.epoch_time_s, m.price_per_hour), jnp.inf).reshape((*lead, -1))
     return jnp.min(epoch_time, axis=-1), jnp.min(epoch_cost, axis=-1)

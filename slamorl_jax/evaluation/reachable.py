@@ -78,7 +78,11 @@ import numpy as np
 from flax import struct
 
 from slamorl_jax.env.actions import apply_action, floor_div, move_toward
+from slamorl_jax.env.job_model import billed_usd
 from slamorl_jax.env.params import EnvParams, cluster_bounds
+from slamorl_jax.env.pauses import change_pause_s
+from slamorl_jax.env.plans import plan_objective
+from slamorl_jax.env.sla import slas_met
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.static_allocations import full_lattice, lattice_metrics
 
@@ -173,16 +177,11 @@ class BestReachable:
         m = lattice_metrics(
             state.job.constants, jnp.asarray(self.gpus, jnp.int32), jnp.asarray(self.cpus, jnp.int32), params
         )
-        price_s = m.price_per_hour / 3600.0
-        pause = jnp.where(
-            kind == GPU_MOVE,
-            params.reallocation_pause_s,
-            jnp.where(kind == CPU_MOVE, params.cpu_reallocation_pause_s, 0.0),
-        )
+        pause = change_pause_s(kind == GPU_MOVE, kind == CPU_MOVE, params)
         epoch = jnp.stack(
             [
                 m.epoch_time_s,
-                m.epoch_time_s * price_s,
+                billed_usd(m.epoch_time_s, m.price_per_hour),
                 m.gpu_util * m.epoch_time_s,  # a paused job does no work
                 m.cpu_util * m.epoch_time_s,
                 m.memory_used_gib,
@@ -190,7 +189,8 @@ class BestReachable:
             axis=-1,
         )
         # The epoch after the move into each point, as summed along walks (the start has none).
-        step = epoch + jnp.stack([pause, pause * price_s] + [jnp.zeros_like(pause)] * 3, axis=-1)
+        pause_sums = [pause, billed_usd(pause, m.price_per_hour)] + [jnp.zeros_like(pause)] * 3
+        step = epoch + jnp.stack(pause_sums, axis=-1)
         sums = jnp.where((kind != NO_MOVE)[:, None], step, 0.0)
         # Pointer jumping: after round r, each point's sums cover it and its 2^(r+1) - 1 nearest
         # ancestors (the start adds zeros and is its own parent); 2^rounds > max_moves covers all.
@@ -212,20 +212,8 @@ class BestReachable:
         targets = job.sla_targets
         elapsed = jnp.maximum(time_s, 1e-9)
         samples = epochs.astype(jnp.float32) * job.constants.samples_per_epoch
-        met = jnp.stack(
-            [
-                time_s <= targets.deadline_s,
-                cost <= targets.budget_usd,
-                samples / elapsed >= targets.min_throughput,
-                peak <= targets.max_memory_gib,
-                gpu_busy / elapsed >= targets.min_gpu_util,
-                cpu_busy / elapsed >= targets.min_cpu_util,
-            ]
-        )
-        w_time, w_cost = job.preference[0], job.preference[1]
-        objective = (w_time * time_s / job.time_ref_s + w_cost * cost / job.cost_ref_usd) / jnp.maximum(
-            w_time + w_cost, 1e-9
-        )
+        met = slas_met(time_s, cost, samples / elapsed, peak, gpu_busy / elapsed, cpu_busy / elapsed, targets)
+        objective = plan_objective(job, time_s, cost)
         return ReachablePlan(
             gpus=jnp.asarray(self.gpus, jnp.int32),
             cpus=jnp.asarray(self.cpus, jnp.int32),
