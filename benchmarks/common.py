@@ -51,6 +51,7 @@ from slamorl_jax.cli_args import (
     cleanup_on_interrupt,
     fail,
     first_line,
+    seed_value,
     summary,
 )
 from slamorl_jax.cli_start import require_backend
@@ -452,7 +453,7 @@ def add_job_flags(parser: argparse.ArgumentParser, episodes: int, seed: int = 0,
     """A benchmark's ``--episodes`` (fresh jobs per scenario, default ``episodes``, at most
     ``most``) and ``--seed`` (the jobs' seed, default ``seed``)."""
     parser.add_argument("--episodes", type=bounded(int, 1, most), default=episodes, help="jobs per scenario")
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=seed, help="job seed")
+    parser.add_argument("--seed", type=seed_value, default=seed, help="job seed")
 
 
 def policy_benchmark_payload(args: argparse.Namespace, rows: dict[str, Any]) -> dict[str, Any]:

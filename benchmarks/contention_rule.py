@@ -38,10 +38,10 @@ from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, with_preference, wit
 from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.headline import oracle_gap
-from slamorl_jax.evaluation.methods import Method, run_methods
+from slamorl_jax.evaluation.methods import ORACLE, Method, run_methods
 from slamorl_jax.quality_bar import greedy_policy, objective
 
-POLICY, ORACLE = "policy", "best_static_oracle"
+POLICY = "policy"
 RULES = {"with the rule": True, "without": False}
 
 

@@ -41,6 +41,7 @@ from slamorl_jax.cli_args import (
     fail,
     positive_int_list,
     run_command,
+    seed_value,
     summary,
 )
 from slamorl_jax.quality_bar import evaluate_against_request, quality_bar
@@ -167,7 +168,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget-s", type=bounded(float, 1.0, 36_000.0), default=300.0)
     parser.add_argument("--eval-every", type=bounded(int, 1, 10_000), default=5)
     parser.add_argument("--eval-episodes", type=bounded(int, 16, 100_000), default=512)
-    parser.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0)
+    parser.add_argument("--seed", type=seed_value, default=0)
     add_out_flags(parser, DEFAULT_OUT)
     args = parser.parse_args(argv)
     for hidden in args.hidden_sizes:  # every size before the first trains

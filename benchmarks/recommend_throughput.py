@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 from benchmarks.common import (
+    REPO_ROOT,
     add_checkpoint_flag,
     check_checkpoint,
     format_rate,
@@ -47,7 +48,6 @@ from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_li
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recommend_throughput.json"
-REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_JOB = REPO_ROOT / "docs" / "example_job.json"
 EPOCHS_RUN = 3  # epochs each simulated job runs before it reports
 ONE_AT_A_TIME_JOBS = 64  # jobs answered by single recommend calls per timed pass

@@ -45,7 +45,7 @@ from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS, SHIFT_KINDS
 from slamorl_jax.episodes import LEFT_EVENT_NODES, summarise_episodes
 from slamorl_jax.evaluation.baselines import BestStatic
-from slamorl_jax.evaluation.methods import Method, compared_method, run_method
+from slamorl_jax.evaluation.methods import ORACLE, REQUEST, Method, compared_method, run_method
 from slamorl_jax.evaluation.replanning import Replanning
 from slamorl_jax.evaluation.suite import world_difference
 from slamorl_jax.quality_bar import greedy_policy, objective
@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             compared_method(str(i), greedy_policy(policy.network), policy.params, policy.config)
             for i, policy in enumerate(policies)
         ),
-        Method("static_request", "the request, kept"),
-        Method("best_static_oracle", "best static allocation in hindsight", start=static),
+        Method(REQUEST, "the request, kept"),
+        Method(ORACLE, "best static allocation in hindsight", start=static),
         Method("replanning_oracle", "re-planning oracle", start=replanning, controller=replanning),
     )
     cases = {
@@ -125,7 +125,7 @@ def to_markdown(payload: dict[str, Any]) -> str:
         return f"{mean} ± {format(r['policy_std'][figure], fmt)}" if several else mean
 
     for case, r in payload["rows"].items():
-        static, replan, policy = r["best_static_oracle"], r["replanning_oracle"], r["policy"]
+        static, replan, policy = r[ORACLE], r["replanning_oracle"], r["policy"]
         table.append(
             [
                 case,

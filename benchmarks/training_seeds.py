@@ -48,6 +48,7 @@ from benchmarks.common import (
 )
 from benchmarks.run_sets import checked_runs
 from slamorl_jax.cli_args import (
+    INT32_MAX,
     OneLineArgumentParser,
     add_hold_below_argument,
     add_relocate_payback_argument,
@@ -58,12 +59,10 @@ from slamorl_jax.cli_args import (
 )
 from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS
 from slamorl_jax.env.scenarios import SCENARIOS as ALL_SCENARIOS
+from slamorl_jax.evaluation.methods import ORACLE, REACHABLE, REQUEST
 from slamorl_jax.run_dirs import new_folder_problem
 
 PROG = "python -m benchmarks.training_seeds"
-ORACLE = "best_static_oracle"
-ANCHOR = "best_reachable_paper"
-REQUEST = "static_request"
 
 
 #: Where the trained runs go unless ``--run-root`` says.
@@ -111,10 +110,10 @@ def figures_of(payload: dict) -> dict[str, float]:
         out[f"{scenario}/objective"] = ours
         out[f"{scenario}/over_request"] = ours / objective(scenario, rows[REQUEST])
         out[f"{scenario}/over_oracle"] = ours / objective(scenario, rows[ORACLE])
-        out[f"{scenario}/over_anchor"] = ours / objective(scenario, rows[ANCHOR])
+        out[f"{scenario}/over_anchor"] = ours / objective(scenario, rows[REACHABLE])
         out[f"{scenario}/all_slas_met"] = rows["policy"]["all_slas_met"]
         out[f"{scenario}/all_slas_met_oracle"] = rows[ORACLE]["all_slas_met"]
-        out[f"{scenario}/all_slas_met_anchor"] = rows[ANCHOR]["all_slas_met"]
+        out[f"{scenario}/all_slas_met_anchor"] = rows[REACHABLE]["all_slas_met"]
         out[f"{scenario}/reallocations"] = rows["policy"]["reallocations"]
         out[f"{scenario}/relocations"] = rows["policy"]["relocations"]
     for scenario, row in payload.get("replanning", {}).items():
@@ -230,7 +229,7 @@ def seed_list(text: str) -> list[int]:
         seeds = [int(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not all(0 <= seed < 2**31 for seed in seeds) or len(set(seeds)) != len(seeds):
+    if not all(0 <= seed <= INT32_MAX for seed in seeds) or len(set(seeds)) != len(seeds):
         raise argparse.ArgumentTypeError(f"expected distinct seeds in [0, 2**31), got {text!r}")
     return seeds
 

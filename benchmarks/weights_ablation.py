@@ -78,14 +78,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from slamorl_jax.env.scenarios import with_preference, with_scenario
     from slamorl_jax.episodes import summarise_episodes
     from slamorl_jax.evaluation.baselines import BestStatic
-    from slamorl_jax.evaluation.methods import Method, compared_method, run_method
+    from slamorl_jax.evaluation.methods import ORACLE, Method, compared_method, run_method
     from slamorl_jax.quality_bar import greedy_policy, objective
 
     env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     policies = {name: [load_policy(r.path / "checkpoints") for r in runs] for name, runs in args.runs.items()}
     first = next(iter(policies.values()))[0]  # every form's env is this one (parse_runs)
     base = with_preference(env_params_from_config(first.config, env.catalog), None)
-    oracle = Method("best_static_oracle", "oracle", start=BestStatic.for_params(base))
+    oracle = Method(ORACLE, "oracle", start=BestStatic.for_params(base))
     keys = [jax.random.key(args.seed)]
     per_seed: dict[str, dict[str, dict[str, list[float]]]] = {}
     oracle_rows: dict[str, dict[str, float]] = {}

@@ -91,12 +91,13 @@ def summary(doc: str | None) -> str | None:
     return doc.strip().splitlines()[0] if doc and doc.strip() else None
 
 
-#: The largest count a list flag takes: JAX indexes arrays and sizes with int32.
-MAX_LIST_INT = 2**31 - 1
+#: The largest int32: the largest seed, count or list entry the commands and configs take (JAX
+#: indexes arrays and sizes, and counts an optimiser's steps, with int32).
+INT32_MAX = 2**31 - 1
 
 
 def positive_int_list(text: str) -> list[int]:
-    """``argparse`` type: a comma-separated list of positive integers up to :data:`MAX_LIST_INT`,
+    """``argparse`` type: a comma-separated list of positive integers up to :data:`INT32_MAX`,
     e.g. ``1,64,4096``."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
@@ -106,9 +107,9 @@ def positive_int_list(text: str) -> list[int]:
         ) from None
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
-    if too_big := [v for v in values if v > MAX_LIST_INT]:
+    if too_big := [v for v in values if v > INT32_MAX]:
         raise argparse.ArgumentTypeError(
-            f"each must be at most {MAX_LIST_INT:,} (2**31 - 1), got {too_big[0]:,}"
+            f"each must be at most {INT32_MAX:,} (2**31 - 1), got {too_big[0]:,}"
         )
     return values
 
@@ -128,6 +129,11 @@ def bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[
         return value
 
     return parse
+
+
+def seed_value(text: str) -> int:
+    """``argparse`` type: a seed, an integer in ``[0, 2**31 - 1]`` (:data:`INT32_MAX`)."""
+    return bounded(int, 0, INT32_MAX)(text)
 
 
 def add_hold_below_argument(parser: argparse.ArgumentParser, flag: str, kept: str) -> None:

@@ -36,6 +36,7 @@ from slamorl_jax.cli_args import (
     cleanup_on_interrupt,
     fail,
     run_command,
+    seed_value,
     summary,
 )
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
@@ -130,9 +131,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=3,
         help="independent batches of jobs (default %(default)s)",
     )
-    parser.add_argument(
-        "--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="first seed (default %(default)s)"
-    )
+    parser.add_argument("--seed", type=seed_value, default=0, help="first seed (default %(default)s)")
     parser.add_argument(
         "--scenarios",
         type=scenario_list,

@@ -35,6 +35,7 @@ from slamorl_jax.cli_args import (
     fail,
     positive_int_list,
     run_command,
+    seed_value,
     summary,
 )
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
@@ -83,7 +84,7 @@ def parser() -> OneLineArgumentParser:
     p.add_argument(
         "--holdout", type=bounded(float, 0.0, 0.9), default=DEFAULTS.holdout, help="share held out to measure"
     )
-    p.add_argument("--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="network, split and job seed")
+    p.add_argument("--seed", type=seed_value, default=0, help="network, split and job seed")
     add_cache_argument(p)
     return p
 

@@ -13,6 +13,12 @@ from typing import Any
 
 from slamorl_jax.cli_args import first_line
 
+# The largest numbers a job report or a history record may hold: a reading (seconds, dollars,
+# samples/s, GiB) beyond MAX_VALUE fails in float32 arithmetic; a GPU, CPU or epoch count beyond
+# MAX_COUNT is no job's.
+MAX_VALUE = 1e12
+MAX_COUNT = 1_000_000
+
 
 class DuplicateKeyError(ValueError):
     """A JSON object names one key twice."""

@@ -88,13 +88,11 @@ from slamorl_jax.env.state import EnvState, check_state
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
 from slamorl_jax.env.target_grid import on_target_grid
 from slamorl_jax.env.validation import validate_params_once
-from slamorl_jax.json_input import short_value
+from slamorl_jax.json_input import MAX_COUNT, MAX_VALUE, short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_training_many, uses_dual_weights
 from slamorl_jax.live_encoding import READINGS, live_states, padded_size
 from slamorl_jax.live_encoding import live_state as live_state  # the live tools' one-job state
 
-MAX_VALUE = 1e12  # largest reading accepted (seconds, dollars, samples/s, GiB): beyond it, float32 fails
-MAX_COUNT = 1_000_000  # largest GPU, CPU or epoch count accepted
 # Smallest value accepted where a reading must be positive (a time, budget, memory or throughput):
 # float32 holds nothing below about 1e-45, and ratios of a value near it overflow to NaN.
 MIN_POSITIVE = 1e-6

@@ -296,11 +296,13 @@ flags.DEFINE_integer("num_processes", None, "Processes in a --distributed run.")
 flags.DEFINE_integer("process_id", None, "This process's index in a --distributed run (0 logs and writes).")
 flags.DEFINE_integer(
     "distributed_heartbeat_s",
-    100,
+    DistributedOptions.heartbeat_timeout_s,
     "A --distributed run ends with an error when a process has not answered for this many seconds.",
 )
 flags.DEFINE_integer(
-    "distributed_init_timeout_s", 300, "Seconds to wait for every process of a --distributed run to join."
+    "distributed_init_timeout_s",
+    DistributedOptions.initialization_timeout_s,
+    "Seconds to wait for every process of a --distributed run to join.",
 )
 
 flags.DEFINE_string(

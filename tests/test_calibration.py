@@ -24,7 +24,7 @@ from slamorl_jax.calibration.loaders import (
     load_synergy_cpu_profiles,
 )
 from slamorl_jax.calibration.model import StepModel, predict_samples_per_s
-from slamorl_jax.calibration.workloads import WORKLOADS
+from slamorl_jax.calibration.workloads import WORKLOADS, WORKLOADS_BY_NAME
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,7 +145,7 @@ def test_epochs_and_speeds_are_sane(shipped):
         assert w["compute_speed"][w["calibration_gpu"]] == 1.0
         assert all(s > 0 for s in w["compute_speed"].values())
         assert 1.0 <= w["gamma"] <= 10.0
-        spec = checks.SPECS[w["name"]]
+        spec = WORKLOADS_BY_NAME[w["name"]]
         assert w["cpu_profile"] == spec.cpu_profile
         prof = shipped["cpu_profiles"][w["cpu_profile"]]
         assert (w["cpu_c_sat"], w["cpu_p"]) == (prof["c_sat"], prof["p"])
@@ -181,7 +181,7 @@ def test_gavel_median_throughput_error_at_most_15_percent(shipped, name):
 def test_gavel_non_data_parallel_types_have_only_single_gpu_data(shipped):
     for name in GAVEL_NAMES:
         w = _entry(shipped, name)
-        spec = checks.SPECS[name]
+        spec = WORKLOADS_BY_NAME[name]
         pts = checks.gavel_fit.gavel_points(
             spec.key, checks.gavel_job_batch(w), w["local_batch"], "v100", DEFAULT_DATA_DIR
         )
@@ -219,7 +219,7 @@ def test_bert_model_8_gpus_over_2_nodes_below_4_gpus_on_one_node(shipped):
 def test_pollux_local_batch_is_measured_on_most_placements(shipped):
     for name in POLLUX_NAMES:
         w = _entry(shipped, name)
-        d = load_pollux_step_times(checks.SPECS[name].key, DEFAULT_DATA_DIR)
+        d = load_pollux_step_times(WORKLOADS_BY_NAME[name].key, DEFAULT_DATA_DIR)
         pl = d.select(d.source == "placements")
         assert (
             np.mean(np.isin(np.unique(pl.placement), pl.placement[pl.local_batch == w["local_batch"]]))
@@ -270,7 +270,7 @@ def test_request_distributions_recomputed(shipped):
     req = requested.fit_requests(DEFAULT_DATA_DIR)
     assert req.cpus_per_gpu_values == pytest.approx(shipped["requested_cpus_per_gpu"]["values"])
     for w in shipped["workloads"]:
-        spec = checks.SPECS[w["name"]]
+        spec = WORKLOADS_BY_NAME[w["name"]]
         if spec.source == "pollux":
             expected = req.pollux_gpu_probs[spec.key]
         elif spec.data_parallel:

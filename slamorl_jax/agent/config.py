@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS, NetworkConfig
+from slamorl_jax.cli_args import INT32_MAX
 from slamorl_jax.env.action_sets import (
     ACTION_SETS,
     DEFAULT_ACTION_SET,
@@ -23,6 +24,7 @@ from slamorl_jax.env.action_sets import (
 )
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.defaults import (
+    DEFAULT_ADAPT_STRENGTH,
     DEFAULT_ALL_SLAS_BONUS,
     DEFAULT_CONTENTION_END_PROB,
     DEFAULT_CONTENTION_START_PROB,
@@ -95,13 +97,13 @@ class TrainConfig:
     # Whether a GPU change leaves contended nodes (EnvParams.moves_leave_contention, env/shifts.py).
     moves_leave_contention: bool = True
     # The checkpoint-restart pause of a GPU change or a relocation, in seconds (billed;
-    # EnvParams.reallocation_pause_s); None = the environment's (30 s, as Pollux measured). A
+    # EnvParams.reallocation_pause_s); None = the environment's (30 s, Pollux's simulator's constant). A
     # platform whose restarts cost more (a scheduler queue, a cold cache) trains with its own.
     reallocation_pause_s: float | None = None
     hidden_sizes: tuple[int, ...] = (128, 128)
     activation: str = "tanh"
     initializer: str = "orthogonal"
-    adapt_strength: float = 1.5
+    adapt_strength: float = DEFAULT_ADAPT_STRENGTH
     # Form of the objective weights (env/dual_weights.py): static (the preference), severity (the
     # paper's memoryless tilt by eta x severities) or dual (per-SLA multipliers with memory).
     weights: str = "severity"
@@ -345,7 +347,6 @@ def _require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
-INT32_MAX = 2**31 - 1
 MAX_NUM_ENVS = 2**22  # 4,194,304 jobs in parallel: far beyond one accelerator's memory today
 #: The largest float32: a setting beyond it becomes ``inf`` in the learner's arithmetic.
 FLOAT32_MAX = 3.4028234663852886e38
@@ -505,7 +506,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
         )
     check_target_grid(c.target_cpus_per_gpu)
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
-    _require(0 <= c.seed < 2**31, f"--seed must be in [0, 2**31), got {c.seed}")
+    _require(0 <= c.seed <= INT32_MAX, f"--seed must be in [0, 2**31), got {c.seed}")
     _require(c.init_from is None or c.init_from.strip() != "", "--init_from must name a checkpoint")
     if c.preference is not None:
         try:

@@ -41,7 +41,7 @@ from slamorl_jax.calibration.loaders import (
     InstancePrice,
     load_aws_prices,
 )
-from slamorl_jax.calibration.workloads import WORKLOADS
+from slamorl_jax.calibration.workloads import WORKLOADS, WORKLOADS_BY_NAME
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.defaults import default_params
@@ -50,7 +50,6 @@ from slamorl_jax.env.params import EnvParams, max_gpus, with_values
 from slamorl_jax.env.shifts import DEFAULT_SHIFT_SIZE_HIGH, DEFAULT_SHIFT_SIZE_LOW, PRICE_RISE
 
 PROG = program_name("slamorl_jax.calibration.assumptions")  # as started: -m or its script
-_SPECS = {s.name: s for s in WORKLOADS}
 
 
 @dataclass(frozen=True)
@@ -102,9 +101,9 @@ def median_speeds_over_t4(catalog: Catalog, data_dir: Path = DEFAULT_DATA_DIR) -
     (:func:`~slamorl_jax.calibration.gpu_speed.median_pollux_speeds`), with the T4/V100 geometric mean
     of the shared models at the Gavel workloads' batches, as the calibration takes it."""
     batches = {
-        _SPECS[name].key: int(catalog.local_batch[i])
+        WORKLOADS_BY_NAME[name].key: int(catalog.local_batch[i])
         for i, name in enumerate(catalog.workload_names)
-        if _SPECS[name].source == "gavel"
+        if WORKLOADS_BY_NAME[name].source == "gavel"
     }
     return gpu_speed.median_pollux_speeds(gpu_speed.t4_over_v100(batches, data_dir).ratio, data_dir)
 
@@ -162,7 +161,8 @@ def gavel_indices(catalog: Catalog, data_parallel: bool | None = None) -> list[i
     return [
         i
         for i, name in enumerate(catalog.workload_names)
-        if _SPECS[name].source == "gavel" and data_parallel in (None, bool(catalog.data_parallel[i]))
+        if WORKLOADS_BY_NAME[name].source == "gavel"
+        and data_parallel in (None, bool(catalog.data_parallel[i]))
     ]
 
 
@@ -205,10 +205,11 @@ def cpu_rows(params: EnvParams, catalog: Catalog) -> list[Sensitivity]:
     workloads = [w for w in gavel_indices(catalog) if catalog.cpu_c_sat[w] > 0.0]
     # The CPU factor scales samples/s alone: any GPU type and count gives the same ratio (first type, 1 GPU).
     ratios = throughput_ratios(params, alternative, 1, [(w, 0) for w in workloads])
+    names = [catalog.workload_names[w] for w in workloads]
     return [
         Sensitivity(
             item=3,
-            subject=f"{catalog.workload_names[w]} ({_SPECS[catalog.workload_names[w]].cpu_profile} profile)",
+            subject=f"{name} ({WORKLOADS_BY_NAME[name].cpu_profile} profile)",
             assumption="Gavel's vCPUs per GPU (an assumed p3)",
             shipped=float(catalog.calibration_cpus_per_gpu[w]),
             alternative=cluster,
@@ -216,7 +217,7 @@ def cpu_rows(params: EnvParams, catalog: Catalog) -> list[Sensitivity]:
             source="the cluster's (no source names Gavel's servers)",
             effects=(("samples/s at any allocation", ratio),),
         )
-        for w, ratio in zip(workloads, ratios, strict=True)
+        for w, name, ratio in zip(workloads, names, ratios, strict=True)
     ]
 
 

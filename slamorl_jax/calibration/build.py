@@ -32,10 +32,9 @@ from slamorl_jax.calibration.workloads import (
     WorkloadSpec,
     epoch_range,
 )
+from slamorl_jax.env.catalog import SUPPORTED_FORMAT_VERSION
 
-FORMAT_VERSION = 1
 GENERATED_BY = "python -m slamorl_jax.calibration"
-#: Default output: next to the environment that loads it.
 #: Decimal digits kept in the JSON (well below the fits' precision, keeps diffs readable).
 SIGNIFICANT_DIGITS = 10
 
@@ -262,7 +261,7 @@ def calibrate(data_dir: Path = DEFAULT_DATA_DIR) -> tuple[dict[str, Any], Report
         )
 
     out = {
-        "format_version": FORMAT_VERSION,
+        "format_version": SUPPORTED_FORMAT_VERSION,
         "generated_by": GENERATED_BY,
         "gpu_types": list(gpu_speed.GPU_TYPES),
         "requested_gpu_bins": list(requested.GPU_BINS),

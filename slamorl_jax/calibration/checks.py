@@ -15,9 +15,7 @@ import numpy as np
 from slamorl_jax.calibration import gavel_fit, pollux_fit
 from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR, DEFAULT_OUTPUT, load_pollux_step_times
 from slamorl_jax.calibration.model import StepModel
-from slamorl_jax.calibration.workloads import WORKLOADS, WorkloadSpec
-
-SPECS: dict[str, WorkloadSpec] = {s.name: s for s in WORKLOADS}
+from slamorl_jax.calibration.workloads import WORKLOADS_BY_NAME
 
 
 def load_shipped(path: Path = DEFAULT_OUTPUT) -> dict[str, Any]:
@@ -30,7 +28,7 @@ def pollux_rel_errors(entry: dict[str, Any], data_dir: Path = DEFAULT_DATA_DIR) 
 
     Keys: ``all``, ``placements`` (placements.csv rows), ``scalability`` (scalability.csv rows).
     """
-    spec = SPECS[entry["name"]]
+    spec = WORKLOADS_BY_NAME[entry["name"]]
     d = load_pollux_step_times(spec.key, data_dir)
     err = pollux_fit.evaluate(StepModel.from_mapping(entry), d)
     is_pl = d.source == "placements"
@@ -39,13 +37,13 @@ def pollux_rel_errors(entry: dict[str, Any], data_dir: Path = DEFAULT_DATA_DIR) 
 
 def gavel_job_batch(entry: dict[str, Any]) -> int | None:
     """The batch in the Gavel job name of a Gavel workload entry (None for A3C / CycleGAN)."""
-    spec = SPECS[entry["name"]]
+    spec = WORKLOADS_BY_NAME[entry["name"]]
     return None if spec.unbatched_local_batch is not None else int(entry["local_batch"])
 
 
 def gavel_rel_errors(entry: dict[str, Any], data_dir: Path = DEFAULT_DATA_DIR) -> np.ndarray:
     """Relative throughput errors of a Gavel workload entry on its measured V100 configurations."""
-    spec = SPECS[entry["name"]]
+    spec = WORKLOADS_BY_NAME[entry["name"]]
     pts = gavel_fit.gavel_points(
         spec.key, gavel_job_batch(entry), int(entry["local_batch"]), "v100", data_dir
     )

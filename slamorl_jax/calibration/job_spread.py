@@ -44,7 +44,7 @@ from slamorl_jax.calibration.loaders import (
     load_pollux_step_times,
 )
 from slamorl_jax.calibration.model import StepModel, samples_per_s_jax
-from slamorl_jax.calibration.workloads import WORKLOADS
+from slamorl_jax.calibration.workloads import WORKLOADS_BY_NAME
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, first_line, run_command, summary
 from slamorl_jax.env import throughput
 
@@ -54,7 +54,6 @@ PROG = program_name("slamorl_jax.calibration.job_spread")  # as started: -m or i
 MAD_TO_SD = 1.4826
 #: A multi-GPU point counts for the sync spread only where the sync elasticity is at least this.
 MIN_SYNC_SHARE = 0.25
-_SPECS = {s.name: s for s in WORKLOADS}
 
 
 def robust_sd(x: Any) -> float:
@@ -135,7 +134,11 @@ def sync_deviations(shipped: dict[str, Any], data_dir: Path = DEFAULT_DATA_DIR) 
     """
     groups, cols = [], []  # cols: theta, GPUs, nodes, per-GPU batch, speed, measured samples/s
     for w in (w for w in shipped["workloads"] if w["data_parallel"]):
-        spec, theta, b = _SPECS[w["name"]], StepModel.from_mapping(w).as_array(), int(w["local_batch"])
+        spec, theta, b = (
+            WORKLOADS_BY_NAME[w["name"]],
+            StepModel.from_mapping(w).as_array(),
+            int(w["local_batch"]),
+        )
         if spec.source == "pollux":
             d = load_pollux_step_times(spec.key, data_dir)
             d = d.select(d.num_gpus > 1)
@@ -186,7 +189,7 @@ def shared_model_counts(workloads: Sequence[dict[str, Any]]) -> tuple[int, int]:
     """How many of the calibrated ``workloads`` are Pollux and Gavel workloads of a model both
     studies measured (``gpu_speed.SHARED_MODELS``)."""
     apps, jobs = (set(side) for side in zip(*gpu_speed.SHARED_MODELS, strict=True))
-    specs = [_SPECS[w["name"]] for w in workloads]
+    specs = [WORKLOADS_BY_NAME[w["name"]] for w in workloads]
     return (
         sum(s.source == "pollux" and s.key in apps for s in specs),
         sum(s.source == "gavel" and s.key in jobs for s in specs),
@@ -197,12 +200,12 @@ def job_spread(data_dir: Path = DEFAULT_DATA_DIR, calibrated: Path = DEFAULT_OUT
     """All the evidence and the two chosen spreads, from ``data_dir`` and the fits in ``calibrated``."""
     shipped = json.loads(Path(calibrated).read_text())
     ratios = gavel_log_ratios(data_dir)
-    batches = {_SPECS[w["name"]].key: w["local_batch"] for w in shipped["workloads"]}
+    batches = {WORKLOADS_BY_NAME[w["name"]].key: w["local_batch"] for w in shipped["workloads"]}
     t4 = gpu_speed.t4_over_v100(batches, data_dir)
     t4_rms = float(np.sqrt(np.mean(np.log(np.array(list(t4.per_model.values())) / t4.ratio) ** 2)))
     rep_comp, rep_step, groups = repeat_spreads(data_dir)
     k80, p100 = (robust_sd(ratios[g]) for g in ("k80", "p100"))
-    sources = [_SPECS[w["name"]].source for w in shipped["workloads"]]
+    sources = [WORKLOADS_BY_NAME[w["name"]].source for w in shipped["workloads"]]
     shared = shared_model_counts(shipped["workloads"])
     cells = compute_cell_rms(
         sources.count("pollux"), sources.count("gavel"), k80, p100, t4_rms, rep_comp, shared

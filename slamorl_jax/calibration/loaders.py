@@ -16,13 +16,14 @@ from pathlib import Path
 
 import numpy as np
 
+from slamorl_jax.env.catalog import CATALOG_PATH
+
 #: The vendored copies of the published measurements (see ``data/README.md``).
 DEFAULT_DATA_DIR = Path(__file__).resolve().parent / "data"
-#: Where ``python -m slamorl_jax.calibration`` writes its fits (the JSON the environment loads).
-DEFAULT_OUTPUT = Path(__file__).resolve().parent.parent / "env" / "calibrated_workloads.json"
+#: Where ``python -m slamorl_jax.calibration`` writes its fits: the JSON the environment loads.
+DEFAULT_OUTPUT = CATALOG_PATH
 
 POLLUX_APPS: tuple[str, ...] = ("cifar10", "imagenet", "bert", "deepspeech2", "yolov3", "ncf")
-GAVEL_WORKER_TYPES: tuple[str, ...] = ("v100", "p100", "k80")
 
 
 def _rows(path: Path) -> list[dict[str, str]]:

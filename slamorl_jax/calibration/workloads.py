@@ -54,7 +54,7 @@ class WorkloadSpec:
     #: Epochs of the reference run: Pollux = rows of its validation traces (filled in from data,
     #: ``None`` here); Gavel = documented typical value.
     reference_epochs: int | None
-    cpu_profile: str  # Synergy model name
+    cpu_profile: str  # Synergy model name ("bert" is flat); docs/calibration.md says why each
     data_parallel: bool = True
     #: Gavel: fixed batch for job types without multi-GPU data (None = chosen from the data);
     #: A3C and CycleGAN have no batch in their Gavel name.
@@ -166,28 +166,9 @@ WORKLOADS: tuple[WorkloadSpec, ...] = (
     ),
 )
 
-#: Why each workload uses its CPU profile (also in docs/calibration.md).
-CPU_PROFILE_NOTES: dict[str, str] = {
-    "cifar10-resnet18": "same model (Synergy res18)",
-    "imagenet-resnet50": "same model (Synergy res50)",
-    "squad-bert": "same model (Synergy bert, CPU-insensitive)",
-    "arctic-deepspeech2": "same model (Synergy deepspeech)",
-    "voc-yolov3": "image model; ~8x more GPU time per image than ResNet-50 on a T4, so the least "
-    "CPU-sensitive image profile (res50)",
-    "movielens-ncf": "embedding lookups on in-memory tensors, no decoding: flat (bert profile)",
-    "imagenet-resnet50-gavel": "same model (Synergy res50)",
-    "cifar10-resnet18-gavel": "same model (Synergy res18)",
-    "multi30k-transformer": "same model (Synergy transformer, flat)",
-    "wikitext2-lstm": "same model family (Synergy lstm, flat)",
-    "monet2photo-cyclegan": "image model, GPU-heavy (4.4 images/s on a V100): least CPU-sensitive "
-    "image profile (res50)",
-    "pong-a3c": "flat: Synergy has no RL profile; Gavel's A3C steps Atari in a fixed 4 CPU worker "
-    "processes, a cost our per-GPU CPU factor cannot express",
-    "ml20m-autoencoder": "sparse user vectors already in memory, no decoding: flat (bert profile)",
-}
 
-#: Synergy profiles that are CPU-insensitive (all 1.0); ``bert`` serves as "flat".
-FLAT_PROFILE = "bert"
+#: Each workload's spec by its name.
+WORKLOADS_BY_NAME: dict[str, WorkloadSpec] = {s.name: s for s in WORKLOADS}
 
 
 def epoch_range(reference_epochs: int) -> tuple[int, int]:

@@ -14,6 +14,7 @@ from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.derived import TARGET_PROFILE_FIELDS, with_derived_tables
 from slamorl_jax.env.dual_weights import DEFAULT_DUAL_MAX
 from slamorl_jax.env.job_truth import DEFAULT_DEVIATION_LIMIT_SD
+from slamorl_jax.env.objectives import PREFERENCES
 from slamorl_jax.env.params import (
     INIT_STRATEGIES,
     NUM_SCENARIO_KINDS,
@@ -87,6 +88,8 @@ DEFAULT_RELOCATE_PAYBACK = 1.0
 # End-of-job SLA reward (job_env.py explains the sizes): per job-level SLA met, and for all six.
 DEFAULT_SLA_MET_BONUS = 2.0
 DEFAULT_ALL_SLAS_BONUS = 4.0
+# The severity weights' tilt eta per unit of severity (adaptive_weights.py; the paper's form).
+DEFAULT_ADAPT_STRENGTH = 1.5
 # The dual weights' multiplier gain per unit of severity and decay per reading (dual_weights.py).
 DEFAULT_DUAL_STEP = 1.0
 DEFAULT_DUAL_DECAY = 0.2
@@ -163,7 +166,7 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         scenario_probs=_f32(np.full(NUM_SCENARIO_KINDS, 1.0 / NUM_SCENARIO_KINDS)),
         random_preference_prob=_f32(MIXED_RANDOM_PREFERENCE_PROB),
         use_fixed_preference=jnp.asarray(False),
-        fixed_preference=_f32([0.4, 0.4, 0.2]),
+        fixed_preference=_f32(PREFERENCES["balanced"]),
         kind_preference=_f32(kind_preferences()),
         opposed_preference_prob=_f32(MIXED_OPPOSED_PREFERENCE_PROB),
         opposed_preference=_f32(opposed_preferences()),
@@ -195,7 +198,7 @@ def default_params(catalog: Catalog | None = None) -> EnvParams:
         shift_at_high=_f32(DEFAULT_SHIFT_AT[1]),
         shift_size_low=_f32(DEFAULT_SHIFT_SIZE_LOW),
         shift_size_high=_f32(DEFAULT_SHIFT_SIZE_HIGH),
-        adapt_strength=_f32(1.5),
+        adapt_strength=_f32(DEFAULT_ADAPT_STRENGTH),
         weights_mode=_i32(WEIGHT_MODES.index("severity")),
         dual_step=_f32(DEFAULT_DUAL_STEP),
         dual_decay=_f32(DEFAULT_DUAL_DECAY),

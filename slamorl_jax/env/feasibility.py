@@ -18,7 +18,7 @@ from slamorl_jax.cli_start import program_name, require_backend  # first of ours
 
 require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
 # ruff: noqa: E402  (the imports below start JAX's backend)
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, seed_value, summary
 from slamorl_jax.env import draws as d
 from slamorl_jax.env.job_generator import sample_job
 from slamorl_jax.env.params import EnvParams
@@ -70,9 +70,7 @@ def main(argv: list[str] | None = None) -> None:
         default=20_000,
         help=f"jobs per scenario, 1 to {MAX_JOBS:,} (default: %(default)s)",
     )
-    parser.add_argument(
-        "--seed", type=bounded(int, 0, 2**31 - 1), default=0, help="the jobs' seed (default: %(default)s)"
-    )
+    parser.add_argument("--seed", type=seed_value, default=0, help="the jobs' seed (default: %(default)s)")
     args = parser.parse_args(argv)
     print("| scenario | jobs | feasible (some static allocation meets all 6 SLAs) | request meets all 6 |")
     print("|---|---|---|---|")

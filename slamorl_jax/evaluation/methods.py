@@ -163,8 +163,9 @@ NO_RELOCATE = "policy_without_relocate"
 ORACLE = "best_static_oracle"
 PROFILE_ORACLE = "best_static_profile"
 REACHABLE = "best_reachable_paper"
+REQUEST = "static_request"
 # The methods of the report's per-seed and per-workload lines (where they ran).
-FOCUS_METHODS = ("policy", NO_RELOCATE, FORECAST_START, "static_request", ORACLE, PROFILE_ORACLE, REACHABLE)
+FOCUS_METHODS = ("policy", NO_RELOCATE, FORECAST_START, REQUEST, ORACLE, PROFILE_ORACLE, REACHABLE)
 REACHABLE_DESCRIPTION = (
     "best walk-then-hold controller with the paper's 9 moves in hindsight (noise-free model)"
 )
@@ -177,7 +178,7 @@ def baseline_methods(
     the ``reachable`` anchor (``reachable.BestReachable``) from the request and the profile-only
     static choice (``baselines.ProfileBestStatic``)."""
     methods = (
-        Method("static_request", "the user's requested allocation, kept", start=baselines.requested),
+        Method(REQUEST, "the user's requested allocation, kept", start=baselines.requested),
         Method("static_min", "1 GPU and one CPU step, kept", start=baselines.minimum),
         Method(
             "static_max",

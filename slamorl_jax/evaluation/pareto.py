@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-SLA_WEIGHT = 0.2
+from slamorl_jax.env.objectives import SLA_WEIGHT
+
 REFERENCE_POINT = (2.0, 2.0)
 
 

@@ -32,6 +32,7 @@ from slamorl_jax.evaluation.methods import (
     ORACLE,
     PROFILE_ORACLE,
     REACHABLE,
+    REQUEST,
     Method,
     baseline_methods,
     compared_method,
@@ -43,8 +44,8 @@ from slamorl_jax.evaluation.reachable import BestReachable
 from slamorl_jax.evaluation.replanning import Replanning
 from slamorl_jax.quality_bar import greedy_policy, greedy_policy_without, objective
 
-HEADLINE_BASELINES = ("static_request", "static_max", "static_min")
-FRONT_STATIC = ("static_request", "static_min", "static_max")
+HEADLINE_BASELINES = (REQUEST, "static_max", "static_min")
+FRONT_STATIC = (REQUEST, "static_min", "static_max")
 REPLANNING = "replanning_oracle"
 
 

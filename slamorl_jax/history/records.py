@@ -45,7 +45,7 @@ from slamorl_jax.cli_args import first_line
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.json_input import loads_strict, short_value
+from slamorl_jax.json_input import MAX_COUNT, MAX_VALUE, loads_strict, short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster
 
 RECORD_FIELDS = (
@@ -59,8 +59,6 @@ RECORD_FIELDS = (
     "best_cpus",
 )
 BEST_FIELDS = ("best_gpus", "best_cpus")
-MAX_COUNT = 1_000_000  # largest epoch, GPU or CPU count accepted
-MAX_VALUE = 1e12  # largest deadline (s) or budget ($) accepted
 
 
 @dataclasses.dataclass(frozen=True)
