@@ -5,7 +5,7 @@
         [--out benchmarks/results/recommend_throughput.json] [--overwrite]
 
 The jobs are what simulated jobs of the policy's scenario report after their first epochs
-(``live.reported_job``, each with its measured epochs as history): different workloads, GPU types,
+(``live_encoding.reported_job``, each with its measured epochs as history): different workloads, GPU types,
 allocations, SLAs and preferences. ``recommend`` answers a sample of them one call each (what a
 platform looping over its jobs pays per job); ``recommend_many`` answers ``--num-jobs`` of them in
 one call. Both are whole calls as a user makes them, the host's work included (reading each job
@@ -58,7 +58,7 @@ def simulated_reports(policy: Any, num_jobs: int, seed: int = 0) -> list[Any]:
     """``num_jobs`` live jobs: fresh jobs of the policy's env run ``EPOCHS_RUN`` epochs at random
     actions and reported with their measured epochs (jobs that end sooner are left out)."""
     from slamorl_jax.env import JobAllocationEnv
-    from slamorl_jax.live import reported_job
+    from slamorl_jax.live_encoding import reported_job
 
     env = JobAllocationEnv(action_set=policy.config.actions)
     params = policy.env_params

@@ -38,7 +38,7 @@ from slamorl_jax.env.shifts import BUDGET_CUT, DEADLINE_CUT, PRICE_RISE
 from slamorl_jax.live_encoding import measured_epochs, padded_size
 
 if TYPE_CHECKING:
-    from slamorl_jax.live import LiveJob
+    from slamorl_jax.live_job import LiveJob
 
 # How many standard deviations of the per-job spread and the epoch noise count as "seen in training".
 SPREAD_SIGMAS = 4.0

@@ -1,6 +1,6 @@
 """A live job's report as fixed-shape arrays, and the env state the policy sees for it.
 
-:func:`encode` turns a :class:`slamorl_jax.live.LiveJob` (Python values, optional readings, runs of
+:func:`encode` turns a :class:`slamorl_jax.live_job.LiveJob` (Python values, optional readings, runs of
 any number) into a :class:`JobReport` of NumPy arrays: every optional value with a flag saying
 whether the job gave it, and the runs the online model learns from (probes, then the measured
 epochs: ``measured_epochs``) padded to a fixed length with a mask. :func:`state_from_report` is a
@@ -16,7 +16,8 @@ the job's unknown true constants replaced by its workload's profile (no observat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,23 +36,11 @@ from slamorl_jax.env.objectives import preference_vector
 from slamorl_jax.env.online_model import empty_stats, epoch_surprise, record_epoch
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.probes import probe_busy_s
-from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets
+from slamorl_jax.env.state import EnvState, JobSpec, SlaTargets, check_state
+from slamorl_jax.live_job import READINGS, LiveJob
 
-if TYPE_CHECKING:
-    from slamorl_jax.live import LiveJob
-
-# The last epoch's readings a job reports (a new job may leave them out: the profile's forecast).
-READINGS = (
-    "last_epoch_time_s",
-    "throughput",
-    "gpu_util",
-    "cpu_util",
-    "memory_used_gib",
-    "memory_alloc_gib",
-    "price_per_hour",
-)
 SLA_FIELDS = ("deadline_s", "budget_usd", "min_throughput", "max_memory_gib", "min_gpu_util", "min_cpu_util")
-# Job-so-far figures a job may give (default: the last epoch's, see ``live.py``).
+# Job-so-far figures a job may give (default: the last epoch's, see ``live_job.py``).
 SO_FAR = ("mean_gpu_util", "mean_cpu_util", "peak_memory_gib")
 # Runs are padded to a power of two at least this long, so few lengths compile.
 MIN_RUNS = 8
@@ -310,3 +299,69 @@ def live_states(
     """:func:`live_state` of every job in ``jobs``, batched on a leading axis (one compiled call),
     padded to ``size`` rows with copies of the first job (default: none)."""
     return states_from_reports(encode_many(jobs, catalog, size), params)
+
+
+def job_description(state: EnvState, catalog: Catalog | None = None) -> dict[str, Any]:
+    """What the job of one env state (unbatched) is, in the fields of a report (:class:`LiveJob`):
+    workload and GPU type by name, allocation, request, epochs, SLA targets and preference; no
+    progress or readings (a simulated job reported to ``recommend`` or logged as a decision adds them)."""
+    check_state(state, batched_use="describe one job of it: jax.tree.map(lambda x: x[i], state)")
+    catalog = catalog or load_catalog()
+    job = jax.device_get(state.job)
+    targets = job.sla_targets
+    return {
+        "workload": catalog.workload_names[int(job.workload)],
+        "gpu_type": catalog.gpu_types[int(job.gpu_type)],
+        "gpus": int(state.gpus),
+        "cpus": int(state.cpus),
+        "epochs_total": int(job.epochs),
+        "requested_gpus": int(job.requested_gpus),
+        "requested_cpus": int(job.requested_cpus),
+        "deadline_s": float(targets.deadline_s),
+        "budget_usd": float(targets.budget_usd),
+        "min_throughput": float(targets.min_throughput),
+        "max_memory_gib": float(targets.max_memory_gib),
+        "min_gpu_util": float(targets.min_gpu_util),
+        "min_cpu_util": float(targets.min_cpu_util),
+        "preference": [float(w) for w in job.preference],
+    }
+
+
+def reported_job(
+    state: EnvState,
+    catalog: Catalog | None = None,
+    history: Sequence[tuple[int, int, float]] | None = None,
+    multipliers: Sequence[float] | None = None,
+) -> LiveJob:
+    """What the job of one env state (unbatched) would report to ``recommend``: what it is
+    (:func:`job_description`), its progress and spend, and, once it has run an epoch, the last
+    epoch's readings and its job-so-far figures (a job before its first epoch reports none, as a
+    new job may); ``history`` is its measured epochs (default: the last epoch alone) and
+    ``multipliers`` its dual multipliers before the last epoch's reading (the state before its step;
+    default: none, as at a first reading).
+
+    A simulated platform's report: ``recommend`` on it sees the env's own observation of the job
+    (``tests/test_live.py``)."""
+    s = jax.device_get(state)
+    described = job_description(s, catalog)
+    job = {**described, "preference": tuple(described["preference"]), "epochs_done": int(s.epoch)}
+    if int(s.epoch) == 0:
+        return LiveJob(**job)
+    elapsed = float(s.elapsed_s)
+    return LiveJob(
+        **job,
+        elapsed_s=elapsed,
+        cost_usd=float(s.cost_usd),
+        last_epoch_time_s=float(s.epoch_time_s),
+        throughput=float(s.throughput),
+        gpu_util=float(s.gpu_util),
+        cpu_util=float(s.cpu_util),
+        memory_used_gib=float(s.memory_used_gib),
+        memory_alloc_gib=float(s.memory_used_gib / s.memory_util),
+        price_per_hour=float(s.price_per_hour),
+        history=None if history is None else tuple(history),
+        mean_gpu_util=float(s.gpu_busy_s) / elapsed,
+        mean_cpu_util=float(s.cpu_busy_s) / elapsed,
+        peak_memory_gib=float(s.peak_memory_gib),
+        multipliers=None if multipliers is None else tuple(float(m) for m in np.asarray(multipliers)),
+    )

@@ -32,7 +32,9 @@ from slamorl_jax.env.suggested_slas import (
     check_suggestible,
     suggested_targets,
 )
-from slamorl_jax.live import MAX_VALUE, LiveJob, check_recommendable, has_launched, live_state
+from slamorl_jax.json_input import MAX_VALUE
+from slamorl_jax.live import check_recommendable, live_state
+from slamorl_jax.live_job import LiveJob, has_launched
 
 SIGNIFICANT_DIGITS = 4  # of a suggested target
 _suggested = jax.jit(suggested_targets, static_argnums=(2, 3))

@@ -45,7 +45,8 @@ from slamorl_jax.env.probes import (
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.history.lookup import nearest_record, table_from_records
 from slamorl_jax.history.records import HistoryRecord
-from slamorl_jax.live import LiveJob, check_recommendable, has_launched, live_state
+from slamorl_jax.live import check_recommendable, live_state
+from slamorl_jax.live_job import LiveJob, has_launched
 
 
 @dataclasses.dataclass(frozen=True)

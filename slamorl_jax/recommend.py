@@ -81,8 +81,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from slamorl_jax.checkpoint import LoadedPolicy
-    from slamorl_jax.live import LiveJob
     from slamorl_jax.live_checks import ClusterLimits
+    from slamorl_jax.live_job import LiveJob
 
 PROG = slamorl_jax.cli_start.program_name("slamorl_jax.recommend")  # as started: -m or its script
 
@@ -140,7 +140,7 @@ def read_jobs(
     why in its place (a string). A file that cannot be read, or holds no jobs, exits 2 either way
     (every message names ``prog``: ``history ingest`` reads the same files, each job object first
     passed through ``prepare``)."""
-    from slamorl_jax.live import LiveJob
+    from slamorl_jax.live_job import LiveJob
 
     text = read_source(source, "--jobs", prog)
     try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
@@ -505,7 +505,8 @@ def main(argv: list[str] | None = None) -> int:
             "--history, --probe_plan, --forecast_start and --suggest_slas answer a new job: ask for one", PROG
         )
     data = read_job(args.job)
-    from slamorl_jax.live import MAX_VALUE, LiveJob
+    from slamorl_jax.json_input import MAX_VALUE
+    from slamorl_jax.live_job import LiveJob
     from slamorl_jax.live_slas import SUGGESTIBLE
 
     # Left out: absent or null (null leaves out any optional field, as everywhere in a job).

@@ -45,7 +45,7 @@ from slamorl_jax.recommend_serve import MAX_ERROR_CHARS
 
 if TYPE_CHECKING:
     from slamorl_jax.checkpoint import LoadedPolicy
-    from slamorl_jax.live import LiveJob
+    from slamorl_jax.live_job import LiveJob
 
 RECOMMEND_PATH = "/recommend"
 HEALTH_PATH = "/health"
@@ -88,7 +88,7 @@ def parse_jobs(body: bytes) -> LiveJob | list[LiveJob]:
     """The job (or the list of jobs) of a ``POST /recommend`` body, read and checked without the
     policy; :class:`RequestError` (status 400) for a body that is not one. The server runs it outside
     the policy's lock, so parsing a large body holds up no other request's answer."""
-    from slamorl_jax.live import LiveJob
+    from slamorl_jax.live_job import LiveJob
 
     try:
         text = body.decode("utf-8-sig")

@@ -32,7 +32,8 @@ ESCAPED_BYTES = re.compile("[\udc80-\udcff]")
 def answer_line(policy: LoadedPolicy, line: str, brief: bool = False) -> dict:
     """The answer for one job line (``recommend``'s JSON form); ``ValueError`` (or ``RecursionError``
     for absurd nesting) when the line is not a job the policy can answer."""
-    from slamorl_jax.live import LiveJob, recommend
+    from slamorl_jax.live import recommend
+    from slamorl_jax.live_job import LiveJob
 
     if ESCAPED_BYTES.search(line):  # standard input is decoded with errors="surrogateescape"
         raise ValueError("the line is not UTF-8 text")

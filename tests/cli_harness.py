@@ -69,7 +69,7 @@ def assert_refused(outcome: Outcome, *phrases: str, code: int = 2) -> None:
 def new_job_from(report: dict[str, Any]) -> dict[str, Any]:
     """The same job as the JSON ``report`` before its first epoch: only what every report holds
     (``LiveJob.required_fields``) and its preference, with ``epochs_done`` 0."""
-    from slamorl_jax.live import LiveJob
+    from slamorl_jax.live_job import LiveJob
 
     fields = {name: report[name] for name in LiveJob.required_fields()}
     return {**fields, "preference": report["preference"], "epochs_done": 0}

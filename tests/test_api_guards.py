@@ -18,7 +18,7 @@ from slamorl_jax.env.catalog import load_catalog
 from slamorl_jax.env.params import with_values
 from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes
 from slamorl_jax.evaluation.pareto import hypervolume
-from slamorl_jax.live import reported_job
+from slamorl_jax.live_encoding import reported_job
 
 
 def test_jobs_cut_short_by_the_step_limit_are_not_counted_as_finished() -> None:

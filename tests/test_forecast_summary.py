@@ -19,7 +19,8 @@ from slamorl_jax.env import action_sets
 from slamorl_jax.env.forecast_summary import NOT_PROJECTED, answer_candidate
 from slamorl_jax.env.observation import FEATURE_NAMES
 from slamorl_jax.env.scenarios import scenario_params
-from slamorl_jax.live import LiveJob, Recommendation, live_state, recommend, recommend_many
+from slamorl_jax.live import Recommendation, live_state, recommend, recommend_many
+from slamorl_jax.live_job import LiveJob
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 EXAMPLE = json.loads((SHIPPED.parent.parent / "docs" / "example_job.json").read_text(encoding="utf-8"))

@@ -41,8 +41,8 @@ from slamorl_jax.history.build import RECORDED_ALLOCATIONS, policy_records, reco
 from slamorl_jax.history.finished_jobs import longest_stretch, record_from_finished_job, with_unread_readings
 from slamorl_jax.history.names import RECORDED
 from slamorl_jax.history.records import load_records
-from slamorl_jax.live import LiveJob
 from slamorl_jax.live_encoding import READINGS
+from slamorl_jax.live_job import LiveJob
 
 JOBS = 24
 TARGET = 37  # one of the targets: a fixed allocation any job can be sent to

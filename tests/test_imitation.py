@@ -29,7 +29,8 @@ from slamorl_jax.history.decisions import (
     save_decisions,
 )
 from slamorl_jax.history.demonstrations import decision_demonstrations, oracle_demonstrations
-from slamorl_jax.live import LiveJob, job_description
+from slamorl_jax.live_encoding import job_description
+from slamorl_jax.live_job import LiveJob
 from slamorl_jax.warm_start import initial_params
 
 CONFIG = TrainConfig()

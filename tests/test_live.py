@@ -33,7 +33,9 @@ from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import WEIGHT_MODES, with_values
 from slamorl_jax.json_input import short_value
-from slamorl_jax.live import LiveJob, live_state, recommend, reported_job
+from slamorl_jax.live import live_state, recommend
+from slamorl_jax.live_encoding import reported_job
+from slamorl_jax.live_job import LiveJob
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 # The README's example job (``docs/example_job.json``).
@@ -483,9 +485,9 @@ def test_the_module_docstrings_job_is_the_readme_example() -> None:
     its own history: it is ``docs/example_job.json`` (its history cut to one epoch)."""
     import re
 
-    from slamorl_jax import live
+    from slamorl_jax import live_job
 
-    block = re.search(r"::\n\n(.*?)\n\n", live.__doc__, flags=re.S).group(1)
+    block = re.search(r"::\n\n(.*?)\n\n", live_job.__doc__, flags=re.S).group(1)
     job = json.loads(block.replace(", ...]", "]"))
     assert {**job, "history": EXAMPLE["history"]} == EXAMPLE
     assert job["history"] == EXAMPLE["history"][:1]

@@ -20,8 +20,9 @@ from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS
-from slamorl_jax.live import LiveJob, check_recommendable
+from slamorl_jax.live import check_recommendable
 from slamorl_jax.live_checks import outside_training
+from slamorl_jax.live_job import LiveJob
 
 PARAMS = env_params_from_config(TrainConfig())
 

@@ -18,7 +18,8 @@ from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.env.job_model import epoch_metrics
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.history import HistoryRecord, save_records
-from slamorl_jax.live import LiveJob, live_state
+from slamorl_jax.live import live_state
+from slamorl_jax.live_job import LiveJob
 from slamorl_jax.live_slas import SUGGESTIBLE as SUGGESTIBLE_NAMES
 from slamorl_jax.live_slas import round_outward, suggested_slas
 from slamorl_jax.live_start import forecast_first_allocation, history_first_allocation, probe_plan
@@ -86,7 +87,7 @@ def test_forecast_start_sends_a_job_that_would_miss_its_deadline_to_more_gpus(pa
 
 
 def test_the_forecast_start_of_a_reported_env_job_is_the_envs(params: object) -> None:
-    """A fresh env job reported as a real one (``live.reported_job``, reset anywhere: random starts)
+    """A fresh env job reported as a real one (``live_encoding.reported_job``, reset anywhere: random starts)
     gets the env's forecast start (``probes.first_placement``, ``evaluate``'s
     ``policy_from_forecast``), whose ranking charges no pause for leaving the reset allocation."""
     import jax
@@ -94,7 +95,7 @@ def test_the_forecast_start_of_a_reported_env_job_is_the_envs(params: object) ->
     from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.env.probes import first_placement
     from slamorl_jax.episodes import with_init_strategy
-    from slamorl_jax.live import reported_job
+    from slamorl_jax.live_encoding import reported_job
 
     anywhere = with_init_strategy(params, "random")
     keys = jax.random.split(jax.random.key(11), 12)
@@ -109,7 +110,7 @@ def test_a_new_job_that_has_spent_time_where_it_is_pays_the_pause_to_move(params
     """Only a job that has run nothing (no epoch, probe or elapsed time) is placed for free: one
     already running its first epoch (elapsed_s > 0) or probed ranks moves with their pause, as the
     env's launched jobs do."""
-    from slamorl_jax.live import has_launched
+    from slamorl_jax.live_job import has_launched
 
     fresh = LiveJob.from_dict(NEW_JOB)
     running = LiveJob.from_dict({**NEW_JOB, "elapsed_s": 100, "cost_usd": 0.1})
@@ -143,7 +144,7 @@ def test_a_probed_new_job_counts_busy_time_and_peak_memory_over_its_probes_as_th
     from slamorl_jax.env.probes import probe_allocations
     from slamorl_jax.env.probing_env import ProbingEnv
     from slamorl_jax.episodes import with_init_strategy
-    from slamorl_jax.live import reported_job
+    from slamorl_jax.live_encoding import reported_job
 
     exact = with_values(
         with_init_strategy(params, "requested"),

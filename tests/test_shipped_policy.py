@@ -19,7 +19,8 @@ from slamorl_jax.env.action_sets import NUM_MOVES
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
 from slamorl_jax.episodes import keep_allocation, run_episodes, summarise_episodes, with_init_strategy
-from slamorl_jax.live import LiveJob, Recommendation, recommend
+from slamorl_jax.live import Recommendation, recommend
+from slamorl_jax.live_job import LiveJob
 from slamorl_jax.quality_bar import greedy_policy, objective
 
 REPO = Path(__file__).resolve().parent.parent

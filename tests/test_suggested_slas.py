@@ -11,7 +11,8 @@ from test_live_start import NEW_JOB
 from slamorl_jax.env.online_model import empty_stats, posterior_log_time_variance, record_epoch
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.env.suggested_slas import contention_share, margin_factor
-from slamorl_jax.live import LiveJob, live_state
+from slamorl_jax.live import live_state
+from slamorl_jax.live_job import LiveJob
 from slamorl_jax.live_slas import suggested_slas
 
 PARAMS = scenario_params("mixed")

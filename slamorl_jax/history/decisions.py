@@ -1,7 +1,7 @@
 """Decision logs: what running jobs reported and where each was moved next, in JSON or JSON Lines.
 
 One decision per job and epoch boundary (:class:`Decision`): the job's report after its latest epoch,
-with exactly the fields ``recommend --job`` reads (:class:`~slamorl_jax.live.LiveJob`; a job that has
+with exactly the fields ``recommend --job`` reads (:class:`~slamorl_jax.live_job.LiveJob`; a job that has
 run no epoch yet may leave out its readings), plus the allocation it ran its next epoch on:
 ``next_gpus`` and ``next_cpus`` (equal to ``gpus``/``cpus`` when it stayed). ``python -m
 slamorl_jax.imitate --decisions=log.jsonl`` pre-trains a policy to make them.
@@ -32,8 +32,8 @@ import numpy as np
 
 from slamorl_jax.atomic_files import write_text_atomically
 from slamorl_jax.history.records import json_list, parse_json, read_text
-from slamorl_jax.json_input import short_value
-from slamorl_jax.live import MAX_COUNT, LiveJob
+from slamorl_jax.json_input import MAX_COUNT, short_value
+from slamorl_jax.live_job import LiveJob
 
 NEXT_FIELDS = ("next_gpus", "next_cpus")
 SUFFIXES = (".json", ".jsonl")

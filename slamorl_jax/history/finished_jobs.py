@@ -1,6 +1,6 @@
 """History records from a platform's own finished jobs: the reports ``recommend`` reads, at their end.
 
-A finished job is a job report (``live.LiveJob``, the JSON ``recommend --job`` takes) whose
+A finished job is a job report (``live_job.LiveJob``, the JSON ``recommend --job`` takes) whose
 ``epochs_done`` equals its ``epochs_total``. Its record holds what the job was (workload, GPU type,
 epochs, deadline, budget, preference) and an allocation it measurably ran on:
 
@@ -32,8 +32,8 @@ from slamorl_jax.live_checks import check_in_cluster
 if TYPE_CHECKING:
     from slamorl_jax.env.catalog import Catalog
     from slamorl_jax.env.params import EnvParams
-    from slamorl_jax.live import LiveJob
     from slamorl_jax.live_checks import ClusterLimits
+    from slamorl_jax.live_job import LiveJob
 
 
 def longest_stretch(allocations: Sequence[tuple[int, int]]) -> tuple[int, int]:
