@@ -43,12 +43,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import jax
 
     from slamorl_jax.agent.trainer import env_params_from_config
-    from slamorl_jax.checkpoint import load_policy
     from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
     from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.env.scenarios import with_preference, with_scenario
     from slamorl_jax.evaluation.baselines import BestStatic, ProfileBestStatic
     from slamorl_jax.evaluation.methods import baseline_methods, policy_methods, run_method, run_methods
+    from slamorl_jax.policy_checkpoint import load_policy
     from slamorl_jax.quality_bar import greedy_policy
 
     policy = load_policy(args.checkpoint)

@@ -76,7 +76,6 @@ from benchmarks.common import (
 )
 from slamorl_jax.agent.imitation import ImitationConfig, fit
 from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
-from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -91,6 +90,7 @@ from slamorl_jax.history.build import oracle_records, policy_records
 from slamorl_jax.history.demonstrations import oracle_demonstrations
 from slamorl_jax.history.names import RECORDED, RECORDED_WORDS, SOURCES
 from slamorl_jax.learner_jit import jit_learner
+from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.quality_bar import greedy_policy
 from slamorl_jax.warm_start import warm_start
 

@@ -57,7 +57,6 @@ from benchmarks.common import (
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.networks import ActorCritic
 from slamorl_jax.agent.trainer import env_params_from_config
-from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     add_hold_below_argument,
@@ -73,6 +72,7 @@ from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
 from slamorl_jax.env.scenarios import SCENARIOS, with_preference, with_scenario
 from slamorl_jax.env.shifts import node_slowdown
+from slamorl_jax.policy_checkpoint import load_policy
 
 PROG = "python -m benchmarks.reallocation_patterns"
 

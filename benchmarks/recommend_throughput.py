@@ -131,8 +131,8 @@ def process_calls(checkpoint: str, calls: int) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Time both ways of answering on every batch size."""
-    from slamorl_jax.checkpoint import load_policy
     from slamorl_jax.live import recommend, recommend_many
+    from slamorl_jax.policy_checkpoint import load_policy
 
     policy = load_policy(args.checkpoint)
     jobs = simulated_reports(policy, max(args.num_jobs))

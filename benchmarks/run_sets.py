@@ -75,7 +75,7 @@ def _same_env(a: Any, b: Any) -> bool:
     version builds it: a run that left a setting unset when the env's own value was another is
     judged by today's)."""
     from slamorl_jax.agent.trainer import env_params_from_config
-    from slamorl_jax.checkpoint import params_equal
+    from slamorl_jax.policy_checkpoint import params_equal
 
     try:
         first, second = (env_params_from_config(config) for config in (a, b))

@@ -49,7 +49,6 @@ from benchmarks.common import (
     parse_and_report,
 )
 from slamorl_jax.agent.trainer import env_params_from_config
-from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -61,6 +60,7 @@ from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import SUGGESTIBLE, suggested_targets
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, with_init_strategy
+from slamorl_jax.policy_checkpoint import load_policy
 from slamorl_jax.quality_bar import greedy_policy
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "suggested_slas.json"

@@ -292,8 +292,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     """Train or take the runs, evaluate each, write the spread."""
     args = parse_args(argv)
-    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.evaluation.suite import SuiteConfig, run_suite
+    from slamorl_jax.policy_checkpoint import load_policy
 
     seeds = args.seeds
     wall: list[float] = []

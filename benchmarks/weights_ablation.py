@@ -72,13 +72,13 @@ def parse_runs(specs: list[str]) -> dict[str, list[Run]]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Evaluate every run on every scenario; the oracle once per scenario."""
     from slamorl_jax.agent.trainer import env_params_from_config
-    from slamorl_jax.checkpoint import load_policy
     from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
     from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.env.scenarios import with_preference, with_scenario
     from slamorl_jax.episodes import summarise_episodes
     from slamorl_jax.evaluation.baselines import BestStatic
     from slamorl_jax.evaluation.methods import ORACLE, Method, compared_method, run_method
+    from slamorl_jax.policy_checkpoint import load_policy
     from slamorl_jax.quality_bar import greedy_policy, objective
 
     env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)

@@ -68,7 +68,6 @@ from benchmarks.common import (
 )
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.trainer import env_params_from_config
-from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env.action_sets import NUM_MOVES, WIDEST_ACTION_SET, has_targets
 from slamorl_jax.env.actions import NO_OP_ACTION
@@ -84,6 +83,7 @@ from slamorl_jax.env.state import EnvState
 from slamorl_jax.episodes import with_init_strategy
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import FORECAST_START, ORACLE, Method, run_methods
+from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.quality_bar import greedy_policy
 
 PROG = "python -m benchmarks.workload_gap"

@@ -15,7 +15,7 @@ __all__ = ["JobAllocationEnv", "__version__", "load_policy", "make", "shipped_po
 _LAZY = {
     "JobAllocationEnv": "slamorl_jax.env",
     "make": "slamorl_jax.env",
-    "load_policy": "slamorl_jax.checkpoint",
+    "load_policy": "slamorl_jax.policy_checkpoint",
     "shipped_policy_path": "slamorl_jax.shipped_policy",
 }
 

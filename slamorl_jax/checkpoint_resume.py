@@ -18,12 +18,12 @@ from slamorl_jax.checkpoint import (
     IncompatibleCheckpointError,
     complete_steps,
     has_checkpoint,
-    load_policy,
     read_meta,
     restore_state,
     run_root,
 )
 from slamorl_jax.distributed import any_process, is_primary, sync_processes
+from slamorl_jax.policy_checkpoint import load_policy
 
 
 def newest_readable_meta(directory: str | Path) -> dict[str, Any]:

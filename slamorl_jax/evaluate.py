@@ -44,8 +44,8 @@ from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
-    from slamorl_jax.checkpoint import LoadedPolicy
     from slamorl_jax.history.lookup import HistoryStart
+    from slamorl_jax.policy_checkpoint import LoadedPolicy
 
 PROG = program_name("slamorl_jax.evaluate")  # as started: -m or its script
 OUTPUT_NAMES = ("evaluation.json", "evaluation.md", "evaluation.csv", "scenarios.png", "front.png")
@@ -201,9 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     """Evaluate, write the outputs, print the Markdown; the exit status."""
     args = parse_args(argv)
     start_cache(args.compilation_cache_dir, PROG)
-    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.evaluation.report import to_markdown, write_outputs
     from slamorl_jax.evaluation.suite import SuiteConfig, check_one_target_grid, run_suite
+    from slamorl_jax.policy_checkpoint import load_policy
 
     try:
         policy = load_policy(args.checkpoint).deciding(args.hold_below, args.relocate_payback)

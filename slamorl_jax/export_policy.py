@@ -20,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("destination", help="new or empty directory for the exported policy")
     args = parser.parse_args(argv)
     slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before loading
-    from slamorl_jax.checkpoint import CheckpointError, export_policy
+    from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.policy_checkpoint import export_policy
     from slamorl_jax.run_dirs import new_folder_undo
 
     # Stopped between its save and printing it, the command removes the export: it leaves none that

@@ -93,7 +93,8 @@ def policy_config(args: argparse.Namespace) -> TrainConfig:
     """The config of the policy to pre-train (``--like``'s, else the defaults), with ``--actions``
     and ``--hidden_sizes``; exits 2 on a bad combination."""
     from slamorl_jax.agent.config import validate_config
-    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.policy_checkpoint import load_policy
 
     config = TrainConfig()
     if args.like is not None:
@@ -147,9 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     from slamorl_jax.agent.imitation import fit
     from slamorl_jax.agent.networks import init_params
     from slamorl_jax.agent.trainer import make_train
-    from slamorl_jax.checkpoint import CheckpointError, save_policy
+    from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.history.decisions import load_decisions
     from slamorl_jax.history.demonstrations import decision_demonstrations, oracle_demonstrations
+    from slamorl_jax.policy_checkpoint import save_policy
 
     key = jax.random.key(args.seed)
     net_key, data_key, fit_key = jax.random.split(key, 3)

@@ -36,7 +36,6 @@ import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.agent.decision import greedy_actions
-from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.forecast_summary import forecast_dicts, forecast_summary
 from slamorl_jax.env.objectives import SLA_NAMES
@@ -49,6 +48,7 @@ from slamorl_jax.live_checks import ClusterLimits, check_in_cluster, outside_tra
 from slamorl_jax.live_encoding import live_state as live_state  # the live tools' one-job state
 from slamorl_jax.live_encoding import live_states, padded_size
 from slamorl_jax.live_job import LiveJob
+from slamorl_jax.policy_checkpoint import LoadedPolicy
 
 
 @dataclasses.dataclass(frozen=True)

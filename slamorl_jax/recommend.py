@@ -80,9 +80,9 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable
 
-    from slamorl_jax.checkpoint import LoadedPolicy
     from slamorl_jax.live_checks import ClusterLimits
     from slamorl_jax.live_job import LiveJob
+    from slamorl_jax.policy_checkpoint import LoadedPolicy
 
 PROG = slamorl_jax.cli_start.program_name("slamorl_jax.recommend")  # as started: -m or its script
 
@@ -377,7 +377,8 @@ def load_checkpoint(
         path = resolve_checkpoint("--checkpoint", path)
     except ValueError as err:
         fail(str(err), PROG)
-    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.policy_checkpoint import load_policy
 
     try:
         policy = load_policy(path)

@@ -44,8 +44,8 @@ from slamorl_jax.json_input import json_kind, json_or_reason
 from slamorl_jax.recommend_serve import MAX_ERROR_CHARS
 
 if TYPE_CHECKING:
-    from slamorl_jax.checkpoint import LoadedPolicy
     from slamorl_jax.live_job import LiveJob
+    from slamorl_jax.policy_checkpoint import LoadedPolicy
 
 RECOMMEND_PATH = "/recommend"
 HEALTH_PATH = "/health"

@@ -21,7 +21,7 @@ from slamorl_jax.cli_args import first_line
 from slamorl_jax.json_input import json_kind, json_or_reason
 
 if TYPE_CHECKING:
-    from slamorl_jax.checkpoint import LoadedPolicy
+    from slamorl_jax.policy_checkpoint import LoadedPolicy
 
 MAX_ERROR_CHARS = 1000
 #: What a byte that is not UTF-8 becomes on the way in (``recommend.serve_stdin``): a lone surrogate,

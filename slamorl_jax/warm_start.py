@@ -26,8 +26,9 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig, ignored_settings
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
-from slamorl_jax.checkpoint import CheckpointError, LoadedPolicy, load_policy, read_meta
+from slamorl_jax.checkpoint import CheckpointError, read_meta
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
+from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 
 #: The flags whose values decide the network's parameters' layout, or (``activation``) the function
 #: they compute, or (``target_cpus_per_gpu``) what its target features and actions mean: a warm

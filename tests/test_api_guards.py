@@ -69,8 +69,8 @@ def test_hypervolume_refuses_points_of_another_shape() -> None:
 def test_bad_keys_and_counts_are_named_not_failed_on_inside_jax() -> None:
     """``run_episodes`` with the key 0 said "invalid PRNG key data", with ``num_episodes=-1`` "slice
     limit_indices"; a policy sampled with a batch of keys said "categorical accepts a single key"."""
-    from slamorl_jax.checkpoint import load_policy
     from slamorl_jax.env import NUM_FEATURES
+    from slamorl_jax.policy_checkpoint import load_policy
 
     env, params = make("mixed")
     with pytest.raises(TypeError, match="key must be one JAX PRNG key"):
@@ -93,8 +93,8 @@ def test_save_policy_refuses_what_load_policy_would(tmp_path: Path) -> None:
     """``save_policy`` wrote params of another network, or any dict, and an invalid config; loading
     them failed later with a hint about "another JAX PRNG implementation"."""
     from slamorl_jax.agent.networks import ActorCritic, init_params
-    from slamorl_jax.checkpoint import load_policy, save_policy
     from slamorl_jax.env import NUM_FEATURES
+    from slamorl_jax.policy_checkpoint import load_policy, save_policy
 
     config = TrainConfig(hidden_sizes=(8, 8))
     network = ActorCritic(config.network)
@@ -186,7 +186,8 @@ def test_a_history_rule_built_in_python_refuses_records_the_loader_would() -> No
 def test_an_incomplete_step_folder_is_named_as_one(tmp_path: Path) -> None:
     """A step whose save did not finish (no ``meta``) read as "no complete checkpoint in .../8
     (expected numbered step directories)", though it is one."""
-    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.policy_checkpoint import load_policy
 
     (tmp_path / "checkpoints" / "4" / "meta").mkdir(parents=True)
     (tmp_path / "checkpoints" / "8").mkdir()

@@ -17,6 +17,7 @@ import pytest
 from learner_fixtures import TINY, Compiled, random_inputs, shared_trainer, to_host, trees_equal
 
 from slamorl_jax import checkpoint as ckpt
+from slamorl_jax import policy_checkpoint
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.array_checksum import signed_meta
@@ -76,7 +77,7 @@ def test_load_policy_acts_like_the_live_parameters(saved: Saved, compiled: Compi
     assert np.ptp(np.asarray(live_logits), axis=0).max() > 1e-4
     assert np.ptp(np.asarray(live_values), axis=0).max() > 1e-4
     for path in (saved.root, saved.root / str(SAVED_STEP)):
-        policy = ckpt.load_policy(path)
+        policy = policy_checkpoint.load_policy(path)
         assert policy.step == SAVED_STEP
         assert policy.config == TINY
         np.testing.assert_array_equal(np.asarray(policy(obs, weights)), greedy)
@@ -87,7 +88,7 @@ def test_load_policy_acts_like_the_live_parameters(saved: Saved, compiled: Compi
         assert sampled.min() >= 0 and sampled.max() < TINY.network.num_actions
         np.testing.assert_array_equal(sampled, np.asarray(policy(obs, weights, jax.random.key(5))))
     # NumPy inputs of one sample work too.
-    single = ckpt.load_policy(saved.root)(np.asarray(obs[0]), np.asarray(weights[0]))
+    single = policy_checkpoint.load_policy(saved.root)(np.asarray(obs[0]), np.asarray(weights[0]))
     assert int(single) == greedy[0]
 
 
@@ -132,7 +133,7 @@ def test_keeps_the_newest_checkpoints(compiled: Compiled, tmp_path: Path) -> Non
         ckpt.save(manager, state, TINY)
     steps = sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit())
     assert steps == [2 * TINY.updates_per_chunk, 3 * TINY.updates_per_chunk]
-    assert ckpt.load_policy(tmp_path).step == 3 * TINY.updates_per_chunk
+    assert policy_checkpoint.load_policy(tmp_path).step == 3 * TINY.updates_per_chunk
 
 
 def remove_item(item: str) -> Callable[[Path], None]:
@@ -217,18 +218,18 @@ def test_broken_checkpoints_raise_checkpoint_error(
     if as_step_dir and damage == "meta removed":
         message = "no complete checkpoint"  # a step directory without meta is not a checkpoint
     with pytest.raises(ckpt.CheckpointError, match=message):
-        ckpt.load_policy(path)
+        policy_checkpoint.load_policy(path)
     with pytest.raises(ckpt.CheckpointError, match=message):
         ckpt.restore_state(path, compiled.fresh())
 
 
 def test_missing_and_empty_directories_raise_checkpoint_error(tmp_path: Path, compiled: Compiled) -> None:
     with pytest.raises(ckpt.CheckpointError, match="does not exist"):
-        ckpt.load_policy(tmp_path / "nope")
+        policy_checkpoint.load_policy(tmp_path / "nope")
     with pytest.raises(ckpt.CheckpointError, match="does not exist"):
         ckpt.restore_state(tmp_path / "nope", compiled.fresh())
     with pytest.raises(ckpt.CheckpointError, match="no complete checkpoint"):
-        ckpt.load_policy(tmp_path)
+        policy_checkpoint.load_policy(tmp_path)
     assert not ckpt.has_checkpoint(tmp_path) and not ckpt.has_checkpoint(tmp_path / "nope")
     assert issubclass(ckpt.CheckpointError, ValueError)
 
@@ -236,8 +237,8 @@ def test_missing_and_empty_directories_raise_checkpoint_error(tmp_path: Path, co
 def test_a_run_folder_points_at_its_checkpoints(copy_of: Path) -> None:
     """``load_policy(runs/x)`` (a run's ``--run_dir``, its steps in ``checkpoints/``) says where they are."""
     with pytest.raises(ckpt.CheckpointError, match=f"a run's folder keeps them in {copy_of}"):
-        ckpt.load_policy(copy_of.parent)
-    assert ckpt.load_policy(copy_of).step == SAVED_STEP
+        policy_checkpoint.load_policy(copy_of.parent)
+    assert policy_checkpoint.load_policy(copy_of).step == SAVED_STEP
 
 
 def test_missing_arrays_raise_checkpoint_error(copy_of: Path, compiled: Compiled, saved: Saved) -> None:
@@ -245,10 +246,10 @@ def test_missing_arrays_raise_checkpoint_error(copy_of: Path, compiled: Compiled
     with pytest.raises(ckpt.CheckpointError, match="cannot restore training state"):
         ckpt.restore_state(copy_of, compiled.fresh())
     # The policy needs only meta and policy.
-    assert ckpt.load_policy(copy_of).step == SAVED_STEP
+    assert policy_checkpoint.load_policy(copy_of).step == SAVED_STEP
     shutil.rmtree(copy_of / str(SAVED_STEP) / "policy")
     with pytest.raises(ckpt.CheckpointError, match="cannot restore the policy"):
-        ckpt.load_policy(copy_of)
+        policy_checkpoint.load_policy(copy_of)
 
 
 def test_restoring_onto_another_network_raises_checkpoint_error(saved: Saved, compiled: Compiled) -> None:
@@ -271,7 +272,7 @@ def test_partial_later_step_falls_back_to_the_last_complete_one(
 ) -> None:
     add_partial_steps(copy_of)
     assert ckpt.has_checkpoint(copy_of)
-    assert ckpt.load_policy(copy_of).step == SAVED_STEP
+    assert policy_checkpoint.load_policy(copy_of).step == SAVED_STEP
     assert trees_equal(ckpt.restore_state(copy_of, compiled.fresh()), saved.state)
 
 
@@ -282,8 +283,8 @@ def test_damaged_latest_step_leaves_older_steps_loadable(copy_of: Path, compiled
     latest = copy_of / str(2 * SAVED_STEP)
     write_meta("{truncated")(latest)
     with pytest.raises(ckpt.CheckpointError, match=str(latest)):
-        ckpt.load_policy(copy_of)
-    assert ckpt.load_policy(copy_of / str(SAVED_STEP)).step == SAVED_STEP
+        policy_checkpoint.load_policy(copy_of)
+    assert policy_checkpoint.load_policy(copy_of / str(SAVED_STEP)).step == SAVED_STEP
 
 
 def test_saving_over_a_partial_step_succeeds(copy_of: Path, compiled: Compiled) -> None:
@@ -291,7 +292,7 @@ def test_saving_over_a_partial_step_succeeds(copy_of: Path, compiled: Compiled) 
     state = ckpt.restore_state(copy_of, compiled.fresh())
     state, _ = compiled.run(state, 1)  # reaches the partial step's number
     ckpt.save(ckpt.make_manager(copy_of), state, TINY)
-    assert ckpt.load_policy(copy_of).step == 2 * SAVED_STEP
+    assert policy_checkpoint.load_policy(copy_of).step == 2 * SAVED_STEP
 
 
 # slow: kept out of the default suite's time budget (run with -m slow)
@@ -306,7 +307,7 @@ def test_the_shared_target_head_trains_saves_and_loads(tmp_path: Path) -> None:
     params = state.params["params"]
     assert "actor_targets" in params and "actor_moves" in params and "actor" not in params
     ckpt.save(ckpt.make_manager(tmp_path), state, config)
-    policy = ckpt.load_policy(tmp_path)
+    policy = policy_checkpoint.load_policy(tmp_path)
     assert policy.config.target_head and policy.network.config.target_block == TARGET_BLOCK
     obs, weights = random_inputs(seed=3, n=64)
     logits, _ = compiled.trainer.apply(state.params, obs, weights)
@@ -329,7 +330,7 @@ def test_a_run_saved_before_the_dual_multipliers_refuses_to_resume(copy_of: Path
         resolve_run(TINY, options)
     assert "\n" not in str(err.value)
     assert ckpt.complete_steps(copy_of) == [SAVED_STEP]
-    assert ckpt.load_policy(copy_of).step == SAVED_STEP  # the policy still loads
+    assert policy_checkpoint.load_policy(copy_of).step == SAVED_STEP  # the policy still loads
 
 
 @pytest.mark.parametrize(
@@ -352,7 +353,7 @@ def test_resume_refuses_what_is_not_this_versions_run_and_sets_nothing_aside(
     target = copy_of
     if source == "export":
         target = tmp_path / "exported"
-        ckpt.export_policy(copy_of, target)
+        policy_checkpoint.export_policy(copy_of, target)
     step = ckpt.complete_steps(target)[-1]
     if change:
         meta_file = target / str(step) / "meta" / "metadata"
@@ -388,9 +389,9 @@ BAD_POLICY_INPUTS = [
 
 
 @pytest.fixture(scope="module")
-def shipped() -> ckpt.LoadedPolicy:
+def shipped() -> policy_checkpoint.LoadedPolicy:
     """The shipped default policy."""
-    return ckpt.load_policy(SHIPPED)
+    return policy_checkpoint.load_policy(SHIPPED)
 
 
 @pytest.mark.parametrize(
@@ -399,7 +400,7 @@ def shipped() -> ckpt.LoadedPolicy:
     ids=[c[0] for c in BAD_POLICY_INPUTS],
 )
 def test_bad_policy_inputs_raise_one_line_naming_the_argument(
-    shipped: ckpt.LoadedPolicy, obs: Any, weights: Any, error: type[Exception], phrase: str
+    shipped: policy_checkpoint.LoadedPolicy, obs: Any, weights: Any, error: type[Exception], phrase: str
 ) -> None:
     for call in (shipped, shipped.logits, shipped.values):
         with pytest.raises(error) as info:
@@ -407,20 +408,22 @@ def test_bad_policy_inputs_raise_one_line_naming_the_argument(
         assert phrase in str(info.value) and "\n" not in str(info.value)
 
 
-def test_a_loaded_policy_jits_as_a_callable_and_hashes_by_identity(shipped: ckpt.LoadedPolicy) -> None:
+def test_a_loaded_policy_jits_as_a_callable_and_hashes_by_identity(
+    shipped: policy_checkpoint.LoadedPolicy,
+) -> None:
     """``jax.jit(policy)`` raised "unhashable type: 'dict'" (a frozen dataclass hashed its params)."""
     obs, weights = np.zeros((2, NUM_FEATURES), np.float32), np.full((2, 3), 1 / 3, np.float32)
     np.testing.assert_array_equal(jax.jit(shipped)(obs, weights), shipped(obs, weights))
     assert {shipped: "usable as a key"}[shipped] == "usable as a key"
 
 
-def test_policy_inputs_that_stay_accepted(shipped: ckpt.LoadedPolicy) -> None:
+def test_policy_inputs_that_stay_accepted(shipped: policy_checkpoint.LoadedPolicy) -> None:
     """Lists, integer or bool observations, any batch shape; a legacy policy also takes its own 21
     features, and jit still traces through the checks (no value check on a tracer)."""
     assert shipped(list(_OBS), list(_WEIGHTS)).shape == ()
     assert shipped(np.zeros((2, 3, NUM_FEATURES), int), np.full((2, 3, 3), 1 / 3)).shape == (2, 3)
     assert shipped(np.zeros(NUM_FEATURES, bool), _WEIGHTS).shape == ()
-    legacy = ckpt.load_policy(LEGACY)
+    legacy = policy_checkpoint.load_policy(LEGACY)
     assert int(legacy(_OBS[:21], _WEIGHTS)) == int(legacy(_OBS, _WEIGHTS))
     with pytest.raises(ValueError, match=re.escape(f"[..., 21 or {NUM_FEATURES}]")):
         legacy(np.zeros(30), _WEIGHTS)
@@ -444,8 +447,10 @@ def test_a_policy_of_another_target_grid_saves_loads_and_runs_on_its_own_grid(
     assert ckpt.save(ckpt.make_manager(root), state, config) == SAVED_STEP
     meta, _, _ = ckpt.read_meta(root)
     assert meta["observation_layout"] == observation_layout(grid) != OBSERVATION_LAYOUT
-    policy = ckpt.load_policy(root)
-    assert policy.config == config and trees_equal(policy.params, ckpt.load_policy(saved.root).params)
+    policy = policy_checkpoint.load_policy(root)
+    assert policy.config == config and trees_equal(
+        policy.params, policy_checkpoint.load_policy(saved.root).params
+    )
     np.testing.assert_array_equal(np.asarray(policy.env_params.target_cpus_per_gpu), grid)
     argv = [f"--checkpoint={saved.root}", f"--compare=other={root}", f"--out_dir={tmp_path / 'eval'}"]
     with pytest.raises(SystemExit) as info:

@@ -17,7 +17,7 @@ import pytest
 from learner_fixtures import REPO_ROOT, TINY, Compiled, shared_trainer, trees_equal
 
 from slamorl_jax import checkpoint as ckpt
-from slamorl_jax import training_loop
+from slamorl_jax import policy_checkpoint, training_loop
 from slamorl_jax.array_checksum import META_DIGEST_KEY, META_KEY, meta_digest, signed_meta
 from slamorl_jax.checkpoint_resume import restore_newest_intact
 
@@ -96,7 +96,7 @@ def test_a_changed_meta_value_is_refused_and_resume_sets_its_step_aside(
     meta_file = run_copy / "2" / "meta" / "metadata"
     meta_file.write_text(meta_file.read_text().replace('"update": 2', '"update": 7'))
     with pytest.raises(ckpt.CheckpointError) as error:
-        ckpt.load_policy(run_copy)
+        policy_checkpoint.load_policy(run_copy)
     assert_one_line(error, str(run_copy / "2"), "meta does not match the checksum")
     lines: list[str] = []
     state = restore_newest_intact(run_copy, compiled.fresh(), report=lines.append)
@@ -108,10 +108,10 @@ def test_a_file_is_not_a_checkpoint(tmp_path: Path) -> None:
     a_file = tmp_path / "hostname"
     a_file.write_text("host\n")
     with pytest.raises(ckpt.CheckpointError) as error:
-        ckpt.load_policy(a_file)
+        policy_checkpoint.load_policy(a_file)
     assert_one_line(error, str(a_file), "is a file")
     with pytest.raises(ckpt.CheckpointError) as error:
-        ckpt.load_policy(tmp_path / "x\0y")
+        policy_checkpoint.load_policy(tmp_path / "x\0y")
     assert_one_line(error, "does not exist")
 
 
@@ -124,7 +124,7 @@ def test_truncated_array_data_is_one_line(
     data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
     with pytest.raises(ckpt.CheckpointError) as error:
         if item == "policy":
-            ckpt.load_policy(run_copy)
+            policy_checkpoint.load_policy(run_copy)
         else:
             ckpt.restore_state(run_copy, compiled.fresh())
     assert_one_line(error, str(run_copy / "2"))
@@ -147,7 +147,7 @@ def test_a_damaged_index_is_damage_not_another_layout(
         (run_copy / "2" / item / "manifest.ocdbt").unlink()
     with pytest.raises(ckpt.CheckpointError) as error:
         if item == "policy":
-            ckpt.load_policy(run_copy)
+            policy_checkpoint.load_policy(run_copy)
         else:
             ckpt.restore_state(run_copy, compiled.fresh())
     assert not isinstance(error.value, ckpt.IncompatibleCheckpointError), str(error.value)
@@ -165,7 +165,7 @@ def test_flipped_bytes_are_refused(run_copy: Path, compiled: Compiled, item: str
     flip_bytes(largest_file(run_copy / "2" / item))
     with pytest.raises(ckpt.CheckpointError) as error:
         if item == "policy":
-            ckpt.load_policy(run_copy)
+            policy_checkpoint.load_policy(run_copy)
         else:
             ckpt.restore_state(run_copy, compiled.fresh())
     assert_one_line(error, str(run_copy / "2"))
@@ -174,9 +174,9 @@ def test_flipped_bytes_are_refused(run_copy: Path, compiled: Compiled, item: str
 def test_a_changed_array_names_the_array(run_copy: Path) -> None:
     edit_digest(run_copy / "2", "policy")
     with pytest.raises(ckpt.CheckpointError) as error:
-        ckpt.load_policy(run_copy)
+        policy_checkpoint.load_policy(run_copy)
     assert_one_line(error, "is damaged", "['params']", "checksum")
-    assert ckpt.load_policy(run_copy / "1").step == 1  # the other step is untouched
+    assert policy_checkpoint.load_policy(run_copy / "1").step == 1  # the other step is untouched
 
 
 def test_checkpoints_without_digests_still_load() -> None:
@@ -184,7 +184,7 @@ def test_checkpoints_without_digests_still_load() -> None:
     ``test_shipped_policy.py``)."""
     meta, _, step = ckpt.read_meta(LEGACY)
     assert META_KEY not in meta
-    assert ckpt.load_policy(LEGACY).step == step
+    assert policy_checkpoint.load_policy(LEGACY).step == step
 
 
 def test_resume_sets_a_damaged_newest_step_aside(run_copy: Path, compiled: Compiled) -> None:
@@ -252,7 +252,7 @@ def test_a_resumed_run_continues_past_a_damaged_step(
     assert training_loop.run_training(TINY, resumed) == 0
     err = capsys.readouterr().err
     assert f"damaged-{last}" in err and "trying the previous checkpoint" in err, err
-    assert ckpt.load_policy(options.checkpoint_dir).step == last
+    assert policy_checkpoint.load_policy(options.checkpoint_dir).step == last
 
 
 def test_digests_without_the_policys_are_refused_not_loaded_unchecked(run_copy: Path) -> None:
@@ -263,7 +263,7 @@ def test_digests_without_the_policys_are_refused_not_loaded_unchecked(run_copy: 
     meta[META_KEY] = {"state": meta[META_KEY]["state"]}
     meta_file.write_text(json.dumps(signed_meta(meta)))
     with pytest.raises(ckpt.CheckpointError) as error:
-        ckpt.load_policy(run_copy)
+        policy_checkpoint.load_policy(run_copy)
     assert_one_line(error, "holds no checksums of its policy")
 
 
@@ -272,9 +272,9 @@ def test_an_export_pairs_the_parameters_with_their_own_steps_meta(
 ) -> None:
     """A run that saves step 2 between the export's loading step 1 and reading the meta: the copy
     held step 1's parameters with step 2's config and counters (and fresh digests hid it)."""
-    load = ckpt.load_policy
-    monkeypatch.setattr(ckpt, "load_policy", lambda source: load(Path(source) / "1"))
-    exported = ckpt.export_policy(run_copy, tmp_path / "exported")
+    load = policy_checkpoint.load_policy
+    monkeypatch.setattr(policy_checkpoint, "load_policy", lambda source: load(Path(source) / "1"))
+    exported = policy_checkpoint.export_policy(run_copy, tmp_path / "exported")
     meta, _, step = ckpt.read_meta(exported)
     assert step == 1 and meta["update"] == 1
 
@@ -294,6 +294,6 @@ def test_a_policy_that_loads_leaves_the_process_unraisable_hook_alone(
     monkeypatch.setattr(sys, "unraisablehook", own_hook)
     monkeypatch.setattr(sys, "excepthook", own_hook)
     filters = list(logging.getLogger("asyncio").filters)
-    ckpt.load_policy(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
+    policy_checkpoint.load_policy(Path(__file__).resolve().parent.parent / "checkpoints" / "default")
     assert sys.unraisablehook is own_hook and sys.excepthook is own_hook
     assert logging.getLogger("asyncio").filters == filters

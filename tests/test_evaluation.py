@@ -14,7 +14,6 @@ import pytest
 
 from slamorl_jax import evaluate
 from slamorl_jax.agent.config import TrainConfig
-from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env import (
     FEATURE_NAMES,
     NUM_FEATURES,
@@ -33,6 +32,7 @@ from slamorl_jax.evaluation.methods import FORECAST_START, NO_RELOCATE, compared
 from slamorl_jax.evaluation.report import to_csv, to_markdown
 from slamorl_jax.evaluation.suite import SuiteConfig, run_suite, world_difference
 from slamorl_jax.history.records import HistoryRecord, save_records
+from slamorl_jax.policy_checkpoint import load_policy
 from slamorl_jax.quality_bar import greedy_policy, greedy_policy_without
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"

@@ -14,13 +14,13 @@ import pytest
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
-from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.forecast_summary import NOT_PROJECTED, answer_candidate
 from slamorl_jax.env.observation import FEATURE_NAMES
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.live import Recommendation, live_state, recommend, recommend_many
 from slamorl_jax.live_job import LiveJob
+from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 EXAMPLE = json.loads((SHIPPED.parent.parent / "docs" / "example_job.json").read_text(encoding="utf-8"))

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from learner_fixtures import REPO_ROOT, TINY, shared_trainer
 
 from slamorl_jax import checkpoint as ckpt
-from slamorl_jax import evaluate, export_policy, recommend, train
+from slamorl_jax import evaluate, export_policy, policy_checkpoint, recommend, train
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
 from slamorl_jax.env import default_params, validate_params
@@ -228,13 +228,13 @@ def checkpoint_path(template: str, root: Path, checkpoints: dict[str, Path]) -> 
 def test_load_policy_refuses_bad_checkpoints(case: str, sandbox: Path, checkpoints: dict[str, Path]) -> None:
     """Rows 6-8 for Python users: a :class:`CheckpointError` of one line."""
     with pytest.raises(ckpt.CheckpointError) as error:
-        ckpt.load_policy(checkpoint_path(BAD_CHECKPOINTS[case], sandbox, checkpoints))
+        policy_checkpoint.load_policy(checkpoint_path(BAD_CHECKPOINTS[case], sandbox, checkpoints))
     assert len(str(error.value).splitlines()) == 1 and "TensorStore" not in str(error.value)
 
 
 def test_load_policy_refuses_a_path_of_the_wrong_type() -> None:
     with pytest.raises(ckpt.CheckpointError):
-        ckpt.load_policy(5)  # type: ignore[arg-type]
+        policy_checkpoint.load_policy(5)  # type: ignore[arg-type]
 
 
 EXPORT_CASES = {
@@ -268,8 +268,10 @@ def test_export_policy_writes_into_an_empty_or_new_folder(
     policy, which loads as the source."""
     outcome = call(lambda: export_policy.main([str(checkpoints["good"]), destination]), capsys, sandbox)
     assert outcome.code == 0 and outcome.new_paths, outcome.report()
-    exported = ckpt.load_policy(sandbox / destination)
-    assert ckpt.params_equal(exported.params, ckpt.load_policy(checkpoints["good"]).params)
+    exported = policy_checkpoint.load_policy(sandbox / destination)
+    assert policy_checkpoint.params_equal(
+        exported.params, policy_checkpoint.load_policy(checkpoints["good"]).params
+    )
 
 
 def test_export_policy_into_the_current_folder_is_refused_and_through_a_link_is_written(
@@ -287,8 +289,10 @@ def test_export_policy_into_the_current_folder_is_refused_and_through_a_link_is_
     (sandbox / "link").symlink_to(sandbox / "empty")
     outcome = call(lambda: export_policy.main([str(checkpoints["good"]), "link"]), capsys, sandbox)
     assert outcome.code == 0 and (sandbox / "link").is_symlink(), outcome.report()
-    exported = ckpt.load_policy(sandbox / "empty")
-    assert ckpt.params_equal(exported.params, ckpt.load_policy(checkpoints["good"]).params)
+    exported = policy_checkpoint.load_policy(sandbox / "empty")
+    assert policy_checkpoint.params_equal(
+        exported.params, policy_checkpoint.load_policy(checkpoints["good"]).params
+    )
     # A link is judged by the folder it names: one inside a run's checkpoint folder is refused
     (sandbox / "garbage" / "inside").mkdir()
     (sandbox / "into-a-run").symlink_to(sandbox / "garbage" / "inside")
@@ -372,7 +376,7 @@ BAD_JOBS: dict[str, bytes | str | None] = {
 }
 
 
-_LOADED: dict[str, ckpt.LoadedPolicy] = {}
+_LOADED: dict[str, policy_checkpoint.LoadedPolicy] = {}
 
 
 @pytest.fixture
@@ -380,16 +384,16 @@ def policy(checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> Pat
     """The path of the fresh TINY policy, which ``load_policy`` then loads once per session (the
     cases vary the rest); a checkpoint saved by this code, so the cases do not depend on the shipped
     policy matching the current network."""
-    real, good = ckpt.load_policy, checkpoints["good"]
+    real, good = policy_checkpoint.load_policy, checkpoints["good"]
 
-    def load(path: str | Path) -> ckpt.LoadedPolicy:
+    def load(path: str | Path) -> policy_checkpoint.LoadedPolicy:
         if str(path) != str(good):
             return real(path)
         if str(good) not in _LOADED:
             _LOADED[str(good)] = real(good)
         return _LOADED[str(good)]
 
-    monkeypatch.setattr(ckpt, "load_policy", load)
+    monkeypatch.setattr(policy_checkpoint, "load_policy", load)
     return good
 
 

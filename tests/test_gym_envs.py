@@ -217,7 +217,7 @@ def test_reset_info_gives_a_loaded_policy_its_first_decision() -> None:
     """``reset``'s info holds each new job's first objective weights and identity, so a loaded policy
     drives the Gymnasium envs from the first decision on: the weights are the JAX env's own
     (``JobAllocationVectorEnv`` masks them like ``step``'s info), and an episode runs to its end."""
-    from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.policy_checkpoint import load_policy
 
     policy = load_policy(SHIPPED)
     one = JobAllocationMOEnv(scenario="balanced", action_set=policy.config.actions, params=short_jobs())

@@ -17,7 +17,7 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.imitation import Demonstrations, ImitationConfig, fit
 from slamorl_jax.agent.networks import init_params
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
-from slamorl_jax.checkpoint import load_policy, params_equal, read_meta
+from slamorl_jax.checkpoint import read_meta
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.scenarios import scenario_params
@@ -31,6 +31,7 @@ from slamorl_jax.history.decisions import (
 from slamorl_jax.history.demonstrations import decision_demonstrations, oracle_demonstrations
 from slamorl_jax.live_encoding import job_description
 from slamorl_jax.live_job import LiveJob
+from slamorl_jax.policy_checkpoint import load_policy, params_equal
 from slamorl_jax.warm_start import initial_params
 
 CONFIG = TrainConfig()
@@ -267,18 +268,18 @@ def test_an_out_folder_filled_while_it_trained_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Another run saving into --out while this one trained ended "unexpected CheckpointError", exit 1."""
-    from slamorl_jax import checkpoint
+    from slamorl_jax import policy_checkpoint
 
     log = tmp_path / "log.jsonl"
     save_decisions([DECISION], log)
     out = tmp_path / "imitated"
-    real = checkpoint.save_policy
+    real = policy_checkpoint.save_policy
 
     def another_run_first(destination: Path, *args: object, **kwargs: object) -> Path:
         real(destination, *args, **kwargs)  # what the other run wrote
         return real(destination, *args, **kwargs)
 
-    monkeypatch.setattr(checkpoint, "save_policy", another_run_first)
+    monkeypatch.setattr(policy_checkpoint, "save_policy", another_run_first)
     argv = [f"--decisions={log}", f"--out={out}", "--steps=2", "--holdout=0"]
     outcome = call(lambda: imitate.main(argv), capsys, tmp_path)
     assert outcome.code == 2 and "--out:" in outcome.stderr and "unexpected" not in outcome.stderr, (

@@ -12,7 +12,7 @@ from cli_harness import assert_refused, call
 from learner_fixtures import TINY, cli_flags, shared_trainer, trees_equal
 
 from slamorl_jax import checkpoint as ckpt
-from slamorl_jax import train
+from slamorl_jax import policy_checkpoint, train
 from slamorl_jax.training_loop import resumed_flag_matches
 from slamorl_jax.warm_start import init_from_config, layout_difference, warm_start
 
@@ -85,7 +85,7 @@ def test_a_mismatch_names_a_setting_the_network_uses(tmp_path: Path) -> None:
 
     paper = dataclasses.replace(TINY, actions="paper", suggestion_prior=False, paper_suggestion_prior=False)
     params = init_params(ActorCritic(paper.network), jax.random.key(0), NUM_FEATURES)
-    ckpt.save_policy(tmp_path / "paper", params, paper)
+    policy_checkpoint.save_policy(tmp_path / "paper", params, paper)
     run = dataclasses.replace(TINY, actions="paper", init_from=str(tmp_path / "paper"))
     with pytest.raises(
         ckpt.CheckpointError, match=r"trained with --nopaper_suggestion_prior, this run's has "
@@ -97,7 +97,7 @@ def test_warm_start_takes_the_parameters_and_keeps_the_rest_fresh(source: Path) 
     compiled = shared_trainer(TINY)
     fresh = compiled.fresh()
     warm = warm_start(fresh, source)
-    assert trees_equal(warm.params, ckpt.load_policy(source).params)
+    assert trees_equal(warm.params, policy_checkpoint.load_policy(source).params)
     assert not trees_equal(warm.params, fresh.params)
     for name in ("opt_state", "env_state", "obs", "key", "update"):
         assert trees_equal(getattr(warm, name), getattr(fresh, name)), name

@@ -18,7 +18,6 @@ import pytest
 from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.networks import ActorCritic, init_params
-from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.env import (
     EnvParams,
     EnvState,
@@ -36,6 +35,7 @@ from slamorl_jax.json_input import short_value
 from slamorl_jax.live import live_state, recommend
 from slamorl_jax.live_encoding import reported_job
 from slamorl_jax.live_job import LiveJob
+from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 
 SHIPPED = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
 # The README's example job (``docs/example_job.json``).

@@ -17,12 +17,12 @@ from cli_harness import assert_refused, call, new_job_from
 
 from slamorl_jax import compilation_cache
 from slamorl_jax import recommend as recommend_cli
-from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.live import live_state, recommend, recommend_many
 from slamorl_jax.live_checks import outside_training_many
 from slamorl_jax.live_encoding import MIN_RUNS, encode, live_states, padded_size, runs_length
 from slamorl_jax.live_job import LiveJob
+from slamorl_jax.policy_checkpoint import load_policy
 from slamorl_jax.recommend_serve import serve
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,8 +12,9 @@ import pytest
 
 from slamorl_jax.agent.config import TrainConfig, validate_config
 from slamorl_jax.agent.networks import ActorCritic, init_params
-from slamorl_jax.checkpoint import load_policy, read_meta, save_policy
+from slamorl_jax.checkpoint import read_meta
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
+from slamorl_jax.policy_checkpoint import load_policy, save_policy
 
 PAPER = TrainConfig(actions="paper", observation="paper", paper_suggestion_prior=False)
 

@@ -19,9 +19,9 @@ from cli_harness import assert_refused, call
 
 from slamorl_jax import recommend as recommend_cli
 from slamorl_jax import recommend_http
-from slamorl_jax.checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.live import recommend, recommend_many
 from slamorl_jax.live_job import LiveJob
+from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.recommend_http import make_server, parse_address
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -103,7 +103,7 @@ def json_dict(config: TrainConfig) -> dict:
 
 
 def test_a_loaded_policy_takes_the_rule_without_training_again() -> None:
-    from slamorl_jax.checkpoint import load_policy
+    from slamorl_jax.policy_checkpoint import load_policy
 
     shipped = load_policy(SHIPPED)  # trained with the rule: its config carries it
     assert shipped.config.relocate_payback == 1.0 == shipped.network.config.relocate_payback

@@ -26,7 +26,6 @@ import pytest
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer
 
 from slamorl_jax import run_dirs
-from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.distributed import (
     CoordinatorError,
     DistributedOptions,
@@ -36,6 +35,7 @@ from slamorl_jax.distributed import (
 )
 from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
 from slamorl_jax.distributed_start import early_options, expand_flagfiles
+from slamorl_jax.policy_checkpoint import load_policy
 from slamorl_jax.sharding import check_divisible
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 

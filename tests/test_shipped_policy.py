@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from slamorl_jax import checkpoint as ckpt
+from slamorl_jax import policy_checkpoint
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.env import NUM_ACTIONS, NUM_FEATURES, EnvParams, EnvState, JobAllocationEnv, make
 from slamorl_jax.env.action_sets import NUM_MOVES
@@ -41,7 +42,7 @@ def reset_jobs(env: JobAllocationEnv, params: EnvParams, n: int) -> tuple[jax.Ar
 
 def test_shipped_policy_acts_on_env_observations() -> None:
     """``load_policy`` reads the shipped export; greedy and sampled actions are valid for real states."""
-    policy = ckpt.load_policy(SHIPPED)
+    policy = policy_checkpoint.load_policy(SHIPPED)
     env, params = make("mixed")
     obs, state = reset_jobs(env, params, 16)
     greedy = np.asarray(policy(obs, state.weights))
@@ -54,15 +55,15 @@ def test_shipped_policy_acts_on_env_observations() -> None:
 
 def test_export_keeps_the_policy_and_refuses_a_used_destination(tmp_path: Path) -> None:
     """Exporting an export gives identical parameters; exporting onto checkpoints fails clearly."""
-    exported = ckpt.export_policy(SHIPPED, tmp_path / "copy")
-    original, copy = ckpt.load_policy(SHIPPED), ckpt.load_policy(exported)
-    assert ckpt.params_equal(original.params, copy.params)
+    exported = policy_checkpoint.export_policy(SHIPPED, tmp_path / "copy")
+    original, copy = policy_checkpoint.load_policy(SHIPPED), policy_checkpoint.load_policy(exported)
+    assert policy_checkpoint.params_equal(original.params, copy.params)
     assert copy.config == original.config
     obs = jax.random.uniform(jax.random.key(2), (8, NUM_FEATURES))
     weights = jnp.full((8, 3), 1.0 / 3.0)
     np.testing.assert_array_equal(np.asarray(original(obs, weights)), np.asarray(copy(obs, weights)))
     with pytest.raises(ckpt.CheckpointError, match="already holds checkpoints"):
-        ckpt.export_policy(SHIPPED, tmp_path / "copy")
+        policy_checkpoint.export_policy(SHIPPED, tmp_path / "copy")
 
 
 def staged_files(destination: Path) -> list[Path]:
@@ -103,13 +104,13 @@ def test_a_failed_export_leaves_its_destination_as_it_was(
     monkeypatch.setattr(ckpt.ocp.CheckpointManager, "wait_until_finished", written_then_failed)
     if failure == "interrupted":
         with pytest.raises(KeyboardInterrupt):
-            ckpt.export_policy(SHIPPED, destination)
+            policy_checkpoint.export_policy(SHIPPED, destination)
     else:
         message = (
             "filled by another program" if failure == "lost the race" else r"export: No space left on device$"
         )
         with pytest.raises(ckpt.CheckpointError, match=message):
-            ckpt.export_policy(SHIPPED, destination)
+            policy_checkpoint.export_policy(SHIPPED, destination)
     assert not staged_files(destination) and not list(destination.parent.glob("*.partial"))
     if failure == "lost the race":
         assert [p.name for p in destination.iterdir()] == ["theirs"]
@@ -117,8 +118,9 @@ def test_a_failed_export_leaves_its_destination_as_it_was(
     assert [p.name for p in tmp_path.iterdir()] == (["export"] if existing else [])
     assert not existing or not any(destination.iterdir())
     monkeypatch.undo()
-    assert ckpt.params_equal(
-        ckpt.load_policy(ckpt.export_policy(SHIPPED, destination)).params, ckpt.load_policy(SHIPPED).params
+    assert policy_checkpoint.params_equal(
+        policy_checkpoint.load_policy(policy_checkpoint.export_policy(SHIPPED, destination)).params,
+        policy_checkpoint.load_policy(SHIPPED).params,
     )
     (tmp_path / "plain").mkdir()  # the export has a plain folder's mode (mkdtemp's would be 0700)
     assert destination.stat().st_mode == (tmp_path / "plain").stat().st_mode
@@ -129,7 +131,7 @@ def test_a_failed_export_leaves_its_destination_as_it_was(
 def test_an_export_cannot_be_resumed() -> None:
     """An export has no training state: ``restore_state`` says so instead of crashing."""
     config = dataclasses.replace(
-        ckpt.load_policy(SHIPPED).config, num_envs=4, total_timesteps=64, updates_per_chunk=1
+        policy_checkpoint.load_policy(SHIPPED).config, num_envs=4, total_timesteps=64, updates_per_chunk=1
     )
     trainer = make_train(config)
     template = trainer.init(jax.random.key(0), env_params_from_config(config))
@@ -145,7 +147,7 @@ def test_shipped_policies_still_beat_the_request(shipped: Path, eta: float) -> N
     """Guard against env or observation changes that silently break the shipped policies: on fresh
     jobs each still beats the static request on each kind's objective and meets all SLAs more often
     (the adaptive one, eta = 1.5, and the static-weight ablation, trained with eta = 0)."""
-    policy = ckpt.load_policy(shipped)
+    policy = policy_checkpoint.load_policy(shipped)
     assert policy.config.adapt_strength == eta
     greedy = greedy_policy(policy.network)
     base = env_params_from_config(policy.config)
@@ -162,7 +164,7 @@ def test_shipped_policies_still_beat_the_request(shipped: Path, eta: float) -> N
 def test_a_checkpoint_from_before_action_sets_still_loads_and_acts() -> None:
     """A policy saved by format 1 before action sets and the forecast block (the former shipped
     default) loads as a ``paper`` policy reading the first 21 features and acts on today's env."""
-    policy = ckpt.load_policy(LEGACY)
+    policy = policy_checkpoint.load_policy(LEGACY)
     assert policy.config.actions == "paper"
     assert policy.network.config.obs_dim == 21 and policy.network.config.num_actions == NUM_ACTIONS
     env, params = make("mixed")
@@ -175,12 +177,12 @@ def test_a_checkpoint_from_before_action_sets_still_loads_and_acts() -> None:
     np.testing.assert_array_equal(actions, np.asarray(policy(scrambled, state.weights)))
 
 
-def _advice(policy: ckpt.LoadedPolicy, **change: object) -> tuple[int, int]:
+def _advice(policy: policy_checkpoint.LoadedPolicy, **change: object) -> tuple[int, int]:
     result = _recommendation(policy, **change)
     return result.gpus, result.cpus
 
 
-def _recommendation(policy: ckpt.LoadedPolicy, **change: object) -> Recommendation:
+def _recommendation(policy: policy_checkpoint.LoadedPolicy, **change: object) -> Recommendation:
     return recommend(policy, LiveJob.from_dict({**README_JOB, **change}))
 
 
@@ -215,7 +217,7 @@ def test_shipped_policy_answers_the_readme_job_sensibly(
     finish four times sooner; a one-step move (no forecast of its own) must shed resources. The
     default (relocating) policy may answer the slow job by restarting it on other nodes (it is not
     keeping everything). ``checkpoints/targets``, the default before relocation, passes too."""
-    policy = ckpt.load_policy(shipped).holding(hold_below)
+    policy = policy_checkpoint.load_policy(shipped).holding(hold_below)
     gpus, cpus = README_JOB["gpus"], README_JOB["cpus"]
     # 15,500 s + 50 epochs x 1,550 s = 93,000 s at the current allocation.
     for deadline in (90_000, 70_000, 50_000, 40_000):
@@ -262,7 +264,7 @@ def test_the_shipped_policy_relocates_a_job_whose_last_epoch_was_much_slower() -
     """``checkpoints/default`` (``targets_relocate``): the README job, its last epoch 48 % slower
     than the nine before at the same allocation (a slow node, or a noisy neighbour), is told to
     relocate, at the same allocation; with that epoch as fast as the others it is not."""
-    policy = ckpt.load_policy(SHIPPED)
+    policy = policy_checkpoint.load_policy(SHIPPED)
     loose = {"deadline_s": 200_000, "budget_usd": 400, "elapsed_s": 16_250}
     history = [*README_JOB["history"][:-1], {**README_JOB["history"][-1], "epoch_time_s": 2_300}]
     slowed = _recommendation(policy, **loose, last_epoch_time_s=2_300, throughput=560, history=history)
@@ -295,13 +297,15 @@ def test_the_shipped_default_is_what_the_default_command_trains() -> None:
     meta, _, _ = ckpt.read_meta(SHIPPED)
     assert meta["format_version"] == ckpt.FORMAT_VERSION
     assert meta["observation_dim"] == NUM_FEATURES
-    policy = ckpt.load_policy(SHIPPED)  # refuses another observation layout or action count
+    policy = policy_checkpoint.load_policy(SHIPPED)  # refuses another observation layout or action count
     assert policy.config == TrainConfig(seed=0)
     # checkpoints/targets: the same command but for the action set (the default before relocation)
-    assert ckpt.load_policy(TARGETS).config == TrainConfig(seed=0, actions="targets")
+    assert policy_checkpoint.load_policy(TARGETS).config == TrainConfig(seed=0, actions="targets")
     # checkpoints/ungated: the same command before the relocation gate (its config has none: 0)
-    assert ckpt.load_policy(SHIPPED.parent / "ungated").config == TrainConfig(
+    assert policy_checkpoint.load_policy(SHIPPED.parent / "ungated").config == TrainConfig(
         seed=0, relocate_gate=0.0, relocate_payback=0.0
     )
     # checkpoints/gated: the same command before the relocation payback rule (its config has none: 0)
-    assert ckpt.load_policy(SHIPPED.parent / "gated").config == TrainConfig(seed=0, relocate_payback=0.0)
+    assert policy_checkpoint.load_policy(SHIPPED.parent / "gated").config == TrainConfig(
+        seed=0, relocate_payback=0.0
+    )

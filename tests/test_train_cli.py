@@ -27,7 +27,7 @@ from cli_harness import Outcome, assert_refused, call
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer, trees_equal
 
 from slamorl_jax import checkpoint as ckpt
-from slamorl_jax import run_dirs, train, training_loop
+from slamorl_jax import policy_checkpoint, run_dirs, train, training_loop
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.schedule import learning_rate_after
 from slamorl_jax.env.scenarios import SCENARIO_KINDS
@@ -136,7 +136,7 @@ def test_tiny_run_writes_metrics_events_summary_config_and_checkpoint(
     assert f"next: python -m slamorl_jax.evaluate --checkpoint={policy_dir}" in finished.result.stdout
     assert "Traceback" not in finished.result.stderr
 
-    policy = ckpt.load_policy(finished.checkpoint_dir)
+    policy = policy_checkpoint.load_policy(finished.checkpoint_dir)
     assert policy.step == updates and policy.config == TINY
     # Same seed and flags as the library run: identical parameters.
     state, _ = compiled.run(compiled.fresh(), TINY.num_chunks)
@@ -375,7 +375,7 @@ def test_resume_with_a_conflicting_flag_exits_2(
         f"--run_dir={tmp_path}",
     ]
     assert_one_error_line(train_in_process(args, capsys, tmp_path), "total_timesteps")
-    assert ckpt.load_policy(finished.checkpoint_dir).step == TINY.num_updates  # untouched
+    assert policy_checkpoint.load_policy(finished.checkpoint_dir).step == TINY.num_updates  # untouched
 
 
 def test_resume_from_a_missing_directory_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -432,7 +432,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_143(flagfile: Path, tmp_path: Path
     last_update = read_jsonl(metrics)[-1]["update"]
     assert f"SIGTERM: saved checkpoint at update {last_update}" in stderr, report  # a status line
 
-    policy = ckpt.load_policy(checkpoint_dir)
+    policy = policy_checkpoint.load_policy(checkpoint_dir)
     assert policy.step == last_update
     restored = ckpt.restore_state(checkpoint_dir, compiled.fresh())
     assert int(restored.update) == last_update
@@ -533,7 +533,7 @@ def test_non_finite_loss_stops_with_exit_3_and_keeps_the_last_good_checkpoint(
     kept = sorted(int(p.name) for p in options.checkpoint_dir.iterdir() if p.name.isdigit())
     assert kept == [TINY.updates_per_chunk]
     assert len(read_jsonl(options.log_dir / "metrics.jsonl")) == 1
-    assert ckpt.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
+    assert policy_checkpoint.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
 
     # The kept checkpoint is a good place to resume: the finished run equals an uninterrupted one.
     monkeypatch.setattr(training_loop, "summarise", real_summarise)
@@ -572,7 +572,7 @@ def test_stop_signal_right_after_a_periodic_save_exits_cleanly(
     stop_after_first_chunk(monkeypatch, signal.SIGTERM)
     options = run_options(tmp_path)  # saves after every chunk
     assert training_loop.run_training(TINY, options) == 128 + signal.SIGTERM
-    assert ckpt.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
+    assert policy_checkpoint.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
 
 
 def test_stop_signal_in_process_saves_and_resume_continues_exactly(
@@ -584,14 +584,14 @@ def test_stop_signal_in_process_saves_and_resume_continues_exactly(
     assert training_loop.run_training(TINY, options) == 128 + signal.SIGINT
     assert signal.getsignal(signal.SIGINT) is not None
     assert not isinstance(signal.getsignal(signal.SIGINT), training_loop.StopRequest)  # restored
-    assert ckpt.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
+    assert policy_checkpoint.load_policy(options.checkpoint_dir).step == TINY.updates_per_chunk
 
     monkeypatch.setattr(training_loop, "summarise", real_summarise)
     capsys.readouterr()
     assert training_loop.run_training(TINY, dataclasses.replace(options, resume=True)) == 0
     # it said where it went on from (it said nothing of it)
     assert f"resume: from update {TINY.updates_per_chunk} of {TINY.num_updates}" in capsys.readouterr().err
-    resumed = ckpt.load_policy(options.checkpoint_dir)
+    resumed = policy_checkpoint.load_policy(options.checkpoint_dir)
     straight, _ = compiled.run(compiled.fresh(), TINY.num_chunks)
     assert resumed.step == TINY.num_updates
     assert trees_equal(resumed.params, straight.params)

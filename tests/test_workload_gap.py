@@ -31,7 +31,6 @@ from benchmarks.workload_gap import (
 )
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.agent.trainer import env_params_from_config
-from slamorl_jax.checkpoint import load_policy
 from slamorl_jax.env.action_sets import NUM_MOVES, NUM_TARGETS, WIDEST_ACTION_SET
 from slamorl_jax.env.actions import NO_OP_ACTION
 from slamorl_jax.env.job_env import JobAllocationEnv
@@ -40,6 +39,7 @@ from slamorl_jax.env.probes import first_placement
 from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.episodes import with_init_strategy
 from slamorl_jax.evaluation import baselines
+from slamorl_jax.policy_checkpoint import load_policy
 from slamorl_jax.shipped_policy import CHECKOUT_POLICY
 
 

@@ -16,7 +16,6 @@ import numpy as np
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
-from slamorl_jax.checkpoint import LoadedPolicy
 from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET, can_relocate
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
@@ -42,6 +41,7 @@ from slamorl_jax.evaluation.methods import (
 )
 from slamorl_jax.evaluation.reachable import BestReachable
 from slamorl_jax.evaluation.replanning import Replanning
+from slamorl_jax.policy_checkpoint import LoadedPolicy
 from slamorl_jax.quality_bar import greedy_policy, greedy_policy_without, objective
 
 HEADLINE_BASELINES = (REQUEST, "static_max", "static_min")

@@ -137,11 +137,12 @@ def build(args: argparse.Namespace) -> int:
     start_cache(args.compilation_cache_dir, PROG)
     import jax
 
-    from slamorl_jax.checkpoint import CheckpointError, load_policy
+    from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
     from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.env.scenarios import with_scenario
     from slamorl_jax.history.build import oracle_records, policy_records
+    from slamorl_jax.policy_checkpoint import load_policy
     from slamorl_jax.quality_bar import greedy_policy
 
     try:
