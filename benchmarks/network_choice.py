@@ -33,7 +33,8 @@ from benchmarks.common import (
     markdown_table,
     report,
 )
-from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,

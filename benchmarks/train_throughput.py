@@ -50,7 +50,8 @@ from benchmarks.common import (
     markdown_table,
     report,
 )
-from slamorl_jax.agent.config import MINIBATCH_SHUFFLES, TrainConfig, validate_config
+from slamorl_jax.agent.config import MINIBATCH_SHUFFLES, TrainConfig
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.trainer import Trainer, env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
 from slamorl_jax.env.job_env import JobAllocationEnv

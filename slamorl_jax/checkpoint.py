@@ -31,7 +31,8 @@ import numpy as np
 import orbax.checkpoint as ocp
 from absl import logging as absl_logging
 
-from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.array_checksum import (
     META_KEY,

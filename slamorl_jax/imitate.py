@@ -92,7 +92,7 @@ def parser() -> OneLineArgumentParser:
 def policy_config(args: argparse.Namespace) -> TrainConfig:
     """The config of the policy to pre-train (``--like``'s, else the defaults), with ``--actions``
     and ``--hidden_sizes``; exits 2 on a bad combination."""
-    from slamorl_jax.agent.config import validate_config
+    from slamorl_jax.agent.config_checks import validate_config
     from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.policy_checkpoint import load_policy
 

@@ -20,7 +20,8 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
-from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.decision import check_hold_below, greedy_actions
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import env_params_from_config

@@ -35,12 +35,9 @@ from slamorl_jax.agent.config import (
     LR_SCHEDULES,
     MINIBATCH_SHUFFLES,
     OBSERVATIONS,
-    PRICE_PRESETS,
     TrainConfig,
-    check_finite,
-    ignored_settings,
-    validate_config,
 )
+from slamorl_jax.agent.config_checks import check_finite, ignored_settings, validate_config
 from slamorl_jax.agent.networks import ACTIVATIONS, INITIALIZERS
 from slamorl_jax.cli_args import cleanup_on_interrupt, one_line, respelled, run_command
 from slamorl_jax.compilation_cache import DEFAULT_CACHE_DIR, enable_compilation_cache, usable_cache_dir
@@ -49,6 +46,7 @@ from slamorl_jax.distributed import resolve as resolve_distributed
 from slamorl_jax.distributed_agreement import StartRefusedError, agree_to_start, agreement_pending
 from slamorl_jax.env.action_sets import ACTION_SETS, NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES
+from slamorl_jax.env.prices import PRICE_PRESETS
 from slamorl_jax.env.scenarios import SCENARIOS
 from slamorl_jax.run_log_names import metrics_size
 
@@ -334,7 +332,7 @@ def config_from_flags() -> TrainConfig:
 
 def refuse_ignored_flags(config: TrainConfig) -> None:
     """``ValueError`` for a flag given with another value than its default that ``config``'s weight
-    mode or action set never reads (``agent.config.ignored_settings``): the run would record it in
+    mode or action set never reads (``agent.config_checks.ignored_settings``): the run would record it in
     its config and train as if it were not there."""
     defaults = TrainConfig(actions=config.actions)
     for name, why in ignored_settings(config).items():

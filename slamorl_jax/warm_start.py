@@ -23,7 +23,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from slamorl_jax.agent.config import TrainConfig, ignored_settings
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import ignored_settings
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.checkpoint import CheckpointError, read_meta

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env import adapt, validate_params
 from slamorl_jax.env.dual_weights import (

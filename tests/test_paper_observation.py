@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.checkpoint import read_meta
 from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES

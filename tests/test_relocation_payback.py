@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from learner_fixtures import TINY
 
-from slamorl_jax.agent.config import TrainConfig, ignored_settings, validate_config
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import ignored_settings, validate_config
 from slamorl_jax.agent.networks import MASKED_LOGIT, ActorCritic, init_params, relocation_pays
 from slamorl_jax.env.action_sets import RELOCATE_ACTION
 from slamorl_jax.env.forecast import EPOCHS_LEFT_SCALE

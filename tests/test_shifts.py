@@ -10,7 +10,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from slamorl_jax.agent.config import TrainConfig, validate_config
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env import FEATURE_NAMES, JobAllocationEnv, scenario_params, shifts, validate_params
 from slamorl_jax.env import draws as d

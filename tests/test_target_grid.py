@@ -9,7 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from slamorl_jax.agent.config import GRID_BEFORE_ITS_FLAG, TrainConfig, validate_config
+from slamorl_jax.agent.config import GRID_BEFORE_ITS_FLAG, TrainConfig
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env.action_sets import target_allocations
 from slamorl_jax.env.defaults import DEFAULT_TARGET_CPUS_PER_GPU, default_params

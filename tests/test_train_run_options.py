@@ -13,7 +13,7 @@ from learner_fixtures import TINY
 
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import run_dirs
-from slamorl_jax.agent.config import validate_config
+from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.training_loop import (
     RunOptions,
     checkpoint_due,

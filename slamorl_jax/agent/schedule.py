@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import optax
 
-from slamorl_jax.agent.config import TrainConfig, gradient_steps
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import gradient_steps
 
 
 def learning_rate_schedule(config: TrainConfig) -> optax.Schedule:

@@ -31,7 +31,8 @@ import optax
 from flax import struct
 from jax.sharding import Mesh
 
-from slamorl_jax.agent.config import TrainConfig, parse_preference, validate_config
+from slamorl_jax.agent.config import TrainConfig
+from slamorl_jax.agent.config_checks import parse_preference, validate_config
 from slamorl_jax.agent.gae import bootstrap_values, vector_gae
 from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
 from slamorl_jax.agent.networks import ActorCritic, init_params
