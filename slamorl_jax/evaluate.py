@@ -98,6 +98,17 @@ def named_paths(text: str) -> dict[str, str]:
     return pairs
 
 
+def all_named_paths(given: list[dict[str, str]], flag: str) -> dict[str, str]:
+    """The ``name=path`` pairs of every ``flag`` given, in order (a repeated flag adds to the
+    earlier ones); exits with status 2 for a name two of them give."""
+    pairs: dict[str, str] = {}
+    for named in given:
+        if twice := sorted(set(pairs) & set(named)):
+            fail(f"{flag}: name {twice[0]!r} given twice", PROG)
+        pairs.update(named)
+    return pairs
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
@@ -109,9 +120,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--compare",
         type=named_paths,
-        default={},
+        action="append",
+        default=[],
         help="other checkpoints to run on the same jobs, in the main checkpoint's world, as "
-        "name=path[,name=path] (e.g. a run trained with --adapt_strength=0)",
+        "name=path[,name=path] (e.g. a run trained with --adapt_strength=0); may be repeated",
     )
     parser.add_argument(
         "--history",
@@ -175,6 +187,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.plots == "yes" and not have_matplotlib:
         fail("--plots=yes needs matplotlib: pip install 'slamorl_jax[plot]'", PROG)
     args.plots = args.plots == "yes" or (args.plots == "auto" and have_matplotlib)
+    args.compare = all_named_paths(args.compare, "--compare")
     try:
         args.checkpoint = resolve_checkpoint("--checkpoint", args.checkpoint)
         args.compare = {name: resolve_checkpoint("--compare", path) for name, path in args.compare.items()}

@@ -133,3 +133,20 @@ def test_a_built_package_carries_the_shipped_policy_and_answers_with_it(
         assert outcome.code == 0, outcome.report()
         answers.append(json.loads(outcome.stdout))
     assert answers[0] == answers[1]
+
+
+def test_evaluate_adds_every_compare_flag_and_refuses_a_name_given_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--compare a=... --compare b=...`` ran ``b`` alone: each repeated flag replaced the last."""
+    monkeypatch.chdir(tmp_path)
+    args = evaluate.parse_args(
+        [f"--compare=a={SHIPPED_POLICY}", f"--compare=b={SHIPPED_POLICY},c={SHIPPED_POLICY}", "--out_dir=out"]
+    )
+    assert list(args.compare) == ["a", "b", "c"]
+    with pytest.raises(SystemExit) as stopped:
+        evaluate.parse_args(
+            [f"--compare=a={SHIPPED_POLICY}", f"--compare=a={SHIPPED_POLICY}", "--out_dir=out"]
+        )
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("--compare: name 'a' given twice")
