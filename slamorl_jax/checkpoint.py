@@ -350,6 +350,17 @@ def restore_item(meta: dict[str, Any], root: Path, step: int, item: str, abstrac
     return restored
 
 
+def stored_config(meta: dict[str, Any]) -> TrainConfig:
+    """The run's :class:`TrainConfig` in a checkpoint's ``meta``, as its policy runs: a policy saved
+    before the forecast block (its meta has no ``observation_dim``) reads the paper's 21 features
+    alone, which its config, saved before ``--observation`` existed, does not say; it reads as
+    ``--observation=paper``, the runs whose networks read the same."""
+    config = TrainConfig.from_dict(meta["config"])
+    if "observation_dim" not in meta:
+        config = dataclasses.replace(config, observation="paper")
+    return config
+
+
 def check_layout(meta: dict[str, Any], config: TrainConfig, where: Path) -> int:
     """The number of observation features the checkpoint's network reads, after checking that
     they and its actions mean what they meant when it was trained (else ``CheckpointError``)."""

@@ -37,6 +37,7 @@ from slamorl_jax.checkpoint import (
     read_meta,
     restore_item,
     run_meta,
+    stored_config,
     write_failed,
     write_failure,
 )
@@ -173,7 +174,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     Raises :class:`CheckpointError` for a missing, partial or incompatible checkpoint.
     """
     meta, root, step = read_meta(path)
-    config = TrainConfig.from_dict(meta["config"])
+    config = stored_config(meta)
     obs_dim = check_layout(meta, config, root / str(step))
     network, shapes = _network_and_shapes(config, obs_dim)
     # Placed on this process's first device: orbax before 0.12 restores only onto a given sharding.

@@ -27,8 +27,8 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.config_checks import ignored_settings
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
-from slamorl_jax.checkpoint import CheckpointError, read_meta
-from slamorl_jax.env.observation import NUM_FEATURES, NUM_PAPER_FEATURES
+from slamorl_jax.checkpoint import CheckpointError, read_meta, stored_config
+from slamorl_jax.env.observation import NUM_FEATURES
 from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 
 #: The flags whose values decide the network's parameters' layout, or (``activation``) the function
@@ -109,7 +109,7 @@ def init_from_config(config: TrainConfig, given: Collection[str] = ()) -> TrainC
         meta, _, _ = read_meta(path)
     except CheckpointError as err:
         raise CheckpointError(f"--init_from: {err}") from None
-    source = TrainConfig.from_dict(meta["config"])
+    source = stored_config(meta)
     for name in INIT_ONLY_SETTINGS:
         if name in given and getattr(config, name) != getattr(source, name):
             raise CheckpointError(
@@ -117,13 +117,6 @@ def init_from_config(config: TrainConfig, given: Collection[str] = ()) -> TrainC
                 f"(started from {_flag(name, getattr(source, name))}); leave it out"
             )
     config = dataclasses.replace(config, **{name: getattr(source, name) for name in INIT_ONLY_SETTINGS})
-    obs_dim = int(meta.get("observation_dim", NUM_PAPER_FEATURES))
-    if obs_dim == NUM_PAPER_FEATURES and source.observation != "paper":
-        # A policy from before the forecast block (another width is another version's: load_policy says so)
-        raise CheckpointError(
-            f"--init_from {path}: its network reads the paper's {obs_dim} features only (trained before "
-            f"the forecast block), this run's all {NUM_FEATURES}; start the run without --init_from"
-        )
     network = ActorCritic(config.network)
     template = jax.eval_shape(lambda: init_params(network, jax.random.key(0), NUM_FEATURES))
     try:

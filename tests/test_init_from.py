@@ -14,7 +14,7 @@ from learner_fixtures import TINY, cli_flags, shared_trainer, trees_equal
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax import policy_checkpoint, train
 from slamorl_jax.training_loop import resumed_flag_matches
-from slamorl_jax.warm_start import init_from_config, layout_difference, warm_start
+from slamorl_jax.warm_start import NETWORK_SETTINGS, init_from_config, layout_difference, warm_start
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,12 +67,23 @@ def test_a_warm_start_records_the_sources_starting_settings_and_refuses_others(
     assert init_from_config(TINY) is TINY
 
 
-def test_a_paper_feature_policy_cannot_start_a_run() -> None:
-    """A policy of the paper's 21 features was refused as a shape mismatch whose advice (the same
-    --hidden_sizes, --actions, ...) no flag could follow."""
-    config = dataclasses.replace(TINY, init_from=str(REPO_ROOT / "checkpoints" / "static-weights"))
-    with pytest.raises(ckpt.CheckpointError, match=r"paper's 21 features only .* without --init_from"):
-        init_from_config(config)
+@pytest.mark.parametrize("source", ["checkpoints/static-weights", "tests/data/legacy-policy-v1"])
+def test_a_paper_feature_policy_starts_a_run_of_its_network_settings(source: str) -> None:
+    """A policy of the paper's 21 features (saved before the forecast block) was refused with "start
+    the run without --init_from", though a run with --observation=paper and the source's other
+    network settings reads the same features with the same layers. The advice now names the flag
+    that differs, and the run it describes starts from the source."""
+    path = str(REPO_ROOT / source)
+    stored = ckpt.stored_config(ckpt.read_meta(path)[0])
+    assert stored.observation == "paper"
+    own = dataclasses.replace(
+        TINY, init_from=path, **{name: getattr(stored, name) for name in NETWORK_SETTINGS}
+    )
+    assert init_from_config(own).observation == "paper"
+    with pytest.raises(
+        ckpt.CheckpointError, match=r"trained with --observation=paper, .* use --observation=paper$"
+    ):
+        init_from_config(dataclasses.replace(own, observation="full"))
 
 
 def test_a_mismatch_names_a_setting_the_network_uses(tmp_path: Path) -> None:

@@ -165,7 +165,7 @@ def test_a_checkpoint_from_before_action_sets_still_loads_and_acts() -> None:
     """A policy saved by format 1 before action sets and the forecast block (the former shipped
     default) loads as a ``paper`` policy reading the first 21 features and acts on today's env."""
     policy = policy_checkpoint.load_policy(LEGACY)
-    assert policy.config.actions == "paper"
+    assert policy.config.actions == "paper" and policy.config.observation == "paper"
     assert policy.network.config.obs_dim == 21 and policy.network.config.num_actions == NUM_ACTIONS
     env, params = make("mixed")
     obs, state = reset_jobs(env, params, 16)
