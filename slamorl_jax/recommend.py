@@ -495,10 +495,10 @@ def main(argv: list[str] | None = None) -> int:
             "answer a new job's start, not the policy",
             PROG,
         )
-    if args.brief and new_job_flags:
+    if args.brief and (args.probe_plan or args.forecast_start or args.suggest_slas):
         fail(
-            "--brief shortens the policy's answer; --history, --probe_plan, --forecast_start and "
-            "--suggest_slas answer a new job's start",
+            "--brief shortens the policy's answer; --probe_plan, --forecast_start and --suggest_slas "
+            "answer a new job's start",
             PROG,
         )
     if new_job_flags > 1:
@@ -533,11 +533,13 @@ def main(argv: list[str] | None = None) -> int:
     indent = None if args.compact else 2
     records = read_history(args.history, policy) if args.history is not None else None
     new_job = job.epochs_done == 0
-    if args.hold_below > 0 and records is not None and new_job:  # it was ignored without a word
-        fail(
-            "--hold_below holds the policy's answer; --history answers a new job's start, not the policy",
-            PROG,
-        )
+    policy_only = (("--hold_below", args.hold_below > 0, "holds"), ("--brief", args.brief, "shortens"))
+    for flag, given, does in policy_only:
+        if given and records is not None and new_job:  # a running job's answer is the policy's
+            fail(
+                f"{flag} {does} the policy's answer; --history answers a new job's start, not the policy",
+                PROG,
+            )
     if args.suggest_slas:
         print(json.dumps(sla_suggestion(policy, job, left_out, args.sla_confidence), indent=indent))
         return 0

@@ -203,6 +203,10 @@ def test_recommend_cli_history(workdir: Path, capsys: pytest.CaptureFixture[str]
     assert outcome.code == 0, outcome.report()
     assert "action" in json.loads(outcome.stdout)
     assert "note: --history gives a job's first allocation; this job has run 2 epoch(s)" in outcome.stderr
+    # ... and --brief shortens that answer, as with --jobs (it was refused with --job).
+    outcome = call(_recommend(started, "--history=store.json", "--brief"), capsys, workdir)
+    assert outcome.code == 0, outcome.report()
+    assert {"action_probability"} <= set(json.loads(outcome.stdout)) and "observation" not in outcome.stdout
     outcome = call(_recommend(NEW_JOB, "--forecast_start"), capsys, workdir)
     assert outcome.code == 0, outcome.report()
     assert json.loads(outcome.stdout)["source"] == "forecast"
@@ -314,6 +318,8 @@ def test_bad_probes_and_flags_are_refused(workdir: Path, capsys: pytest.CaptureF
     # A new job's history start holds nothing (the hold was ignored without a word).
     outcome = call(_recommend(NEW_JOB, "--history=store.json", "--hold_below=0.5"), capsys, workdir)
     assert_refused(outcome, "--hold_below holds the policy's answer; --history answers a new job's start")
+    outcome = call(_recommend(NEW_JOB, "--history=store.json", "--brief"), capsys, workdir)
+    assert_refused(outcome, "--brief shortens the policy's answer; --history answers a new job's start")
 
 
 @pytest.mark.parametrize("store", ["missing.json", "bad.json", "store.txt", "outside.json"])
