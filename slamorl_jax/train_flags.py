@@ -149,14 +149,14 @@ flags.DEFINE_enum(
 flags.DEFINE_boolean(
     "target_head",
     DEFAULTS.target_head,
-    "With --actions=targets, score every target with one shared head from its own forecast "
-    "(--notarget_head: a plain MLP actor).",
+    "With --actions=targets or targets_relocate, score every target with one shared head from its "
+    "own forecast (--notarget_head: a plain MLP actor).",
 )
 flags.DEFINE_boolean(
     "suggestion_prior",
     DEFAULTS.suggestion_prior,
-    "With --actions=targets, add a learned gain on the action the forecast ranks first to the "
-    "actor's logits (--nosuggestion_prior: a plain MLP actor; --target_head replaces it).",
+    "With --actions=targets or targets_relocate, add a learned gain on the action the forecast ranks "
+    "first to the actor's logits (--nosuggestion_prior: a plain MLP actor; --target_head replaces it).",
 )
 flags.DEFINE_boolean(
     "paper_suggestion_prior",
