@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from absl import flags
 
 from slamorl_jax.cli_args import fail
-from slamorl_jax.cli_start import launched_command
+from slamorl_jax.cli_start import launched_command, program_name
 from slamorl_jax.distributed import CoordinatorError, DistributedOptions, initialize, resolve
 
 INT_FLAGS = {
@@ -92,22 +92,24 @@ def expand_flagfiles(argv: Sequence[str]) -> list[str]:
 
 def join_if_launched(argv: Sequence[str]) -> bool:
     """Join the multi-process run the command line asks for, when this process is a package command."""
-    if launched_command() is None:
+    command = launched_command()
+    if command is None:
         return False
+    prog = program_name(command)
     try:
         options = resolve(early_options(expand_flagfiles(argv)[1:]))
     except ValueError as err:
-        fail(str(err), launched_command())
+        fail(str(err), prog)
     try:
         return initialize(options)
     except CoordinatorError as err:
-        fail(str(err), launched_command())
+        fail(str(err), prog)
     except ValueError as err:  # JAX found no cluster to fill in what the flags leave unset
         fail(
             f"--distributed: {err} (no SLURM or other cluster detected; pass --coordinator_address, "
             "--num_processes and --process_id)",
-            launched_command(),
+            prog,
         )
     except RuntimeError as err:
-        print(f"{launched_command()}: error: cannot join the multi-process run: {err}", file=sys.stderr)
+        print(f"{prog}: error: cannot join the multi-process run: {err}", file=sys.stderr)
         raise SystemExit(1) from None

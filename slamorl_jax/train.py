@@ -49,6 +49,7 @@ from slamorl_jax.train_flags import (
     refuse_ignored_flags,
 )
 
+PROG = program_name("slamorl_jax.train")  # as started: -m or its script
 # The flags are train's own: ``--help`` lists a program's main module's key flags.
 flags.adopt_module_key_flags(train_flags)
 
@@ -83,7 +84,7 @@ def fail(message: str) -> NoReturn:
     if agreement_pending():
         with contextlib.suppress(StartRefusedError):  # this process's own refusal: the line below
             agree_to_start(message, FLAGS["distributed_init_timeout_s"].value)
-    print(f"error: {one_line(message)}", file=sys.stderr)
+    print(f"{PROG}: error: {one_line(message)}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -317,7 +318,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
                 logging.disable(logging.CRITICAL)
                 warnings.simplefilter("ignore")
                 hint = "--resume continues from the newest intact checkpoint, if the run saved one"
-                print(f"error: {one_line(str(err))}; {hint}", file=sys.stderr)
+                print(f"{PROG}: error: {one_line(str(err))}; {hint}", file=sys.stderr)
                 code = 1
     finally:  # a run that saved and logged nothing (refused late, stopped, or a finished run
         remove_if_empty()  # resumed into a new log folder) leaves none of the folders it made
@@ -334,7 +335,7 @@ def in_use_message(flag: str, folder: Path) -> str:
 def run(argv: list[str] | None = None) -> None:
     """Console-script entry point; ``argv`` is the whole command line (default ``sys.argv``)."""
     help_as_main_module()
-    run_command(lambda: app.run(main, argv=argv, flags_parser=parse_flags), program_name("slamorl_jax.train"))
+    run_command(lambda: app.run(main, argv=argv, flags_parser=parse_flags), PROG)
 
 
 def help_as_main_module() -> None:

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 MAX_STDERR_LINES = 3  # the bar: a bad input gets at most three lines on stderr
+# How train starts its one error line, as the package's other commands do (``prog: error:``).
+TRAIN_ERROR = "python -m slamorl_jax.train: error:"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
+from cli_harness import TRAIN_ERROR
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer
 
 from slamorl_jax import run_dirs
@@ -498,9 +499,9 @@ def test_a_process_that_cannot_start_stops_every_process_of_the_run_with_its_rea
     errors = {refusing: refusal_lines(processes) for refusing, processes in runs.items()}
     for refusing, lines in errors.items():
         reason = lines[refusing]
-        assert reason.startswith("error: --run_dir ") and "is a file" in reason, reason
+        assert reason.startswith(f"{TRAIN_ERROR} --run_dir ") and "is a file" in reason, reason
         assert lines[1 - refusing] == (
-            f"error: process {refusing} of 2 cannot start: " + reason.removeprefix("error: ")
+            f"{TRAIN_ERROR} process {refusing} of 2 cannot start: " + reason.removeprefix(f"{TRAIN_ERROR} ")
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
 
@@ -517,7 +518,9 @@ def test_a_multi_process_run_cannot_start_in_a_folder_another_run_trains_in(tmp_
     finally:
         run_dirs.unlock_run_dir(held)
     assert "is in use by another training run" in lines[0], lines
-    assert lines[1] == "error: process 0 of 2 cannot start: " + lines[0].removeprefix("error: ")
+    assert lines[1] == f"{TRAIN_ERROR} process 0 of 2 cannot start: " + lines[0].removeprefix(
+        f"{TRAIN_ERROR} "
+    )
     assert sorted(p.name for p in run_dir.iterdir()) == ["checkpoints"]
 
 
@@ -686,7 +689,7 @@ def test_a_coordinator_port_in_use_is_one_line_before_joining(tmp_path: Path) ->
         )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == (
-        f"slamorl_jax.train: error: --coordinator_address '127.0.0.1:{port}': port {port} is in use on "
+        f"{TRAIN_ERROR} --coordinator_address '127.0.0.1:{port}': port {port} is in use on "
         "this machine, where process 0 runs the coordinator; choose another port"
     )
     assert not port_in_use(free_port()) and not (tmp_path / "run").exists()
@@ -734,7 +737,7 @@ def test_processes_given_different_flags_are_refused_naming_them(
         start_training_pair(lambda i: tmp_path / folder.format(i=i), extra_of=lambda i: (extra.format(i=i),))
     )
     expected = (
-        f"error: process 1 of 2 was given other settings than process 0 ({named}); every process of a "
+        f"{TRAIN_ERROR} process 1 of 2 was given other settings than process 0 ({named}); every process of a "
         "run takes the same flags"
     )
     assert lines == [expected, expected]

@@ -23,7 +23,7 @@ import jax
 import numpy as np
 import pytest
 from absl import app
-from cli_harness import Outcome, assert_refused, call
+from cli_harness import TRAIN_ERROR, Outcome, assert_refused, call
 from learner_fixtures import REPO_ROOT, TINY, Compiled, cli_flags, shared_trainer, trees_equal
 
 from slamorl_jax import checkpoint as ckpt
@@ -210,11 +210,11 @@ def train_in_process(args: list[str], capsys: pytest.CaptureFixture[str], root: 
 
 
 def assert_one_error_line(outcome: Outcome, *phrases: str) -> None:
-    """Exit code 2, exactly one ``error:`` line on stderr naming ``phrases``, no traceback, nothing
-    new on disk."""
+    """Exit code 2, exactly one ``python -m slamorl_jax.train: error:`` line on stderr (the package's
+    other commands' form) naming ``phrases``, no traceback, nothing new on disk."""
     assert_refused(outcome, *phrases)
     lines = outcome.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), outcome.report()
+    assert len(lines) == 1 and lines[0].startswith(f"{TRAIN_ERROR} "), outcome.report()
 
 
 @pytest.mark.parametrize("case", list(BAD_FLAGS))
