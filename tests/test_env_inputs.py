@@ -50,6 +50,13 @@ def test_with_values_refuses_casts_that_change_a_value(field: str, value: object
     assert phrase in str(error.value)
 
 
+def test_a_count_out_of_range_is_named_as_a_count() -> None:
+    """``cpu_step`` 0 was refused as "got 0.0": the host copy of an integer field is float."""
+    with pytest.raises(ValueError) as error:
+        validate_params(with_values(PARAMS, cpu_step=0))
+    assert str(error.value) == "EnvParams.cpu_step must lie in [1, 64], got 0"
+
+
 def test_with_values_keeps_exact_casts() -> None:
     params = with_values(PARAMS, gpus_per_node=8.0, use_fixed_preference=1, epoch_time_noise=0.05)
     assert int(params.gpus_per_node) == 8 and bool(params.use_fixed_preference)

@@ -244,7 +244,8 @@ def _check_range(name: str, value: np.ndarray, low: float, high: float, integer:
     # A bound as float32 holds it (1e-6 rounds to 9.99999997e-07) is within it too.
     lowest, highest = min(low, float(np.float32(low))), max(high, float(np.float32(high)))
     if np.any(value < lowest) or np.any(value > highest):
-        raise ValueError(f"EnvParams.{name} must lie in [{low}, {high}], got {value.tolist()}")
+        shown = value.astype(np.int64) if integer else value  # a count as a count: 0, not 0.0
+        raise ValueError(f"EnvParams.{name} must lie in [{low}, {high}], got {shown.tolist()}")
 
 
 def _check_probabilities(name: str, value: np.ndarray) -> None:
