@@ -11,6 +11,7 @@ tests trace with ``jax.eval_shape``, which compiles nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -182,3 +183,15 @@ def test_bad_env_arguments_are_refused_when_traced(
 def test_integer_actions_of_any_width_step(action: Any) -> None:
     obs = _step(action)[0]
     assert obs.shape == (ENV.observation_space(PARAMS).shape[0],)
+
+
+def test_the_readmes_sweep_of_a_field_runs_as_written() -> None:
+    """The README said ``vmap`` can sweep any field and showed no way (``with_values`` refused a
+    batched value unless told ``same_shape=False``); its example steps one job under three pauses."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("`vmap` can sweep them:") :]
+    code = block[block.index("```python\n") + len("```python\n") : block.index("```\n\n")]
+    namespace: dict = {"print": lambda *args: None}
+    exec(compile(code, "README.md", "exec"), namespace)
+    took = np.asarray(namespace["states"].elapsed_s - namespace["state"].elapsed_s)
+    np.testing.assert_allclose(took - took[0], np.asarray(namespace["pauses"]) - 10.0, rtol=1e-4)
