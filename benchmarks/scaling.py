@@ -320,18 +320,29 @@ def to_markdown(payload: dict[str, Any]) -> str:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line (one-line errors, exit 2)."""
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
-    parser.add_argument("--devices", type=device_list, default=[1, 2, 4, 8])
-    parser.add_argument("--env-num-envs", type=positive_int_list, default=[4096])
-    parser.add_argument("--train-num-envs", type=positive_int_list, default=[1024])
+    parser.add_argument(
+        "--devices",
+        type=device_list,
+        default=[1, 2, 4, 8],
+        help="device counts (fake CPU devices), or native",
+    )
+    parser.add_argument("--env-num-envs", type=positive_int_list, default=[4096], help="env-only batch sizes")
+    parser.add_argument(
+        "--train-num-envs", type=positive_int_list, default=[1024], help="training batch sizes"
+    )
     parser.add_argument(
         "--steps",
         type=bounded(int, 0, 100_000),
         default=0,
         help="env steps per call (0: about 2**20 env steps)",
     )
-    parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)
-    parser.add_argument("--python-seconds", type=bounded(float, 0, 600), default=2.0)
-    parser.add_argument("--row-timeout", type=bounded(float, 1, 3600), default=600.0)
+    parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3, help="timed calls per row")
+    parser.add_argument(
+        "--python-seconds", type=bounded(float, 0, 600), default=2.0, help="seconds of the plain-Python loop"
+    )
+    parser.add_argument(
+        "--row-timeout", type=bounded(float, 1, 3600), default=600.0, help="seconds before a row is stopped"
+    )
     parser.add_argument(
         "--budget-s", type=bounded(float, 0, 86400), default=0.0, help="start no row after this (0: no limit)"
     )

@@ -62,14 +62,30 @@ def respelled_argv(argv: list[str], known: Callable[[str], bool]) -> list[str]:
     return [*(respelled(arg, known) for arg in argv[:end]), *argv[end:]]
 
 
+class DefaultsShownFormatter(argparse.HelpFormatter):
+    """``--help`` that shows each option's default after its help, unless the help already says it
+    or there is none to show (``None``, a switch's ``False``)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        empty = isinstance(default, list | tuple | dict | str) and not default
+        nothing = default is None or default is False or default == argparse.SUPPRESS or empty
+        shown = not nothing and action.option_strings
+        if not shown or "default" in text or isinstance(action, argparse._VersionAction):
+            return action.help
+        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+
+
 class OneLineArgumentParser(argparse.ArgumentParser):
     """``argparse`` whose errors are one line (no usage block) with exit status 2, and whose flags
     take either spelling, ``--hold_below`` or ``--hold-below`` (:func:`respelled`), by their full
     names only (``--hold=0.5`` is refused, as train's absl flags refuse it, rather than read as
-    whichever flag it starts)."""
+    whichever flag it starts); ``--help`` shows every option's default (:class:`DefaultsShownFormatter`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", DefaultsShownFormatter)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:

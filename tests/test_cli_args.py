@@ -9,7 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from slamorl_jax.cli_args import MAX_MESSAGE_CHARS, STOP_SIGNALS, fail, run_command, summary
+from slamorl_jax.cli_args import (
+    MAX_MESSAGE_CHARS,
+    STOP_SIGNALS,
+    OneLineArgumentParser,
+    fail,
+    run_command,
+    summary,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -91,3 +98,19 @@ def test_a_refusal_that_echoes_a_line_break_stays_one_line(capsys: pytest.Captur
     with pytest.raises(SystemExit):
         fail("x" * (MAX_MESSAGE_CHARS + 5), "prog")
     assert capsys.readouterr().err.endswith("... (5 more characters)\n")
+
+
+def test_help_shows_each_default_once() -> None:
+    """``evaluate --front_scenario``, ``history build --jobs`` and others left their default out of
+    ``--help``: every option shows it once (where its help says none), and switches and options
+    without one show none."""
+    parser = OneLineArgumentParser(prog="x")
+    parser.add_argument("--jobs", type=int, default=4096, help="jobs to record")
+    parser.add_argument("--seeds", type=int, default=3, help="batches (default 3)")
+    parser.add_argument("--rate", type=float, default=0.0, help="a rate")
+    parser.add_argument("--store", default=None, help="a store")
+    parser.add_argument("--names", default=[], help="names")
+    parser.add_argument("--overwrite", action="store_true", help="replace")
+    text = " ".join(parser.format_help().split())
+    assert "jobs to record (default: 4096)" in text and "a rate (default: 0.0)" in text
+    assert text.count("default") == 3 and "batches (default 3)" in text
