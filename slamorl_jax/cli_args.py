@@ -72,7 +72,7 @@ class DefaultsShownFormatter(argparse.HelpFormatter):
         empty = isinstance(default, list | tuple | dict | str) and not default
         nothing = default is None or default is False or default == argparse.SUPPRESS or empty
         shown = not nothing and action.option_strings
-        if not shown or "default" in text or isinstance(action, argparse._VersionAction):
+        if not shown or "default" in text:
             return action.help
         return f"{text} (default: %(default)s)" if text else "default: %(default)s"
 
