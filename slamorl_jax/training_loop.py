@@ -156,8 +156,15 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
         if not resumed_flag_matches(name, getattr(stored, name), getattr(config, name))
     ]
     if conflicts:
+        longer = "total_timesteps" in conflicts  # the learning-rate schedule is the run's whole length
         raise ckpt.CheckpointError(
             f"--resume: flags differ from the checkpoint's config: {', '.join(sorted(conflicts))}"
+            + (
+                f" (a run resumes to its own end; to train on, start a new run from this one's "
+                f"policy with --init_from={options.checkpoint_dir}: a fresh optimiser and schedule)"
+                if longer
+                else ""
+            )
         )
     if logged_config(options.log_dir) not in (None, stored):
         # Its metrics past the checkpoint's update, its summary and config would be replaced.

@@ -374,7 +374,9 @@ def test_resume_with_a_conflicting_flag_exits_2(
         f"--total_timesteps={10 * TINY.total_timesteps}",
         f"--run_dir={tmp_path}",
     ]
-    assert_one_error_line(train_in_process(args, capsys, tmp_path), "total_timesteps")
+    # A longer run is another run: the refusal says how to train on from this one.
+    outcome = train_in_process(args, capsys, tmp_path)
+    assert_one_error_line(outcome, "total_timesteps", f"--init_from={finished.checkpoint_dir}")
     assert policy_checkpoint.load_policy(finished.checkpoint_dir).step == TINY.num_updates  # untouched
 
 
