@@ -30,12 +30,12 @@ from benchmarks.common import (
     add_checkpoint_flag,
     check_checkpoint,
     machine_info,
-    markdown_table,
     parse_and_report,
     policy_of,
 )
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
+from slamorl_jax.markdown import markdown_table
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -250,13 +250,6 @@ def policy_of(payload: Mapping[str, Any]) -> str:
     return f"`{payload['checkpoint']}`" + (f" (run on {commit})" if commit else "")
 
 
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A GitHub Markdown table."""
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def write_report(
     out: Path,
     payload: Mapping[str, Any],

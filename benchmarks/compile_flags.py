@@ -29,17 +29,10 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (
-    REPO_ROOT,
-    add_out_flags,
-    check_report_flags,
-    machine_info,
-    markdown_table,
-    report,
-    run_child,
-)
+from benchmarks.common import REPO_ROOT, add_out_flags, check_report_flags, machine_info, report, run_child
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.xla_flags import FUSION_EMITTERS_FLAG, LLVM_LEVEL_FLAG, with_xla_flags
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "compile_flags.json"

@@ -27,7 +27,7 @@ import argparse
 
 import jax
 
-from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload, policy_of
+from benchmarks.common import policy_benchmark_main, policy_benchmark_payload, policy_of
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.cli_args import run_command
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
@@ -38,6 +38,7 @@ from slamorl_jax.episodes import summarise_episodes
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.headline import oracle_gap
 from slamorl_jax.evaluation.methods import ORACLE, Method, run_methods
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.policy_checkpoint import load_policy
 from slamorl_jax.quality_bar import greedy_policy, objective
 

@@ -46,7 +46,6 @@ from benchmarks.common import (
     format_rate,
     interleaved_timings,
     machine_info,
-    markdown_table,
     report,
     time_python_loop,
 )
@@ -56,6 +55,7 @@ from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
 from slamorl_jax.env.batched_step import RESET_BY, default_reset_by, step_envs
 from slamorl_jax.env.python_job import PythonJob
 from slamorl_jax.env.python_uniforms import NumpyUniforms, run_random_steps
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_NUM_ENVS = (1, 64, 4096, 65536, 262144)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "env_throughput.json"

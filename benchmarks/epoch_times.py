@@ -30,13 +30,14 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 import jax.numpy as jnp
 
-from benchmarks.common import machine_info, markdown_table, parse_and_report
+from benchmarks.common import machine_info, parse_and_report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import target_cpus
 from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
 from slamorl_jax.env.relocation_payback import contended_epochs_avoided, relocation_payback
 from slamorl_jax.env.suggested_slas import contention_share
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "epoch_times.json"
 

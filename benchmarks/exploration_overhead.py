@@ -71,7 +71,6 @@ from benchmarks.common import (
     add_job_flags,
     check_checkpoint,
     machine_info,
-    markdown_table,
     parse_and_report,
 )
 from slamorl_jax.agent.imitation import ImitationConfig, fit
@@ -90,6 +89,7 @@ from slamorl_jax.history.build import oracle_records, policy_records
 from slamorl_jax.history.demonstrations import oracle_demonstrations
 from slamorl_jax.history.names import RECORDED, RECORDED_WORDS, SOURCES
 from slamorl_jax.learner_jit import jit_learner
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.quality_bar import greedy_policy
 from slamorl_jax.warm_start import warm_start

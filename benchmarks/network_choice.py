@@ -30,7 +30,6 @@ from benchmarks.common import (
     format_rate,
     in_own_flags,
     machine_info,
-    markdown_table,
     report,
 )
 from slamorl_jax.agent.config import TrainConfig
@@ -45,6 +44,7 @@ from slamorl_jax.cli_args import (
     seed_value,
     summary,
 )
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.quality_bar import evaluate_against_request, quality_bar
 
 DEFAULT_SIZES = ((64, 64), (128, 128), (256, 256))

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from benchmarks.common import add_job_flags, machine_info, parse_and_report
 from benchmarks.target_grid import SCENARIO_FIGURE, against_oracle
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
@@ -51,6 +51,7 @@ from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.episodes import keep_allocation, run_episodes, with_init_strategy
 from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "oracle_bounds.json"
 CONTROLLERS = ("one_jump_hindsight", "one_jump_forecast", "follow_truth", "follow_forecast")

@@ -39,7 +39,6 @@ from benchmarks.common import (
     format_rate,
     interleaved_timings,
     machine_info,
-    markdown_table,
     parse_and_report,
     random_action_rollout,
 )
@@ -48,6 +47,7 @@ from slamorl_jax.env import JobAllocationEnv, forecast
 from slamorl_jax.env.online_model import posterior_deviation
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "ranking_layout.json"
 WARM_STEPS = 20  # random steps before the ranking is timed: jobs at varied epochs and allocations

@@ -50,7 +50,6 @@ from benchmarks.common import (
     add_job_flags,
     check_checkpoint,
     machine_info,
-    markdown_table,
     parse_and_report,
     policy_of,
 )
@@ -72,6 +71,7 @@ from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import INIT_STRATEGIES, with_values
 from slamorl_jax.env.scenarios import SCENARIOS, with_preference, with_scenario
 from slamorl_jax.env.shifts import node_slowdown
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.policy_checkpoint import load_policy
 
 PROG = "python -m benchmarks.reallocation_patterns"

@@ -40,12 +40,12 @@ from benchmarks.common import (
     check_checkpoint,
     format_rate,
     machine_info,
-    markdown_table,
     parse_and_report,
     run_child,
 )
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "recommend_throughput.json"
 EXAMPLE_JOB = REPO_ROOT / "docs" / "example_job.json"

@@ -44,7 +44,6 @@ from benchmarks.common import (
     compilation_cache_note,
     format_rate,
     machine_info,
-    markdown_table,
     report,
     run_child,
 )
@@ -56,6 +55,7 @@ from slamorl_jax.cli_args import (
     run_command,
     summary,
 )
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.xla_flags import fake_cpu_devices_env
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "scaling_cpu.json"

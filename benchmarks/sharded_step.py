@@ -30,10 +30,10 @@ from benchmarks.common import (
     format_rate,
     interleaved_timings,
     machine_info,
-    markdown_table,
     run_in_child,
 )
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "sharded_step.json"
 STEPS = {"step_envs": False, "vmap(step)": True}  # name -> per_env_step

@@ -34,7 +34,7 @@ import argparse
 import jax
 import numpy as np
 
-from benchmarks.common import markdown_table, policy_benchmark_main, policy_benchmark_payload, policy_of
+from benchmarks.common import policy_benchmark_main, policy_benchmark_payload, policy_of
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.cli_args import fail, run_command
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET, can_relocate
@@ -47,6 +47,7 @@ from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import ORACLE, REQUEST, Method, compared_method, run_method
 from slamorl_jax.evaluation.replanning import Replanning
 from slamorl_jax.evaluation.suite import world_difference
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.policy_checkpoint import load_policy
 from slamorl_jax.quality_bar import greedy_policy, objective
 

@@ -39,13 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import (
-    format_rate,
-    machine_info,
-    markdown_table,
-    parse_and_report,
-    random_action_rollout,
-)
+from benchmarks.common import format_rate, machine_info, parse_and_report, random_action_rollout
 from benchmarks.env_throughput import PerEnvStep, measure_jax
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.env import JobAllocationEnv, forecast
@@ -54,6 +48,7 @@ from slamorl_jax.env.action_sets import NUM_TARGETS
 from slamorl_jax.env.observation import NUM_FEATURES, observe, paper_features
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "step_breakdown.json"
 

@@ -60,7 +60,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 
 import jax
 
-from benchmarks.common import REPO_ROOT, machine_info, markdown_table, parse_and_report
+from benchmarks.common import REPO_ROOT, machine_info, parse_and_report
 from benchmarks.env_throughput import PerEnvStep, make_rollout
 from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_module
 from slamorl_jax.agent.config import TrainConfig
@@ -69,6 +69,7 @@ from slamorl_jax.atomic_files import temporary_beside
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "step_profile.json"
 # What is profiled: the flags' defaults, and the flags --from-trace takes from the kept run instead

@@ -45,7 +45,6 @@ from benchmarks.common import (
     add_job_flags,
     check_checkpoint,
     machine_info,
-    markdown_table,
     parse_and_report,
 )
 from slamorl_jax.agent.trainer import env_params_from_config
@@ -60,6 +59,7 @@ from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.suggested_slas import SUGGESTIBLE, suggested_targets
 from slamorl_jax.episodes import keep_allocation, run_episode_batches, with_init_strategy
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.policy_checkpoint import load_policy
 from slamorl_jax.quality_bar import greedy_policy
 

@@ -26,13 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from benchmarks.common import add_job_flags, machine_info, markdown_table, parse_and_report
+from benchmarks.common import add_job_flags, machine_info, parse_and_report
 from slamorl_jax.cli_args import OneLineArgumentParser, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.action_sets import NUM_TARGET_GPUS, target_cpus
 from slamorl_jax.env.scenarios import with_preference, with_scenario
 from slamorl_jax.episodes import keep_allocation, run_episodes
 from slamorl_jax.evaluation.baselines import BestStatic
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "target_grid.json"
 DEFAULT_GRIDS = "2,4,8,12;0,2,4,8;0,2,4,8,12"

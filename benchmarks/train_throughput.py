@@ -47,7 +47,6 @@ from benchmarks.common import (
     in_own_flags,
     interleaved_timings,
     machine_info,
-    markdown_table,
     report,
 )
 from slamorl_jax.agent.config import MINIBATCH_SHUFFLES, TrainConfig
@@ -55,6 +54,7 @@ from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.trainer import Trainer, env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, positive_int_list, run_command, summary
 from slamorl_jax.env.job_env import JobAllocationEnv
+from slamorl_jax.markdown import markdown_table
 
 DEFAULT_NUM_ENVS = (64, 1024, 4096, 16384)
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "train_throughput.json"

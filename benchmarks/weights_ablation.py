@@ -34,13 +34,13 @@ from benchmarks.common import (
     add_out_flags,
     check_report_flags,
     machine_info,
-    markdown_table,
     report,
 )
 from benchmarks.run_sets import SEED_ONLY, Run, checked_runs
 from benchmarks.training_seeds import spread
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command, summary
 from slamorl_jax.env.scenarios import SCENARIOS
+from slamorl_jax.markdown import markdown_table
 
 BASELINE = "static"
 PROG = "python -m benchmarks.weights_ablation"

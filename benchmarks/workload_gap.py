@@ -62,7 +62,6 @@ from benchmarks.common import (
     add_job_flags,
     check_checkpoint,
     machine_info,
-    markdown_table,
     parse_and_report,
     policy_of,
 )
@@ -83,6 +82,7 @@ from slamorl_jax.env.state import EnvState
 from slamorl_jax.episodes import with_init_strategy
 from slamorl_jax.evaluation.baselines import BestStatic
 from slamorl_jax.evaluation.methods import FORECAST_START, ORACLE, Method, run_methods
+from slamorl_jax.markdown import markdown_table
 from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 from slamorl_jax.quality_bar import greedy_policy
 

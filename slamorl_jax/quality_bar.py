@@ -27,6 +27,7 @@ from slamorl_jax.episodes import (
     summarise_episodes,
     with_init_strategy,
 )
+from slamorl_jax.markdown import markdown_table
 
 Results = dict[str, dict[str, dict[str, float]]]
 
@@ -55,18 +56,16 @@ def evaluate_against_request(
 
 def format_evaluation(results: Results) -> str:
     """A Markdown table of :func:`evaluate_against_request`'s results."""
-    lines = [
-        "| scenario | allocation | time / request | cost / request | deadline met | budget met "
-        "| all SLAs met |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for scenario, rows in results.items():
-        for who, r in rows.items():
-            lines.append(
-                f"| {scenario} | {who} | {r['time_vs_request']:.3f} | {r['cost_vs_request']:.3f} "
-                f"| {r['deadline_met']:.1%} | {r['budget_met']:.1%} | {r['all_slas_met']:.1%} |"
-            )
-    return "\n".join(lines)
+    headers = ["scenario", "allocation", "time / request", "cost / request", "deadline met", "budget met"]
+    return markdown_table(
+        [*headers, "all SLAs met"],
+        [
+            [scenario, who, f"{r['time_vs_request']:.3f}", f"{r['cost_vs_request']:.3f}"]
+            + [f"{r[key]:.1%}" for key in ("deadline_met", "budget_met", "all_slas_met")]
+            for scenario, rows in results.items()
+            for who, r in rows.items()
+        ],
+    )
 
 
 def greedy_policy(network: nn.Module, hold_below: float = 0.0) -> Policy:

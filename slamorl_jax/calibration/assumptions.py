@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slamorl_jax.cli_start import program_name, require_backend  # before JAX, NumPy: quiet Ctrl-C
+from slamorl_jax.markdown import markdown_table
 
 require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
 # ruff: noqa: E402  (the imports below start JAX's backend)
@@ -317,8 +318,7 @@ HEADER = ["#", "assumption", "shipped", "alternative (from the data)", "effect: 
 
 def format_markdown(rows: Sequence[Sensitivity]) -> str:
     """The table as Markdown (as pasted into docs/calibration.md)."""
-    lines = ["| " + " | ".join(HEADER) + " |", "| ---: | --- | ---: | --- | --- |"]
-    return "\n".join(lines + ["| " + " | ".join(table_cells(r)) + " |" for r in rows])
+    return markdown_table(HEADER, [table_cells(r) for r in rows], align=("---:", "---", "---:", "---", "---"))
 
 
 def format_text(rows: Sequence[Sensitivity]) -> str:

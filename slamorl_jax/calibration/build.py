@@ -33,6 +33,7 @@ from slamorl_jax.calibration.workloads import (
     epoch_range,
 )
 from slamorl_jax.env.catalog import SUPPORTED_FORMAT_VERSION
+from slamorl_jax.markdown import markdown_table
 
 GENERATED_BY = "python -m slamorl_jax.calibration"
 #: Decimal digits kept in the JSON (well below the fits' precision, keeps diffs readable).
@@ -300,51 +301,70 @@ def write_json(obj: dict[str, Any], path: Path) -> None:
     write_text_atomically(path, dumps(obj))
 
 
+# The docs' calibration tables' columns (docs/calibration.md).
+ERROR_HEADERS = (
+    "workload", "source", "batch", "points", "median err", "max err", "placements", "scalability",
+    "P100 transfer", "K80 transfer",
+)  # fmt: skip
+FIT_HEADERS = (
+    "workload", "alpha_c (s)", "beta_c (s/sample)", "alpha_local (s)", "beta_local (s)", "alpha_node (s)",
+    "beta_node (s)", "gamma", "two-node factor", "T4", "K80", "P100", "V100",
+)  # fmt: skip
+WORKLOAD_HEADERS = (
+    "workload", "model", "dataset", "samples/epoch", "epochs", "CPU profile (c_sat, p)",
+    "requested GPUs P(1,2,4,8,16,32)",
+)  # fmt: skip
+
+
 def markdown_tables(obj: dict[str, Any], report: Report) -> str:
     """Markdown tables of the fitted parameters and errors (pasted into docs/calibration.md)."""
-    out = [
-        "| workload | source | batch | points | median err | max err | placements | scalability"
-        " | P100 transfer | K80 transfer |",
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
 
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f} %"
 
-    for r in report.rows:
-        out.append(
-            f"| {r['name']} | {r['source']} | {r['local_batch']} | {r['num_points']}"
-            f" | {pct(r['median'])} | {pct(r['max'])} | {pct(r.get('placements'))}"
-            f" | {pct(r.get('scalability'))} | {pct(r.get('P100'))} | {pct(r.get('K80'))} |"
-        )
-    out += [
-        "",
-        "| workload | alpha_c (s) | beta_c (s/sample) | alpha_local (s) | beta_local (s) "
-        "| alpha_node (s) | beta_node (s) | gamma | two-node factor | T4 | K80 | P100 | V100 |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for w in obj["workloads"]:
-        nums = " | ".join(f"{w[k]:.4g}" for k in PARAM_NAMES)
-        speeds = " | ".join(f"{w['compute_speed'][g]:.3f}" for g in gpu_speed.GPU_TYPES)
-        out.append(f"| {w['name']} | {nums} | {speeds} |")
-    out += [
-        "",
-        "| workload | model | dataset | samples/epoch | epochs | CPU profile (c_sat, p) "
-        "| requested GPUs P(1,2,4,8,16,32) |",
-        "| --- | --- | --- | ---: | --- | --- | --- |",
-    ]
-    for w in obj["workloads"]:
-        probs = ", ".join(f"{x:.3f}" for x in w["requested_gpu_probs"])
-        out.append(
-            f"| {w['name']} | {w['model']} | {w['dataset']} | {w['samples_per_epoch']:,}"
-            f" | {w['epochs_min']}-{w['epochs_max']} | {w['cpu_profile']} ({w['cpu_c_sat']:.2f},"
-            f" {w['cpu_p']:.2f}) | {probs} |"
-        )
-    out += [
-        "",
-        "| Synergy model | c_sat (CPUs/GPU) | p | max abs error |",
-        "| --- | ---: | ---: | ---: |",
-    ]
-    for name, p in obj["cpu_profiles"].items():
-        out.append(f"| {name} | {p['c_sat']:.3f} | {p['p']:.3f} | {p['max_abs_error']:.3f} |")
-    return "\n".join(out)
+    errors = markdown_table(
+        ERROR_HEADERS,
+        [
+            [
+                *(r[key] for key in ("name", "source", "local_batch", "num_points")),
+                *(pct(r.get(key)) for key in ("median", "max", "placements", "scalability", "P100", "K80")),
+            ]
+            for r in report.rows
+        ],
+        align=("---", "---", *["---:"] * 8),
+    )
+    fits = markdown_table(
+        FIT_HEADERS,
+        [
+            [
+                w["name"],
+                *(f"{w[k]:.4g}" for k in PARAM_NAMES),
+                *(f"{w['compute_speed'][g]:.3f}" for g in gpu_speed.GPU_TYPES),
+            ]
+            for w in obj["workloads"]
+        ],
+        align=("---", *["---:"] * 12),
+    )
+    workloads = markdown_table(
+        WORKLOAD_HEADERS,
+        [
+            [
+                *(w[key] for key in ("name", "model", "dataset")),
+                f"{w['samples_per_epoch']:,}",
+                f"{w['epochs_min']}-{w['epochs_max']}",
+                f"{w['cpu_profile']} ({w['cpu_c_sat']:.2f}, {w['cpu_p']:.2f})",
+                ", ".join(f"{x:.3f}" for x in w["requested_gpu_probs"]),
+            ]
+            for w in obj["workloads"]
+        ],
+        align=("---", "---", "---", "---:", "---", "---", "---"),
+    )
+    profiles = markdown_table(
+        ["Synergy model", "c_sat (CPUs/GPU)", "p", "max abs error"],
+        [
+            [name, f"{p['c_sat']:.3f}", f"{p['p']:.3f}", f"{p['max_abs_error']:.3f}"]
+            for name, p in obj["cpu_profiles"].items()
+        ],
+        align=("---", "---:", "---:", "---:"),
+    )
+    return "\n\n".join((errors, fits, workloads, profiles))

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from slamorl_jax.cli_start import program_name, require_backend  # before JAX, NumPy: quiet Ctrl-C
+from slamorl_jax.markdown import markdown_table
 
 require_backend()  # run as a program: a platform the machine lacks is one line, before the env's imports
 # ruff: noqa: E402  (the imports below start JAX's backend)
@@ -250,8 +251,7 @@ def format_markdown(sp: JobSpread) -> str:
         ("**sigma_sync**: median over the fits", f"{sp.sync_median:.3f} -> **{sp.sigma_sync:.2f}**"),
     ]
     rows = [("compute", *r) for r in compute] + [("sync", *r) for r in sync]
-    head = ["| term | evidence | log spread |", "| --- | --- | ---: |"]
-    return "\n".join(head + [f"| {t} | {e} | {v} |" for t, e, v in rows])
+    return markdown_table(["term", "evidence", "log spread"], rows, align=("---", "---", "---:"))
 
 
 def _read_calibrated(text: str) -> None:

@@ -26,6 +26,7 @@ from slamorl_jax.env.plans import plan_outcomes
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
 from slamorl_jax.env.state import JobSpec
 from slamorl_jax.env.static_allocations import full_lattice
+from slamorl_jax.markdown import markdown_table
 
 MAX_JOBS = 10**7  # the jobs' keys are split at once: 10 M keys take 80 MB
 
@@ -72,14 +73,25 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--seed", type=seed_value, default=0, help="the jobs' seed (default: %(default)s)")
     args = parser.parse_args(argv)
-    print("| scenario | jobs | feasible (some static allocation meets all 6 SLAs) | request meets all 6 |")
-    print("|---|---|---|---|")
-    for name in SCENARIOS:
-        r = feasibility_report(scenario_params(name), args.num_jobs, args.seed)
-        print(
-            f"| {name} | {int(r['num_jobs'])} | {r['feasible_fraction']:.1%} "
-            f"| {r['requested_meets_all_fraction']:.1%} |"
-        )
+    reports = {
+        name: feasibility_report(scenario_params(name), args.num_jobs, args.seed) for name in SCENARIOS
+    }
+    headers = [
+        "scenario",
+        "jobs",
+        "feasible (some static allocation meets all 6 SLAs)",
+        "request meets all 6",
+    ]
+    rows = [
+        [
+            name,
+            int(r["num_jobs"]),
+            f"{r['feasible_fraction']:.1%}",
+            f"{r['requested_meets_all_fraction']:.1%}",
+        ]
+        for name, r in reports.items()
+    ]
+    print(markdown_table(headers, rows))
 
 
 if __name__ == "__main__":

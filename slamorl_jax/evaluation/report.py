@@ -13,6 +13,7 @@ from slamorl_jax.atomic_files import publish_staged, stage_text, staging, tempor
 from slamorl_jax.evaluation.headline import COST_SCENARIO, TIME_SCENARIO
 from slamorl_jax.evaluation.methods import FOCUS_METHODS, ORACLE, REACHABLE
 from slamorl_jax.json_output import dumps_strict
+from slamorl_jax.markdown import markdown_table
 
 SUMMARY_COLUMNS = (
     ("time_vs_request", "time / request", "{:.3f}"),
@@ -29,11 +30,7 @@ SUMMARY_COLUMNS = (
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(headers) + " |",
-        "|" + "---|" * len(headers),
-        *("| " + " | ".join(row) + " |" for row in rows),
-    ]
+    return markdown_table(headers, rows).splitlines()
 
 
 def _pct(x: float | None) -> str:
