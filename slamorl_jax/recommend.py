@@ -58,7 +58,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import slamorl_jax.cli_start  # first of ours: a quiet Ctrl-C while JAX loads
@@ -73,154 +72,17 @@ from slamorl_jax.cli_args import (
     summary,
 )
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
-from slamorl_jax.json_input import json_kind, json_or_reason, loads_strict
+from slamorl_jax.job_reports import read_job, read_jobs
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Callable
 
     from slamorl_jax.live_checks import ClusterLimits
     from slamorl_jax.live_job import LiveJob
     from slamorl_jax.policy_checkpoint import LoadedPolicy
 
 PROG = slamorl_jax.cli_start.program_name("slamorl_jax.recommend")  # as started: -m or its script
-
-
-def read_source(source: str, flag: str, prog: str = PROG) -> str:
-    """The UTF-8 text of file ``source`` (``-``: standard input); exits 2 naming ``flag`` when it
-    cannot be read (the message names ``prog``, as every exit below)."""
-    if not source:
-        fail(f"{flag} is empty: give a file path, or - for standard input", prog)
-    if source == "-" and sys.stdin is None:
-        fail(f"{flag} - reads standard input, which is closed", prog)
-    try:
-        if source == "-":
-            stream = getattr(sys.stdin, "buffer", None)
-            data = (
-                stream.read() if stream is not None else sys.stdin.read().encode("utf-8", "surrogateescape")
-            )
-        else:
-            data = Path(source).read_bytes()
-    except (OSError, ValueError) as err:  # missing, a directory, unreadable, a NUL byte in the path
-        fail(f"cannot read {flag} {source!r}: {getattr(err, 'strerror', None) or err}", prog)
-    try:
-        return data.decode("utf-8-sig")  # a byte-order mark some editors write is skipped
-    except UnicodeDecodeError as err:
-        fail(f"{flag} {source!r} is not UTF-8 text (byte {err.start})", prog)
-    return ""  # unreachable
-
-
-def parse_json(text: str, where: str, prog: str = PROG) -> object:
-    """The JSON value of ``text``; exits 2 naming ``where`` when it has none (:func:`json_or_reason`)."""
-    value, reason = json_or_reason(text)
-    if reason is not None:
-        fail(f"{where}{reason}", prog)
-    return value
-
-
-def read_job(source: str) -> dict:
-    """The JSON object in file ``source`` (``-``: standard input); exits 2 when it cannot be read or
-    is not one JSON object."""
-    data = parse_json(read_source(source, "--job"), f"--job {source!r}")
-    if not isinstance(data, dict):
-        fail(f"--job {source!r} must hold one JSON object (a job), got {json_kind(data)}", PROG)
-    return data
-
-
-def read_jobs(
-    source: str,
-    keep_going: bool = False,
-    prog: str = PROG,
-    prepare: Callable[[dict], dict] | None = None,
-) -> list[tuple[str, LiveJob | str]]:
-    """The jobs of the ``--jobs`` file, each with where it is (``line N`` or ``item i``): JSON Lines
-    (one job object a line, blank lines skipped), one JSON list of job objects, or one job object
-    over several lines; exits 2 naming the line or item of a bad one, or with ``keep_going`` gives
-    why in its place (a string). A file that cannot be read, or holds no jobs, exits 2 either way
-    (every message names ``prog``: ``history ingest`` reads the same files, each job object first
-    passed through ``prepare``)."""
-    from slamorl_jax.live_job import LiveJob
-
-    text = read_source(source, "--jobs", prog)
-    try:  # a list, or one (pretty-printed) job: the whole file is one JSON value
-        whole = loads_strict(text)
-    except (ValueError, RecursionError):
-        single = one_json_value(text)
-        broken_list = single is None and text.lstrip().startswith("[") and not later_lines_are_objects(text)
-        if single or broken_list:  # exits with the reason: a repeated key, a broken list
-            parse_json(text, f"--jobs {source!r}", prog)
-        whole = None  # JSON Lines (or bad JSON, named by its line below)
-    if isinstance(whole, (list, dict)):
-        named = [(f"item {i}", item) for i, item in enumerate(whole)] if isinstance(whole, list) else []
-        if isinstance(whole, dict):  # one job: named by its line(s), as JSON Lines names a job
-            filled = [n for n, line in enumerate(text.split("\n"), 1) if line.strip()]
-            first, last = filled[0], filled[-1]
-            named = [(f"line {first}" if first == last else f"lines {first}-{last}", whole)]
-    else:  # JSON Lines: records end at newlines only (a string may hold U+2028 and the like)
-        lines = [(f"line {n}", line) for n, line in enumerate(text.split("\n"), 1)]
-        named = [
-            (where, _line_value(line, where, source, keep_going, prog))
-            for where, line in lines
-            if line.strip()
-        ]
-    if not named:
-        fail(f"--jobs {source!r} holds no jobs", prog)
-    jobs: list[tuple[str, LiveJob | str]] = []
-    for where, item in named:
-        try:
-            if isinstance(item, _Unreadable):
-                raise ValueError(item.reason)
-            if not isinstance(item, dict):
-                raise ValueError(f" must be a JSON object (a job), got {json_kind(item)}")
-            jobs.append((where, LiveJob.from_dict(prepare(item) if prepare else item)))
-        except ValueError as err:
-            if not keep_going:
-                fail(f"--jobs {source!r} {where}{_joined(str(err))}", prog)
-            jobs.append((where, first_line(err).lstrip(" :")))
-    return jobs
-
-
-def one_json_value(text: str) -> bool | None:
-    """Whether ``text`` is one JSON value and whitespace (``False``: another value follows it, as in
-    JSON Lines; ``None``: its first value does not parse). Read leniently (a repeated key passes):
-    only where the first value ends matters here, its faults are named where it is parsed."""
-    body = text.lstrip()
-    try:
-        _, end = json.JSONDecoder().raw_decode(body)
-    except (ValueError, RecursionError):
-        return None
-    return not body[end:].strip()
-
-
-def later_lines_are_objects(text: str) -> bool:
-    """Whether every non-blank line after the first is a JSON object on its own: a JSON Lines file
-    whose first line is broken, which ``--keep_going`` answers line by line (a broken list written
-    over several lines has lines that are not, such as ``{...},``)."""
-    rest = [line for line in text.lstrip().split("\n")[1:] if line.strip()]
-    return bool(rest) and all(one_json_value(line) and line.lstrip().startswith("{") for line in rest)
-
-
-class _Unreadable:
-    """A ``--jobs`` line that is not JSON, kept (with ``--keep_going``) to be answered by its reason."""
-
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-
-def _line_value(line: str, where: str, source: str, keep_going: bool, prog: str = PROG) -> object:
-    """The JSON value of one ``--jobs`` line; exits 2 naming it when it has none, or with
-    ``keep_going`` gives an :class:`_Unreadable` that says why."""
-    if not keep_going:
-        return parse_json(line, f"--jobs {source!r} {where}", prog)
-    value, reason = json_or_reason(line)
-    return value if reason is None else _Unreadable(reason)
-
-
-def _joined(reason: str) -> str:
-    """A reason after a job's location: one that says how it joins (`` is not ...``, ``: ...``, as
-    :func:`json_or_reason` gives them) as it is, any other (a job's refusal) after a colon."""
-    return reason if reason.startswith((" ", ":")) else f": {reason}"
 
 
 def answer_jobs(args: argparse.Namespace) -> int:
@@ -393,6 +255,22 @@ def load_checkpoint(
 
 def main(argv: list[str] | None = None) -> int:
     """Parse, validate, recommend, print JSON; the exit status."""
+    args = _parser().parse_args(argv)
+    _check_modes(args)
+    slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
+    _check_sla_confidence(args)
+    start_cache(args.compilation_cache_dir, PROG, min_compile_time_s=0.0)  # every program: see the docstring
+    if args.job is None:  # --jobs, --serve or --http; --jobs also starts its new jobs from --history
+        _check_batch_flags(args)
+        if args.http is not None:
+            return serve_http(args)
+        return answer_jobs(args) if args.jobs is not None else serve_stdin(args)
+    _check_one_job_flags(args)
+    return _answer_one_job(args)
+
+
+def _parser() -> OneLineArgumentParser:
+    """The command's flags."""
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     jobs = parser.add_mutually_exclusive_group(required=True)
     jobs.add_argument("--job", help="job state as JSON: a file path, or - for stdin")
@@ -458,12 +336,19 @@ def main(argv: list[str] | None = None) -> int:
     add_hold_below_argument(parser, "--hold_below", 'the job\'s allocation (the answer says "held")')
     add_relocate_payback_argument(parser, "--relocate_payback", "run the policy")
     add_cache_argument(parser)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _check_modes(args: argparse.Namespace) -> None:
+    """Flags that go with one mode only (exit 2 otherwise)."""
     if args.compact and args.job is None:
         fail("--compact goes with --job (--jobs, --serve and --http answer a line a job already)", PROG)
     if args.keep_going and args.jobs is None:
         fail("--keep_going goes with --jobs (--serve and --http answer each job on its own already)", PROG)
-    slamorl_jax.cli_start.require_backend()  # a platform the machine lacks: one line, before anything runs
+
+
+def _check_sla_confidence(args: argparse.Namespace) -> None:
+    """``--sla_confidence``: with ``--suggest_slas``, a probability it can meet (exit 2 otherwise)."""
     if args.sla_confidence is not None:
         from slamorl_jax.env.suggested_slas import check_confidence
 
@@ -473,22 +358,30 @@ def main(argv: list[str] | None = None) -> int:
             check_confidence(args.sla_confidence)
         except ValueError as err:
             fail(f"--sla_confidence: {err}", PROG)
-    start_cache(args.compilation_cache_dir, PROG, min_compile_time_s=0.0)  # every program: see the docstring
-    new_job_flags = (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
-    if args.job is None:  # --jobs, --serve or --http; --jobs also starts its new jobs from --history
-        batch_history = args.jobs is not None and args.history is not None
-        if new_job_flags - batch_history or args.sla_confidence is not None:
-            if args.jobs is not None:
-                fail(
-                    "--jobs gives the policy's answer for each job, and with --history a new job's first "
-                    "allocation; ask for a new job's other starts with --job",
-                    PROG,
-                )
-            flag = "--serve" if args.serve else "--http"
-            fail(f"{flag} gives the policy's answer for each job; ask for a new job's start with --job", PROG)
-        if args.http is not None:
-            return serve_http(args)
-        return answer_jobs(args) if args.jobs is not None else serve_stdin(args)
+
+
+def _new_job_flags(args: argparse.Namespace) -> int:
+    """How many of the flags that answer a new job's start were given."""
+    return (args.history is not None) + args.probe_plan + args.forecast_start + args.suggest_slas
+
+
+def _check_batch_flags(args: argparse.Namespace) -> None:
+    """``--jobs``, ``--serve`` and ``--http`` give the policy's answer (``--jobs`` also a new job's
+    history start): a new job's other starts are refused (exit 2)."""
+    batch_history = args.jobs is not None and args.history is not None
+    if _new_job_flags(args) - batch_history or args.sla_confidence is not None:
+        if args.jobs is not None:
+            fail(
+                "--jobs gives the policy's answer for each job, and with --history a new job's first "
+                "allocation; ask for a new job's other starts with --job",
+                PROG,
+            )
+        flag = "--serve" if args.serve else "--http"
+        fail(f"{flag} gives the policy's answer for each job; ask for a new job's start with --job", PROG)
+
+
+def _check_one_job_flags(args: argparse.Namespace) -> None:
+    """``--job``: at most one new-job answer, and no flag of the policy's answer with one (exit 2)."""
     if args.hold_below > 0 and (args.probe_plan or args.forecast_start or args.suggest_slas):
         fail(
             "--hold_below holds the policy's answer; --probe_plan, --forecast_start and --suggest_slas "
@@ -501,10 +394,14 @@ def main(argv: list[str] | None = None) -> int:
             "answer a new job's start",
             PROG,
         )
-    if new_job_flags > 1:
+    if _new_job_flags(args) > 1:
         fail(
             "--history, --probe_plan, --forecast_start and --suggest_slas answer a new job: ask for one", PROG
         )
+
+
+def _answer_one_job(args: argparse.Namespace) -> int:
+    """``--job``: the answer for one job (the policy's, or a new job's start), printed as JSON."""
     data = read_job(args.job)
     from slamorl_jax.json_input import MAX_VALUE
     from slamorl_jax.live_job import LiveJob

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from cli_harness import assert_refused, call, new_job_from
 
-from slamorl_jax import compilation_cache
+from slamorl_jax import compilation_cache, job_reports
 from slamorl_jax import recommend as recommend_cli
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.live import live_state, recommend, recommend_many
@@ -257,7 +257,7 @@ def test_json_lines_split_at_newlines_only(tmp_path: Path, capsys: pytest.Captur
     separated = json.dumps({**job, "workload": "x\u2028y\u0085z"}, ensure_ascii=False)
     path = tmp_path / "jobs.jsonl"
     path.write_text(f"{json.dumps(job)}\n{separated}\n", encoding="utf-8")
-    outcome = call(lambda: recommend_cli.read_jobs(str(path)), capsys, tmp_path)
+    outcome = call(lambda: job_reports.read_jobs(str(path)), capsys, tmp_path)
     assert_refused(outcome, "line 2: ", "workload")  # the record whole: its workload is unknown
     assert "not valid JSON" not in outcome.stderr
 

@@ -196,8 +196,8 @@ def ingest(args: argparse.Namespace) -> int:
         fail(f"--out {args.out!r}: {problem}", PROG)
     from slamorl_jax.env import default_params
     from slamorl_jax.history.finished_jobs import record_from_finished_job, with_unread_readings
+    from slamorl_jax.job_reports import read_jobs
     from slamorl_jax.live_checks import ClusterLimits
-    from slamorl_jax.recommend import read_jobs
 
     cluster = ClusterLimits.of(default_params())
     records = []
