@@ -1,13 +1,6 @@
-"""Timing harness shared by the benchmarks.
-
-* Compile time is measured apart: ``jax.jit(fn).lower(*args).compile()`` is timed on its own.
-* Every compiled function is called once to warm up before it is timed, and every timed call ends
-  with ``jax.block_until_ready``.
-* Each figure is repeated; reports give the median and the best.
-* Candidates that are compared are timed in turns (A, B, A, B, ...) so machine noise hits them alike.
-
-Also here: machine facts for the report, a Markdown table, JSON + Markdown output, and the
-``--out`` check (the one-line argument parser is ``slamorl_jax.cli_args``).
+"""What the benchmarks share besides their timing (``timing.py``) and child processes
+(``children.py``): machine facts for the report, JSON + Markdown output, and the flags every
+benchmark takes (the one-line argument parser is ``slamorl_jax.cli_args``).
 
 * Every benchmark that writes a report takes ``--out`` (:func:`add_out_flags`; its default, under
   ``benchmarks/results/`` of this checkout whatever the working directory, shown in ``--help``) and
@@ -26,17 +19,13 @@ Also here: machine facts for the report, a Markdown table, JSON + Markdown outpu
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
-import json
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,103 +37,18 @@ from slamorl_jax.atomic_files import publish_staged, stage_text, staging
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     bounded,
-    cleanup_on_interrupt,
     fail,
     first_line,
     seed_value,
     summary,
 )
-from slamorl_jax.cli_start import require_backend
 from slamorl_jax.json_output import dumps_strict
 from slamorl_jax.run_dirs import RunDirError, check_dir
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
-# Run as a program (every benchmark imports this module before the package's env): a platform the
-# machine lacks is one line and status 2, before the benchmark's own imports touch a device.
-require_backend()
-
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = Path(__file__).resolve().parent / "results"  # the committed reports, the default --out's folder
 NAME_MAX = 255  # the longest file name (bytes) of common file systems (ext4, XFS, APFS, NTFS)
-
-
-@dataclasses.dataclass
-class Timing:
-    """Compile time and the wall times of repeated calls that each do ``work`` units (e.g. env steps)."""
-
-    work: float
-    compile_s: float = 0.0
-    run_s: list[float] = dataclasses.field(default_factory=list)
-
-    @property
-    def median_rate(self) -> float:
-        """Work per second of the median call."""
-        return self.work / statistics.median(self.run_s)
-
-    @property
-    def best_rate(self) -> float:
-        """Work per second of the fastest call."""
-        return self.work / min(self.run_s)
-
-    def as_dict(self, unit: str = "steps") -> dict[str, Any]:
-        """JSON-ready summary."""
-        return {
-            f"{unit}_per_call": self.work,
-            "compile_s": self.compile_s,
-            "run_s": self.run_s,
-            f"{unit}_per_s_median": self.median_rate,
-            f"{unit}_per_s_best": self.best_rate,
-        }
-
-
-def compile_timed(fn: Callable[..., Any], *args: Any) -> tuple[Callable[..., Any], float]:
-    """Jit, lower and compile ``fn`` for ``args``; the executable and the seconds it took."""
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    return compiled, time.perf_counter() - start
-
-
-def time_call(compiled: Callable[..., Any], *args: Any) -> float:
-    """Wall seconds of one call, up to ``block_until_ready`` on its outputs."""
-    start = time.perf_counter()
-    jax.block_until_ready(compiled(*args))
-    return time.perf_counter() - start
-
-
-def interleaved_timings(
-    candidates: Mapping[str, tuple[Callable[..., Any], tuple[Any, ...], Timing]], repeats: int
-) -> None:
-    """Warm each compiled candidate up once, then time them in turns ``repeats`` times.
-
-    ``candidates`` maps a name to (compiled function, its arguments, the ``Timing`` to fill).
-    """
-    for compiled, args, _ in candidates.values():
-        jax.block_until_ready(compiled(*args))
-    for _ in range(repeats):
-        for compiled, args, timing in candidates.values():
-            timing.run_s.append(time_call(compiled, *args))
-
-
-def time_python_loop(
-    step_chunk: Callable[[int], Any], seconds: float, repeats: int, chunk: int = 500
-) -> Timing:
-    """Steps per second of a host loop; ``step_chunk(n)`` runs ``n`` steps.
-
-    One chunk warms up; then each of ``repeats`` windows of ``seconds / repeats`` runs whole chunks
-    (at least one, however short the window) and is recorded as its mean seconds per chunk
-    (``Timing.work`` = ``chunk`` steps).
-    """
-    step_chunk(chunk)
-    window = seconds / repeats
-    rates = []
-    for _ in range(repeats):
-        steps, start = 0, time.perf_counter()
-        while steps == 0 or (time.perf_counter() - start) < window:
-            step_chunk(chunk)
-            steps += chunk
-        rates.append(steps / (time.perf_counter() - start))
-    work = float(chunk)
-    return Timing(work=work, run_s=[work / r for r in rates])
 
 
 #: What a report's result depends on, for its commit's ``-dirty`` (a README edit is not code).
@@ -483,99 +387,6 @@ def policy_benchmark_main(
         args.checkpoint = resolve_checkpoints(args.checkpoint, prog, several)
 
     parse_and_report(parser, argv, RESULTS_DIR / f"{name}.json", run, to_markdown, check)
-
-
-def run_child(
-    command: Sequence[str],
-    *,
-    timeout: float | None = None,
-    check: bool = False,
-    capture_output: bool = False,
-    text: bool = False,
-    **popen_kwargs: Any,
-) -> subprocess.CompletedProcess:
-    """``subprocess.run`` whose child ends with this process: a stop signal (Ctrl-C, SIGTERM, SIGHUP)
-    that ends the benchmark kills the child too (``cleanup_on_interrupt``), where ``subprocess.run``
-    left it running on its own, and a ``timeout`` kills it as ``subprocess.run``'s does."""
-    pipe = subprocess.PIPE if capture_output else None
-    process = subprocess.Popen(command, stdout=pipe, stderr=pipe, text=text, **popen_kwargs)
-    with process, cleanup_on_interrupt(process.kill):
-        try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            raise
-    done = subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
-    if check:
-        done.check_returncode()
-    return done
-
-
-def run_in_child(module: str, devices: int, flags: Sequence[str], timeout_s: float = 1800) -> dict[str, Any]:
-    """``python -m <module> --child <flags>`` in a process with ``devices`` fake CPU devices (the
-    caller's other XLA flags kept): the last JSON line it prints, or ``{"devices", "error"}`` with the
-    last line of its stderr (or that it ran past ``timeout_s``, the rows measured before it kept)."""
-    from slamorl_jax.xla_flags import fake_cpu_devices_env
-
-    try:
-        done = run_child(
-            [sys.executable, "-m", module, "--child", *flags],
-            cwd=REPO_ROOT,
-            env=fake_cpu_devices_env(devices),
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired:
-        return {"devices": devices, "error": f"timed out after {timeout_s:g} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        return {"devices": devices, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
-    return json.loads(lines[-1])
-
-
-def child_or_report(
-    parser: argparse.ArgumentParser,
-    argv: list[str] | None,
-    default_out: Path,
-    measure: Callable[[argparse.Namespace], dict[str, Any]],
-    run: Callable[[argparse.Namespace], dict[str, Any]],
-    to_markdown: Callable[[dict[str, Any]], str],
-) -> None:
-    """The two sides of a benchmark that measures in child processes (:func:`run_in_child`): adds
-    the hidden ``--child`` flag, and ``--out`` and ``--overwrite`` as :func:`parse_and_report` does;
-    parses ``argv``. A child prints ``measure(args)`` as one JSON line; the parent checks ``--out`` and
-    every device count against ``--num-envs`` (the batch splits evenly over each, or no child starts)
-    and reports."""
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    add_out_flags(parser, default_out)
-    args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(measure(args)), flush=True)
-        return
-    check_batches_split(getattr(args, "devices", ()), [args.num_envs], parser.prog)
-    check_report_flags(args, parser.prog)
-    report(args, run, to_markdown, parser.prog)
-
-
-def check_batches_split(
-    device_counts: Sequence[int | str],
-    batches: Sequence[int],
-    prog: str,
-    renamed: dict[str, str] | None = None,
-) -> None:
-    """Exit 2 with one line unless every batch of ``batches`` envs splits evenly over every count
-    of ``device_counts`` (``native``, the machine's own devices, is not known before its child
-    starts), so no child is started for a row that can only fail."""
-    from slamorl_jax.sharding import check_divisible
-
-    for devices in (count for count in device_counts if isinstance(count, int)):
-        for num_envs in batches:
-            try:
-                check_divisible(num_envs, devices)
-            except ValueError as error:
-                fail(f"--devices {devices}: {in_own_flags(str(error), renamed)}", prog)
 
 
 def random_action_rollout(

@@ -29,7 +29,8 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import REPO_ROOT, add_out_flags, check_report_flags, machine_info, report, run_child
+from benchmarks.children import run_child
+from benchmarks.common import REPO_ROOT, add_out_flags, check_report_flags, machine_info, report
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE
 from slamorl_jax.markdown import markdown_table
@@ -47,7 +48,7 @@ def measure(compile_envs: int, run_envs: int, steps: int, repeats: int) -> dict[
     import jax
     import jax.numpy as jnp
 
-    from benchmarks.common import compile_timed, time_call
+    from benchmarks.timing import compile_timed, time_call
     from slamorl_jax.env import make
 
     env, params = make()

@@ -37,19 +37,16 @@ import jax
 import jax.numpy as jnp
 
 from benchmarks.common import (
-    Timing,
     add_out_flags,
     available_memory_bytes,
     check_report_flags,
     compilation_cache_note,
-    compile_timed,
     format_rate,
-    interleaved_timings,
     machine_info,
     report,
-    time_python_loop,
 )
 from benchmarks.scaling import TARGET_VS_PYTHON  # issue 10 on a CPU (1000x is the GPU's)
+from benchmarks.timing import Timing, compile_timed, interleaved_timings, time_python_loop
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.env import SCENARIOS, JobAllocationEnv, scenario_params
 from slamorl_jax.env.batched_step import RESET_BY, default_reset_by, step_envs

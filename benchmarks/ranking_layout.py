@@ -33,15 +33,8 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 import numpy as np
 
-from benchmarks.common import (
-    Timing,
-    compile_timed,
-    format_rate,
-    interleaved_timings,
-    machine_info,
-    parse_and_report,
-    random_action_rollout,
-)
+from benchmarks.common import format_rate, machine_info, parse_and_report, random_action_rollout
+from benchmarks.timing import Timing, compile_timed, interleaved_timings
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary
 from slamorl_jax.env import JobAllocationEnv, forecast
 from slamorl_jax.env.online_model import posterior_deviation

@@ -34,6 +34,7 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 import numpy as np
 
+from benchmarks.children import run_child
 from benchmarks.common import (
     REPO_ROOT,
     add_checkpoint_flag,
@@ -41,7 +42,6 @@ from benchmarks.common import (
     format_rate,
     machine_info,
     parse_and_report,
-    run_child,
 )
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.compilation_cache import JAX_CACHE_VARIABLE

@@ -36,16 +36,15 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks.children import check_batches_split, run_child
 from benchmarks.common import (
     REPO_ROOT,
     add_out_flags,
-    check_batches_split,
     check_report_flags,
     compilation_cache_note,
     format_rate,
     machine_info,
     report,
-    run_child,
 )
 from slamorl_jax.cli_args import (
     OneLineArgumentParser,

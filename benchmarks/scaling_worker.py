@@ -31,8 +31,8 @@ if __package__ in (None, ""):  # run as a script: make the repository root impor
 import jax
 import jax.numpy as jnp
 
-from benchmarks.common import Timing, time_call
 from benchmarks.env_throughput import add_rewards, default_steps
+from benchmarks.timing import Timing, time_call
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, summary

@@ -23,15 +23,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (
-    Timing,
-    child_or_report,
-    compile_timed,
-    format_rate,
-    interleaved_timings,
-    machine_info,
-    run_in_child,
-)
+from benchmarks.children import child_or_report, run_in_child
+from benchmarks.common import format_rate, machine_info
+from benchmarks.timing import Timing, compile_timed, interleaved_timings
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, positive_int_list, run_command, summary
 from slamorl_jax.markdown import markdown_table
 

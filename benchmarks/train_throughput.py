@@ -38,17 +38,15 @@ import jax
 
 from benchmarks.cartpole_adapter import CartPoleForTrainer
 from benchmarks.common import (
-    Timing,
     add_out_flags,
     check_report_flags,
     compilation_cache_note,
-    compile_timed,
     format_rate,
     in_own_flags,
-    interleaved_timings,
     machine_info,
     report,
 )
+from benchmarks.timing import Timing, compile_timed, interleaved_timings
 from slamorl_jax.agent.config import MINIBATCH_SHUFFLES, TrainConfig
 from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.trainer import Trainer, env_params_from_config, make_train

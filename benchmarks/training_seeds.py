@@ -38,14 +38,8 @@ import numpy as np
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import (
-    REPO_ROOT,
-    add_out_flags,
-    check_report_flags,
-    machine_info,
-    publish_report,
-    run_child,
-)
+from benchmarks.children import run_child
+from benchmarks.common import REPO_ROOT, add_out_flags, check_report_flags, machine_info, publish_report
 from benchmarks.run_sets import checked_runs
 from slamorl_jax.cli_args import (
     INT32_MAX,

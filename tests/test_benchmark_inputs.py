@@ -239,7 +239,7 @@ def test_a_device_count_that_does_not_split_the_batch_is_refused_before_any_chil
     exit 0 (over the committed result, by default): one line and exit 2 now, no child, nothing written."""
     module = importlib.import_module(f"benchmarks.{name}")
     no_child = lambda *a, **k: pytest.fail("a child ran")  # noqa: E731
-    monkeypatch.setattr("benchmarks.common.run_child", no_child)  # run_in_child's, sharded_step's way
+    monkeypatch.setattr("benchmarks.children.run_child", no_child)  # run_in_child's, sharded_step's way
     if hasattr(module, "run_child"):  # imported by name (scaling)
         monkeypatch.setattr(module, "run_child", no_child)
     monkeypatch.chdir(tmp_path)
@@ -265,7 +265,7 @@ def test_a_weights_ablation_run_stopped_before_its_first_save_is_refused(
 
 def test_a_python_loop_window_shorter_than_a_chunk_still_times_one() -> None:
     """``--python-seconds=1e-12`` (accepted) divided by zero: every window now runs a chunk."""
-    from benchmarks.common import time_python_loop
+    from benchmarks.timing import time_python_loop
 
     timing = time_python_loop(lambda n: None, 1e-12, repeats=3, chunk=10)
     assert len(timing.run_s) == 3 and all(s > 0 for s in timing.run_s)
@@ -278,7 +278,7 @@ def test_a_benchmarks_child_ends_with_it() -> None:
     import threading
     import time
 
-    from benchmarks.common import run_child
+    from benchmarks.children import run_child
     from slamorl_jax import cli_args
 
     def stop_once_registered() -> None:
@@ -352,7 +352,7 @@ def test_network_choice_checks_every_size_before_the_first_trains(
 
 def test_every_benchmark_runs_as_a_script_too() -> None:
     """``python benchmarks/X.py`` as well as ``python -m benchmarks.X``: a benchmark run as a script
-    puts the repository on its import path before it imports ``benchmarks.common`` (two did not, and
+    puts the repository on its import path before it imports a ``benchmarks`` module (two did not, and
     ended in a ModuleNotFoundError traceback). Read from the source: a subprocess each costs seconds."""
     import ast
 
@@ -363,14 +363,14 @@ def test_every_benchmark_runs_as_a_script_too() -> None:
         first_import = next(
             i
             for i, node in enumerate(tree.body)
-            if isinstance(node, ast.ImportFrom) and node.module == "benchmarks.common"
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("benchmarks.")
         )
         shims = [
             node
             for node in tree.body[:first_import]
             if isinstance(node, ast.If) and "__package__" in ast.unparse(node.test)
         ]
-        assert shims, f"{path.name} imports benchmarks.common before making the repository importable"
+        assert shims, f"{path.name} imports the benchmarks package before making the repository importable"
 
 
 def test_a_report_of_uncommitted_code_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
