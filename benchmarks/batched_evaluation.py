@@ -106,9 +106,11 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m benchmarks.batched_evaluation", description=summary(__doc__)
     )
     add_checkpoint_flag(parser)
-    parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
-    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=2048)
-    parser.add_argument("--repeats", type=bounded(int, 1, 100), default=2)
+    parser.add_argument(
+        "--scenario", choices=SCENARIOS, default="deadline-critical", help="the jobs' scenario"
+    )
+    parser.add_argument("--episodes", type=bounded(int, 1, 1 << 16), default=2048, help="jobs per call")
+    parser.add_argument("--repeats", type=bounded(int, 1, 100), default=2, help="timed calls per method")
     parse_and_report(
         parser, argv, RESULTS_DIR / "batched_evaluation.json", run, to_markdown, check_checkpoint
     )

@@ -168,11 +168,17 @@ def main(argv: list[str] | None = None) -> None:
         default=["O3", "O1", "O0", "O3-legacy", "O0-legacy"],
         help="comma-separated O0-O3, each with an optional -legacy",
     )
-    parser.add_argument("--rounds", type=bounded(int, 1, 100), default=1)
-    parser.add_argument("--compile-envs", type=bounded(int, 1, 1 << 16), default=32)
-    parser.add_argument("--run-envs", type=bounded(int, 1, 1 << 20), default=1024)
-    parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=20)
-    parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=5)
+    parser.add_argument(
+        "--rounds", type=bounded(int, 1, 100), default=1, help="sweeps over the variants, in turns"
+    )
+    parser.add_argument(
+        "--compile-envs", type=bounded(int, 1, 1 << 16), default=32, help="envs of the compiled step"
+    )
+    parser.add_argument(
+        "--run-envs", type=bounded(int, 1, 1 << 20), default=1024, help="envs of the timed run"
+    )
+    parser.add_argument("--steps", type=bounded(int, 1, 10_000), default=20, help="env steps per timed call")
+    parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=5, help="timed calls per variant")
     add_out_flags(parser, DEFAULT_OUT)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -164,12 +164,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line flags; a bad value prints one line and exits with status 2."""
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument(
-        "--hidden-sizes", type=positive_int_list, nargs="+", default=[list(s) for s in DEFAULT_SIZES]
+        "--hidden-sizes",
+        type=positive_int_list,
+        nargs="+",
+        default=[list(s) for s in DEFAULT_SIZES],
+        help="the networks to compare, each comma-separated layer widths",
     )
-    parser.add_argument("--budget-s", type=bounded(float, 1.0, 36_000.0), default=300.0)
-    parser.add_argument("--eval-every", type=bounded(int, 1, 10_000), default=5)
-    parser.add_argument("--eval-episodes", type=bounded(int, 16, 100_000), default=512)
-    parser.add_argument("--seed", type=seed_value, default=0)
+    parser.add_argument(
+        "--budget-s", type=bounded(float, 1.0, 36_000.0), default=300.0, help="training seconds per network"
+    )
+    parser.add_argument(
+        "--eval-every", type=bounded(int, 1, 10_000), default=5, help="updates between evaluations"
+    )
+    parser.add_argument(
+        "--eval-episodes", type=bounded(int, 16, 100_000), default=512, help="jobs per evaluation"
+    )
+    parser.add_argument("--seed", type=seed_value, default=0, help="training and job seed")
     add_out_flags(parser, DEFAULT_OUT)
     args = parser.parse_args(argv)
     for hidden in args.hidden_sizes:  # every size before the first trains

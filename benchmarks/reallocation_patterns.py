@@ -267,7 +267,9 @@ def main(argv: list[str] | None = None) -> None:
     """Parse the options, run, print and write the report."""
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     add_checkpoint_flag(parser)
-    parser.add_argument("--scenario", choices=SCENARIOS, default="deadline-critical")
+    parser.add_argument(
+        "--scenario", choices=SCENARIOS, default="deadline-critical", help="the jobs' scenario"
+    )
     add_job_flags(parser, episodes=512, seed=1, most=1 << 16)
     parser.add_argument(
         "--relocate-gate",

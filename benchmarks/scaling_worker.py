@@ -129,14 +129,16 @@ def peak_memory_bytes() -> dict[str, int | None]:
 def main() -> None:
     """Parse the arguments, measure, print one JSON object."""
     parser = OneLineArgumentParser(prog="python -m benchmarks.scaling_worker", description=summary(__doc__))
-    parser.add_argument("--kind", choices=("env", "train"), required=True)
-    parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 24), required=True)
+    parser.add_argument("--kind", choices=("env", "train"), required=True, help="env-only steps or training")
+    parser.add_argument("--num-envs", type=bounded(int, 1, 1 << 24), required=True, help="envs in parallel")
     parser.add_argument(
         "--steps", type=bounded(int, 1, 1 << 30), default=None, help="default: about 2**20 env steps per call"
     )
-    parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=3)
-    parser.add_argument("--updates-per-chunk", type=bounded(int, 1, 10_000), default=1)
-    parser.add_argument("--scenario", choices=SCENARIOS, default="mixed")
+    parser.add_argument("--repeats", type=bounded(int, 1, 1000), default=3, help="timed calls")
+    parser.add_argument(
+        "--updates-per-chunk", type=bounded(int, 1, 10_000), default=1, help="PPO updates per call"
+    )
+    parser.add_argument("--scenario", choices=SCENARIOS, default="mixed", help="the jobs' scenario")
     args = parser.parse_args()
     if args.kind == "env":
         steps = args.steps or default_steps(args.num_envs)

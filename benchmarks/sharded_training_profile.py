@@ -181,10 +181,17 @@ def to_markdown(payload: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     """Parent: run each device count in its own process and report; child: measure and print JSON."""
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
-    parser.add_argument("--devices", type=positive_int_list, default=[1, 2, 8])
-    parser.add_argument("--num-envs", type=bounded(int, 1, 2**22), default=1024)
-    parser.add_argument("--repeats", type=bounded(int, 1, 100), default=3)
-    parser.add_argument("--minibatch-shuffle", choices=("global", "per_env"), default="global")
+    parser.add_argument("--devices", type=positive_int_list, default=[1, 2, 8], help="fake CPU device counts")
+    parser.add_argument("--num-envs", type=bounded(int, 1, 2**22), default=1024, help="envs in parallel")
+    parser.add_argument(
+        "--repeats", type=bounded(int, 1, 100), default=3, help="timed calls per device count"
+    )
+    parser.add_argument(
+        "--minibatch-shuffle",
+        choices=("global", "per_env"),
+        default="global",
+        help="the learner's minibatches",
+    )
     child_or_report(
         parser,
         argv,

@@ -63,18 +63,28 @@ def respelled_argv(argv: list[str], known: Callable[[str], bool]) -> list[str]:
 
 
 class DefaultsShownFormatter(argparse.HelpFormatter):
-    """``--help`` that shows each option's default after its help, unless the help already says it
-    or there is none to show (``None``, a switch's ``False``)."""
+    """``--help`` that shows each option's default after its help, as the flag takes it (a list as
+    its comma-separated items), unless the help already says it or there is none to show (``None``,
+    a switch's ``False``, an empty list). An option without help gets none: give every option help."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default
         empty = isinstance(default, list | tuple | dict | str) and not default
         nothing = default is None or default is False or default == argparse.SUPPRESS or empty
-        shown = not nothing and action.option_strings
-        if not shown or "default" in text:
+        if nothing or not action.option_strings or "default" in text:
             return action.help
-        return f"{text} (default: %(default)s)" if text else "default: %(default)s"
+        return f"{text} (default: {_as_typed(default, action.nargs).replace('%', '%%')})"
+
+
+def _as_typed(default: Any, nargs: Any) -> str:
+    """A default as its flag is typed: a list comma-separated (``1,2,4``), and with ``nargs`` one
+    argument an item, space-separated (``64,64 128,128``)."""
+    if not isinstance(default, list | tuple):
+        return str(default)
+    if nargs in (None, "?"):
+        return ",".join(str(item) for item in default)
+    return " ".join(_as_typed(item, None) for item in default)
 
 
 class OneLineArgumentParser(argparse.ArgumentParser):

@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     from slamorl_jax.run_dirs import new_folder_undo
 
     # Stopped between its save and printing it, the command removes the export: it leaves none that
-    # it did not announce (a save stopped half-way leaves nothing by itself; checkpoint.py).
+    # it did not announce (a save stopped half-way leaves nothing by itself; policy_checkpoint.py).
     undo, saved = new_folder_undo(args.destination), []
     with cleanup_on_interrupt(lambda: saved and undo()):
         try:

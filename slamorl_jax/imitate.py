@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     report = {"source": source, "settings": dataclasses.asdict(imitation), "seed": args.seed, **report}
     # Stopped between its save and its report, the run removes its checkpoint: it leaves none that it
-    # did not announce (a save stopped half-way leaves nothing by itself; checkpoint.py).
+    # did not announce (a save stopped half-way leaves nothing by itself; policy_checkpoint.py).
     undo, saved = new_folder_undo(out), []
     with cleanup_on_interrupt(lambda: saved and undo()):
         try:

@@ -85,7 +85,7 @@ flags.DEFINE_float(
     "reallocation_pause_s",
     None,
     "Seconds a GPU change or a relocation pauses the job to checkpoint and restart it (billed). "
-    "Unset: the environment's 30 s (Pollux's measurement); a platform whose restarts cost more "
+    "Unset: the environment's 30 s (Pollux's simulator's constant); a platform whose restarts cost more "
     "(queueing, a cold cache) sets its own; at 120 s, --relocate_gain_init=12 keeps every seed "
     "relocating (docs/scenarios.md, 'Relocation').",
 )
