@@ -122,6 +122,18 @@ def test_configs_are_validated_before_compiling() -> None:
         make_train(TrainConfig(num_envs=0))
 
 
+def test_params_given_to_init_are_validated_on_the_host(compiled: Compiled) -> None:
+    """A researcher's params with stale derived tables (a changed cluster without
+    ``with_derived_tables``) trained silently on the old cluster's tables; ``init`` refuses them in
+    one line, as ``run_episodes`` and ``recommend`` do. Traced params (``jit(update_chunk)``) are
+    their caller's to check."""
+    from slamorl_jax.env.params import with_values
+
+    stale = with_values(compiled.trainer.env_params, gpus_per_node=8, max_nodes=2)
+    with pytest.raises(ValueError, match="stale: call slamorl_jax.env.with_derived_tables"):
+        compiled.trainer.init(jax.random.key(0), stale)
+
+
 def test_the_end_of_job_sla_reward_is_configurable() -> None:
     """``--sla_met_bonus`` / ``--all_slas_bonus`` reach the env's params (0 and 0: the paper's
     reward); configs saved before the flags existed load with the env's defaults."""

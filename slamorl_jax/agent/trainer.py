@@ -47,6 +47,7 @@ from slamorl_jax.env.scenarios import scenario_params, with_preference
 from slamorl_jax.env.shifts import event_probs
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.target_grid import with_target_grid
+from slamorl_jax.env.validation import validate_params_if_concrete
 from slamorl_jax.sharding import check_divisible, constrain_batch
 
 # Episode figures summed over finished jobs in a chunk (divided by "episodes" for reporting).
@@ -181,7 +182,13 @@ class Trainer:
         return getattr(self.env, "default_params", None)
 
     def _or_default(self, env_params: Any) -> Any:
-        return self.env_params if env_params is None else env_params
+        """The given env params, checked (``ValueError`` naming a bad field: stale derived tables,
+        probabilities that do not sum to 1, ...; under ``jit``, by their caller), else the default."""
+        if env_params is None:
+            return self.env_params
+        if isinstance(self.env, JobAllocationEnv) and isinstance(env_params, EnvParams):
+            validate_params_if_concrete(env_params)
+        return env_params
 
     def init(self, key: jax.Array, env_params: EnvParams | None = None) -> TrainState:
         """Fresh network, optimiser and ``num_envs`` running jobs from ``key`` (one JAX PRNG key), in

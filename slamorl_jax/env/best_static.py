@@ -20,6 +20,7 @@ from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.plans import best_index, plan_outcomes
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.static_allocations import full_lattice
+from slamorl_jax.env.validation import validate_params_once
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,7 +35,9 @@ class BestStatic:
 
     @classmethod
     def for_params(cls, params: EnvParams) -> BestStatic:
-        """The rule over every allocation that actions can reach under ``params``."""
+        """The rule over every allocation that actions can reach under ``params`` (``ValueError`` for
+        params :func:`~slamorl_jax.env.validate_params` refuses)."""
+        validate_params_once(params)
         gpus, cpus = full_lattice(params)
         return cls(tuple(int(g) for g in gpus), tuple(int(c) for c in cpus))
 

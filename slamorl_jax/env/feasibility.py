@@ -26,6 +26,7 @@ from slamorl_jax.env.plans import plan_outcomes
 from slamorl_jax.env.scenarios import SCENARIOS, scenario_params
 from slamorl_jax.env.state import JobSpec
 from slamorl_jax.env.static_allocations import full_lattice
+from slamorl_jax.env.validation import validate_params_once
 from slamorl_jax.markdown import markdown_table
 
 MAX_JOBS = 10**7  # the jobs' keys are split at once: 10 M keys take 80 MB
@@ -38,7 +39,9 @@ def static_run_meets_slas(job: JobSpec, gpus: jax.Array, cpus: jax.Array, params
 
 
 def feasibility_report(params: EnvParams, num_jobs: int = 20_000, seed: int = 0) -> dict[str, float]:
-    """Fractions of ``num_jobs`` generated jobs that some static allocation / the request satisfies."""
+    """Fractions of ``num_jobs`` generated jobs that some static allocation / the request satisfies
+    (``ValueError`` for params :func:`~slamorl_jax.env.validate_params` refuses)."""
+    validate_params_once(params)
     gpus, cpus = full_lattice(params)
     keys = jax.random.split(jax.random.key(seed), num_jobs)
 

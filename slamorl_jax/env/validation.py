@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 
+import jax
 import numpy as np
 
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
@@ -358,3 +359,14 @@ def validate_params_once(params: EnvParams) -> EnvParams:
     _RECENTLY_VALIDATED.append(params)
     del _RECENTLY_VALIDATED[:-RECENTLY_VALIDATED_KEPT]
     return params
+
+
+def validate_params_if_concrete(params: EnvParams) -> EnvParams:
+    """:func:`validate_params_once` for concrete params, even inside a traced function (a scan body
+    closing over them), and a no-op for params traced under ``jit`` or ``vmap`` (nothing to read
+    there; their caller's host-side entry checks them): what a public function that may run either
+    way (``Trainer.init``, ``update_chunk``) calls."""
+    if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(params)):
+        return params
+    with jax.ensure_compile_time_eval():  # concrete params inside a trace (a scan body): still checked
+        return validate_params_once(params)
