@@ -130,7 +130,7 @@ def test_params_given_to_init_are_validated_on_the_host(compiled: Compiled) -> N
     from slamorl_jax.env.params import with_values
 
     stale = with_values(compiled.trainer.env_params, gpus_per_node=8, max_nodes=2)
-    with pytest.raises(ValueError, match="stale: call slamorl_jax.env.with_derived_tables"):
+    with pytest.raises(ValueError, match=r"stale: call slamorl_jax\.env\.with_derived_tables"):
         compiled.trainer.init(jax.random.key(0), stale)
 
 
