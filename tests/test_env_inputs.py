@@ -195,3 +195,13 @@ def test_the_readmes_sweep_of_a_field_runs_as_written() -> None:
     exec(compile(code, "README.md", "exec"), namespace)
     took = np.asarray(namespace["states"].elapsed_s - namespace["state"].elapsed_s)
     np.testing.assert_allclose(took - took[0], np.asarray(namespace["pauses"]) - 10.0, rtol=1e-4)
+
+
+def test_prices_of_another_catalogue_are_refused_in_one_line() -> None:
+    """Params of a five-GPU-type catalogue failed deep in JAX ("Incompatible types for broadcasting")
+    when billed with the shipped catalogue's four prices."""
+    from slamorl_jax.env.prices import with_prices
+
+    five = with_values(PARAMS, same_shape=False, gpu_price_per_hour=np.ones(5, np.float32))
+    with pytest.raises(ValueError, match="params price 5 GPU types, the catalogue 4: pass the catalogue"):
+        with_prices(five, "aws")

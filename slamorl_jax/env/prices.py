@@ -18,10 +18,17 @@ PRICE_PRESETS = ("aws", "reference-code")
 
 
 def with_prices(params: EnvParams, preset: str, catalog: Catalog | None = None) -> EnvParams:
-    """``params`` billed with the named price preset (derived tables refreshed)."""
+    """``params`` billed with the named price preset of ``catalog`` (default: the shipped one; derived
+    tables refreshed). ``ValueError`` for params of another catalogue's GPU types (pass theirs)."""
     if preset not in PRICE_PRESETS:
         raise ValueError(f"unknown price preset {preset!r}; choose one of: {', '.join(PRICE_PRESETS)}")
     c = catalog or load_catalog()
+    types = np.shape(params.gpu_price_per_hour)[-1:]
+    if types != (c.num_gpu_types,):
+        raise ValueError(
+            f"params price {types[0] if types else 0} GPU types, the catalogue {c.num_gpu_types}: pass the "
+            "catalogue the params were built from (with_prices(params, preset, catalog))"
+        )
     if preset == "aws":
         gpu, vcpu, gib = c.gpu_price_per_hour, c.vcpu_price_per_hour, c.gib_price_per_hour
     else:
