@@ -205,3 +205,32 @@ def test_prices_of_another_catalogue_are_refused_in_one_line() -> None:
     five = with_values(PARAMS, same_shape=False, gpu_price_per_hour=np.ones(5, np.float32))
     with pytest.raises(ValueError, match="params price 5 GPU types, the catalogue 4: pass the catalogue"):
         with_prices(five, "aws")
+
+
+@pytest.mark.parametrize(
+    ("change", "phrase"),
+    [
+        (lambda raw: raw["workloads"][2].pop("gamma"), "workload 'squad-bert' lacks gamma"),
+        (lambda raw: raw["gpu_types"].append("A100"), "'cifar10-resnet18' has no compute_speed for A100"),
+        (
+            lambda raw: raw["workloads"][1]["requested_gpu_probs"].pop(),
+            "'imagenet-resnet50' gives 5 requested_gpu_probs for 6 requested_gpu_bins",
+        ),
+    ],
+)
+def test_a_calibration_file_that_lacks_something_names_the_file_and_workload(
+    change: Callable[[dict], Any], phrase: str, tmp_path: Path
+) -> None:
+    """A researcher's catalogue missing a field or a GPU type's speed raised a bare KeyError('gamma')
+    or NumPy's "inhomogeneous shape", naming neither the file nor the workload."""
+    import json
+
+    from slamorl_jax.env.catalog import CATALOG_PATH, load_catalog
+
+    raw = json.loads(CATALOG_PATH.read_text())
+    change(raw)
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(raw))
+    with pytest.raises(ValueError) as error:
+        load_catalog(str(path))
+    assert str(error.value).startswith(f"calibration file {path}: ") and phrase in str(error.value)

@@ -70,6 +70,40 @@ def _column(workloads: list[dict], key: str, dtype: type) -> np.ndarray:
     return np.asarray([w[key] for w in workloads], dtype=dtype)
 
 
+# What every workload of a calibration file gives (besides its name, speeds and request mix).
+WORKLOAD_FIELDS = (
+    "samples_per_epoch", "local_batch", "epochs_min", "epochs_max", "data_parallel", "compute_alpha_s",
+    "compute_beta_s", "sync_local_alpha_s", "sync_local_beta_s", "sync_node_alpha_s", "sync_node_beta_s",
+    "sync_two_node_factor", "gamma", "calibration_intra_node_gbps", "calibration_inter_node_gbps",
+    "calibration_cpus_per_gpu", "cpu_c_sat", "cpu_p",
+)  # fmt: skip
+COLUMN_DTYPES = {"epochs_min": np.int32, "epochs_max": np.int32, "data_parallel": bool}  # else float32
+
+
+def _check_workloads(workloads: list, gpu_types: tuple[str, ...], num_bins: int) -> None:
+    """``ValueError`` naming the workload and what it lacks: a field, a GPU type's speed, or one
+    request probability per GPU-count bin."""
+    for i, w in enumerate(workloads):
+        name = w.get("name", f"#{i}") if isinstance(w, dict) else f"#{i}"
+        if not isinstance(w, dict):
+            raise ValueError(f"calibration file's workload {name} is not an object")
+        missing = [
+            key for key in ("name", *WORKLOAD_FIELDS, "compute_speed", "requested_gpu_probs") if key not in w
+        ]
+        if missing:
+            raise ValueError(f"calibration file's workload {name!r} lacks {', '.join(missing)}")
+        speeds = [t for t in gpu_types if t not in w["compute_speed"]]
+        if speeds:
+            raise ValueError(
+                f"calibration file's workload {name!r} has no compute_speed for {', '.join(speeds)}"
+            )
+        if len(w["requested_gpu_probs"]) != num_bins:
+            raise ValueError(
+                f"calibration file's workload {name!r} gives {len(w['requested_gpu_probs'])} "
+                f"requested_gpu_probs for {num_bins} requested_gpu_bins"
+            )
+
+
 def parse_catalog(raw: dict) -> Catalog:
     """Build a :class:`Catalog` from the decoded JSON, checking its format version."""
     version = raw.get("format_version")
@@ -78,9 +112,18 @@ def parse_catalog(raw: dict) -> Catalog:
             f"calibration file format_version={version!r}; this slamorl_jax reads "
             f"version {SUPPORTED_FORMAT_VERSION}"
         )
+    for key in ("gpu_types", "workloads", "prices", "requested_gpu_bins", "requested_cpus_per_gpu"):
+        if key not in raw:
+            raise ValueError(f"calibration file has no {key!r}")
     gpu_types = tuple(raw["gpu_types"])
     workloads = raw["workloads"]
+    _check_workloads(workloads, gpu_types, len(raw["requested_gpu_bins"]))
     prices = raw["prices"]
+    missing = [t for t in gpu_types if t not in prices.get("gpu_hour", {})]
+    if missing or not {"vcpu_hour", "gib_hour", "reference_code"} <= set(prices):
+        raise ValueError(
+            f"calibration file's prices lack {', '.join(missing) or 'vcpu, GiB or reference prices'}"
+        )
     ref = prices["reference_code"]
     f32 = np.float32
     catalog = Catalog(
@@ -97,25 +140,8 @@ def parse_catalog(raw: dict) -> Catalog:
             float(ref["vcpu_hour"]),
             float(ref["gib_hour"]),
         ),
-        samples_per_epoch=_column(workloads, "samples_per_epoch", f32),
-        local_batch=_column(workloads, "local_batch", f32),
-        epochs_min=_column(workloads, "epochs_min", np.int32),
-        epochs_max=_column(workloads, "epochs_max", np.int32),
-        data_parallel=_column(workloads, "data_parallel", bool),
-        compute_alpha_s=_column(workloads, "compute_alpha_s", f32),
-        compute_beta_s=_column(workloads, "compute_beta_s", f32),
-        sync_local_alpha_s=_column(workloads, "sync_local_alpha_s", f32),
-        sync_local_beta_s=_column(workloads, "sync_local_beta_s", f32),
-        sync_node_alpha_s=_column(workloads, "sync_node_alpha_s", f32),
-        sync_node_beta_s=_column(workloads, "sync_node_beta_s", f32),
-        sync_two_node_factor=_column(workloads, "sync_two_node_factor", f32),
-        gamma=_column(workloads, "gamma", f32),
-        calibration_intra_node_gbps=_column(workloads, "calibration_intra_node_gbps", f32),
-        calibration_inter_node_gbps=_column(workloads, "calibration_inter_node_gbps", f32),
-        calibration_cpus_per_gpu=_column(workloads, "calibration_cpus_per_gpu", f32),
+        **{key: _column(workloads, key, COLUMN_DTYPES.get(key, f32)) for key in WORKLOAD_FIELDS},
         compute_speed=np.asarray([[w["compute_speed"][t] for t in gpu_types] for w in workloads], dtype=f32),
-        cpu_c_sat=_column(workloads, "cpu_c_sat", f32),
-        cpu_p=_column(workloads, "cpu_p", f32),
         requested_gpu_probs=np.asarray([w["requested_gpu_probs"] for w in workloads], dtype=f32),
         raw=raw,
     )
@@ -138,7 +164,11 @@ def load_catalog(path: str | None = None) -> Catalog:
         raise FileNotFoundError(
             f"calibration file {file} is missing; regenerate it with `python -m slamorl_jax.calibration`"
         ) from err
-    return parse_catalog(raw)
+    try:
+        return parse_catalog(raw)
+    except (KeyError, TypeError, ValueError) as err:  # named by the file it came from
+        reason = str(err).removeprefix("calibration file ").removeprefix("calibration file's ")
+        raise ValueError(f"calibration file {file}: {reason}") from None
 
 
 def workload_index(name: str, catalog: Catalog | None = None) -> int:
