@@ -508,3 +508,14 @@ def test_a_compared_dual_policy_runs_with_its_own_dual_settings(env: JobAllocati
     assert float(ran.dual_step) == 2.5 and float(ran.dual_decay) == np.float32(0.05)
     assert float(ran.adapt_strength) == 3.0 and WEIGHT_MODES[int(ran.weights_mode)] == "dual"
     assert "dual weights, eta = 3, dual step 2.5, decay 0.05" in method.description
+
+
+def test_a_headline_figure_of_a_method_not_run_names_it() -> None:
+    """``oracle_gap(results, "policy", "oracle")`` (the method is ``best_static_oracle``) raised a
+    bare KeyError; a scenario left out still gives no figure, not an error."""
+    results = {"deadline-critical": {"policy": {}, "best_static_oracle": {}}}
+    with pytest.raises(ValueError, match="no 'oracle' in the deadline-critical results; they hold policy, "):
+        headline.oracle_gap(results, "policy", "oracle")
+    with pytest.raises(ValueError, match="no 'static_max' in the deadline-critical results"):
+        headline.headline_figures(results, "policy", ("static_max",))
+    assert headline.oracle_gap({"balanced": {}}, "policy", "oracle") == {}

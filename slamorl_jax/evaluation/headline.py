@@ -78,7 +78,9 @@ def compliance_gain(results: Results, ours: str, baseline: str) -> dict[str, dic
 
 
 def headline_figures(results: Results, ours: str, baselines: tuple[str, ...]) -> dict[str, dict]:
-    """The three headline figures of ``ours`` against each baseline (where its scenario was run)."""
+    """The three headline figures of ``ours`` against each baseline (where its scenario was run;
+    ``ValueError`` for a method a headline scenario it ran did not run)."""
+    _check_methods(results, ours, *baselines)
     out: dict[str, dict] = {}
     for baseline in baselines:
         row: dict[str, dict] = {}
@@ -106,7 +108,9 @@ def anchor_gap(results: Results, ours: str, anchor: str) -> dict[str, dict[str, 
 
 def reference_gap(results: Results, ours: str, reference: str, label: str) -> dict[str, dict[str, float]]:
     """``ours`` over ``reference``, job by job: time on deadline-critical jobs
-    (``time_over_<label>``), cost on budget-constrained ones (``cost_over_<label>``)."""
+    (``time_over_<label>``), cost on budget-constrained ones (``cost_over_<label>``); empty where
+    ``results`` ran neither scenario. ``ValueError`` for a method a scenario it ran did not run."""
+    _check_methods(results, ours, reference)
     out = {}
     if TIME_SCENARIO in results:
         out[f"time_over_{label}"] = paired_ratio(
@@ -117,3 +121,13 @@ def reference_gap(results: Results, ours: str, reference: str, label: str) -> di
             results[COST_SCENARIO][ours], results[COST_SCENARIO][reference], "episode_cost_usd"
         )
     return out
+
+
+def _check_methods(results: Results, *methods: str) -> None:
+    """``ValueError`` naming a method that a headline scenario of ``results`` did not run (a
+    misspelt name raised a bare ``KeyError``)."""
+    for scenario in (TIME_SCENARIO, COST_SCENARIO):
+        ran = results.get(scenario, {})
+        missing = [method for method in methods if scenario in results and method not in ran]
+        if missing:
+            raise ValueError(f"no {missing[0]!r} in the {scenario} results; they hold {', '.join(ran)}")
