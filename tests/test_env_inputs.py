@@ -234,3 +234,15 @@ def test_a_calibration_file_that_lacks_something_names_the_file_and_workload(
     with pytest.raises(ValueError) as error:
         load_catalog(str(path))
     assert str(error.value).startswith(f"calibration file {path}: ") and phrase in str(error.value)
+
+
+def test_a_table_of_distributions_names_its_row_that_does_not_sum_to_1() -> None:
+    """``requested_gpu_probs`` off in one workload printed the 13 workloads' sums, not which one."""
+    probs = np.asarray(PARAMS.workloads.requested_gpu_probs).copy()
+    probs[3, 0] += 0.5
+    bad = PARAMS.replace(workloads=with_values(PARAMS.workloads, requested_gpu_probs=probs))
+    with pytest.raises(ValueError) as error:
+        validate_params(bad)
+    assert str(error.value) == (
+        "EnvParams.workloads.requested_gpu_probs must sum to 1 in each row: row 3 sums to 1.5"
+    )

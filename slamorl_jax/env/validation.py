@@ -253,8 +253,17 @@ def _check_probabilities(name: str, value: np.ndarray) -> None:
     if value.ndim == 0 or not np.all(np.isfinite(value)) or np.any(value < 0):
         raise ValueError(f"EnvParams.{name} must be non-negative probabilities, got {value.tolist()}")
     sums = value.sum(axis=-1)
-    if np.any(np.abs(sums - 1.0) > 1e-4):
-        raise ValueError(f"EnvParams.{name} must sum to 1 (got sum {sums.tolist()})")
+    off = np.abs(sums - 1.0) > 1e-4
+    if np.any(off):
+        if sums.ndim == 0:
+            raise ValueError(f"EnvParams.{name} must sum to 1 (got sum {sums.tolist()})")
+        rows = np.argwhere(off)  # one distribution per row: name the first that is off
+        first = tuple(int(i) for i in rows[0])
+        where = first[0] if len(first) == 1 else list(first)
+        raise ValueError(
+            f"EnvParams.{name} must sum to 1 in each row: row {where} sums to {float(sums[first]):.6g}"
+            + (f" ({len(rows)} rows are off)" if len(rows) > 1 else "")
+        )
 
 
 def validate_params(params: EnvParams) -> EnvParams:
