@@ -172,6 +172,7 @@ def _recommend_checked(
         # Caller's params: a field changed without its derived tables recomputed (with_values or
         # replace, then no with_derived_tables) gave another answer from the stale tables, silently.
         validate_params_once(params)
+        policy.check_env_params(params)  # a policy saved with its own env params runs on them
         if not on_target_grid(params, policy.config.target_cpus_per_gpu):  # its features mean that grid
             grid = [float(x) for x in np.asarray(params.target_cpus_per_gpu)]
             raise ValueError(

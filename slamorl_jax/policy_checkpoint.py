@@ -41,9 +41,11 @@ from slamorl_jax.checkpoint import (
     write_failed,
     write_failure,
 )
+from slamorl_jax.env.derived import DERIVED_FIELDS
 from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.observation import NUM_FEATURES
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.validation import validate_params_once
 from slamorl_jax.run_dirs import new_folder_problem, staged_new_folder
 
 WEIGHT_SUM_TOLERANCE = 1e-3  # float32 weights summed over three objectives, with room for rounding
@@ -69,6 +71,9 @@ class LoadedPolicy:
     step: int
     _act: Callable = dataclasses.field(repr=False)
     hold_below: float = 0.0
+    # Digests of the env params it was trained on where its config builds others (``save_policy``'s
+    # ``env_params``; ``ENV_PARAMS_KEY`` of its meta), else ``None``.
+    trained_env_params: dict[str, str] | None = dataclasses.field(default=None, repr=False)
 
     def holding(self, hold_below: float) -> LoadedPolicy:
         """This policy deciding with the threshold ``hold_below`` in [0, 1] (``ValueError`` otherwise)."""
@@ -98,8 +103,25 @@ class LoadedPolicy:
     def env_params(self) -> EnvParams:
         """The env parameters the policy was trained on (its config's scenario, preference, prices and
         settings: ``agent.trainer.env_params_from_config``), built once per loaded policy (about 8 ms
-        each time otherwise, most of one ``live.recommend`` call)."""
-        return env_params_from_config(self.config)
+        each time otherwise, most of one ``live.recommend`` call). ``ValueError`` for a policy saved
+        with other env params than its config builds (``save_policy``'s ``env_params``): a command
+        would judge it in another world; pass them where it runs."""
+        built = env_params_from_config(self.config)
+        if self.trained_env_params is not None and (field := differing_field(built, self.trained_env_params)):
+            raise ValueError(
+                f"this policy was trained on other env params than its config builds ({field} differs); "
+                "give it them where it runs (recommend_many(policy, jobs, params), run_episodes(env, "
+                "params, ...)): the commands build the config's"
+            )
+        return built
+
+    def check_env_params(self, params: EnvParams) -> None:
+        """``ValueError`` when ``params`` differ from the env params the policy was saved with
+        (``save_policy``'s ``env_params``; none saved: nothing to check)."""
+        if self.trained_env_params is not None and (
+            field := differing_field(params, self.trained_env_params)
+        ):
+            raise ValueError(f"params differ from those the policy was trained on ({field})")
 
     def __call__(self, obs: jax.Array, weights: jax.Array, key: jax.Array | None = None) -> jax.Array:
         """Actions for observations ``[..., NUM_FEATURES]`` and objective weights ``[..., 3]`` (the same
@@ -184,7 +206,14 @@ def load_policy(path: str | Path) -> LoadedPolicy:
     }
     params = restore_item(meta, root, step, "policy", abstract, "the policy")["params"]
 
-    return LoadedPolicy(config=config, params=params, network=network, step=step, _act=greedy_act(network))
+    return LoadedPolicy(
+        config=config,
+        params=params,
+        network=network,
+        step=step,
+        _act=greedy_act(network),
+        trained_env_params=meta.get(ENV_PARAMS_KEY),
+    )
 
 
 def greedy_act(network: ActorCritic) -> Callable:
@@ -212,13 +241,23 @@ def export_policy(source: str | Path, destination: str | Path) -> Path:
 
 
 def save_policy(
-    destination: str | Path, params: Any, config: TrainConfig, extra: dict[str, Any] | None = None
+    destination: str | Path,
+    params: Any,
+    config: TrainConfig,
+    extra: dict[str, Any] | None = None,
+    env_params: EnvParams | None = None,
 ) -> Path:
     """Save network parameters made outside a training run (e.g. pre-trained on logged decisions,
-    ``slamorl_jax.imitate``) as a policy-only checkpoint of ``config`` at step 0 in the empty directory
-    ``destination``: what :func:`load_policy` and ``train --init_from`` read. Returns the step
-    directory. ``ValueError`` for a config :func:`validate_config` refuses or ``params`` that are not
-    its network's (another tree, shape or dtype), which :func:`load_policy` would refuse later."""
+    ``slamorl_jax.imitate``, or trained in Python on env params of your own) as a policy-only
+    checkpoint of ``config`` at step 0 in the empty directory ``destination``: what
+    :func:`load_policy` and ``train --init_from`` read. Returns the step directory. ``ValueError``
+    for a config :func:`validate_config` refuses or ``params`` that are not its network's (another
+    tree, shape or dtype), which :func:`load_policy` would refuse later.
+
+    ``env_params``: the env params it was trained on. Where the config builds others (another
+    cluster, prices, catalogue), their digests are saved, so the loaded policy refuses to build the
+    config's (:attr:`LoadedPolicy.env_params`, what the commands run it on) and checks params given
+    to it (:meth:`LoadedPolicy.check_env_params`) instead of running silently in another world."""
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     validate_config(config)
@@ -230,7 +269,28 @@ def save_policy(
             f"params are not the network of this config ({config.actions!r} actions, hidden sizes "
             f"{tuple(config.hidden_sizes)}): compare them with agent.networks.init_params"
         )
-    return _save_policy_only(destination, jax.device_get(params), {**run_meta(config, 0), **(extra or {})}, 0)
+    meta = {**run_meta(config, 0), **(extra or {})}
+    if env_params is not None:
+        validate_params_once(env_params)
+        digests = tree_digests(jax.device_get(env_params))
+        if differing_field(env_params_from_config(config), digests) is not None:
+            meta[ENV_PARAMS_KEY] = digests
+    return _save_policy_only(destination, jax.device_get(params), meta, 0)
+
+
+#: A policy's meta key: the digests of the env params it was trained on, where its config builds others.
+ENV_PARAMS_KEY = "env_params"
+
+
+def differing_field(params: EnvParams, digests: dict[str, str]) -> str | None:
+    """The first field of ``params`` (a set one before a table derived from them) whose digest is not
+    in ``digests``, written ``gpus_per_node`` or ``workloads.gamma``; ``None`` where all match."""
+    actual = tree_digests(jax.device_get(params))
+    differ = sorted(path for path in set(actual) | set(digests) if actual.get(path) != digests.get(path))
+    if not differ:
+        return None
+    names = [path.lstrip(".") for path in differ]
+    return next((name for name in names if name not in DERIVED_FIELDS), names[0])
 
 
 def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any], step: int) -> Path:

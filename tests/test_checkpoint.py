@@ -508,3 +508,31 @@ def test_resuming_a_step_folder_names_the_run_folder(saved: Saved) -> None:
     with pytest.raises(ckpt.CheckpointError, match=hint):
         newest_readable_meta(step_dir)
     assert newest_readable_meta(saved.root)["update"] == SAVED_STEP
+
+
+def test_a_policy_saved_with_env_params_of_its_own_refuses_the_configs(tmp_path: Path) -> None:
+    """A policy trained in Python on another cluster and saved with ``save_policy`` loaded back with
+    its config's env params (the Pollux cluster): ``evaluate`` and ``recommend`` judged it in another
+    world, silently. Saved with its ``env_params``, it refuses the config's and checks params given."""
+    from slamorl_jax.agent.trainer import make_train
+    from slamorl_jax.env import validate_params, with_derived_tables
+    from slamorl_jax.env.params import with_values
+
+    trainer = make_train(TINY)
+    network_params = init_params(trainer.network, jax.random.key(0), NUM_FEATURES)
+    own = validate_params(with_derived_tables(with_values(trainer.env_params, gpus_per_node=8, max_nodes=2)))
+    policy_checkpoint.save_policy(tmp_path / "own", network_params, TINY, env_params=own)
+    policy = policy_checkpoint.load_policy(tmp_path / "own")
+    with pytest.raises(
+        ValueError, match=r"trained on other env params than its config builds \(gpus_per_node"
+    ):
+        policy.env_params  # noqa: B018  (the property refuses)
+    policy.check_env_params(own)  # its own: fine
+    with pytest.raises(
+        ValueError, match=r"params differ from those the policy was trained on \(gpus_per_node\)"
+    ):
+        policy.check_env_params(trainer.env_params)
+    # Saved with the params its config builds, it records none and runs as any policy.
+    policy_checkpoint.save_policy(tmp_path / "plain", network_params, TINY, env_params=trainer.env_params)
+    plain = policy_checkpoint.load_policy(tmp_path / "plain")
+    assert plain.trained_env_params is None and trees_equal(plain.env_params, trainer.env_params)
