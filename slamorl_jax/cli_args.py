@@ -72,9 +72,12 @@ class DefaultsShownFormatter(argparse.HelpFormatter):
         default = action.default
         empty = isinstance(default, list | tuple | dict | str) and not default
         nothing = default is None or default is False or default == argparse.SUPPRESS or empty
-        if nothing or not action.option_strings or "default" in text:
+        typed = _as_typed(default, action.nargs).replace("%", "%%")
+        if nothing or not action.option_strings:
             return action.help
-        return f"{text} (default: {_as_typed(default, action.nargs).replace('%', '%%')})"
+        if "default" in text:  # said already: as typed where the text asks for the value
+            return text.replace("%(default)s", typed)
+        return f"{text} (default: {typed})"
 
 
 def _as_typed(default: Any, nargs: Any) -> str:

@@ -25,7 +25,7 @@ from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.decision import check_hold_below, greedy_actions
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import env_params_from_config
-from slamorl_jax.array_checksum import META_KEY, signed_meta, tree_digests
+from slamorl_jax.array_checksum import META_KEY, array_digest, signed_meta, tree_digests
 from slamorl_jax.checkpoint import (
     CheckpointError,
     array_layout,
@@ -272,7 +272,7 @@ def save_policy(
     meta = {**run_meta(config, 0), **(extra or {})}
     if env_params is not None:
         validate_params_once(env_params)
-        digests = tree_digests(jax.device_get(env_params))
+        digests = env_params_digests(env_params)
         if differing_field(env_params_from_config(config), digests) is not None:
             meta[ENV_PARAMS_KEY] = digests
     return _save_policy_only(destination, jax.device_get(params), meta, 0)
@@ -282,15 +282,28 @@ def save_policy(
 ENV_PARAMS_KEY = "env_params"
 
 
+def env_params_digests(params: EnvParams) -> dict[str, str]:
+    """Digests of the fields of ``params`` one sets (the tables derived from them left out:
+    ``validate_params`` refuses stale ones, and a rebuild may round them otherwise), each value
+    first cast to its kind's dtype (float32, int32, bool), so equal values digest alike however
+    they were given (a Python float, a float64 array, a device array)."""
+    out = {}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(params))[0]:
+        name = jax.tree_util.keystr(path).lstrip(".")
+        if name in DERIVED_FIELDS:
+            continue
+        value = np.asarray(leaf)
+        kind = {"f": np.float32, "i": np.int32, "u": np.int32, "b": np.bool_}.get(value.dtype.kind)
+        out[name] = array_digest(value.astype(kind) if kind is not None else value)
+    return out
+
+
 def differing_field(params: EnvParams, digests: dict[str, str]) -> str | None:
-    """The first field of ``params`` (a set one before a table derived from them) whose digest is not
-    in ``digests``, written ``gpus_per_node`` or ``workloads.gamma``; ``None`` where all match."""
-    actual = tree_digests(jax.device_get(params))
-    differ = sorted(path for path in set(actual) | set(digests) if actual.get(path) != digests.get(path))
-    if not differ:
-        return None
-    names = [path.lstrip(".") for path in differ]
-    return next((name for name in names if name not in DERIVED_FIELDS), names[0])
+    """The first field of ``digests`` (:func:`env_params_digests`) whose value in ``params`` is
+    another, written ``gpus_per_node`` or ``workloads.gamma``; ``None`` where all match (a field
+    ``params`` has and ``digests`` lacks, one added to ``EnvParams`` since, is not compared)."""
+    actual = env_params_digests(params)
+    return next((name for name in sorted(digests) if actual.get(name) != digests[name]), None)
 
 
 def _save_policy_only(destination: str | Path, params: Any, meta: dict[str, Any], step: int) -> Path:

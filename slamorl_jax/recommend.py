@@ -244,7 +244,8 @@ def load_checkpoint(
 
     try:
         policy = load_policy(path)
-    except CheckpointError as err:
+        policy.env_params  # noqa: B018  (built here: a policy saved with env params of its own refuses)
+    except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
     try:
         return policy.deciding(hold_below, relocate_payback)

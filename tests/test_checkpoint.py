@@ -532,7 +532,53 @@ def test_a_policy_saved_with_env_params_of_its_own_refuses_the_configs(tmp_path:
         ValueError, match=r"params differ from those the policy was trained on \(gpus_per_node\)"
     ):
         policy.check_env_params(trainer.env_params)
+    # The same values given otherwise are the same params: a Python float or float64 for a float32
+    # field, tables rebuilt under vmap (rounded otherwise in a few bits), a copy on the device. Only
+    # set fields are compared (a rebuild's derived tables may round differently).
+    policy.check_env_params(own.replace(reallocation_pause_s=float(own.reallocation_pause_s)))
+    policy.check_env_params(jax.device_put(own))
+    rounded = own.replace(job_rows=own.job_rows * (1 + 1e-7))
+    policy.check_env_params(rounded)
     # Saved with the params its config builds, it records none and runs as any policy.
     policy_checkpoint.save_policy(tmp_path / "plain", network_params, TINY, env_params=trainer.env_params)
     plain = policy_checkpoint.load_policy(tmp_path / "plain")
     assert plain.trained_env_params is None and trees_equal(plain.env_params, trainer.env_params)
+    as_float = trainer.env_params.replace(reallocation_pause_s=float(trainer.env_params.reallocation_pause_s))
+    policy_checkpoint.save_policy(tmp_path / "same", network_params, TINY, env_params=as_float)
+    assert policy_checkpoint.load_policy(tmp_path / "same").trained_env_params is None
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        ["--job=job.json"],
+        ["--jobs=job.json"],
+        ["--jobs=job.json", "--keep_going"],
+        ["--serve"],
+        ["--http=127.0.0.1:0"],
+    ],
+)
+def test_every_recommend_mode_refuses_a_policy_saved_with_env_params_of_its_own(
+    mode: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--job`` refused such a policy in one line; ``--jobs --keep_going`` ended "unexpected
+    ValueError", ``--serve`` answered every job with the refusal and exit 0, and ``--http`` served
+    400s: the policy, not the job, was wrong."""
+    from cli_harness import assert_refused, call
+
+    from slamorl_jax import recommend
+    from slamorl_jax.agent.trainer import make_train
+    from slamorl_jax.env import validate_params, with_derived_tables
+    from slamorl_jax.env.params import with_values
+
+    trainer = make_train(TINY)
+    own = validate_params(with_derived_tables(with_values(trainer.env_params, gpus_per_node=8, max_nodes=2)))
+    network_params = init_params(trainer.network, jax.random.key(0), NUM_FEATURES)
+    policy_checkpoint.save_policy(tmp_path / "own", network_params, TINY, env_params=own)
+    shutil.copy(Path(__file__).resolve().parent.parent / "docs" / "example_job.json", tmp_path / "job.json")
+    monkeypatch.chdir(tmp_path)
+    argv = [f"--checkpoint={tmp_path / 'own'}", *mode]
+    outcome = call(lambda: recommend.main(argv), capsys, tmp_path)
+    assert_refused(
+        outcome, "this policy was trained on other env params than its config builds (gpus_per_node"
+    )

@@ -113,11 +113,13 @@ def test_help_shows_each_default_once() -> None:
     parser.add_argument("--overwrite", action="store_true", help="replace")
     parser.add_argument("--devices", default=[1, 2, 8], help="device counts")
     parser.add_argument("--sizes", nargs="+", default=[[64, 64], [128, 128]], help="networks")
+    parser.add_argument("--envs", default=[1, 64], help="batch sizes (default: %(default)s; more)")
     text = " ".join(parser.format_help().split())
+    assert "batch sizes (default: 1,64; more)" in text
     assert "jobs to record (default: 4096)" in text and "a rate (default: 0.0)" in text
     # A list as the flag takes it (it refused "[1, 2, 8]"), one argument an item with nargs.
     assert "device counts (default: 1,2,8)" in text and "networks (default: 64,64 128,128)" in text
-    assert text.count("default") == 5 and "batches (default 3)" in text
+    assert text.count("default") == 6 and "batches (default 3)" in text
 
 
 def test_every_option_of_every_command_has_help() -> None:

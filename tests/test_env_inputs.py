@@ -216,6 +216,9 @@ def test_prices_of_another_catalogue_are_refused_in_one_line() -> None:
             lambda raw: raw["workloads"][1]["requested_gpu_probs"].pop(),
             "'imagenet-resnet50' gives 5 requested_gpu_probs for 6 requested_gpu_bins",
         ),
+        (lambda raw: raw["prices"]["reference_code"].pop("vcpu_hour"), "lacks 'vcpu_hour'"),
+        (lambda raw: raw["prices"].pop("gib_hour"), "prices lack gib_hour"),
+        (lambda raw: raw.update(prices=3), "must hold one JSON object, its prices an object"),
     ],
 )
 def test_a_calibration_file_that_lacks_something_names_the_file_and_workload(

@@ -519,3 +519,5 @@ def test_a_headline_figure_of_a_method_not_run_names_it() -> None:
     with pytest.raises(ValueError, match="no 'static_max' in the deadline-critical results"):
         headline.headline_figures(results, "policy", ("static_max",))
     assert headline.oracle_gap({"balanced": {}}, "policy", "oracle") == {}
+    with pytest.raises(ValueError, match="results; they hold no method"):
+        headline.oracle_gap({"deadline-critical": {}}, "policy", "oracle")

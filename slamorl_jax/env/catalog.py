@@ -105,7 +105,10 @@ def _check_workloads(workloads: list, gpu_types: tuple[str, ...], num_bins: int)
 
 
 def parse_catalog(raw: dict) -> Catalog:
-    """Build a :class:`Catalog` from the decoded JSON, checking its format version."""
+    """Build a :class:`Catalog` from the decoded JSON, checking its format version and that it holds
+    what every workload and price needs (``ValueError`` naming what it lacks)."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("prices", {}), dict):
+        raise ValueError("calibration file must hold one JSON object, its prices an object")
     version = raw.get("format_version")
     if version != SUPPORTED_FORMAT_VERSION:
         raise ValueError(
@@ -119,11 +122,10 @@ def parse_catalog(raw: dict) -> Catalog:
     workloads = raw["workloads"]
     _check_workloads(workloads, gpu_types, len(raw["requested_gpu_bins"]))
     prices = raw["prices"]
-    missing = [t for t in gpu_types if t not in prices.get("gpu_hour", {})]
-    if missing or not {"vcpu_hour", "gib_hour", "reference_code"} <= set(prices):
-        raise ValueError(
-            f"calibration file's prices lack {', '.join(missing) or 'vcpu, GiB or reference prices'}"
-        )
+    missing = [f"gpu_hour of {t}" for t in gpu_types if t not in prices.get("gpu_hour", {})]
+    missing += [key for key in ("vcpu_hour", "gib_hour", "reference_code") if key not in prices]
+    if missing:
+        raise ValueError(f"calibration file's prices lack {', '.join(missing)}")
     ref = prices["reference_code"]
     f32 = np.float32
     catalog = Catalog(
@@ -166,7 +168,9 @@ def load_catalog(path: str | None = None) -> Catalog:
         ) from err
     try:
         return parse_catalog(raw)
-    except (KeyError, TypeError, ValueError) as err:  # named by the file it came from
+    except KeyError as err:  # a field nested deeper than the checks look (reference prices, ...)
+        raise ValueError(f"calibration file {file}: lacks {err}") from None
+    except (AttributeError, TypeError, ValueError) as err:  # named by the file it came from
         reason = str(err).removeprefix("calibration file ").removeprefix("calibration file's ")
         raise ValueError(f"calibration file {file}: {reason}") from None
 

@@ -130,4 +130,5 @@ def _check_methods(results: Results, *methods: str) -> None:
         ran = results.get(scenario, {})
         missing = [method for method in methods if scenario in results and method not in ran]
         if missing:
-            raise ValueError(f"no {missing[0]!r} in the {scenario} results; they hold {', '.join(ran)}")
+            held = ", ".join(ran) or "no method"
+            raise ValueError(f"no {missing[0]!r} in the {scenario} results; they hold {held}")

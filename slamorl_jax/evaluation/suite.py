@@ -17,6 +17,7 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET, can_relocate
+from slamorl_jax.env.catalog import load_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
@@ -119,7 +120,13 @@ def run_suite(
     # either action set (and every baseline) run unchanged on one env, on the same jobs.
     env = env or JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     started = time.perf_counter()
-    base = with_preference(env_params_from_config(policy.config, env.catalog), None)
+    # The policy's (a policy saved with env params of its own refuses the config's, ValueError).
+    trained = (
+        policy.env_params
+        if env.catalog is load_catalog()
+        else env_params_from_config(policy.config, env.catalog)
+    )
+    base = with_preference(trained, None)
     greedy = greedy_policy(policy.network, policy.hold_below)
     compared = tuple(
         compared_method(
