@@ -249,3 +249,13 @@ def test_a_table_of_distributions_names_its_row_that_does_not_sum_to_1() -> None
     assert str(error.value) == (
         "EnvParams.workloads.requested_gpu_probs must sum to 1 in each row: row 3 sums to 1.5"
     )
+
+
+def test_a_target_a_small_cluster_clips_says_where_it_lands() -> None:
+    """On a 2-GPU cluster the env clips the 16-GPU target to 2, and its name still said 16."""
+    from slamorl_jax.env import action_names, with_derived_tables
+
+    small = with_derived_tables(with_values(PARAMS, gpus_per_node=2, max_nodes=1))
+    names = action_names("targets", small)
+    assert names[-1] == "target 16 GPUs (2 here) x 12 CPUs/GPU" and "target 2 GPUs x fewest CPUs" in names
+    assert action_names("targets", PARAMS)[-1] == "target 16 GPUs x 12 CPUs/GPU"  # the default: as before

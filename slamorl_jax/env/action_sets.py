@@ -100,7 +100,9 @@ def action_names(
     name: str, params: EnvParams | None = None, cpus_per_gpu: tuple[float, ...] | None = None
 ) -> tuple[str, ...]:
     """Human-readable name of every action of the set (targets name their grid point): the grid of
-    ``params``, or else the default GPU counts x ``cpus_per_gpu`` (default: the default grid's)."""
+    ``params``, or else the default GPU counts x ``cpus_per_gpu`` (default: the default grid's). A
+    target beyond what a job may hold on ``params``' cluster says where it lands (``target 16 GPUs
+    (8 here)``: the env clips it)."""
     from slamorl_jax.env.actions import ACTION_NAMES
 
     if check_action_set(name) == "paper":
@@ -108,11 +110,18 @@ def action_names(
     if params is None:
         from slamorl_jax.env.defaults import DEFAULT_TARGET_CPUS_PER_GPU, DEFAULT_TARGET_GPUS
 
-        gpus, ratios = DEFAULT_TARGET_GPUS, cpus_per_gpu or DEFAULT_TARGET_CPUS_PER_GPU
+        gpus, ratios, most = DEFAULT_TARGET_GPUS, cpus_per_gpu or DEFAULT_TARGET_CPUS_PER_GPU, None
     else:
         gpus = [int(g) for g in jax.device_get(params.target_gpus)]
         ratios = [float(x) for x in jax.device_get(params.target_cpus_per_gpu)]
-    targets = tuple(f"target {int(g)} GPUs x {_cpus_per_gpu_name(float(x))}" for g in gpus for x in ratios)
+        most = int(jax.device_get(cluster_bounds(params)[0]))
+
+    def gpus_name(count: int) -> str:
+        return f"{count} GPUs" if most is None or count <= most else f"{count} GPUs ({most} here)"
+
+    targets = tuple(
+        f"target {gpus_name(int(g))} x {_cpus_per_gpu_name(float(x))}" for g in gpus for x in ratios
+    )
     return ACTION_NAMES + targets + ((RELOCATE_NAME,) if can_relocate(name) else ())
 
 
