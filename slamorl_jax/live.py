@@ -40,7 +40,7 @@ from slamorl_jax.env import action_sets
 from slamorl_jax.env.forecast_summary import forecast_dicts, forecast_summary
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
-from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.target_grid import on_target_grid
 from slamorl_jax.env.validation import validate_params_once
@@ -203,7 +203,7 @@ def _recommend_checked(
             )
     forecasts = forecast_dicts(summary, len(jobs))
     names = action_sets.action_names(policy.config.actions, params)
-    notes = outside_training_many(jobs, params)
+    notes = [own + _other_cluster(policy, params) for own in outside_training_many(jobs, params)]
     dual = uses_dual_weights(params)
     return [
         Recommendation(
@@ -255,6 +255,25 @@ def _decide(
     held = (action != argmax) & argmax_moves
     summary = jax.vmap(forecast_summary, in_axes=(0, None, 0, 0, 0))(states, params, gpus, cpus, relocate)
     return obs, jax.nn.softmax(logits, axis=-1), action, gpus, cpus, relocate, held, summary
+
+
+def _other_cluster(policy: LoadedPolicy, params: EnvParams) -> tuple[str, ...]:
+    """A note for every answer when ``params``' cluster is not the one the policy was trained on: its
+    observation scales allocations to the cluster, so it reads other numbers for the same job."""
+    try:
+        trained = policy.env_params
+    except ValueError:  # saved with env params of its own: check_env_params compared them already
+        return ()
+    if params is trained:
+        return ()
+    ours, theirs = (tuple(int(x) for x in jax.device_get(cluster_bounds(p))) for p in (params, trained))
+    if ours == theirs:
+        return ()
+
+    def shape(bounds: tuple[int, ...]) -> str:
+        return f"{bounds[0]} GPUs a job, {bounds[1]} GPUs and {bounds[2]} CPUs a node, CPU step {bounds[3]}"
+
+    return (f"the cluster ({shape(ours)}) is not the policy's ({shape(theirs)}): another observation scale",)
 
 
 def _floats(x: jax.Array | Sequence[float]) -> tuple[float, ...]:

@@ -548,3 +548,20 @@ def test_recommend_refuses_params_on_another_target_grid_than_the_policys() -> N
         recommend(policy, job, other)
     back = with_target_grid(other, policy.config.target_cpus_per_gpu)
     assert recommend(policy, job, back) == recommend(policy, job)
+
+
+def test_an_answer_on_another_cluster_than_the_policys_says_so() -> None:
+    """A platform passing its own 8-GPU nodes got the shipped policy's answer with no word that the
+    policy was trained on 4-GPU nodes and reads allocations scaled to them."""
+    from slamorl_jax.env import with_derived_tables
+
+    policy, job = load_policy(SHIPPED), LiveJob.from_dict(EXAMPLE)
+    assert not any("the cluster" in note for note in recommend(policy, job).outside_training)
+    bigger = with_derived_tables(with_values(policy.env_params, gpus_per_node=8, max_nodes=2))
+    notes = recommend(policy, job, bigger).outside_training
+    assert any(
+        note.startswith(
+            "the cluster (16 GPUs a job, 8 GPUs and 48 CPUs a node, CPU step 4) is not the policy's"
+        )
+        for note in notes
+    ), notes
