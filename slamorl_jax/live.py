@@ -203,7 +203,8 @@ def _recommend_checked(
             )
     forecasts = forecast_dicts(summary, len(jobs))
     names = action_sets.action_names(policy.config.actions, params)
-    notes = [own + _other_cluster(policy, params) for own in outside_training_many(jobs, params)]
+    cluster_note = _other_cluster(policy, params)  # one for the whole batch
+    notes = [own + cluster_note for own in outside_training_many(jobs, params)]
     dual = uses_dual_weights(params)
     return [
         Recommendation(

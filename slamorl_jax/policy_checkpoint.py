@@ -25,7 +25,7 @@ from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.decision import check_hold_below, greedy_actions
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import env_params_from_config
-from slamorl_jax.array_checksum import META_KEY, array_digest, signed_meta, tree_digests
+from slamorl_jax.array_checksum import META_KEY, signed_meta, tree_digests
 from slamorl_jax.checkpoint import (
     CheckpointError,
     array_layout,
@@ -287,15 +287,15 @@ def env_params_digests(params: EnvParams) -> dict[str, str]:
     ``validate_params`` refuses stale ones, and a rebuild may round them otherwise), each value
     first cast to its kind's dtype (float32, int32, bool), so equal values digest alike however
     they were given (a Python float, a float64 array, a device array)."""
-    out = {}
-    for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(params))[0]:
-        name = jax.tree_util.keystr(path).lstrip(".")
-        if name in DERIVED_FIELDS:
-            continue
+
+    def canonical(leaf: Any) -> np.ndarray:
         value = np.asarray(leaf)
         kind = {"f": np.float32, "i": np.int32, "u": np.int32, "b": np.bool_}.get(value.dtype.kind)
-        out[name] = array_digest(value.astype(kind) if kind is not None else value)
-    return out
+        return value.astype(kind) if kind is not None else value
+
+    digests = tree_digests(jax.tree.map(canonical, jax.device_get(params)))
+    named = {path.lstrip("."): digest for path, digest in digests.items()}
+    return {name: digest for name, digest in named.items() if name not in DERIVED_FIELDS}
 
 
 def differing_field(params: EnvParams, digests: dict[str, str]) -> str | None:
