@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     start_cache(args.compilation_cache_dir, PROG)
     from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.evaluation.report import to_markdown, write_outputs
-    from slamorl_jax.evaluation.suite import SuiteConfig, check_one_target_grid, run_suite
+    from slamorl_jax.evaluation.suite import SuiteConfig, check_compared_policies, run_suite
     from slamorl_jax.policy_checkpoint import load_policy
 
     try:
@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         compare = {name: load_policy(path).holding(args.hold_below) for name, path in args.compare.items()}
         for loaded in (policy, *compare.values()):
             _ = loaded.env_params  # a config that loads but builds no env: one line here, not later
-        check_one_target_grid(policy, compare)
+        check_compared_policies(policy, compare)
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
     history = history_start(args.history, policy)
@@ -305,7 +305,8 @@ def history_start(path: str | None, policy: LoadedPolicy) -> HistoryStart | None
     from slamorl_jax.history.records import load_records
 
     try:
-        return HistoryStart.from_records(load_records(path, cluster=policy.env_params), loaded=True)
+        records = load_records(path, policy.catalog, cluster=policy.env_params)
+        return HistoryStart.from_records(records, policy.catalog, loaded=True)
     except ValueError as err:
         fail(f"--history: {err}", PROG)
 

@@ -45,6 +45,8 @@ from slamorl_jax.run_dirs import new_folder_problem, new_folder_undo, path_exist
 if TYPE_CHECKING:
     import argparse
 
+    from slamorl_jax.env.catalog import Catalog
+
 PROG = program_name("slamorl_jax.imitate")  # as started: -m or its script
 MAX_JOBS = 1 << 20
 DECISIONS_PER_JOB = 8  # --oracle_jobs: a simulated job's first epochs, each a demonstration
@@ -89,19 +91,21 @@ def parser() -> OneLineArgumentParser:
     return p
 
 
-def policy_config(args: argparse.Namespace) -> TrainConfig:
+def policy_config(args: argparse.Namespace) -> tuple[TrainConfig, Catalog | None]:
     """The config of the policy to pre-train (``--like``'s, else the defaults), with ``--actions``
-    and ``--hidden_sizes``; exits 2 on a bad combination."""
+    and ``--hidden_sizes``, and the catalogue it is for (``--like``'s, the copy its checkpoint
+    carries; ``None``: the shipped one); exits 2 on a bad combination."""
     from slamorl_jax.agent.config_checks import validate_config
     from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.policy_checkpoint import load_policy
 
-    config = TrainConfig()
+    config, catalog = TrainConfig(), None
     if args.like is not None:
         if not path_exists(args.like):
             fail(f"--like {args.like!r} does not exist", PROG)
         try:
-            config = load_policy(args.like).config
+            like = load_policy(args.like)
+            config, catalog = like.config, like.catalog
         except CheckpointError as err:
             fail(f"--like: {err}", PROG)
     changes = {}
@@ -114,7 +118,7 @@ def policy_config(args: argparse.Namespace) -> TrainConfig:
         validate_config(config)
     except ValueError as err:
         fail(str(err), PROG)
-    return config
+    return config, catalog
 
 
 def check_out(out: Path) -> None:
@@ -139,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     check_out(out)
     start_cache(args.compilation_cache_dir, PROG)  # before --like's policy loads
-    config = policy_config(args)
+    config, catalog = policy_config(args)
     imitation = ImitationConfig(
         steps=args.steps, batch_size=args.batch_size, learning_rate=args.learning_rate, holdout=args.holdout
     )
@@ -149,22 +153,24 @@ def main(argv: list[str] | None = None) -> int:
     from slamorl_jax.agent.networks import init_params
     from slamorl_jax.agent.trainer import make_train
     from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.history.decisions import load_decisions
     from slamorl_jax.history.demonstrations import decision_demonstrations, oracle_demonstrations
     from slamorl_jax.policy_checkpoint import save_policy
 
     key = jax.random.key(args.seed)
     net_key, data_key, fit_key = jax.random.split(key, 3)
+    env = JobAllocationEnv(action_set=config.actions, catalog=catalog)
     if args.decisions is not None:
         try:
-            demos, counts = decision_demonstrations(load_decisions(args.decisions), config)
+            demos, counts = decision_demonstrations(load_decisions(args.decisions), config, env.catalog)
         except ValueError as err:
             fail(str(err), PROG)
         source = {"log": str(args.decisions), **counts}
     else:
-        demos = oracle_demonstrations(config, args.oracle_jobs, args.decisions_per_job, data_key)
+        demos = oracle_demonstrations(config, args.oracle_jobs, args.decisions_per_job, data_key, env)
         source = {"oracle_jobs": args.oracle_jobs, "decisions_per_job": args.decisions_per_job}
-    trainer = make_train(config)
+    trainer = make_train(config, env)
     params = init_params(trainer.network, net_key, trainer.obs_dim)
     params, report = fit(trainer.network, params, demos, imitation, fit_key)
     if report["distinct_actions"] == 1:  # e.g. a log of a scheduler that never moved a job
@@ -179,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     undo, saved = new_folder_undo(out), []
     with cleanup_on_interrupt(lambda: saved and undo()):
         try:
-            step_dir = save_policy(out, params, config, extra={"imitation": report})
+            step_dir = save_policy(out, params, config, extra={"imitation": report}, catalog=env.catalog)
         except CheckpointError as err:  # --out filled up while it trained, or a failed write
             fail(f"--out: {err}", PROG)
         except OSError as err:

@@ -37,6 +37,7 @@ import numpy as np
 
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.env import action_sets
+from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.forecast_summary import forecast_dicts, forecast_summary
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
@@ -99,10 +100,17 @@ class Recommendation:
         return {**whole, "action_probability": chosen}
 
 
-def check_recommendable(job: LiveJob, params: EnvParams | ClusterLimits) -> None:
-    """``ValueError`` for a finished job, an allocation outside the cluster of ``params`` (or its
+def check_recommendable(
+    job: LiveJob, params: EnvParams | ClusterLimits, catalog: Catalog | None = None
+) -> None:
+    """``ValueError`` for a workload or GPU type ``catalog`` lacks (the policy's,
+    ``LoadedPolicy.catalog``; default: the shipped one; the message lists its names), a finished
+    job, an allocation outside the cluster of ``params`` (or its
     :class:`~slamorl_jax.live_checks.ClusterLimits`, read once for many jobs), or dual multipliers
     above the params' cap (``dual_max``)."""
+    catalog = catalog or load_catalog()
+    workload_index(job.workload, catalog)
+    gpu_type_index(job.gpu_type, catalog)
     limits = params if isinstance(params, ClusterLimits) else ClusterLimits.of(params)
     if job.epochs_done >= job.epochs_total:
         raise ValueError(
@@ -181,15 +189,21 @@ def _recommend_checked(
                 "env.target_grid.with_target_grid(params, policy.config.target_cpus_per_gpu)"
             )
     params = params if params is not None else policy.env_params
+    catalog = policy.catalog  # the job's names are read in the catalogue the policy learnt
+    if (held := int(np.shape(params.workloads.gamma)[0])) != catalog.num_workloads:
+        raise ValueError(
+            f"params hold {held} workloads, the policy's catalogue {catalog.num_workloads}: build them "
+            "on its catalogue (default_params(policy.catalog))"
+        )
     limits = ClusterLimits.of(params)
     for i, job in enumerate(jobs):
         try:
-            check_recommendable(job, limits)
+            check_recommendable(job, limits, catalog)
         except ValueError as err:
             raise ValueError(f"{where(i)}{err}") from None
     # The batch padded to a power of two (copies of the first job, answers dropped): one compiled
     # program serves every batch size up to it.
-    states = live_states(jobs, params, size=padded_size(len(jobs)))
+    states = live_states(jobs, params, catalog, size=padded_size(len(jobs)))
     decided = _decide(policy.network, policy.config.actions, policy.params, states, params, policy.hold_below)
     obs, probabilities, action, gpus, cpus, relocate, held, summary = jax.device_get(decided)
     weights, severities, multipliers = jax.device_get((states.weights, states.severities, states.multipliers))
@@ -204,7 +218,7 @@ def _recommend_checked(
     forecasts = forecast_dicts(summary, len(jobs))
     names = action_sets.action_names(policy.config.actions, params)
     cluster_note = _other_cluster(policy, params)  # one for the whole batch
-    notes = [own + cluster_note for own in outside_training_many(jobs, params)]
+    notes = [own + cluster_note for own in outside_training_many(jobs, params, catalog)]
     dual = uses_dual_weights(params)
     return [
         Recommendation(

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.env.actions import cpu_cap
-from slamorl_jax.env.catalog import gpu_type_index, workload_index
+from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.job_model import billed_usd, epoch_metrics, job_constants_table
 from slamorl_jax.env.params import WEIGHT_MODES, EnvParams, max_gpus
 from slamorl_jax.env.shifts import BUDGET_CUT, DEADLINE_CUT, PRICE_RISE
@@ -114,10 +114,11 @@ def _epoch_time_range(params: EnvParams) -> tuple[float, float]:
     return math.exp(-log_width), math.exp(log_width) * slowdown
 
 
-def outside_training(job: LiveJob, params: EnvParams) -> tuple[str, ...]:
+def outside_training(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) -> tuple[str, ...]:
     """One sentence per reading of ``job`` outside the ranges the policy's training jobs were drawn
-    from; empty when every reading is within them."""
-    return outside_training_many([job], params)[0]
+    from; empty when every reading is within them. ``catalog``: the one the job's names are read in
+    and ``params`` built on (the policy's, ``LoadedPolicy.catalog``; default: the shipped one)."""
+    return outside_training_many([job], params, catalog)[0]
 
 
 def uses_dual_weights(params: EnvParams) -> bool:
@@ -126,12 +127,15 @@ def uses_dual_weights(params: EnvParams) -> bool:
     return int(np.asarray(params.weights_mode)) == WEIGHT_MODES.index("dual")
 
 
-def outside_training_many(jobs: Sequence[LiveJob], params: EnvParams) -> list[tuple[str, ...]]:
+def outside_training_many(
+    jobs: Sequence[LiveJob], params: EnvParams, catalog: Catalog | None = None
+) -> list[tuple[str, ...]]:
     """:func:`outside_training` of every job of ``jobs``: the profile's forecasts the notes compare
     against (each job's requested allocation and measured runs) computed in one compiled call."""
     if not jobs:
         return []
-    indices = [(workload_index(job.workload), gpu_type_index(job.gpu_type)) for job in jobs]
+    catalog = catalog or load_catalog()
+    indices = [(workload_index(job.workload, catalog), gpu_type_index(job.gpu_type, catalog)) for job in jobs]
     runs = [(*measured_epochs(job), *(job.probes or ())) for job in jobs]
     queries = [
         (w, t, gpus, cpus)

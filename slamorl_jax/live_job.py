@@ -59,7 +59,6 @@ from typing import Any
 
 import numpy as np
 
-from slamorl_jax.env.catalog import gpu_type_index, workload_index
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.probes import PROBE_FRACTION
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
@@ -86,8 +85,11 @@ LAST_EPOCH_TOLERANCE = 1e-3  # relative: history's last epoch time against last_
 class LiveJob:
     """A running job after its latest epoch (units in the names; utilisations are fractions)."""
 
-    workload: str  # a catalogue workload name (slamorl_jax.env.load_catalog().workload_names)
-    gpu_type: str  # a catalogue GPU type (T4, K80, P100, V100)
+    # Catalogue names (slamorl_jax.env.load_catalog().workload_names, .gpu_types: T4, K80, P100,
+    # V100), of the policy's catalogue (LoadedPolicy.catalog) when it was trained on one of its own:
+    # checked where a policy reads the job (live.check_recommendable).
+    workload: str
+    gpu_type: str
     gpus: int
     cpus: int
     epochs_done: int
@@ -363,8 +365,6 @@ def _check_elapsed(job: LiveJob) -> None:
 
 def _check(job: LiveJob) -> None:
     """Ranges of every field; ``ValueError`` naming the first bad one."""
-    workload_index(job.workload)
-    gpu_type_index(job.gpu_type)
     _check_magnitudes(job)
     if job.gpus < 1 or job.cpus < 1:
         raise ValueError(f"gpus and cpus must be >= 1, got {job.gpus} and {job.cpus}")

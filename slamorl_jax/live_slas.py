@@ -23,6 +23,7 @@ from typing import Any
 
 import jax
 
+from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.suggested_slas import (
     COST_MARGIN,
@@ -50,21 +51,27 @@ def round_outward(value: float, up: bool, digits: int = SIGNIFICANT_DIGITS) -> f
 
 
 def suggested_slas(
-    job: LiveJob, params: EnvParams, suggest: Iterable[str] = SUGGESTIBLE, confidence: float | None = None
+    job: LiveJob,
+    params: EnvParams,
+    suggest: Iterable[str] = SUGGESTIBLE,
+    confidence: float | None = None,
+    catalog: Catalog | None = None,
 ) -> dict[str, Any]:
     """SLA targets for ``job`` (module docstring): the ones in ``suggest`` from the forecast's first
     choice with the reference code's margins (or those of ``confidence``), whatever ``job`` holds for
     them; the others as ``job`` gives them. ``ValueError`` for a job that has run an epoch, one
     ``live.check_recommendable`` refuses, a name outside :data:`SUGGESTIBLE` or a confidence outside
-    ``CONFIDENCE_RANGE``."""
+    ``CONFIDENCE_RANGE``. ``catalog``: the one ``params`` are built on and the names are read in
+    (the policy's, ``LoadedPolicy.catalog``; default: the shipped one)."""
     suggest = check_suggestible(suggest)  # a tuple: a static argument of the compiled suggestion
     if job.epochs_done > 0:
         raise ValueError(
             f"SLAs are suggested for a job that has run no epoch yet (epochs_done is {job.epochs_done})"
         )
-    check_recommendable(job, params)
+    check_recommendable(job, params, catalog)
     # A job that ran probes moves from the last one; one that ran nothing starts for free.
-    targets, choice = _suggested(live_state(job, params), params, suggest, confidence, has_launched(job))
+    state = live_state(job, params, catalog)
+    targets, choice = _suggested(state, params, suggest, confidence, has_launched(job))
     choice = {name: float(value) for name, value in choice.items()}
     slas = {
         name: round_outward(float(getattr(targets, name)), up=name != "min_throughput")

@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.env.actions import clip_allocation
+from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.probes import (
     PROBE_BUDGET,
@@ -78,14 +79,15 @@ def _check_unstarted(job: LiveJob, what: str) -> None:
 
 
 def history_first_allocation(
-    job: LiveJob, records: Sequence[HistoryRecord], params: EnvParams
+    job: LiveJob, records: Sequence[HistoryRecord], params: EnvParams, catalog: Catalog | None = None
 ) -> FirstAllocation:
     """The first allocation of ``job`` from the nearest of ``records`` (``ValueError`` for a job that has
-    run epochs, or one ``live.check_recommendable`` refuses)."""
+    run epochs, or one ``live.check_recommendable`` refuses). ``catalog``: the one ``params`` are
+    built on and the names are read in (the policy's; default: the shipped one)."""
     _check_unstarted(job, "a history start")
-    check_recommendable(job, params)
-    state = live_state(job, params)
-    index, distance = jax.jit(nearest_record)(table_from_records(records), state, params)
+    check_recommendable(job, params, catalog)
+    state = live_state(job, params, catalog)
+    index, distance = jax.jit(nearest_record)(table_from_records(records, catalog), state, params)
     record = records[int(index)]
     gpus, cpus = clip_allocation(
         jnp.int32(record.best_gpus), jnp.int32(record.best_cpus), *cluster_bounds(params)
@@ -99,14 +101,17 @@ def history_first_allocation(
 _suggested = jax.jit(suggested_allocation)
 
 
-def forecast_first_allocation(job: LiveJob, params: EnvParams) -> dict[str, Any]:
+def forecast_first_allocation(
+    job: LiveJob, params: EnvParams, catalog: Catalog | None = None
+) -> dict[str, Any]:
     """Where the forecast ranks first for ``job`` before its first epoch (module docstring;
-    ``ValueError`` for a job that has run epochs, or one ``live.check_recommendable`` refuses)."""
+    ``ValueError`` for a job that has run epochs, or one ``live.check_recommendable`` refuses;
+    ``catalog`` as :func:`history_first_allocation` takes it)."""
     _check_unstarted(job, "a forecast start")
-    check_recommendable(job, params)
+    check_recommendable(job, params, catalog)
     # A job that ran probes moves from the last one (the env's ProbingEnv); one that ran nothing
     # starts wherever it is placed, so no candidate pays a pause (probes.first_placement).
-    gpus, cpus = _suggested(live_state(job, params), params, has_launched(job))
+    gpus, cpus = _suggested(live_state(job, params, catalog), params, has_launched(job))
     return {
         "source": "forecast",
         "gpus": int(gpus),
@@ -123,11 +128,12 @@ def _probe_plan(state: EnvState, params: EnvParams) -> tuple[jax.Array, jax.Arra
     return gpus, cpus, probes_worth_running(state, gpus, cpus, params)
 
 
-def probe_plan(job: LiveJob, params: EnvParams) -> dict[str, Any]:
-    """The probe runs ``job`` should make before its first epoch (module docstring)."""
+def probe_plan(job: LiveJob, params: EnvParams, catalog: Catalog | None = None) -> dict[str, Any]:
+    """The probe runs ``job`` should make before its first epoch (module docstring; ``catalog`` as
+    :func:`history_first_allocation` takes it)."""
     _check_unstarted(job, "a probe plan")
-    check_recommendable(job, params)
-    state = live_state(job, params)
+    check_recommendable(job, params, catalog)
+    state = live_state(job, params, catalog)
     gpus, cpus, worth = _probe_plan(state, params)
     worth = bool(worth)
     runs: list[dict[str, Any]] = []

@@ -24,7 +24,7 @@ from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.config_checks import validate_config
 from slamorl_jax.agent.decision import check_hold_below, greedy_actions
 from slamorl_jax.agent.networks import ActorCritic, init_params
-from slamorl_jax.agent.trainer import env_params_from_config
+from slamorl_jax.agent.trainer import config_catalog, env_params_from_config
 from slamorl_jax.array_checksum import META_KEY, signed_meta, tree_digests
 from slamorl_jax.checkpoint import (
     CheckpointError,
@@ -41,6 +41,8 @@ from slamorl_jax.checkpoint import (
     write_failed,
     write_failure,
 )
+from slamorl_jax.checkpoint_catalog import catalog_meta, stored_catalog
+from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.derived import DERIVED_FIELDS
 from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.observation import NUM_FEATURES
@@ -74,6 +76,10 @@ class LoadedPolicy:
     # Digests of the env params it was trained on where its config builds others (``save_policy``'s
     # ``env_params``; ``ENV_PARAMS_KEY`` of its meta), else ``None``.
     trained_env_params: dict[str, str] | None = dataclasses.field(default=None, repr=False)
+    # The catalogue it was trained on: the copy its checkpoint carries (``train --catalog``,
+    # ``checkpoint_catalog``), else the shipped one. Its workload and GPU type names are the ones
+    # the live tools accept, and :attr:`env_params` are built on it.
+    catalog: Catalog = dataclasses.field(default_factory=load_catalog, repr=False)
 
     def holding(self, hold_below: float) -> LoadedPolicy:
         """This policy deciding with the threshold ``hold_below`` in [0, 1] (``ValueError`` otherwise)."""
@@ -102,11 +108,12 @@ class LoadedPolicy:
     @functools.cached_property
     def env_params(self) -> EnvParams:
         """The env parameters the policy was trained on (its config's scenario, preference, prices and
-        settings: ``agent.trainer.env_params_from_config``), built once per loaded policy (about 8 ms
-        each time otherwise, most of one ``live.recommend`` call). ``ValueError`` for a policy saved
-        with other env params than its config builds (``save_policy``'s ``env_params``): a command
-        would judge it in another world; pass them where it runs."""
-        built = env_params_from_config(self.config)
+        settings on its :attr:`catalog`: ``agent.trainer.env_params_from_config``), built once per
+        loaded policy (about 8 ms each time otherwise, most of one ``live.recommend`` call).
+        ``ValueError`` for a policy saved with other env params than its config builds
+        (``save_policy``'s ``env_params``): a command would judge it in another world; pass them
+        where it runs."""
+        built = env_params_from_config(self.config, self.catalog)
         if self.trained_env_params is not None and (field := differing_field(built, self.trained_env_params)):
             raise ValueError(
                 f"this policy was trained on other env params than its config builds ({field} differs); "
@@ -213,6 +220,7 @@ def load_policy(path: str | Path) -> LoadedPolicy:
         step=step,
         _act=greedy_act(network),
         trained_env_params=meta.get(ENV_PARAMS_KEY),
+        catalog=stored_catalog(meta, root / str(step)),
     )
 
 
@@ -246,6 +254,7 @@ def save_policy(
     config: TrainConfig,
     extra: dict[str, Any] | None = None,
     env_params: EnvParams | None = None,
+    catalog: Catalog | None = None,
 ) -> Path:
     """Save network parameters made outside a training run (e.g. pre-trained on logged decisions,
     ``slamorl_jax.imitate``, or trained in Python on env params of your own) as a policy-only
@@ -257,7 +266,11 @@ def save_policy(
     ``env_params``: the env params it was trained on. Where the config builds others (another
     cluster, prices, catalogue), their digests are saved, so the loaded policy refuses to build the
     config's (:attr:`LoadedPolicy.env_params`, what the commands run it on) and checks params given
-    to it (:meth:`LoadedPolicy.check_env_params`) instead of running silently in another world."""
+    to it (:meth:`LoadedPolicy.check_env_params`) instead of running silently in another world.
+
+    ``catalog``: the catalogue it was trained on (default: the one ``config.catalog`` names, else
+    the shipped one). One of your own is saved with the policy (``checkpoint_catalog``): the loaded
+    policy's :attr:`LoadedPolicy.catalog`, its env params and the live tools' names come from it."""
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
     validate_config(config)
@@ -269,11 +282,12 @@ def save_policy(
             f"params are not the network of this config ({config.actions!r} actions, hidden sizes "
             f"{tuple(config.hidden_sizes)}): compare them with agent.networks.init_params"
         )
-    meta = {**run_meta(config, 0), **(extra or {})}
+    catalog = catalog if catalog is not None else config_catalog(config)
+    meta = {**run_meta(config, 0), **catalog_meta(catalog), **(extra or {})}
     if env_params is not None:
         validate_params_once(env_params)
         digests = env_params_digests(env_params)
-        if differing_field(env_params_from_config(config), digests) is not None:
+        if differing_field(env_params_from_config(config, catalog), digests) is not None:
             meta[ENV_PARAMS_KEY] = digests
     return _save_policy_only(destination, jax.device_get(params), meta, 0)
 

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.decision import greedy_actions
-from slamorl_jax.agent.trainer import Trainer, env_params_from_config
+from slamorl_jax.agent.trainer import Trainer
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_scenario
 from slamorl_jax.episodes import (
     Policy,
@@ -36,7 +36,7 @@ def evaluate_against_request(
     trainer: Trainer, params: Any, config: TrainConfig, num_episodes: int, seed: int
 ) -> Results:
     """Greedy policy vs the requested static allocation on fresh jobs of each scenario kind."""
-    base = env_params_from_config(config)
+    base = trainer.env_params  # the config's, on the run's catalogue
     greedy = greedy_policy(trainer.network)
 
     results: dict[str, dict[str, dict[str, float]]] = {}

@@ -78,6 +78,7 @@ from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 if TYPE_CHECKING:
     import argparse
 
+    from slamorl_jax.env.catalog import Catalog
     from slamorl_jax.live_checks import ClusterLimits
     from slamorl_jax.live_job import LiveJob
     from slamorl_jax.policy_checkpoint import LoadedPolicy
@@ -96,7 +97,7 @@ def answer_jobs(args: argparse.Namespace) -> int:
 
     if args.keep_going:  # a job the policy's cluster cannot hold, or a finished one, answered by why
         limits = ClusterLimits.of(policy.env_params)
-        located = [(where, _refusal(job, limits)) for where, job in located]
+        located = [(where, _refusal(job, limits, policy.catalog)) for where, job in located]
     starts: dict[int, dict] = {}  # a new job's first allocation from --history, by its index
     if args.history is not None:
         located, starts = history_starts(args, policy, located)
@@ -148,7 +149,7 @@ def history_starts(
         if isinstance(job, str) or job.epochs_done > 0:
             continue
         try:
-            start = history_first_allocation(job, records, policy.env_params).as_dict()
+            start = history_first_allocation(job, records, policy.env_params, policy.catalog).as_dict()
         except ValueError as err:
             if not args.keep_going:
                 fail(f"--jobs {args.jobs!r} {where}: {err}", PROG)
@@ -175,7 +176,7 @@ def warn_of_a_far_record(start: dict, where: str | None = None) -> None:
     )
 
 
-def _refusal(job: LiveJob | str, limits: ClusterLimits) -> LiveJob | str:
+def _refusal(job: LiveJob | str, limits: ClusterLimits, catalog: Catalog) -> LiveJob | str:
     """``job``, or why ``live.check_recommendable`` refuses it (a string); a string already (an
     unreadable job) stays."""
     from slamorl_jax.live import check_recommendable
@@ -183,7 +184,7 @@ def _refusal(job: LiveJob | str, limits: ClusterLimits) -> LiveJob | str:
     if isinstance(job, str):
         return job
     try:
-        check_recommendable(job, limits)
+        check_recommendable(job, limits, catalog)
     except ValueError as err:
         return first_line(err)
     return job
@@ -469,7 +470,7 @@ def read_history(path: str, policy: LoadedPolicy) -> list:
     from slamorl_jax.history.records import load_records
 
     try:
-        return load_records(path, cluster=policy.env_params)
+        return load_records(path, policy.catalog, cluster=policy.env_params)
     except ValueError as err:
         fail(f"--history: {err}", PROG)
     return []  # unreachable
@@ -483,12 +484,12 @@ def first_allocation(
     from slamorl_jax.live_start import forecast_first_allocation, history_first_allocation, probe_plan
 
     try:
-        params = policy.env_params
+        params, catalog = policy.env_params, policy.catalog
         if forecast:
-            return forecast_first_allocation(job, params)
+            return forecast_first_allocation(job, params, catalog)
         if records is None:
-            return probe_plan(job, params)
-        return history_first_allocation(job, records, params).as_dict()
+            return probe_plan(job, params, catalog)
+        return history_first_allocation(job, records, params, catalog).as_dict()
     except ValueError as err:
         fail(str(err), PROG)
     return {}  # unreachable
@@ -499,7 +500,7 @@ def sla_suggestion(policy: LoadedPolicy, job: LiveJob, left_out: list[str], conf
     from slamorl_jax.live_slas import suggested_slas
 
     try:
-        return suggested_slas(job, policy.env_params, left_out, confidence)
+        return suggested_slas(job, policy.env_params, left_out, confidence, policy.catalog)
     except ValueError as err:
         fail(str(err), PROG)
     return {}  # unreachable

@@ -162,6 +162,7 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
         else:
             validate_config(config)  # check_finite among its checks
             refuse_ignored_flags(config)
+            config = train_checks.checked_catalog(config)
         check_run_flags()
         if config.init_from is not None and not FLAGS.resume:
             absl_logging.set_verbosity(absl_logging.WARNING)  # orbax logs every restore at INFO

@@ -1,12 +1,16 @@
 """Checks of a training command line beyond ``validate_config`` (which checks every setting's type,
 finiteness, range, sizes and budget, from the command line and the Python API alike): stray words,
-the evaluation's episodes, the note on a budget that rounds up.
+the evaluation's episodes, the catalogue file, the note on a budget that rounds up.
 
 Each check raises ``ValueError`` with one line naming the flag and what is allowed; ``train.py``
 turns that into exit status 2 before anything is written or compiled.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
 
 from slamorl_jax.agent.config import TrainConfig
 
@@ -39,3 +43,25 @@ def check_eval_episodes(value: int) -> None:
     """``--eval_episodes`` is 0 (skip) to ``MAX_EVAL_EPISODES``."""
     if not 0 <= value <= MAX_EVAL_EPISODES:
         raise ValueError(f"--eval_episodes must be in [0, {MAX_EVAL_EPISODES:,}], got {value:,}")
+
+
+def checked_catalog(config: TrainConfig) -> TrainConfig:
+    """``config`` with ``--catalog`` recorded as an absolute path, after reading the file as a
+    catalogue and building the run's env params on it (``ValueError`` in one line for a file that is
+    missing or unreadable, is not a catalogue of this version, or gives params ``validate_params``
+    refuses); ``config`` as it is without ``--catalog``."""
+    if config.catalog is None:
+        return config
+    from slamorl_jax.agent.trainer import env_params_from_config  # loads JAX: after the flags
+    from slamorl_jax.env.validation import validate_params
+
+    config = dataclasses.replace(config, catalog=os.path.normpath(Path(config.catalog).absolute()))
+    try:
+        validate_params(env_params_from_config(config))
+    except FileNotFoundError as err:
+        raise ValueError(f"--catalog: {err}") from None
+    except OSError as err:  # a folder, no permission
+        raise ValueError(f"--catalog: cannot read {config.catalog} ({err.strerror or err})") from None
+    except ValueError as err:
+        raise ValueError(f"--catalog: {err}") from None
+    return config

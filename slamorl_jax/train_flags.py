@@ -206,6 +206,13 @@ flags.DEFINE_enum(
     "paper's design).",
 )
 flags.DEFINE_enum("prices", DEFAULTS.prices, PRICE_PRESETS, "Price preset.")
+flags.DEFINE_string(
+    "catalog",
+    DEFAULTS.catalog,
+    "A calibrated catalogue of your own (the JSON `python -m slamorl_jax.calibration --output=...` "
+    "writes: workloads, GPU types, prices, request mix) to train on; unset: the shipped one. The "
+    "run's checkpoints carry it, so its policy runs on it wherever it is loaded.",
+)
 flags.DEFINE_integer(
     "seed", DEFAULTS.seed, "Random seed (same seed and flags give identical parameters on CPU)."
 )

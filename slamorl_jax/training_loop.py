@@ -25,11 +25,13 @@ import jax
 
 from slamorl_jax import checkpoint as ckpt
 from slamorl_jax.agent.config import TrainConfig
-from slamorl_jax.agent.trainer import env_params_from_config, make_train, summarise
+from slamorl_jax.agent.trainer import config_catalog, make_train, summarise
 from slamorl_jax.atomic_files import write_text_atomically
+from slamorl_jax.checkpoint_catalog import catalog_meta, stored_catalog
 from slamorl_jax.checkpoint_resume import newest_readable_meta, nothing_to_resume, restore_newest_intact
 from slamorl_jax.cli_args import STOP_SIGNALS
 from slamorl_jax.distributed import any_process, is_primary
+from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
 from slamorl_jax.run_log_names import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, has_metrics, run_log_files
@@ -195,10 +197,14 @@ def resumed_flag_matches(name: str, stored: Any, given: Any) -> bool:
     """Whether a flag given with ``--resume`` says what the checkpoint's config holds. ``init_from`` is
     recorded as the absolute step folder it loaded, so the paths the first command could have typed
     (that step, or the checkpoint or policy folder holding it) match it too; no other folder above
-    it does (``--init_from`` refuses a run's folder or ``/``)."""
+    it does (``--init_from`` refuses a run's folder or ``/``). ``catalog`` is recorded absolute too:
+    the path typed first, relative or not, matches it (the run keeps the copy its checkpoint carries,
+    whatever the file holds now)."""
     if name == "init_from" and stored is not None and given is not None:
         step, typed = (Path(os.path.normpath(Path(path).absolute())) for path in (stored, given))
         return typed in (step, step.parent)
+    if name == "catalog" and stored is not None and given is not None:  # recorded absolute
+        return os.path.normpath(Path(given).absolute()) == stored
     return stored == given
 
 
@@ -236,9 +242,13 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
     if mesh.size > 1:
         share = config.num_envs // mesh.size
         say(f"devices: {mesh.size} ({jax.process_count()} processes), {share:,} jobs each")
-    trainer = make_train(config, mesh=mesh)
-    learner = jit_learner(trainer, env_params_from_config(config))
-    env_params = learner.place(env_params_from_config(config))
+    # The run's catalogue: the copy its checkpoint carries when resuming (the file may have moved or
+    # changed), else the one --catalog names (None: the shipped one).
+    catalog = stored_catalog(meta, options.checkpoint_dir) if meta is not None else config_catalog(config)
+    trainer = make_train(config, JobAllocationEnv(action_set=config.actions, catalog=catalog), mesh=mesh)
+    learner = jit_learner(trainer, trainer.env_params)
+    env_params = learner.place(trainer.env_params)
+    saved_extra = {**saved_run_options(options), **catalog_meta(catalog)}
 
     start = time.perf_counter()
     held = ckpt.complete_steps(Path(options.checkpoint_dir)) if options.resume else []
@@ -304,18 +314,18 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
             steps_this_run = (update - first_chunk * config.updates_per_chunk) * config.batch_size
             logger.log(update, metrics, steps_per_s=steps_this_run / max(train_s, 1e-9))
             if checkpoint_due(update, last_saved, options.save_interval):
-                last_saved = ckpt.save(manager, state, config, saved_run_options(options))
+                last_saved = ckpt.save(manager, state, config, saved_extra)
             # Every process stops after the same chunk (each saves its share of the checkpoint), even
             # when the signal reaches them between different chunks.
             if any_process(stop.signum is not None):
                 if update != last_saved:
-                    last_saved = ckpt.save(manager, state, config, saved_run_options(options))
+                    last_saved = ckpt.save(manager, state, config, saved_extra)
                 signum = stop.signum or signal.SIGTERM
                 name = signal.Signals(signum).name
                 logger.message(f"{name}: saved checkpoint at update {update} in {options.checkpoint_dir}")
                 return 128 + signum
         if int(state.update) != last_saved:
-            last_saved = ckpt.save(manager, state, config, saved_run_options(options))
+            last_saved = ckpt.save(manager, state, config, saved_extra)
     env_steps = (int(state.update) - first_chunk * config.updates_per_chunk) * config.batch_size
     if primary:
         figures = {

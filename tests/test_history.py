@@ -339,9 +339,9 @@ def test_build_keeps_an_out_file_made_while_its_jobs_ran(
     out = tmp_path / "h.json"
     real = build.oracle_records
 
-    def meanwhile(*args: object) -> object:
+    def meanwhile(*args: object, **kwargs: object) -> object:
         out.write_text('{"mine": true}\n')
-        return real(*args)
+        return real(*args, **kwargs)
 
     monkeypatch.setattr(build, "oracle_records", meanwhile)
     outcome = call(lambda: history_cli.main(["build", f"--out={out}", "--jobs=4"]), capsys, tmp_path)

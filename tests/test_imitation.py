@@ -19,6 +19,7 @@ from slamorl_jax.agent.networks import init_params
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.checkpoint import read_meta
 from slamorl_jax.env import action_sets
+from slamorl_jax.env.catalog import load_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.scenarios import scenario_params
 from slamorl_jax.evaluation.baselines import BestStatic
@@ -325,11 +326,12 @@ def test_a_stop_signal_before_the_report_leaves_no_checkpoint(
 def test_the_policy_config_follows_like_and_the_network_flags(tmp_path: Path) -> None:
     shipped = Path(__file__).resolve().parent.parent / "checkpoints" / "default"
     args = imitate.parser().parse_args(["--oracle_jobs=4", "--out=x", f"--like={shipped}", "--actions=paper"])
-    config = imitate.policy_config(args)
+    config, catalog = imitate.policy_config(args)
     assert config.actions == "paper" and config.init_from is None
     assert config.hidden_sizes == load_policy(shipped).config.hidden_sizes
+    assert catalog is load_catalog()  # the shipped policy's
     args = imitate.parser().parse_args(["--oracle_jobs=4", "--out=x", "--hidden_sizes=32,16"])
-    assert imitate.policy_config(args).hidden_sizes == (32, 16)
+    assert imitate.policy_config(args)[0].hidden_sizes == (32, 16)
 
 
 @pytest.mark.parametrize(

@@ -138,6 +138,11 @@ class TrainConfig:
     # to save at least this many pauses (networks.relocation_pays, env/relocation_payback.py; 0: off).
     relocate_payback: float = DEFAULT_RELOCATE_PAYBACK
     prices: str = "aws"
+    # A calibrated catalogue of your own (the JSON ``python -m slamorl_jax.calibration --output``
+    # writes: workloads, GPU types, prices, request mix); None = the one shipped with the package.
+    # Recorded as the path it was read from; the run's checkpoints carry the catalogue itself
+    # (``checkpoint.CATALOG_KEY``), which a loaded policy and ``--resume`` use.
+    catalog: str | None = None
     seed: int = 0
     updates_per_chunk: int = 10
     # Start the actor-critic from this checkpoint's policy (same network layout; warm_start.py)

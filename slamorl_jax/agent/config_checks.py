@@ -194,6 +194,7 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(c.prices in PRICE_PRESETS, f"--prices must be one of {', '.join(PRICE_PRESETS)}")
     _require(0 <= c.seed <= INT32_MAX, f"--seed must be in [0, 2**31), got {c.seed}")
     _require(c.init_from is None or c.init_from.strip() != "", "--init_from must name a checkpoint")
+    _require(c.catalog is None or c.catalog.strip() != "", "--catalog must name a calibration file")
     if c.preference is not None:
         try:
             preference_vector(parse_preference(c.preference))

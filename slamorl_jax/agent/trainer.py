@@ -38,7 +38,7 @@ from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.schedule import learning_rate_schedule
 from slamorl_jax.env.batched_step import step_envs
-from slamorl_jax.env.catalog import Catalog
+from slamorl_jax.env.catalog import Catalog, load_catalog
 from slamorl_jax.env.draws import categorical_from_cdf, check_key
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES, EnvParams, with_values
@@ -76,9 +76,18 @@ class TrainState:
     update: jax.Array  # int32 updates done
 
 
+def config_catalog(config: TrainConfig) -> Catalog | None:
+    """The catalogue ``config.catalog`` names (``load_catalog(path)``), or ``None`` for the shipped one.
+    ``ValueError`` (``FileNotFoundError``, ``OSError``) for a file that cannot be read as one. A
+    loaded policy and a resumed run read the copy their checkpoint carries instead
+    (``checkpoint.stored_catalog``): the file may have moved or changed since."""
+    return None if config.catalog is None else load_catalog(config.catalog)
+
+
 def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) -> EnvParams:
     """Environment parameters for the scenario, preference, initialisation, prices and target grid
-    of ``config``."""
+    of ``config``, on ``catalog`` (default: the one ``config.catalog`` names, :func:`config_catalog`)."""
+    catalog = catalog if catalog is not None else config_catalog(config)
     params = scenario_params(config.scenario, catalog)
     preference = None if config.preference is None else parse_preference(config.preference)
     params = with_preference(params, preference)
@@ -465,7 +474,7 @@ def make_train(config: TrainConfig, env: TrainableEnv | None = None, mesh: Mesh 
     validate_config(config)
     if mesh is not None:
         check_divisible(config.num_envs, mesh.size)
-    env = env or JobAllocationEnv(action_set=config.actions)
+    env = env or JobAllocationEnv(action_set=config.actions, catalog=config_catalog(config))
     env_actions = getattr(env, "action_set", config.actions)
     if env_actions != config.actions:  # the checkpoints would record the config's action set
         raise ValueError(

@@ -163,9 +163,12 @@ def load_catalog(path: str | None = None) -> Catalog:
     try:
         raw = json.loads(file.read_text())
     except FileNotFoundError as err:
+        remedy = "write one" if path is not None else "regenerate it"
         raise FileNotFoundError(
-            f"calibration file {file} is missing; regenerate it with `python -m slamorl_jax.calibration`"
+            f"calibration file {file} is missing; {remedy} with `python -m slamorl_jax.calibration`"
         ) from err
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"calibration file {file}: not JSON text ({err})") from None
     try:
         return parse_catalog(raw)
     except KeyError as err:  # a field nested deeper than the checks look (reference prices, ...)
@@ -173,6 +176,17 @@ def load_catalog(path: str | None = None) -> Catalog:
     except (AttributeError, TypeError, ValueError) as err:  # named by the file it came from
         reason = str(err).removeprefix("calibration file ").removeprefix("calibration file's ")
         raise ValueError(f"calibration file {file}: {reason}") from None
+
+
+def same_catalog(a: Catalog, b: Catalog) -> bool:
+    """Whether two catalogues hold the same content (one file read twice, or a copy, counts: what a
+    run records is the content, not the path)."""
+    return a is b or a.raw == b.raw
+
+
+def is_shipped(catalog: Catalog) -> bool:
+    """Whether ``catalog`` holds what the catalogue shipped with the package holds."""
+    return same_catalog(catalog, load_catalog())
 
 
 def workload_index(name: str, catalog: Catalog | None = None) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET, can_relocate
-from slamorl_jax.env.catalog import load_catalog
+from slamorl_jax.env.catalog import same_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
@@ -88,12 +88,17 @@ def world_difference(trained: TrainConfig, judged: TrainConfig) -> str | None:
     return ", ".join(differing) or None
 
 
-def check_one_target_grid(policy: LoadedPolicy, compare: dict[str, LoadedPolicy] | None) -> None:
-    """``ValueError`` naming a compared policy trained on another target grid than ``policy``: one
-    evaluation runs every method on the main policy's env params, whose grid another policy's
-    features and targets do not describe (``env/target_grid.py``)."""
+def check_compared_policies(policy: LoadedPolicy, compare: dict[str, LoadedPolicy] | None) -> None:
+    """``ValueError`` naming a compared policy trained on another catalogue or target grid than
+    ``policy``: one evaluation runs every method on the main policy's env params, whose workloads
+    or grid another policy's features and targets do not describe (``env/target_grid.py``)."""
     grid = policy.config.target_cpus_per_gpu
     for name, other in (compare or {}).items():
+        if not same_catalog(other.catalog, policy.catalog):
+            raise ValueError(
+                f"--compare {name}: trained on another catalogue (workloads, GPU types, prices) than "
+                "the policy: evaluate them apart"
+            )
         if other.config.target_cpus_per_gpu != grid:
             raise ValueError(
                 f"--compare {name}: trained with --target_cpus_per_gpu="
@@ -115,15 +120,15 @@ def run_suite(
     (e.g. a run trained with static weights) on the same jobs; with a ``history`` start rule
     (``slamorl_jax.history.HistoryStart``) also the policy started where it puts each job;
     ``(payload, per-job figures)``."""
-    check_one_target_grid(policy, compare)
+    check_compared_policies(policy, compare)
     # The ``targets`` set is a superset with the paper's moves at the same indices, so policies of
     # either action set (and every baseline) run unchanged on one env, on the same jobs.
-    env = env or JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+    env = env or JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=policy.catalog)
     started = time.perf_counter()
     # The policy's (a policy saved with env params of its own refuses the config's, ValueError).
     trained = (
         policy.env_params
-        if env.catalog is load_catalog()
+        if same_catalog(env.catalog, policy.catalog)
         else env_params_from_config(policy.config, env.catalog)
     )
     base = with_preference(trained, None)

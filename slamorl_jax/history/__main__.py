@@ -18,7 +18,10 @@ cannot hold, is refused naming its line, before anything is written.
 
 ``--out`` ending in ``.csv`` writes CSV. ``check --store=PATH`` reads a store (JSON or CSV,
 ``history/records.py``; each record's best allocation must fit the default cluster, the one every
-policy here is trained on) and prints a JSON summary. Bad input exits 2 with one line, an unusable
+policy here is trained on) and prints a JSON summary. ``ingest`` and ``check`` given
+``--checkpoint`` read names in that policy's catalogue and fit allocations to its cluster (a policy
+trained with ``train --catalog`` on workloads of its own); ``build`` always uses its checkpoint's.
+Bad input exits 2 with one line, an unusable
 ``--out`` before any job is simulated or read.
 """
 
@@ -42,6 +45,9 @@ from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
     import argparse
+
+    from slamorl_jax.env.catalog import Catalog
+    from slamorl_jax.env.params import EnvParams
 
 PROG = program_name("slamorl_jax.history")  # as started: -m or its script
 MAX_JOBS = 1 << 20
@@ -97,7 +103,37 @@ def parser() -> OneLineArgumentParser:
     ingest.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     check = commands.add_parser("check", help="validate a store and summarise it")
     check.add_argument("--store", required=True, help="a .json or .csv history store")
+    for command in (ingest, check):
+        command.add_argument(
+            "--checkpoint",
+            default=None,
+            help="the policy whose catalogue (workload and GPU type names) and cluster the records "
+            "must fit (default: the shipped catalogue and the default cluster)",
+        )
     return top
+
+
+def catalog_and_cluster(checkpoint: str | None) -> tuple[Catalog | None, EnvParams]:
+    """The catalogue (``None``: the shipped one) and env params whose cluster ``ingest`` and
+    ``check`` hold records to: ``checkpoint``'s policy's, else the defaults (exit 2 with one line
+    for a checkpoint that cannot be loaded)."""
+    from slamorl_jax.env import default_params
+
+    if checkpoint is None:
+        return None, default_params()
+    from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.policy_checkpoint import load_policy
+
+    try:
+        checkpoint = resolve_checkpoint("--checkpoint", checkpoint)
+    except ValueError as err:
+        fail(str(err), PROG)
+    try:
+        policy = load_policy(checkpoint)
+        return policy.catalog, policy.env_params
+    except (CheckpointError, ValueError) as err:
+        fail(f"--checkpoint: {err}", PROG)
+    raise AssertionError("unreachable")
 
 
 def out_problem(out: Path, overwrite: bool) -> str | None:
@@ -153,10 +189,11 @@ def build(args: argparse.Namespace) -> int:
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
     key = jax.random.key(args.seed)
+    # Named in the policy's catalogue (its own, when it was trained on one: train --catalog).
     if args.source == "oracle":
-        records = oracle_records(params, key, args.jobs)
+        records = oracle_records(params, key, args.jobs, catalog=policy.catalog)
     else:
-        env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+        env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=policy.catalog)
         greedy = greedy_policy(policy.network, policy.hold_below)
         try:
             records = policy_records(env, params, greedy, policy.params, key, args.jobs, None, args.recorded)
@@ -169,16 +206,19 @@ def build(args: argparse.Namespace) -> int:
         "scenario": args.scenario or policy.config.scenario,
         "seed": args.seed,
     }
-    return write_store(records, out, notes, args)
+    return write_store(records, out, notes, args, policy.catalog)
 
 
-def write_store(records: list, out: Path, notes: dict, args: argparse.Namespace) -> int:
-    """Save ``records`` to ``out`` with ``notes`` (replacing a file only with ``--overwrite``), say
-    so, and give the exit status; exits 2 with one line when it cannot."""
+def write_store(
+    records: list, out: Path, notes: dict, args: argparse.Namespace, catalog: Catalog | None = None
+) -> int:
+    """Save ``records`` (named in ``catalog``, the shipped one by default) to ``out`` with ``notes``
+    (replacing a file only with ``--overwrite``), say so, and give the exit status; exits 2 with one
+    line when it cannot."""
     from slamorl_jax.history.records import save_records
 
     try:
-        save_records(records, out, notes, replace=args.overwrite)
+        save_records(records, out, notes, replace=args.overwrite, catalog=catalog)
     except FileExistsError:  # made by another program while the jobs ran or were read: kept
         fail(f"--out {args.out!r} was created meanwhile; pass --overwrite to replace it", PROG)
     except OSError as err:
@@ -194,16 +234,16 @@ def ingest(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if problem := out_problem(out, args.overwrite):
         fail(f"--out {args.out!r}: {problem}", PROG)
-    from slamorl_jax.env import default_params
     from slamorl_jax.history.finished_jobs import record_from_finished_job, with_unread_readings
     from slamorl_jax.job_reports import read_jobs
     from slamorl_jax.live_checks import ClusterLimits
 
-    cluster = ClusterLimits.of(default_params())
+    catalog, params = catalog_and_cluster(args.checkpoint)
+    cluster = ClusterLimits.of(params)
     records = []
     for where, job in read_jobs(args.jobs, prog=PROG, prepare=with_unread_readings):
         try:
-            records.append(record_from_finished_job(job, args.recorded, cluster=cluster))
+            records.append(record_from_finished_job(job, args.recorded, catalog, cluster))
         except ValueError as err:
             fail(f"--jobs {args.jobs!r} {where}: {err}", PROG)
     notes = {
@@ -211,16 +251,17 @@ def ingest(args: argparse.Namespace) -> int:
         + RECORDED_WORDS[args.recorded],
         "jobs": str(args.jobs),
     }
-    return write_store(records, out, notes, args)
+    return write_store(records, out, notes, args, catalog)
 
 
 def check(args: argparse.Namespace) -> int:
-    """The ``check`` sub-command: every field valid, every best allocation in the default cluster."""
-    from slamorl_jax.env import default_params
+    """The ``check`` sub-command: every field valid, every best allocation in the default cluster
+    (``--checkpoint``: every name in its policy's catalogue, every allocation in its cluster)."""
     from slamorl_jax.history.records import load_records
 
+    catalog, params = catalog_and_cluster(args.checkpoint)
     try:
-        records = load_records(args.store, cluster=default_params())
+        records = load_records(args.store, catalog, cluster=params)
     except ValueError as err:
         fail(str(err), PROG)
     summary = {

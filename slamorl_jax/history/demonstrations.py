@@ -23,9 +23,10 @@ import numpy as np
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.imitation import Demonstrations
-from slamorl_jax.agent.trainer import env_params_from_config
+from slamorl_jax.agent.trainer import config_catalog, env_params_from_config
 from slamorl_jax.env import action_sets
 from slamorl_jax.env.best_static import BestStatic
+from slamorl_jax.env.catalog import Catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.observation import observe
 from slamorl_jax.env.params import EnvParams
@@ -55,22 +56,25 @@ def _labeller(action_set: str):
 
 
 def decision_demonstrations(
-    decisions: Sequence[Decision], config: TrainConfig
+    decisions: Sequence[Decision], config: TrainConfig, catalog: Catalog | None = None
 ) -> tuple[Demonstrations, dict[str, int]]:
     """The demonstrations of logged ``decisions`` for a policy of ``config`` (its cluster and action
     set), and counts: ``decisions``, ``moves`` (next allocation elsewhere) and ``inexact`` (next
     allocation the set cannot reach in one action; labelled with the nearest). ``ValueError`` naming
-    the decision for a finished job or an allocation outside the cluster (:func:`check_decisions`)."""
+    the decision for a finished job or an allocation outside the cluster (:func:`check_decisions`).
+    ``catalog``: the one the policy is for (default: the one ``config.catalog`` names, else the
+    shipped one), in which the jobs' names are read."""
     if not decisions:
         raise ValueError("no decisions to learn from")
-    params = env_params_from_config(config)
-    check_decisions(decisions, params)
+    catalog = catalog if catalog is not None else config_catalog(config)
+    params = env_params_from_config(config, catalog)
+    check_decisions(decisions, params, catalog)
     label = _labeller(config.actions)
     chunks: list[tuple] = []
     for start in range(0, len(decisions), DECISION_CHUNK):
         chunk = decisions[start : start + DECISION_CHUNK]
         size = padded_size(len(chunk))  # rows padded with the first decision: few sizes compile
-        states = live_states([decision.job for decision in chunk], params, size=size)
+        states = live_states([decision.job for decision in chunk], params, catalog, size=size)
         padded = [*chunk, *chunk[:1] * (size - len(chunk))]
         next_gpus, next_cpus = (
             np.array([getattr(d, name) for d in padded], np.int32) for name in NEXT_FIELDS
@@ -83,14 +87,14 @@ def decision_demonstrations(
     return Demonstrations(obs, weights, actions.astype(np.int32)), counts
 
 
-def check_decisions(decisions: Sequence[Decision], params: EnvParams) -> None:
+def check_decisions(decisions: Sequence[Decision], params: EnvParams, catalog: Catalog | None = None) -> None:
     """``ValueError`` naming the first decision (its ``where``, else its index) of a finished job or
     with an allocation, current, requested, measured or next, outside the cluster of ``params``
     (``live_checks.check_in_cluster``: what ``recommend`` refuses of a job)."""
     limits = ClusterLimits.of(params)
     for i, decision in enumerate(decisions):
         try:
-            check_recommendable(decision.job, limits)
+            check_recommendable(decision.job, limits, catalog)
             check_in_cluster(NEXT_FIELDS, decision.next_gpus, decision.next_cpus, limits)
         except ValueError as err:
             raise ValueError(f"{decision.where or f'decision {i}'}: {err}") from None
@@ -138,7 +142,7 @@ def oracle_demonstrations(
     """Demonstrations of ``num_jobs`` simulated jobs of ``config``'s scenario moved towards their
     hindsight-best static allocations, the first ``decisions_per_job`` decisions of each (fewer for
     shorter jobs; module docstring)."""
-    env = env or JobAllocationEnv(action_set=config.actions)
+    env = env or JobAllocationEnv(action_set=config.actions, catalog=config_catalog(config))
     params = env_params_from_config(config, env.catalog)
     run = _oracle_rollout(env, BestStatic.for_params(params), num_jobs, decisions_per_job)
     obs, weights, actions, running = (np.asarray(x) for x in run(params, key))

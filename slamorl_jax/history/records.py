@@ -317,18 +317,20 @@ def save_records(
     path: str | Path,
     notes: Mapping[str, Any] | None = None,
     replace: bool = True,
+    catalog: Catalog | None = None,
 ) -> None:
     """Write ``records`` as JSON (``notes`` beside them) or CSV, by the file's suffix, whole or not at
     all (``atomic_files``: a failed write leaves an existing store as it was). Unless ``replace``, a
     file that exists by then is left alone (``FileExistsError``). ``ValueError``, nothing written, for
-    records :func:`load_records` would refuse (a name not in the catalogue, a count below 1, a
-    non-finite limit, weights off the simplex), none at all, or another suffix."""
+    records :func:`load_records` would refuse (a name not in ``catalog``, the shipped one by
+    default, a count below 1, a non-finite limit, weights off the simplex), none at all, or another
+    suffix."""
     path = Path(path)
     if path.suffix.lower() not in (".json", ".csv"):
         raise ValueError(f"a history store must end in .json or .csv, got {str(path)!r}")
     if not records:
         raise ValueError("no records to save: load_records refuses an empty store")
-    check_records(records)  # what load_records would refuse, found before writing
+    check_records(records, catalog)  # what load_records would refuse, found before writing
     write = write_text_atomically if replace else write_new_text_atomically
     if path.suffix.lower() == ".csv":
         stream = io.StringIO(newline="")

@@ -1,0 +1,248 @@
+"""A run on a catalogue of one's own (``train --catalog``): the checkpoint carries it, so the policy,
+its export, ``--resume``, ``recommend`` and ``history build`` use its workloads and prices wherever
+the file is; bad catalogue files are refused in one line.
+
+The catalogue here is the shipped one with its workloads renamed and its GPU prices halved:
+the same shapes, so the run reuses TINY's compiled update from the suite's cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_harness import TRAIN_ERROR, Outcome, assert_refused, call
+from learner_fixtures import TINY, cli_flags, shared_trainer
+
+from slamorl_jax import recommend, train
+from slamorl_jax.agent.trainer import env_params_from_config
+from slamorl_jax.checkpoint import CheckpointError
+from slamorl_jax.checkpoint_catalog import CATALOG_KEY, catalog_meta, stored_catalog
+from slamorl_jax.env import default_params
+from slamorl_jax.env.catalog import CATALOG_PATH, is_shipped, load_catalog, parse_catalog
+from slamorl_jax.evaluation.suite import check_compared_policies
+from slamorl_jax.history import __main__ as history_cli
+from slamorl_jax.live import recommend_many
+from slamorl_jax.live_job import LiveJob
+from slamorl_jax.policy_checkpoint import export_policy, load_policy, save_policy
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED = REPO / "checkpoints" / "default"
+EXAMPLE_JOB = REPO / "docs" / "example_job.json"
+OURS = "our-cifar10-resnet18"  # the first workload, renamed as every other is
+
+
+def own_catalog_raw() -> dict:
+    """The shipped catalogue with every workload renamed (``our-`` before its name) and every GPU
+    price halved."""
+    raw = json.loads(CATALOG_PATH.read_text())
+    raw["workloads"] = [{**w, "name": f"our-{w['name']}"} for w in raw["workloads"]]
+    raw["prices"] = {**raw["prices"], "gpu_hour": {k: v / 2 for k, v in raw["prices"]["gpu_hour"].items()}}
+    return raw
+
+
+def train_in_process(args: list[str], capsys: pytest.CaptureFixture[str], root: Path) -> Outcome:
+    """``python -m slamorl_jax.train`` on ``args`` in this process."""
+    try:
+        return call(lambda: train.main(train.parse_flags(["slamorl_jax.train", *args])), capsys, root)
+    finally:
+        train.FLAGS.unparse_flags()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """TINY trained on its own catalogue: (the run folder, the catalogue file, removed afterwards)."""
+    shared_trainer(TINY)  # compiled once for the suite; the run loads it from the cache
+    root = tmp_path_factory.mktemp("own_catalog")
+    catalog_file = root / "ours.json"
+    catalog_file.write_text(json.dumps(own_catalog_raw()))
+    run_dir = root / "run"
+    args = [*cli_flags(TINY), f"--catalog={catalog_file}", f"--run_dir={run_dir}", "--eval_episodes=0"]
+    try:
+        train.main(train.parse_flags(["slamorl_jax.train", *args]))
+    except SystemExit as exit_:
+        assert exit_.code == 0
+    finally:
+        train.FLAGS.unparse_flags()
+    return run_dir, catalog_file
+
+
+def test_the_run_carries_its_catalogue_and_its_policy_runs_on_it_wherever_loaded(
+    trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, catalog_file = trained
+    policy = load_policy(run_dir / "checkpoints")
+    assert policy.config.catalog == str(catalog_file)  # recorded absolute
+    assert policy.catalog.workload_names[0] == OURS and not is_shipped(policy.catalog)
+    shipped = default_params()
+    np.testing.assert_allclose(
+        policy.env_params.gpu_price_per_hour, shipped.gpu_price_per_hour / 2, rtol=1e-6
+    )
+
+    # The export carries it too, and neither needs the file any more.
+    exported = tmp_path / "exported"
+    export_policy(run_dir / "checkpoints", exported)
+    moved = tmp_path / "ours.json"
+    shutil.move(catalog_file, moved)
+    try:
+        again = load_policy(exported)
+        assert again.catalog.workload_names == policy.catalog.workload_names
+        job_file = tmp_path / "job.json"
+        job_file.write_text(json.dumps({**json.loads(EXAMPLE_JOB.read_text()), "workload": OURS}))
+        answered = call(
+            lambda: recommend.main([f"--checkpoint={exported}", f"--job={job_file}", "--brief"]),
+            capsys,
+            tmp_path,
+        )
+        assert answered.code == 0 and json.loads(answered.stdout)["gpus"] >= 1, answered.report()
+        # The shipped policy does not know the name, and says which it knows.
+        refused = call(
+            lambda: recommend.main([f"--checkpoint={SHIPPED}", f"--job={job_file}"]), capsys, tmp_path
+        )
+        assert_refused(refused, f"unknown workload '{OURS}'", "cifar10-resnet18")
+
+        # --resume reads the copy its checkpoint carries, not the (moved) file.
+        resumed = train_in_process(["--resume", f"--run_dir={run_dir}"], capsys, tmp_path)
+        assert resumed.code == 0 and "nothing to train" in resumed.stderr, resumed.report()
+    finally:
+        shutil.move(moved, catalog_file)
+
+
+def test_history_stores_of_its_jobs_are_built_and_checked_in_its_catalogue(
+    trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = trained
+    checkpoint = f"--checkpoint={run_dir / 'checkpoints'}"
+    store = tmp_path / "store.json"
+    build = ["build", checkpoint, f"--out={store}", "--jobs=8"]
+    built = call(lambda: history_cli.main(build), capsys, tmp_path)
+    assert built.code == 0, built.report()
+    checked = call(lambda: history_cli.main(["check", f"--store={store}", checkpoint]), capsys, tmp_path)
+    assert checked.code == 0, checked.report()
+    assert all(name.startswith("our-") for name in json.loads(checked.stdout)["workloads"])
+    # Without the policy the names are the shipped catalogue's, which lacks them.
+    refused = call(lambda: history_cli.main(["check", f"--store={store}"]), capsys, tmp_path)
+    assert_refused(refused, "unknown workload 'our-")
+
+
+def test_the_shipped_catalogue_is_not_copied_into_checkpoints(tmp_path: Path) -> None:
+    """A copy of the shipped file counts as the shipped one: nothing is stored, nothing changes."""
+    copy = tmp_path / "copy.json"
+    copy.write_text(CATALOG_PATH.read_text())
+    assert catalog_meta(None) == {} and catalog_meta(load_catalog(str(copy))) == {}
+    assert stored_catalog({}, tmp_path) is load_catalog()
+    own = parse_catalog(own_catalog_raw())
+    assert stored_catalog(catalog_meta(own), tmp_path).workload_names[0] == OURS
+
+
+def test_a_carried_catalogue_this_version_cannot_read_is_a_checkpoint_error(tmp_path: Path) -> None:
+    meta = {CATALOG_KEY: {**own_catalog_raw(), "format_version": 99}}
+    with pytest.raises(CheckpointError, match=r"its catalogue cannot be read \(format_version=99"):
+        stored_catalog(meta, tmp_path)
+
+
+def test_save_policy_keeps_the_catalogue_given_and_needs_no_param_digests(tmp_path: Path) -> None:
+    """The Python path: params built on one's own catalogue, saved with it, load and run on it."""
+    own = parse_catalog(own_catalog_raw())
+    template = load_policy(SHIPPED)
+    params = env_params_from_config(template.config, own)
+    save_policy(tmp_path / "p", template.params, template.config, env_params=params, catalog=own)
+    policy = load_policy(tmp_path / "p")
+    assert policy.trained_env_params is None  # its config on its catalogue builds the same params
+    assert policy.catalog.workload_names[0] == OURS
+    policy.check_env_params(params)
+    np.testing.assert_array_equal(policy.env_params.gpu_price_per_hour, params.gpu_price_per_hour)
+
+
+def test_policies_of_other_catalogues_are_not_compared_in_one_evaluation() -> None:
+    policy = load_policy(SHIPPED)
+    other = dataclasses.replace(policy, catalog=parse_catalog(own_catalog_raw()))
+    with pytest.raises(ValueError, match="--compare ours: trained on another catalogue"):
+        check_compared_policies(policy, {"ours": other})
+
+
+def test_params_of_a_catalogue_with_other_workloads_are_refused() -> None:
+    """The job's names are read in the policy's catalogue; params holding another table of workloads
+    would index it wrongly."""
+    raw = own_catalog_raw()
+    fewer = parse_catalog({**raw, "workloads": raw["workloads"][:3]})
+    policy = load_policy(SHIPPED)
+    job = LiveJob.from_dict(json.loads(EXAMPLE_JOB.read_text()))
+    with pytest.raises(ValueError, match="params hold 3 workloads, the policy's catalogue 13"):
+        recommend_many(policy, [job], env_params_from_config(policy.config, fewer))
+
+
+def bad_catalogue(root: Path, case: str) -> Path:
+    """A ``--catalog`` file (or folder) that must be refused, by ``case``."""
+    path = root / "bad.json"
+    raw = own_catalog_raw()
+    if case == "missing":
+        return root / "none.json"
+    if case == "a folder":
+        path.mkdir()
+    elif case == "not JSON":
+        path.write_text("{workloads: ")
+    elif case == "another format version":
+        path.write_text(json.dumps({**raw, "format_version": 7}))
+    elif case == "a workload without its fields":
+        path.write_text(json.dumps({**raw, "workloads": [{"name": "x"}]}))
+    elif case == "request mix not a distribution":
+        mix = {**raw["requested_cpus_per_gpu"], "probs": [2.0] * len(raw["requested_cpus_per_gpu"]["probs"])}
+        path.write_text(json.dumps({**raw, "requested_cpus_per_gpu": mix}))
+    return path
+
+
+BAD_CATALOGUES = {
+    "missing": "is missing",
+    "a folder": "cannot read",
+    "not JSON": "not JSON text",
+    "another format version": "format_version=7",
+    "a workload without its fields": "workload 'x' lacks",
+    "request mix not a distribution": "--catalog: ",
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CATALOGUES))
+def test_a_bad_catalogue_file_is_refused_in_one_line_before_anything_is_written(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files = tmp_path / "files"
+    files.mkdir()
+    path = bad_catalogue(files, case)
+    run_dir = tmp_path / "run"
+    outcome = train_in_process(
+        [f"--catalog={path}", f"--run_dir={run_dir}"], capsys, run_dir.parent / "files"
+    )
+    assert_refused(outcome, "--catalog", BAD_CATALOGUES[case])
+    assert outcome.stderr.startswith(TRAIN_ERROR) and not run_dir.exists(), outcome.report()
+
+
+@pytest.mark.slow
+def test_evaluate_judges_the_policy_on_its_catalogue_and_names_its_workloads(
+    trained: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The suite's env is the policy's catalogue's: per-workload figures carry its names (they were
+    the shipped catalogue's, beside the policy's own prices)."""
+    from slamorl_jax import evaluate
+
+    run_dir, _ = trained
+    out = tmp_path / "eval"
+    argv = [
+        f"--checkpoint={run_dir / 'checkpoints'}",
+        "--episodes=8",
+        "--seeds=1",
+        "--scenarios=deadline-critical",
+        "--front_points=0",
+        "--plots=no",
+        "--no-progress",
+        f"--out_dir={out}",
+    ]
+    assert evaluate.main(argv) == 0
+    per_workload = json.loads((out / "evaluation.json").read_text())["per_workload_objective"]
+    names = set(per_workload["deadline-critical"])
+    assert names and names <= set(load_policy(run_dir / "checkpoints").catalog.workload_names)
+    assert all(name.startswith("our-") for name in names)
