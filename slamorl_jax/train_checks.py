@@ -53,15 +53,13 @@ def checked_catalog(config: TrainConfig) -> TrainConfig:
     if config.catalog is None:
         return config
     from slamorl_jax.agent.trainer import env_params_from_config  # loads JAX: after the flags
+    from slamorl_jax.env.catalog import catalog_from_flag
     from slamorl_jax.env.validation import validate_params
 
     config = dataclasses.replace(config, catalog=os.path.normpath(Path(config.catalog).absolute()))
+    catalog = catalog_from_flag(config.catalog)
     try:
-        validate_params(env_params_from_config(config))
-    except FileNotFoundError as err:
-        raise ValueError(f"--catalog: {err}") from None
-    except OSError as err:  # a folder, no permission
-        raise ValueError(f"--catalog: cannot read {config.catalog} ({err.strerror or err})") from None
+        validate_params(env_params_from_config(config, catalog))
     except ValueError as err:
         raise ValueError(f"--catalog: {err}") from None
     return config

@@ -246,3 +246,33 @@ def test_evaluate_judges_the_policy_on_its_catalogue_and_names_its_workloads(
     names = set(per_workload["deadline-critical"])
     assert names and names <= set(load_policy(run_dir / "checkpoints").catalog.workload_names)
     assert all(name.startswith("our-") for name in names)
+
+
+@pytest.mark.parametrize("case", ["missing", "not JSON", "request mix not a distribution"])
+def test_feasibility_refuses_a_bad_catalogue_in_one_line(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from slamorl_jax.env import feasibility
+
+    path = bad_catalogue(tmp_path, case)
+    outcome = call(lambda: feasibility.main([f"--catalog={path}", "--num-jobs=4"]), capsys, tmp_path)
+    assert_refused(outcome, "--catalog", BAD_CATALOGUES[case])
+
+
+@pytest.mark.slow
+def test_feasibility_reports_on_the_catalogue_given(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table is the report of the catalogue given (the shipped one's differs)."""
+    from slamorl_jax.env import feasibility
+    from slamorl_jax.env.scenarios import scenario_params
+
+    path = tmp_path / "ours.json"
+    path.write_text(json.dumps(own_catalog_raw()))
+    own = parse_catalog(own_catalog_raw())
+    expected = feasibility.feasibility_report(scenario_params("budget-constrained", own), 256, 0)
+    feasibility.main([f"--catalog={path}", "--num-jobs=256"])
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if line.startswith("| budget-constrained |"))
+    assert row.split("|")[3].strip() == f"{expected['feasible_fraction']:.1%}", row
+    assert row.split("|")[4].strip() == f"{expected['requested_meets_all_fraction']:.1%}", row

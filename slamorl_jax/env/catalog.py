@@ -178,6 +178,20 @@ def load_catalog(path: str | None = None) -> Catalog:
         raise ValueError(f"calibration file {file}: {reason}") from None
 
 
+def catalog_from_flag(path: str, flag: str = "--catalog") -> Catalog:
+    """:func:`load_catalog` of ``path`` as a command's ``flag`` gives it: every way it can fail (a
+    missing file, a folder, no permission, not JSON, not a catalogue of this version) is one
+    ``ValueError`` line naming ``flag``."""
+    try:
+        return load_catalog(path)
+    except FileNotFoundError as err:
+        raise ValueError(f"{flag}: {err}") from None
+    except OSError as err:
+        raise ValueError(f"{flag}: cannot read {path} ({err.strerror or err})") from None
+    except ValueError as err:
+        raise ValueError(f"{flag}: {err}") from None
+
+
 def same_catalog(a: Catalog, b: Catalog) -> bool:
     """Whether two catalogues hold the same content (one file read twice, or a copy, counts: what a
     run records is the content, not the path)."""

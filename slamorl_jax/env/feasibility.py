@@ -5,7 +5,8 @@ step a job may hold), kept for the whole run, meets all six job-level SLAs in th
 contention-free model; a job with a mid-run event (``shifts.py``) meets it on the way
 (``plans.plan_outcomes``: a preemption moves the kept allocation, a cut is judged at the end), so
 for ``shifting`` this is the share a static choice made in hindsight can serve.
-``python -m slamorl_jax.env.feasibility`` prints the fractions per scenario.
+``python -m slamorl_jax.env.feasibility`` prints the fractions per scenario (``--catalog=PATH``: on
+a calibrated catalogue of one's own, before training on it with ``train --catalog``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ require_backend()  # run as a program: a platform the machine lacks is one line,
 # ruff: noqa: E402  (the imports below start JAX's backend)
 from slamorl_jax.cli_args import OneLineArgumentParser, bounded, run_command, seed_value, summary
 from slamorl_jax.env import draws as d
+from slamorl_jax.env.catalog import catalog_from_flag
 from slamorl_jax.env.job_generator import sample_job
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.plans import plan_outcomes
@@ -75,10 +77,23 @@ def main(argv: list[str] | None = None) -> None:
         help=f"jobs per scenario, 1 to {MAX_JOBS:,} (default: %(default)s)",
     )
     parser.add_argument("--seed", type=seed_value, default=0, help="the jobs' seed (default: %(default)s)")
+    parser.add_argument(
+        "--catalog",
+        default=None,
+        help="a calibrated catalogue of your own (as train --catalog takes it; default: the shipped one)",
+    )
     args = parser.parse_args(argv)
-    reports = {
-        name: feasibility_report(scenario_params(name), args.num_jobs, args.seed) for name in SCENARIOS
-    }
+    try:
+        catalog = None if args.catalog is None else catalog_from_flag(args.catalog)
+    except ValueError as err:
+        parser.error(str(err))
+    try:
+        reports = {
+            name: feasibility_report(scenario_params(name, catalog), args.num_jobs, args.seed)
+            for name in SCENARIOS
+        }
+    except ValueError as err:  # params validate_params refuses
+        parser.error(f"--catalog: {err}")
     headers = [
         "scenario",
         "jobs",
