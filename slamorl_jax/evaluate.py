@@ -1,6 +1,7 @@
 """Evaluate a trained policy: ``python -m slamorl_jax.evaluate [--checkpoint=checkpoints/default]``.
 
-Runs the named scenarios on fresh jobs of all 13 workloads over several seeds, vectorised, for the
+Runs the named scenarios on fresh jobs of every workload of the policy's catalogue (the shipped one's
+13, a ``train --catalog`` run's own; ``--catalog``: another's) over several seeds, vectorised, for the
 policy, its ablations (cold start, static weights), the policy started from a history store
 (``--history``), other trained checkpoints (``--compare``, e.g. a
 run trained with static weights), the static baselines (request, min, max), the reference code's
@@ -44,6 +45,7 @@ from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
+    from slamorl_jax.env.catalog import Catalog
     from slamorl_jax.history.lookup import HistoryStart
     from slamorl_jax.policy_checkpoint import LoadedPolicy
 
@@ -145,6 +147,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=seed_value, default=0, help="first seed (default %(default)s)")
     parser.add_argument(
+        "--catalog",
+        default=None,
+        help="judge every method on jobs of this calibrated catalogue (as train --catalog takes it: "
+        "workloads, GPU types or prices the policy was not trained on) instead of the policy's own",
+    )
+    parser.add_argument(
         "--scenarios",
         type=scenario_list,
         default=EVALUATION_SCENARIOS,
@@ -215,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     start_cache(args.compilation_cache_dir, PROG)
     from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
+    from slamorl_jax.env.catalog import catalog_from_flag
+    from slamorl_jax.env.job_env import JobAllocationEnv
     from slamorl_jax.evaluation.report import to_markdown, write_outputs
     from slamorl_jax.evaluation.suite import SuiteConfig, check_compared_policies, run_suite
     from slamorl_jax.policy_checkpoint import load_policy
@@ -225,9 +236,12 @@ def main(argv: list[str] | None = None) -> int:
         for loaded in (policy, *compare.values()):
             _ = loaded.env_params  # a config that loads but builds no env: one line here, not later
         check_compared_policies(policy, compare)
+        # The jobs' catalogue: the policy's own, or --catalog's (the policy judged on another).
+        catalog = policy.catalog if args.catalog is None else catalog_from_flag(args.catalog)
+        env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=catalog)
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
-    history = history_start(args.history, policy)
+    history = history_start(args.history, policy, catalog)
     config = SuiteConfig(
         scenarios=args.scenarios,
         episodes=args.episodes,
@@ -262,9 +276,10 @@ def main(argv: list[str] | None = None) -> int:
 
     with cleanup_on_interrupt(remove_partial):
         try:
-            payload, _ = run_suite(policy, config, progress=progress, compare=compare, history=history)
+            payload, _ = run_suite(policy, config, env, progress=progress, compare=compare, history=history)
             payload["config"].update(
                 checkpoint=str(args.checkpoint),
+                catalog=args.catalog or policy.config.catalog,  # None: the shipped one
                 compare={name: str(path) for name, path in args.compare.items()},
                 history=args.history,
             )
@@ -296,17 +311,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def history_start(path: str | None, policy: LoadedPolicy) -> HistoryStart | None:
-    """The start rule of the ``--history`` store (``None`` without one); exit 2 with one line when
-    the store cannot be used or holds a best allocation outside ``policy``'s cluster."""
+def history_start(path: str | None, policy: LoadedPolicy, catalog: Catalog) -> HistoryStart | None:
+    """The start rule of the ``--history`` store (``None`` without one), its names read in
+    ``catalog`` (the jobs'); exit 2 with one line when the store cannot be used or holds a best
+    allocation outside ``policy``'s cluster."""
     if path is None:
         return None
     from slamorl_jax.history.lookup import HistoryStart
     from slamorl_jax.history.records import load_records
 
     try:
-        records = load_records(path, policy.catalog, cluster=policy.env_params)
-        return HistoryStart.from_records(records, policy.catalog, loaded=True)
+        records = load_records(path, catalog, cluster=policy.env_params)
+        return HistoryStart.from_records(records, catalog, loaded=True)
     except ValueError as err:
         fail(f"--history: {err}", PROG)
 

@@ -222,17 +222,21 @@ def test_a_bad_catalogue_file_is_refused_in_one_line_before_anything_is_written(
 
 
 @pytest.mark.slow
-def test_evaluate_judges_the_policy_on_its_catalogue_and_names_its_workloads(
-    trained: tuple[Path, Path], tmp_path: Path
+@pytest.mark.parametrize("whose", ["the policy's own", "given by --catalog"])
+def test_evaluate_judges_on_the_catalogue_and_names_its_workloads(
+    whose: str, trained: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """The suite's env is the policy's catalogue's: per-workload figures carry its names (they were
-    the shipped catalogue's, beside the policy's own prices)."""
+    """The suite's jobs are the catalogue's: the policy's own (a ``train --catalog`` run's), or
+    another given by ``--catalog`` (the shipped policy judged on renamed, cheaper workloads); the
+    per-workload figures carry its names (they were the shipped catalogue's)."""
     from slamorl_jax import evaluate
 
-    run_dir, _ = trained
+    run_dir, catalog_file = trained
+    own = whose == "the policy's own"
     out = tmp_path / "eval"
     argv = [
-        f"--checkpoint={run_dir / 'checkpoints'}",
+        f"--checkpoint={run_dir / 'checkpoints' if own else SHIPPED}",
+        *([] if own else [f"--catalog={catalog_file}"]),
         "--episodes=8",
         "--seeds=1",
         "--scenarios=deadline-critical",
@@ -242,10 +246,19 @@ def test_evaluate_judges_the_policy_on_its_catalogue_and_names_its_workloads(
         f"--out_dir={out}",
     ]
     assert evaluate.main(argv) == 0
-    per_workload = json.loads((out / "evaluation.json").read_text())["per_workload_objective"]
-    names = set(per_workload["deadline-critical"])
-    assert names and names <= set(load_policy(run_dir / "checkpoints").catalog.workload_names)
-    assert all(name.startswith("our-") for name in names)
+    payload = json.loads((out / "evaluation.json").read_text())
+    names = set(payload["per_workload_objective"]["deadline-critical"])
+    assert names and all(name.startswith("our-") for name in names)
+    assert payload["config"]["catalog"] == str(catalog_file)
+
+
+def test_evaluate_refuses_a_catalogue_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from slamorl_jax import evaluate
+
+    argv = [f"--checkpoint={SHIPPED}", f"--catalog={tmp_path / 'none.json'}", f"--out_dir={tmp_path / 'e'}"]
+    assert_refused(call(lambda: evaluate.main(argv), capsys, tmp_path), "--catalog", "is missing")
 
 
 @pytest.mark.parametrize("case", ["missing", "not JSON", "request mix not a distribution"])
