@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from slamorl_jax.quality_bar import greedy_policy
 
     policy = load_policy(args.checkpoint)
-    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=policy.catalog)
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     oracle = BestStatic.for_params(base)
     methods = policy_methods(greedy_policy(policy.network), oracle) + baseline_methods(

@@ -48,8 +48,8 @@ RULES = {"with the rule": True, "without": False}
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Both methods on every evaluation scenario, under each rule."""
-    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     policy = load_policy(args.checkpoint)
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=policy.catalog)
     base = with_preference(env_params_from_config(policy.config, env.catalog), None)
     methods = (
         Method(POLICY, "the trained policy, from the request", greedy_policy(policy.network), True),

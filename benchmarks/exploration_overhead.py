@@ -151,10 +151,10 @@ def cut(warm: float, cold: float) -> float:
 def start_methods(policy: LoadedPolicy, history: HistoryStart) -> dict[str, tuple[Method, JobAllocationEnv]]:
     """Each start as an evaluation method (the shipped policy run greedily after it) and its env."""
     greedy = greedy_policy(policy.network)
-    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=policy.catalog)
 
     def probing(budget: float) -> JobAllocationEnv:
-        return ProbingEnv(action_set=WIDEST_ACTION_SET, budget=budget)
+        return ProbingEnv(action_set=WIDEST_ACTION_SET, budget=budget, catalog=policy.catalog)
 
     return {
         "cold": (Method("cold", "1 GPU", greedy, True, init_strategy="cold"), env),
@@ -171,7 +171,7 @@ def per_job_overheads(args: argparse.Namespace, policy: LoadedPolicy, base: EnvP
     and its parts, and the cuts against cold."""
     scenarios = [name for name in SCENARIOS if name != "mixed"]
     store_key = jax.random.key(args.seed + HISTORY_SEED_OFFSET)
-    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=policy.catalog)
     greedy = greedy_policy(policy.network)
     records: list = []
     for round_ in range(args.history_rounds if args.history_source == "policy" else 1):
@@ -289,7 +289,7 @@ def imitated(state: Any, trainer: Any, config: Any, args: argparse.Namespace) ->
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Both measurements."""
     policy = load_policy(args.checkpoint)
-    base = with_preference(env_params_from_config(policy.config), None)
+    base = with_preference(env_params_from_config(policy.config, policy.catalog), None)
     started = time.perf_counter()
     jobs = None if args.training_only else per_job_overheads(args, policy, base)
     jobs_s = time.perf_counter() - started

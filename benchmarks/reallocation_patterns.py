@@ -105,7 +105,7 @@ def allocation_paths(
         if not network.config.relocate_prior:
             fail(f"--relocate-gate: {checkpoint} has no relocate prior to gate", PROG)
         network = ActorCritic(dataclasses.replace(network.config, relocate_gate=relocate_gate))
-    env = JobAllocationEnv(action_set=policy.config.actions)
+    env = JobAllocationEnv(action_set=policy.config.actions, catalog=policy.catalog)
     # The world the policy was trained in (its prices, pause, grid: as evaluate builds it), the
     # scenario's jobs, each started at its request.
     world = with_preference(env_params_from_config(policy.config, env.catalog), None)
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.relocate_payback,
     )
     counts = {**pattern_counts(**paths), **outcome}
-    names = JobAllocationEnv().catalog.workload_names
+    names = load_policy(args.checkpoint).catalog.workload_names  # the policy's jobs' names
     probability_sum = counts.pop("move_probability_sum")
 
     def row(mine: np.ndarray) -> dict[str, Any]:

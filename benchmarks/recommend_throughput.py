@@ -60,7 +60,7 @@ def simulated_reports(policy: Any, num_jobs: int, seed: int = 0) -> list[Any]:
     from slamorl_jax.env import JobAllocationEnv
     from slamorl_jax.live_encoding import reported_job
 
-    env = JobAllocationEnv(action_set=policy.config.actions)
+    env = JobAllocationEnv(action_set=policy.config.actions, catalog=policy.catalog)
     params = policy.env_params
     drawn = 2 * num_jobs + 64  # a few jobs end within EPOCHS_RUN epochs
     key = jax.random.key(seed)

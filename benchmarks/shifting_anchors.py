@@ -38,6 +38,7 @@ from benchmarks.common import policy_benchmark_main, policy_benchmark_payload, p
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.cli_args import fail, run_command
 from slamorl_jax.env.action_sets import WIDEST_ACTION_SET, can_relocate
+from slamorl_jax.env.catalog import same_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.scenarios import with_preference, with_scenario
@@ -60,18 +61,20 @@ NODE_EVENTS = ("contention", "slow_node")  # the events a GPU change or a reloca
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every anchor on every event kind, then on the whole scenario."""
-    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     paths = args.checkpoint.split(",")  # each resolved, none empty (common.resolve_checkpoints)
     policies = [load_policy(path) for path in paths]
     for path, policy in zip(paths, policies, strict=True):
         if difference := world_difference(policy.config, policies[0].config):
             fail(f"{path} was trained in another world than {paths[0]} ({difference})", PROG)
+        if not same_catalog(policy.catalog, policies[0].catalog):
+            fail(f"{path} was trained on another catalogue than {paths[0]}", PROG)
         if policy.config.target_cpus_per_gpu != policies[0].config.target_cpus_per_gpu:
             fail(f"{path} and {paths[0]} were trained on other target grids (--target_cpus_per_gpu)", PROG)
         if can_relocate(policy.config.actions) != can_relocate(policies[0].config.actions):
             fail(f"{path} and {paths[0]} differ in relocating, so in their re-planning anchor", PROG)
-    # The anchors and the policies run in the world the policies were trained in (their prices and
-    # fresh-nodes rule, env/shifts.py), built as evaluate builds it.
+    # The anchors and the policies run in the world the policies were trained in (their catalogue,
+    # prices and fresh-nodes rule, env/shifts.py), built as evaluate builds it.
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=policies[0].catalog)
     base = with_scenario(
         with_preference(env_params_from_config(policies[0].config, env.catalog), None), SCENARIO
     )

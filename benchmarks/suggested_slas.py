@@ -108,7 +108,8 @@ def met_shares(figures: dict[str, np.ndarray]) -> dict[str, float]:
 def run(args: Any) -> dict[str, Any]:
     """Every scenario kind x start x controller on the same jobs."""
     policy = load_policy(args.checkpoint)
-    base = with_init_strategy(with_preference(env_params_from_config(policy.config), None), "requested")
+    world = env_params_from_config(policy.config, policy.catalog)
+    base = with_init_strategy(with_preference(world, None), "requested")
     scenario_params = [with_scenario(base, name) for name in SCENARIO_KINDS]
     runs_of = ((keep_allocation, None), (greedy_policy(policy.network), policy.params))
     controllers = dict(zip(CONTROLLERS, runs_of, strict=True))

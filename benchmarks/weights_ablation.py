@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from slamorl_jax.policy_checkpoint import load_policy
     from slamorl_jax.quality_bar import greedy_policy, objective
 
-    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
     policies = {name: [load_policy(r.path / "checkpoints") for r in runs] for name, runs in args.runs.items()}
     first = next(iter(policies.values()))[0]  # every form's env is this one (parse_runs)
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=first.catalog)
     base = with_preference(env_params_from_config(first.config, env.catalog), None)
     oracle = Method(ORACLE, "oracle", start=BestStatic.for_params(base))
     keys = [jax.random.key(args.seed)]

@@ -239,7 +239,7 @@ def _mean(values: np.ndarray) -> float | None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """The methods on the same jobs; rows per workload and over all jobs."""
     policy = load_policy(args.checkpoint)
-    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET)
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=policy.catalog)
     params = with_scenario(
         with_preference(env_params_from_config(policy.config, env.catalog), None), args.scenario
     )

@@ -19,7 +19,7 @@ import logging
 import sys
 import warnings
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from absl import app, flags
 from absl import logging as absl_logging  # defines --log_dir, which we use for metrics too
@@ -182,6 +182,25 @@ def validated_config(argv: list[str]) -> tuple[TrainConfig, DistributedOptions]:
     return config, distributed
 
 
+def agreed_settings(config: TrainConfig, checkpoint_dir: Path, log_dir: Path) -> dict[str, Any]:
+    """What every process of a multi-process run must be given alike: the config, the folders and
+    :data:`AGREED_RUN_FLAGS`. The folders as given (nodes may mount one shared folder at other paths;
+    ``check_shared`` then finds whether they share it) and a new run's catalogue by its content (one
+    file may sit at other paths, and other files at one path would train each process in another
+    world)."""
+    settings = {
+        **dataclasses.asdict(config),
+        "checkpoint_dir": str(checkpoint_dir),
+        "log_dir": str(log_dir),
+        **{name: FLAGS[name].value for name in AGREED_RUN_FLAGS},
+    }
+    if config.catalog is not None and not FLAGS.resume:  # read already (checked_catalog)
+        from slamorl_jax.env.catalog import catalog_digest, load_catalog
+
+        settings["catalog"] = catalog_digest(load_catalog(config.catalog))
+    return settings
+
+
 class SetUpFolders:
     """The folders a starting run has created so far, for a stop signal that arrives before the run's
     own clean-up (``remove_if_empty`` in :func:`start`) is armed: nothing is written in them yet, so
@@ -283,14 +302,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
                 # they all start, each process removes what it created if it stops.
                 # The run options with the config: processes given other folders trained apart and
                 # hung at their first save, each waiting for the others' shards of one checkpoint.
-                settings = {
-                    **dataclasses.asdict(config),
-                    # as given: nodes may mount one shared folder at other paths (check_shared
-                    # then finds whether they share it)
-                    "checkpoint_dir": str(checkpoint_dir),
-                    "log_dir": str(log_dir),
-                    **{name: FLAGS[name].value for name in AGREED_RUN_FLAGS},
-                }
+                settings = agreed_settings(config, checkpoint_dir, log_dir)
                 agree_to_start(None, distributed.initialization_timeout_s, settings, checkpoint_dir)
                 owns_dirs[0] = not distributed.enabled or jax.process_index() == 0
             except ValueError as err:  # StartRefusedError is one

@@ -38,7 +38,7 @@ from slamorl_jax.run_log_names import CONFIG_FILE, METRICS_FILE, SUMMARY_FILE, h
 from slamorl_jax.run_logging import MetricsLogger
 from slamorl_jax.sharding import check_divisible, env_mesh
 from slamorl_jax.train_checks import budget_note
-from slamorl_jax.warm_start import warm_start
+from slamorl_jax.warm_start import catalogue_note, warm_start
 
 EXIT_OK = 0
 EXIT_NON_FINITE = 3
@@ -259,6 +259,8 @@ def run_training(config: TrainConfig, options: RunOptions) -> int:
     if config.init_from is not None and not options.resume:  # a resumed run restores its own
         state = warm_start(state, config.init_from, learner.place)
         say(f"init: the policy starts from {config.init_from}")
+        if note := catalogue_note(config, catalog):
+            say(note)
     if options.resume:
         state = restore_newest_intact(options.checkpoint_dir, state, report=say)
         if int(state.update) >= config.num_updates:

@@ -28,6 +28,8 @@ from slamorl_jax.agent.config_checks import ignored_settings
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.checkpoint import CheckpointError, read_meta, stored_config
+from slamorl_jax.checkpoint_catalog import stored_catalog
+from slamorl_jax.env.catalog import Catalog, load_catalog, same_catalog
 from slamorl_jax.env.observation import NUM_FEATURES
 from slamorl_jax.policy_checkpoint import LoadedPolicy, load_policy
 
@@ -155,3 +157,25 @@ def warm_start(
     (``JittedLearner.place``)."""
     params = initial_params(source, jax.device_get(state.params))
     return state.replace(params=place(params))
+
+
+def catalogue_note(config: TrainConfig, catalog: Catalog | None) -> str | None:
+    """A line for a run that starts from ``config.init_from``'s policy on another catalogue than that
+    policy was trained on (``catalog``: the run's, which ``config.catalog`` names; ``None``: the
+    shipped one), else ``None``. Fine-tuning in another world is allowed; it is said aloud so that a
+    ``train --catalog`` run continued with ``--init_from`` but without ``--catalog`` is not moved to
+    the shipped catalogue unnoticed."""
+    if config.init_from is None:
+        return None
+    meta, _, _ = read_meta(config.init_from)
+    if same_catalog(stored_catalog(meta, config.init_from), catalog or load_catalog()):
+        return None
+
+    def named(path: str | None) -> str:
+        return f"--catalog={path}" if path else "the shipped catalogue"
+
+    source = named(stored_config(meta).catalog)
+    return (
+        f"note: --init_from's policy was trained on another catalogue ({source}); this run trains on "
+        f"{named(config.catalog)}"
+    )

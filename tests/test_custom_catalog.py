@@ -18,7 +18,7 @@ import pytest
 from cli_harness import TRAIN_ERROR, Outcome, assert_refused, call
 from learner_fixtures import TINY, cli_flags, shared_trainer
 
-from slamorl_jax import recommend, train
+from slamorl_jax import recommend, train, train_flags
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import CheckpointError
 from slamorl_jax.checkpoint_catalog import CATALOG_KEY, catalog_meta, stored_catalog
@@ -112,6 +112,29 @@ def test_the_run_carries_its_catalogue_and_its_policy_runs_on_it_wherever_loaded
         shutil.move(moved, catalog_file)
 
 
+def test_a_run_started_from_its_policy_on_another_catalogue_says_so(
+    trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Fine-tuning in another world is allowed, but a run continued with ``--init_from`` and without
+    its ``--catalog`` would otherwise move to the shipped catalogue unnoticed."""
+    run_dir, catalog_file = trained
+    start = [
+        *cli_flags(TINY),
+        f"--init_from={run_dir / 'checkpoints'}",
+        "--total_timesteps=512",
+        "--eval_episodes=0",
+    ]
+    moved = train_in_process([*start, f"--run_dir={tmp_path / 'shipped'}"], capsys, tmp_path)
+    assert moved.code == 0, moved.report()
+    note = f"note: --init_from's policy was trained on another catalogue (--catalog={catalog_file}); this run"
+    assert f"{note} trains on the shipped catalogue" in moved.stderr, moved.report()
+    kept = train_in_process(
+        [*start, f"--catalog={catalog_file}", f"--run_dir={tmp_path / 'kept'}"], capsys, tmp_path
+    )
+    assert kept.code == 0 and "another catalogue" not in kept.stderr, kept.report()
+    assert load_policy(tmp_path / "kept" / "checkpoints").catalog.workload_names[0] == OURS
+
+
 def test_history_stores_of_its_jobs_are_built_and_checked_in_its_catalogue(
     trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -190,6 +213,12 @@ def bad_catalogue(root: Path, case: str) -> Path:
         path.write_text(json.dumps({**raw, "format_version": 7}))
     elif case == "a workload without its fields":
         path.write_text(json.dumps({**raw, "workloads": [{"name": "x"}]}))
+    elif case == "no workloads":
+        path.write_text(json.dumps({**raw, "workloads": []}))
+    elif case == "a workload named twice":
+        path.write_text(json.dumps({**raw, "workloads": [raw["workloads"][0], *raw["workloads"]]}))
+    elif case == "epochs beyond int32":
+        path.write_text(json.dumps({**raw, "workloads": [{**raw["workloads"][0], "epochs_min": 1e12}]}))
     elif case == "request mix not a distribution":
         mix = {**raw["requested_cpus_per_gpu"], "probs": [2.0] * len(raw["requested_cpus_per_gpu"]["probs"])}
         path.write_text(json.dumps({**raw, "requested_cpus_per_gpu": mix}))
@@ -202,7 +231,10 @@ BAD_CATALOGUES = {
     "not JSON": "not JSON text",
     "another format version": "format_version=7",
     "a workload without its fields": "workload 'x' lacks",
-    "request mix not a distribution": "--catalog: ",
+    "no workloads": "workloads must be a non-empty list",
+    "a workload named twice": "gives the workload name 'our-cifar10-resnet18' twice",
+    "epochs beyond int32": "workloads' epochs_min must be numbers",
+    "request mix not a distribution": "requested_cpus_per_gpu_probs",
 }
 
 
@@ -289,3 +321,22 @@ def test_feasibility_reports_on_the_catalogue_given(
     row = next(line for line in lines if line.startswith("| budget-constrained |"))
     assert row.split("|")[3].strip() == f"{expected['feasible_fraction']:.1%}", row
     assert row.split("|")[4].strip() == f"{expected['requested_meets_all_fraction']:.1%}", row
+
+
+def test_processes_of_one_run_agree_on_the_catalogues_content_not_its_path(tmp_path: Path) -> None:
+    """One file mounted at two paths starts; two files at one path would train apart (refused)."""
+    first, second, other = (tmp_path / name for name in ("a.json", "b.json", "c.json"))
+    first.write_text(json.dumps(own_catalog_raw()))
+    second.write_text(first.read_text())
+    other.write_text(CATALOG_PATH.read_text())
+
+    def settings(path: Path) -> dict:
+        try:
+            train.parse_flags(["slamorl_jax.train", f"--catalog={path}"])
+            config = train.train_checks.checked_catalog(train_flags.config_from_flags())
+            return train.agreed_settings(config, tmp_path / "c", tmp_path / "l")
+        finally:
+            train.FLAGS.unparse_flags()
+
+    assert settings(first) == settings(second)
+    assert settings(first)["catalog"] != settings(other)["catalog"]

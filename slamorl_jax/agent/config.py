@@ -141,7 +141,7 @@ class TrainConfig:
     # A calibrated catalogue of your own (the JSON ``python -m slamorl_jax.calibration --output``
     # writes: workloads, GPU types, prices, request mix); None = the one shipped with the package.
     # Recorded as the path it was read from; the run's checkpoints carry the catalogue itself
-    # (``checkpoint.CATALOG_KEY``), which a loaded policy and ``--resume`` use.
+    # (``checkpoint_catalog.CATALOG_KEY``), which a loaded policy and ``--resume`` use.
     catalog: str | None = None
     seed: int = 0
     updates_per_chunk: int = 10

@@ -80,7 +80,7 @@ def config_catalog(config: TrainConfig) -> Catalog | None:
     """The catalogue ``config.catalog`` names (``load_catalog(path)``), or ``None`` for the shipped one.
     ``ValueError`` (``FileNotFoundError``, ``OSError``) for a file that cannot be read as one. A
     loaded policy and a resumed run read the copy their checkpoint carries instead
-    (``checkpoint.stored_catalog``): the file may have moved or changed since."""
+    (``checkpoint_catalog.stored_catalog``): the file may have moved or changed since."""
     return None if config.catalog is None else load_catalog(config.catalog)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 from pathlib import Path
 
@@ -67,7 +68,37 @@ class Catalog:
 
 
 def _column(workloads: list[dict], key: str, dtype: type) -> np.ndarray:
-    return np.asarray([w[key] for w in workloads], dtype=dtype)
+    """The workloads' ``key`` as one array (``ValueError`` naming the field for a value that is not
+    a number of ``dtype``'s range)."""
+    return _array([w[key] for w in workloads], dtype, f"workloads' {key}")
+
+
+def _array(values: object, dtype: type, what: str) -> np.ndarray:
+    """``values`` as an array of ``dtype``; ``ValueError`` naming ``what`` for a value that is not a
+    number, nests another way or lies outside the dtype's range (an int32 epoch count of 1e12)."""
+    try:
+        array = np.asarray(values, dtype=dtype)
+        if np.issubdtype(dtype, np.integer) and not np.array_equal(array, np.asarray(values, np.float64)):
+            raise OverflowError("not an integer within int32")
+    except (OverflowError, TypeError, ValueError) as err:
+        raise ValueError(f"calibration file's {what} must be numbers ({err})") from None
+    return array
+
+
+def _check_names(raw: dict) -> None:
+    """``ValueError`` unless the file has at least one GPU type, workload and requested GPU count,
+    and its GPU types and workloads are named by distinct non-empty strings (a name given twice
+    would leave the second unreachable by name)."""
+    gpu_types, workloads, bins = raw["gpu_types"], raw["workloads"], raw["requested_gpu_bins"]
+    for key, value in (("gpu_types", gpu_types), ("workloads", workloads), ("requested_gpu_bins", bins)):
+        if not isinstance(value, list) or not value:
+            raise ValueError(f"calibration file's {key} must be a non-empty list")
+    names = [w.get("name") if isinstance(w, dict) else None for w in workloads]
+    for what, given in (("GPU type", gpu_types), ("workload name", names)):
+        if bad := [n for n in given if not isinstance(n, str) or not n]:
+            raise ValueError(f"calibration file's {what}s must be non-empty strings, got {bad[0]!r}")
+        if twice := sorted({n for n in given if given.count(n) > 1}):
+            raise ValueError(f"calibration file gives the {what} {twice[0]!r} twice")
 
 
 # What every workload of a calibration file gives (besides its name, speeds and request mix).
@@ -118,6 +149,7 @@ def parse_catalog(raw: dict) -> Catalog:
     for key in ("gpu_types", "workloads", "prices", "requested_gpu_bins", "requested_cpus_per_gpu"):
         if key not in raw:
             raise ValueError(f"calibration file has no {key!r}")
+    _check_names(raw)
     gpu_types = tuple(raw["gpu_types"])
     workloads = raw["workloads"]
     _check_workloads(workloads, gpu_types, len(raw["requested_gpu_bins"]))
@@ -126,15 +158,15 @@ def parse_catalog(raw: dict) -> Catalog:
     missing += [key for key in ("vcpu_hour", "gib_hour", "reference_code") if key not in prices]
     if missing:
         raise ValueError(f"calibration file's prices lack {', '.join(missing)}")
-    ref = prices["reference_code"]
+    ref, cpus = prices["reference_code"], raw["requested_cpus_per_gpu"]
     f32 = np.float32
     catalog = Catalog(
         workload_names=tuple(w["name"] for w in workloads),
         gpu_types=gpu_types,
-        requested_gpu_bins=np.asarray(raw["requested_gpu_bins"], dtype=np.int32),
-        requested_cpus_per_gpu_values=np.asarray(raw["requested_cpus_per_gpu"]["values"], dtype=f32),
-        requested_cpus_per_gpu_probs=np.asarray(raw["requested_cpus_per_gpu"]["probs"], dtype=f32),
-        gpu_price_per_hour=np.asarray([prices["gpu_hour"][t] for t in gpu_types], dtype=f32),
+        requested_gpu_bins=_array(raw["requested_gpu_bins"], np.int32, "requested_gpu_bins"),
+        requested_cpus_per_gpu_values=_array(cpus["values"], f32, "requested_cpus_per_gpu values"),
+        requested_cpus_per_gpu_probs=_array(cpus["probs"], f32, "requested_cpus_per_gpu probs"),
+        gpu_price_per_hour=_array([prices["gpu_hour"][t] for t in gpu_types], f32, "GPU prices"),
         vcpu_price_per_hour=float(prices["vcpu_hour"]),
         gib_price_per_hour=float(prices["gib_hour"]),
         reference_code_prices=(
@@ -143,8 +175,10 @@ def parse_catalog(raw: dict) -> Catalog:
             float(ref["gib_hour"]),
         ),
         **{key: _column(workloads, key, COLUMN_DTYPES.get(key, f32)) for key in WORKLOAD_FIELDS},
-        compute_speed=np.asarray([[w["compute_speed"][t] for t in gpu_types] for w in workloads], dtype=f32),
-        requested_gpu_probs=np.asarray([w["requested_gpu_probs"] for w in workloads], dtype=f32),
+        compute_speed=_array(
+            [[w["compute_speed"][t] for t in gpu_types] for w in workloads], f32, "compute_speed"
+        ),
+        requested_gpu_probs=_array([w["requested_gpu_probs"] for w in workloads], f32, "requested_gpu_probs"),
         raw=raw,
     )
     # load_catalog hands every caller the same cached catalogue: an array written in place would
@@ -190,6 +224,12 @@ def catalog_from_flag(path: str, flag: str = "--catalog") -> Catalog:
         raise ValueError(f"{flag}: cannot read {path} ({err.strerror or err})") from None
     except ValueError as err:
         raise ValueError(f"{flag}: {err}") from None
+
+
+def catalog_digest(catalog: Catalog) -> str:
+    """A SHA-256 of the catalogue's content (its JSON with sorted keys): equal for equal content
+    wherever the file lies."""
+    return hashlib.sha256(json.dumps(catalog.raw, sort_keys=True).encode()).hexdigest()
 
 
 def same_catalog(a: Catalog, b: Catalog) -> bool:

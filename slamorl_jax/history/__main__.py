@@ -17,8 +17,9 @@ epochs its ``history`` lists (``--recorded=final``: its last allocation);
 cannot hold, is refused naming its line, before anything is written.
 
 ``--out`` ending in ``.csv`` writes CSV. ``check --store=PATH`` reads a store (JSON or CSV,
-``history/records.py``; each record's best allocation must fit the default cluster, the one every
-policy here is trained on) and prints a JSON summary. ``ingest`` and ``check`` given
+``history/records.py``; each record's names must be in the shipped catalogue and its best
+allocation must fit the default cluster, the one every command trains on) and prints a JSON
+summary. ``ingest`` and ``check`` given
 ``--checkpoint`` read names in that policy's catalogue and fit allocations to its cluster (a policy
 trained with ``train --catalog`` on workloads of its own); ``build`` always uses its checkpoint's.
 Bad input exits 2 with one line, an unusable
