@@ -11,14 +11,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 from cli_harness import TRAIN_ERROR, Outcome, assert_refused, call
 from learner_fixtures import TINY, cli_flags, shared_trainer
+from test_train_cli import stop_after_first_chunk
 
-from slamorl_jax import recommend, train, train_flags
+from slamorl_jax import recommend, train, train_flags, training_loop
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.checkpoint import CheckpointError
 from slamorl_jax.checkpoint_catalog import CATALOG_KEY, catalog_meta, stored_catalog
@@ -26,6 +28,7 @@ from slamorl_jax.env import default_params
 from slamorl_jax.env.catalog import CATALOG_PATH, is_shipped, load_catalog, parse_catalog
 from slamorl_jax.evaluation.suite import check_compared_policies
 from slamorl_jax.history import __main__ as history_cli
+from slamorl_jax.history.records import HistoryRecord, save_records
 from slamorl_jax.live import recommend_many
 from slamorl_jax.live_job import LiveJob
 from slamorl_jax.policy_checkpoint import export_policy, load_policy, save_policy
@@ -150,6 +153,124 @@ def test_history_stores_of_its_jobs_are_built_and_checked_in_its_catalogue(
     # Without the policy the names are the shipped catalogue's, which lacks them.
     refused = call(lambda: history_cli.main(["check", f"--store={store}"]), capsys, tmp_path)
     assert_refused(refused, "unknown workload 'our-")
+
+
+NEW_OURS = {  # a job of the renamed catalogue before its first epoch
+    "workload": OURS,
+    "gpu_type": "T4",
+    "gpus": 4,
+    "cpus": 32,
+    "epochs_done": 0,
+    "epochs_total": 60,
+    "deadline_s": 90_000.0,
+    "budget_usd": 80.0,
+}
+WITHOUT_SLAS = {k: v for k, v in NEW_OURS.items() if k not in ("deadline_s", "budget_usd")}
+
+
+@pytest.mark.parametrize(
+    ("job", "flags", "source"),
+    [
+        (NEW_OURS, ["--probe_plan"], "probe_plan"),
+        (NEW_OURS, ["--forecast_start"], "forecast"),
+        (WITHOUT_SLAS, ["--suggest_slas"], "forecast_slas"),
+        (NEW_OURS, ["--history=store.json"], "history"),
+    ],
+)
+def test_every_new_job_answer_reads_the_job_in_the_policys_catalogue(
+    job: dict,
+    flags: list[str],
+    source: str,
+    trained: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_dir, _ = trained
+    policy = load_policy(run_dir / "checkpoints")
+    record = HistoryRecord(OURS, "T4", 60, 90_000.0, 80.0, (0.6, 0.2, 0.2), 8, 32)
+    save_records([record], tmp_path / "store.json", catalog=policy.catalog)
+    (tmp_path / "job.json").write_text(json.dumps(job))
+    argv = [f"--checkpoint={run_dir / 'checkpoints'}", f"--job={tmp_path / 'job.json'}", *flags]
+    argv = [flag.replace("store.json", str(tmp_path / "store.json")) for flag in argv]
+    outcome = call(lambda: recommend.main(argv), capsys, tmp_path)
+    assert outcome.code == 0 and json.loads(outcome.stdout)["source"] == source, outcome.report()
+
+
+def test_keep_going_answers_the_policys_names_and_refuses_others_by_line(
+    trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = trained
+    running = {**json.loads(EXAMPLE_JOB.read_text()), "workload": OURS}
+    jobs = tmp_path / "jobs.jsonl"
+    jobs.write_text(f"{json.dumps(running)}\n{json.dumps({**running, 'workload': 'cifar10-resnet18'})}\n")
+    argv = [f"--checkpoint={run_dir / 'checkpoints'}", f"--jobs={jobs}", "--keep_going", "--brief"]
+    outcome = call(lambda: recommend.main(argv), capsys, tmp_path)
+    answered, refused = (json.loads(line) for line in outcome.stdout.splitlines())
+    assert outcome.code == 2 and "gpus" in answered, outcome.report()
+    assert refused["at"] == "line 2" and "unknown workload 'cifar10-resnet18'" in refused["error"]
+
+
+def test_a_resumed_run_trains_on_and_saves_the_catalogue_it_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Stopped after its first chunk, the run resumes with its file gone: the steps it saves then
+    still carry the catalogue."""
+    catalog_file = tmp_path / "ours.json"
+    catalog_file.write_text(json.dumps(own_catalog_raw()))
+    run_dir = tmp_path / "run"
+    real_summarise = training_loop.summarise
+    stop_after_first_chunk(monkeypatch, signal.SIGTERM)
+    args = [*cli_flags(TINY), f"--catalog={catalog_file}", f"--run_dir={run_dir}", "--eval_episodes=0"]
+    stopped = train_in_process(args, capsys, tmp_path)
+    assert stopped.code == 128 + signal.SIGTERM, stopped.report()
+    monkeypatch.setattr(training_loop, "summarise", real_summarise)
+    catalog_file.unlink()
+    resumed = train_in_process(["--resume", f"--run_dir={run_dir}"], capsys, tmp_path)
+    assert resumed.code == 0 and "resume: from update" in resumed.stderr, resumed.report()
+    policy = load_policy(run_dir / "checkpoints")
+    assert policy.step == TINY.num_updates and policy.catalog.workload_names[0] == OURS
+
+
+def test_ingest_records_finished_jobs_in_the_policys_catalogue(
+    trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir, _ = trained
+    finished = {**json.loads(EXAMPLE_JOB.read_text()), "workload": OURS, "epochs_total": 10}
+    (tmp_path / "done.jsonl").write_text(json.dumps(finished) + "\n")
+    store = tmp_path / "store.json"
+    argv = ["ingest", f"--jobs={tmp_path / 'done.jsonl'}", f"--out={store}"]
+    assert_refused(call(lambda: history_cli.main(argv), capsys, tmp_path), f"unknown workload '{OURS}'")
+    ingested = call(
+        lambda: history_cli.main([*argv, f"--checkpoint={run_dir / 'checkpoints'}"]), capsys, tmp_path
+    )
+    assert ingested.code == 0, ingested.report()
+    assert [r["workload"] for r in json.loads(store.read_text())["records"]] == [OURS]
+
+
+def test_a_catalogue_of_other_size_answers_jobs_by_its_own_names() -> None:
+    """A policy on a catalogue of five workloads (its table five rows, not thirteen) reads a job of
+    its fifth in its own indices."""
+    raw = own_catalog_raw()
+    five = parse_catalog({**raw, "workloads": raw["workloads"][:5]})
+    policy = dataclasses.replace(load_policy(SHIPPED), catalog=five)
+    job = LiveJob.from_dict({**json.loads(EXAMPLE_JOB.read_text()), "workload": five.workload_names[4]})
+    (answer,) = recommend_many(policy, [job])
+    assert answer.gpus >= 1 and int(np.shape(policy.env_params.workloads.gamma)[0]) == 5
+    with pytest.raises(ValueError, match="unknown workload 'cifar10-resnet18'"):
+        recommend_many(policy, [dataclasses.replace(job, workload="cifar10-resnet18")])
+
+
+@pytest.mark.slow
+def test_imitate_like_a_policy_pretrains_in_its_catalogue(
+    trained: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from slamorl_jax import imitate
+
+    run_dir, _ = trained
+    argv = [f"--like={run_dir / 'checkpoints'}", "--oracle_jobs=8", "--steps=2", f"--out={tmp_path / 'p'}"]
+    outcome = call(lambda: imitate.main(argv), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    assert load_policy(tmp_path / "p").catalog.workload_names[0] == OURS
 
 
 def test_the_shipped_catalogue_is_not_copied_into_checkpoints(tmp_path: Path) -> None:
