@@ -276,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with cleanup_on_interrupt(remove_partial):
         try:
-            payload, _ = run_suite(policy, config, env, progress=progress, compare=compare, history=history)
+            payload, _ = run_suite(
+                policy, config, env=env, progress=progress, compare=compare, history=history
+            )
             payload["config"].update(
                 checkpoint=str(args.checkpoint),
                 catalog=args.catalog or policy.config.catalog,  # None: the shipped one
