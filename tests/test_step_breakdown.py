@@ -7,6 +7,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from benchmarks.step_breakdown import (
     RankedWithBatch,
@@ -42,6 +43,7 @@ def reset_and_step(probe: str) -> tuple:
     return jax.device_get(jax.jit(run)())
 
 
+@pytest.mark.slow  # a benchmark's probe (6 s): in the slow run (pytest -m slow)
 def test_unranked_step_batch_differs_from_the_env_only_in_the_suggested_flags() -> None:
     """The probe's observations are the env's with every ``*_suggested`` feature 0 (the env flags
     exactly one candidate per job), and the same states (to float32 rounding: the two programs fuse

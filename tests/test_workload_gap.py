@@ -153,6 +153,7 @@ def shipped() -> tuple:
     return policy, env, params
 
 
+@pytest.mark.slow  # a benchmark's logic (9 s and 7 s): in the slow run (pytest -m slow)
 def test_following_the_forecast_matches_the_observations_suggested_flags(shipped: tuple) -> None:
     policy, env, params = shipped
     key, episodes = jax.random.key(3), 48
@@ -176,6 +177,7 @@ def test_following_the_forecast_matches_the_observations_suggested_flags(shipped
     assert follows.any() and not follows.all()  # both kinds in this batch: the check can fail either way
 
 
+@pytest.mark.slow  # a benchmark's logic (9 s and 7 s): in the slow run (pytest -m slow)
 def test_the_informed_choice_is_the_forecasts_own_for_a_job_at_its_profile(shipped: tuple) -> None:
     """Told a deviation of zero (the job's truth is its profile), the informed forecast chooses what
     the forecast does from its prior; told the job's true deviations, it chooses otherwise on some
