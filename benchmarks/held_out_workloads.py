@@ -1,0 +1,242 @@
+"""Workloads a policy never trained on: how policies trained without them do on their jobs.
+
+    python -m benchmarks.held_out_workloads --write-catalog=runs/held_out/catalog.json \\
+        --without=voc-yolov3,multi30k-transformer,pong-a3c
+    for s in 0 1 2; do python -m slamorl_jax.train --catalog=runs/held_out/catalog.json --seed=$s \\
+        --run_dir=runs/held_out/seed$s; done
+    python -m benchmarks.held_out_workloads --without=voc-yolov3,multi30k-transformer,pong-a3c \\
+        --runs=runs/held_out/seed0,runs/held_out/seed1,runs/held_out/seed2 [--with=checkpoints/default] \\
+        [--scenarios=deadline-critical,budget-constrained] [--episodes=2048] [--out=...] [--overwrite]
+
+``--write-catalog`` writes the shipped catalogue without the ``--without`` workloads (each other row
+as it is; jobs then draw the remaining workloads uniformly) for ``train --catalog``. The second form
+runs every ``--runs`` policy (trained on that catalogue, one per training seed, the same command
+but the seed) and the ``--with`` policy (trained with every workload) greedily from the request on
+the same fresh jobs of the shipped catalogue, beside the best static allocation in hindsight (the
+oracle). Per scenario and group of jobs (the held-out workloads', the others'): each policy's
+objective over the oracle's and its share of jobs meeting all six SLAs, as mean ± sample standard
+deviation [min, max] over the held-out runs' seeds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository root importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import argparse
+
+import jax
+import numpy as np
+
+from benchmarks.common import (
+    RESULTS_DIR,
+    add_job_flags,
+    add_out_flags,
+    check_report_flags,
+    machine_info,
+    report,
+)
+from benchmarks.run_sets import SEED_ONLY, checked_runs
+from benchmarks.training_seeds import spread
+from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command, summary
+from slamorl_jax.env.catalog import CATALOG_PATH, load_catalog
+from slamorl_jax.env.scenarios import SCENARIO_KINDS
+from slamorl_jax.markdown import markdown_table
+from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
+
+PROG = "python -m benchmarks.held_out_workloads"
+GROUPS = ("held_out", "seen")  # the jobs of the held-out workloads, of the others
+WORDS = {"held_out": "held-out", "seen": "other"}
+
+
+def without_workloads(raw: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The decoded catalogue ``raw`` without the workloads ``names`` (``ValueError`` for a name it
+    lacks, or for leaving none)."""
+    known = [w["name"] for w in raw["workloads"]]
+    if unknown := [n for n in names if n not in known]:
+        raise ValueError(f"--without: unknown workload {unknown[0]!r}; choose from {', '.join(known)}")
+    kept = [w for w in raw["workloads"] if w["name"] not in names]
+    if not kept:
+        raise ValueError("--without leaves no workload to train on")
+    return {**raw, "workloads": kept, "generated_by": f"{PROG} --without={','.join(names)}"}
+
+
+def write_catalog(path: Path, names: tuple[str, ...], overwrite: bool) -> None:
+    """Write the shipped catalogue without ``names`` to ``path`` (exit 2 on a bad name or path)."""
+    try:
+        held_out = without_workloads(json.loads(CATALOG_PATH.read_text()), names)
+    except ValueError as err:
+        fail(str(err), PROG)
+    if path.exists() and not overwrite:
+        fail(f"--write-catalog {str(path)!r} exists; pass --overwrite to replace it", PROG)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(held_out, indent=1) + "\n")
+    except OSError as err:
+        fail(f"cannot write --write-catalog {str(path)!r}: {err.strerror or err}", PROG)
+    print(f"wrote {path}: {len(held_out['workloads'])} workloads, without {', '.join(names)}")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Every policy on the same jobs of every scenario; the oracle once per scenario."""
+    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
+    from slamorl_jax.env.job_env import JobAllocationEnv
+    from slamorl_jax.env.scenarios import with_preference, with_scenario
+    from slamorl_jax.episodes import summarise_episodes
+    from slamorl_jax.evaluation.baselines import BestStatic
+    from slamorl_jax.evaluation.methods import ORACLE, Method, compared_method, run_method
+    from slamorl_jax.policy_checkpoint import load_policy
+    from slamorl_jax.quality_bar import greedy_policy, objective
+
+    shipped = load_catalog()
+    held_out = [load_policy(r.path / "checkpoints") for r in args.runs]
+    for run_, policy in zip(args.runs, held_out, strict=True):
+        trained_on = set(policy.catalog.workload_names)
+        if leaked := sorted(trained_on & set(args.without)):
+            fail(f"--runs {run_.path}: trained on {leaked[0]}, one of --without", PROG)
+    with_all = load_policy(args.with_all)
+    env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=shipped)
+    # The jobs of the shipped catalogue, in the world the held-out runs trained in but its workloads.
+    base = with_preference(env_params_from_config(held_out[0].config, shipped), None)
+    oracle = Method(ORACLE, "oracle", start=BestStatic.for_params(base))
+    keys = [jax.random.key(args.seed)]
+    indices = [shipped.workload_names.index(name) for name in args.without]
+
+    def figures(method: Method, params: Any) -> dict[str, dict[str, float]]:
+        per_job = run_method(env, params, method, keys, args.episodes)
+        held = np.isin(per_job["workload"], indices)
+        return {
+            group: summarise_episodes({k: v[mask] for k, v in per_job.items()})
+            for group, mask in zip(GROUPS, (held, ~held), strict=True)
+        }
+
+    per_seed: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {}
+    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    for scenario in args.scenarios:
+        params = with_scenario(base, scenario)
+        theirs = figures(oracle, params)
+        policies = {"held_out_runs": held_out, "with_every_workload": [with_all]}
+        per_seed[scenario] = {}
+        for name, loaded in policies.items():
+            values: dict[str, dict[str, list[float]]] = {
+                g: {"over_oracle": [], "all_slas_met": []} for g in GROUPS
+            }
+            for policy in loaded:
+                method = compared_method(name, greedy_policy(policy.network), policy.params, policy.config)
+                mine = figures(method, params)
+                for group in GROUPS:
+                    ratio = objective(scenario, mine[group]) / objective(scenario, theirs[group])
+                    values[group]["over_oracle"].append(ratio)
+                    values[group]["all_slas_met"].append(mine[group]["all_slas_met"])
+            per_seed[scenario][name] = values
+        rows[scenario] = {
+            group: {"oracle_all_slas_met": theirs[group]["all_slas_met"], "jobs": theirs[group]["episodes"]}
+            for group in GROUPS
+        }
+    return {
+        "without": list(args.without),
+        "runs": [str(r.path) for r in args.runs],
+        "run_settings": [r.as_dict(SEED_ONLY) for r in args.runs],
+        "with": str(args.with_all),
+        "config": dataclasses.asdict(held_out[0].config),
+        "episodes": args.episodes,
+        "seed": args.seed,
+        "oracle": rows,
+        "per_seed": per_seed,
+        "figures": {
+            scenario: {
+                name: {g: {k: spread(v) for k, v in by_group.items()} for g, by_group in groups.items()}
+                for name, groups in by_name.items()
+            }
+            for scenario, by_name in per_seed.items()
+        },
+        "machine": machine_info(),
+    }
+
+
+def _stats(s: dict[str, float], scale: float = 1.0, digits: int = 3) -> str:
+    if s["std"] == 0.0 and s["min"] == s["max"]:
+        return f"{scale * s['mean']:.{digits}f}"
+    return (
+        f"{scale * s['mean']:.{digits}f} ± {scale * s['std']:.{digits}f} "
+        f"[{scale * s['min']:.{digits}f}, {scale * s['max']:.{digits}f}]"
+    )
+
+
+def to_markdown(payload: dict[str, Any]) -> str:
+    """One row per scenario, group of jobs and policy."""
+    names = {"held_out_runs": "trained without them", "with_every_workload": "trained with every workload"}
+    table = []
+    for scenario, by_name in payload["figures"].items():
+        for group in GROUPS:
+            oracle = payload["oracle"][scenario][group]
+            for name, groups in by_name.items():
+                row = groups[group]
+                table.append(
+                    [
+                        scenario,
+                        f"{WORDS[group]} workloads ({int(oracle['jobs'])} jobs)",
+                        names[name],
+                        _stats(row["over_oracle"]),
+                        _stats(row["all_slas_met"], 100.0, 1),
+                        f"{100 * oracle['oracle_all_slas_met']:.1f}",
+                    ]
+                )
+    headers = ["scenario", "jobs of", "policy", "objective / oracle", "all SLAs met %", "oracle %"]
+    return (
+        f"Held out: {', '.join(payload['without'])}; {len(payload['runs'])} runs trained without them "
+        f"(mean ± std [min, max] over training seeds) and `{payload['with']}` trained with every workload; "
+        f"{payload['episodes']} jobs of the shipped catalogue per scenario (seed {payload['seed']}), "
+        "each policy greedy from the request.\n\n" + markdown_table(headers, table)
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Write the held-out catalogue, or evaluate the runs trained on it."""
+    parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
+    parser.add_argument("--without", required=True, help="comma-separated workloads to hold out")
+    parser.add_argument(
+        "--write-catalog", type=Path, default=None, help="write the catalogue without them here"
+    )
+    parser.add_argument("--runs", default=None, help="comma-separated runs trained on that catalogue")
+    parser.add_argument(
+        "--with", dest="with_all", default=SHIPPED_POLICY, help="a policy trained with every workload"
+    )
+    parser.add_argument(
+        "--scenarios", default="deadline-critical,budget-constrained", help="comma-separated scenario kinds"
+    )
+    add_job_flags(parser, episodes=2048, most=1 << 16)
+    add_out_flags(parser, RESULTS_DIR / "held_out_workloads.json")
+    args = parser.parse_args(argv)
+    args.without = tuple(name.strip() for name in args.without.split(",") if name.strip())
+    if args.write_catalog is not None:
+        if args.runs is not None:
+            fail("--write-catalog writes the catalogue to train on; evaluate the runs in a second call", PROG)
+        write_catalog(args.write_catalog, args.without, args.overwrite)
+        return
+    if args.runs is None:
+        fail("give --write-catalog (before training) or --runs (after)", PROG)
+    check_report_flags(args, PROG)
+    args.scenarios = tuple(s.strip() for s in args.scenarios.split(","))
+    if unknown := [s for s in args.scenarios if s not in SCENARIO_KINDS]:
+        fail(f"--scenarios: unknown {', '.join(unknown)}; choose from {', '.join(SCENARIO_KINDS)}", PROG)
+    try:
+        args.with_all = resolve_checkpoint("--with", args.with_all)
+    except ValueError as err:
+        fail(str(err), PROG)
+    runs = [Path(p) for p in args.runs.split(",") if p]
+    if missing := [str(r) for r in runs if not (r / "checkpoints").is_dir()]:
+        fail(f"--runs: no checkpoints under {', '.join(missing)}", PROG)
+    args.runs = checked_runs({"": runs}, PROG)[""]
+    report(args, run, to_markdown, PROG)
+
+
+if __name__ == "__main__":
+    run_command(main, PROG)
