@@ -1,0 +1,108 @@
+"""``benchmarks/held_out_workloads.py``: the catalogue without some workloads, and its refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_harness import assert_refused, call
+
+from benchmarks import held_out_workloads
+from slamorl_jax.env.catalog import load_catalog, parse_catalog
+
+HELD_OUT = ("voc-yolov3", "pong-a3c")
+
+
+def test_the_written_catalogue_lacks_exactly_the_held_out_workloads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "catalog.json"
+    held_out_workloads.main([f"--without={','.join(HELD_OUT)}", f"--write-catalog={path}"])
+    written = parse_catalog(json.loads(path.read_text()))
+    shipped = load_catalog()
+    assert written.workload_names == tuple(n for n in shipped.workload_names if n not in HELD_OUT)
+    keep = [shipped.workload_names.index(n) for n in written.workload_names]
+    assert (written.compute_alpha_s == shipped.compute_alpha_s[keep]).all()  # each row as it was
+    assert written.gpu_types == shipped.gpu_types
+    # Written once; a second write needs --overwrite.
+    again = call(
+        lambda: held_out_workloads.main([f"--without={HELD_OUT[0]}", f"--write-catalog={path}"]),
+        capsys,
+        tmp_path,
+    )
+    assert_refused(again, "exists; pass --overwrite")
+
+
+@pytest.mark.parametrize(
+    ("argv", "phrase"),
+    [
+        (["--without=gpt-5", "--write-catalog=c.json"], "unknown workload 'gpt-5'"),
+        (
+            [f"--without={','.join(load_catalog().workload_names)}", "--write-catalog=c.json"],
+            "leaves no workload",
+        ),
+        (["--without=voc-yolov3"], "give --write-catalog"),
+        (["--without=voc-yolov3", "--runs=nowhere"], "no checkpoints under nowhere"),
+        (["--without=voc-yolov3", "--write-catalog=c.json", "--runs=r"], "in a second call"),
+        (["--without=voc-yolov3", "--runs=r", "--scenarios=mixed"], "--scenarios: unknown mixed"),
+    ],
+)
+def test_bad_command_lines_are_refused_in_one_line(
+    argv: list[str],
+    phrase: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "r" / "checkpoints").mkdir(parents=True)
+    before = {p.name for p in tmp_path.iterdir()}
+    outcome = call(
+        lambda: held_out_workloads.main([*argv, f"--out={tmp_path / 'o.json'}"]), capsys, tmp_path / "r"
+    )
+    assert outcome.code == 2 and phrase in outcome.stderr, outcome.report()
+    assert {p.name for p in tmp_path.iterdir()} == before  # nothing written
+
+
+def train_tiny(args: list[str]) -> None:
+    """TINY trained in this process with ``args`` added (``learner_fixtures``)."""
+    from learner_fixtures import TINY, cli_flags
+
+    from slamorl_jax import train
+
+    try:
+        train.main(train.parse_flags(["slamorl_jax.train", *cli_flags(TINY), "--eval_episodes=0", *args]))
+    except SystemExit as exit_:
+        assert exit_.code == 0
+    finally:
+        train.FLAGS.unparse_flags()
+
+
+@pytest.mark.slow
+def test_runs_trained_without_the_workloads_are_judged_on_both_groups_of_jobs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    catalog = tmp_path / "catalog.json"
+    held_out_workloads.main([f"--without={','.join(HELD_OUT)}", f"--write-catalog={catalog}"])
+    train_tiny([f"--catalog={catalog}", f"--run_dir={tmp_path / 'without'}"])
+    out = tmp_path / "report.json"
+    argv = [
+        f"--without={','.join(HELD_OUT)}",
+        "--episodes=32",
+        "--scenarios=deadline-critical",
+        f"--out={out}",
+    ]
+    held_out_workloads.main([*argv, f"--runs={tmp_path / 'without'}"])
+    figures = json.loads(out.read_text())["figures"]["deadline-critical"]
+    for name in ("held_out_runs", "with_every_workload"):
+        for group in ("held_out", "seen"):
+            assert figures[name][group]["over_oracle"]["mean"] > 0
+    # A run that trained on them is refused.
+    train_tiny([f"--run_dir={tmp_path / 'with'}"])
+    refused = call(
+        lambda: held_out_workloads.main([*argv, f"--runs={tmp_path / 'with'}", "--overwrite"]),
+        capsys,
+        tmp_path,
+    )
+    assert refused.code == 2 and "trained on pong-a3c, one of --without" in refused.stderr, refused.report()
