@@ -218,7 +218,10 @@ def _recommend_checked(
     forecasts = forecast_dicts(summary, len(jobs))
     names = action_sets.action_names(policy.config.actions, params)
     cluster_note = _other_cluster(policy, params)  # one for the whole batch
-    notes = [own + cluster_note for own in outside_training_many(jobs, params, catalog)]
+    notes = [
+        own + cluster_note + policy.untrained_names(job.workload, job.gpu_type)
+        for own, job in zip(outside_training_many(jobs, params, catalog), jobs, strict=True)
+    ]
     dual = uses_dual_weights(params)
     return [
         Recommendation(

@@ -76,10 +76,13 @@ class LoadedPolicy:
     # Digests of the env params it was trained on where its config builds others (``save_policy``'s
     # ``env_params``; ``ENV_PARAMS_KEY`` of its meta), else ``None``.
     trained_env_params: dict[str, str] | None = dataclasses.field(default=None, repr=False)
-    # The catalogue it was trained on: the copy its checkpoint carries (``train --catalog``,
-    # ``checkpoint_catalog``), else the shipped one. Its workload and GPU type names are the ones
-    # the live tools accept, and :attr:`env_params` are built on it.
+    # The catalogue it runs on: the one it was trained on (the copy its checkpoint carries,
+    # ``train --catalog``, ``checkpoint_catalog``; else the shipped one) unless :meth:`on_catalog`
+    # gave another. Its workload and GPU type names are the ones the live tools accept, and
+    # :attr:`env_params` are built on it.
     catalog: Catalog = dataclasses.field(default_factory=load_catalog, repr=False)
+    # The catalogue it was trained on where :meth:`on_catalog` moved it to another, else ``None``.
+    trained_catalog: Catalog | None = dataclasses.field(default=None, repr=False)
 
     def holding(self, hold_below: float) -> LoadedPolicy:
         """This policy deciding with the threshold ``hold_below`` in [0, 1] (``ValueError`` otherwise)."""
@@ -91,6 +94,37 @@ class LoadedPolicy:
         ``--relocate_payback`` ask for (``ValueError`` as those methods raise it)."""
         policy = self.holding(hold_below)
         return policy if relocate_payback is None else policy.with_relocate_payback(relocate_payback)
+
+    def on_catalog(self, catalog: Catalog | None) -> LoadedPolicy:
+        """This policy running on ``catalog`` (``None``: the one it has), the same parameters: its
+        :attr:`env_params` are its config's on that catalogue, and the live tools read jobs' names in
+        it. A workload it never trained on is then one it can answer (how well: a policy's
+        observation describes a job by its profile's forecasts, not its name;
+        ``benchmarks/held_out_workloads.py`` measures it). ``TypeError`` for anything but a
+        :class:`Catalog`."""
+        if catalog is None:
+            return self
+        if not isinstance(catalog, Catalog):
+            raise TypeError(f"catalog must be a Catalog (load_catalog(path)), got {type(catalog).__name__}")
+        trained = self.trained_catalog or self.catalog
+        return dataclasses.replace(self, catalog=catalog, trained_catalog=trained)
+
+    def untrained_names(self, workload: str, gpu_type: str) -> tuple[str, ...]:
+        """A note per name of a job (its ``workload``, its ``gpu_type``) the policy never trained on
+        (:meth:`on_catalog` moved it to a catalogue that has it); empty otherwise."""
+        trained = self.trained_catalog
+        if trained is None:
+            return ()
+        notes = []
+        if workload not in trained.workload_names:
+            notes.append(
+                f"the policy never trained on {workload} jobs (its profile comes from another catalogue)"
+            )
+        if gpu_type not in trained.gpu_types:
+            notes.append(
+                f"the policy never trained on {gpu_type} GPUs (their speeds come from another catalogue)"
+            )
+        return tuple(notes)
 
     def with_relocate_payback(self, threshold: float) -> LoadedPolicy:
         """This policy with its relocation payback rule set to ``threshold`` pauses (0: off;

@@ -91,7 +91,7 @@ def answer_jobs(args: argparse.Namespace) -> int:
     ``--history``, a job that has run no epoch gets its first allocation from the store instead (as
     ``--job --history`` gives it); a refused job or a warning names its line (or list item)."""
     located = read_jobs(args.jobs, args.keep_going)
-    policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
+    policy = load_checkpoint(args)
     from slamorl_jax.live import recommend_many
     from slamorl_jax.live_checks import ClusterLimits
 
@@ -198,7 +198,7 @@ def serve_stdin(args: argparse.Namespace) -> int:
 
     if sys.stdin is None:
         fail("--serve reads jobs from standard input, which is closed", PROG)
-    policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
+    policy = load_checkpoint(args)
     stream = getattr(sys.stdin, "buffer", None)
     # Bytes that are not UTF-8 become lone surrogates: that line is then refused, the others answered.
     lines = (
@@ -217,7 +217,7 @@ def serve_http(args: argparse.Namespace) -> int:
         host, port = parse_address(args.http)
     except ValueError as err:
         fail(str(err), PROG)
-    policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
+    policy = load_checkpoint(args)
     try:
         server = make_server(policy, host, port, brief=args.brief)
     except OSError as err:  # the port is taken, the host is not this machine's, a port below 1024
@@ -230,26 +230,27 @@ def serve_http(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_checkpoint(
-    path: str, hold_below: float = 0.0, relocate_payback: float | None = None
-) -> LoadedPolicy:
-    """The policy at ``path``, deciding with ``hold_below`` (``agent.decision``) and, unless None, the
-    relocation payback rule ``relocate_payback`` (``LoadedPolicy.deciding``); exits 2 with one line
-    when it is missing, cannot be loaded or cannot take the rule."""
+def load_checkpoint(args: argparse.Namespace) -> LoadedPolicy:
+    """The policy at ``--checkpoint``, on ``--catalog`` if given (``LoadedPolicy.on_catalog``),
+    deciding with ``--hold_below`` (``agent.decision``) and, unless None, the relocation payback rule
+    ``--relocate_payback`` (``LoadedPolicy.deciding``); exits 2 with one line when it is missing,
+    cannot be loaded or cannot take the rule, or the catalogue cannot be read."""
     try:
-        path = resolve_checkpoint("--checkpoint", path)
+        path = resolve_checkpoint("--checkpoint", args.checkpoint)
     except ValueError as err:
         fail(str(err), PROG)
     from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.env.catalog import catalog_from_flag
     from slamorl_jax.policy_checkpoint import load_policy
 
     try:
-        policy = load_policy(path)
+        catalog = None if args.catalog is None else catalog_from_flag(args.catalog)
+        policy = load_policy(path).on_catalog(catalog)
         policy.env_params  # noqa: B018  (built here: a policy saved with env params of its own refuses)
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
     try:
-        return policy.deciding(hold_below, relocate_payback)
+        return policy.deciding(args.hold_below, args.relocate_payback)
     except ValueError as err:
         fail(f"--relocate_payback: {err}", PROG)
     return None  # unreachable
@@ -291,6 +292,12 @@ def _parser() -> OneLineArgumentParser:
     )
     parser.add_argument(
         "--checkpoint", default=SHIPPED_POLICY, help="policy checkpoint (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--catalog",
+        default=None,
+        help="read jobs in this calibrated catalogue (as train --catalog takes it) instead of the "
+        "policy's own: a workload it never trained on, given a profile there",
     )
     parser.add_argument(
         "--compact",
@@ -426,7 +433,7 @@ def _answer_one_job(args: argparse.Namespace) -> int:
         missing = LiveJob.missing_fields(data) if isinstance(data, dict) else []
         hint = not args.suggest_slas and missing and set(missing) <= set(SUGGESTIBLE)
         fail(f"{err}; --suggest_slas suggests them for a new job" if hint else str(err), PROG)
-    policy = load_checkpoint(args.checkpoint, args.hold_below, args.relocate_payback)
+    policy = load_checkpoint(args)
     from slamorl_jax.live import recommend
 
     indent = None if args.compact else 2

@@ -461,3 +461,26 @@ def test_processes_of_one_run_agree_on_the_catalogues_content_not_its_path(tmp_p
 
     assert settings(first) == settings(second)
     assert settings(first)["catalog"] != settings(other)["catalog"]
+
+
+def test_the_shipped_policy_answers_a_job_of_a_workload_profiled_in_another_catalogue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``recommend --catalog``: the job is read in that catalogue, and the answer says the policy
+    never trained on its workload."""
+    own = tmp_path / "ours.json"
+    own.write_text(json.dumps(own_catalog_raw()))
+    job = tmp_path / "job.json"
+    job.write_text(json.dumps({**json.loads(EXAMPLE_JOB.read_text()), "workload": OURS}))
+    argv = [f"--checkpoint={SHIPPED}", f"--catalog={own}", f"--job={job}"]
+    outcome = call(lambda: recommend.main(argv), capsys, tmp_path)
+    assert outcome.code == 0, outcome.report()
+    notes = json.loads(outcome.stdout)["outside_training"]
+    assert f"the policy never trained on {OURS} jobs (its profile comes from another catalogue)" in notes
+    shipped_name = json.loads(EXAMPLE_JOB.read_text())["workload"]
+    refused = call(lambda: recommend.main([*argv[:2], f"--job={EXAMPLE_JOB}"]), capsys, tmp_path)
+    assert_refused(refused, f"unknown workload '{shipped_name}'", OURS)
+    policy = load_policy(SHIPPED)
+    assert policy.on_catalog(None) is policy and policy.untrained_names(shipped_name, "T4") == ()
+    with pytest.raises(TypeError, match="catalog must be a Catalog"):
+        policy.on_catalog(str(own))
