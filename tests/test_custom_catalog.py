@@ -340,6 +340,10 @@ def bad_catalogue(root: Path, case: str) -> Path:
         path.write_text(json.dumps({**raw, "workloads": [raw["workloads"][0], *raw["workloads"]]}))
     elif case == "epochs beyond int32":
         path.write_text(json.dumps({**raw, "workloads": [{**raw["workloads"][0], "epochs_min": 1e12}]}))
+    elif case == "a boolean given as text":
+        path.write_text(json.dumps({**raw, "workloads": [{**raw["workloads"][0], "data_parallel": "false"}]}))
+    elif case == "no request mix":
+        path.write_text(json.dumps({**raw, "requested_cpus_per_gpu": {"values": [], "probs": []}}))
     elif case == "request mix not a distribution":
         mix = {**raw["requested_cpus_per_gpu"], "probs": [2.0] * len(raw["requested_cpus_per_gpu"]["probs"])}
         path.write_text(json.dumps({**raw, "requested_cpus_per_gpu": mix}))
@@ -355,6 +359,8 @@ BAD_CATALOGUES = {
     "no workloads": "workloads must be a non-empty list",
     "a workload named twice": "gives the workload name 'our-cifar10-resnet18' twice",
     "epochs beyond int32": "workloads' epochs_min must be numbers",
+    "a boolean given as text": "data_parallel must be true or false (got text)",
+    "no request mix": "requested_cpus_per_gpu values must be a non-empty list",
     "request mix not a distribution": "requested_cpus_per_gpu_probs",
 }
 
@@ -412,6 +418,11 @@ def test_evaluate_refuses_a_catalogue_it_cannot_read(
 
     argv = [f"--checkpoint={SHIPPED}", f"--catalog={tmp_path / 'none.json'}", f"--out_dir={tmp_path / 'e'}"]
     assert_refused(call(lambda: evaluate.main(argv), capsys, tmp_path), "--catalog", "is missing")
+    path = bad_catalogue(tmp_path, "request mix not a distribution")  # read, but its params refused
+    argv = [f"--checkpoint={SHIPPED}", f"--catalog={path}", f"--out_dir={tmp_path / 'e'}"]
+    assert_refused(
+        call(lambda: evaluate.main(argv), capsys, tmp_path), "--catalog: ", "requested_cpus_per_gpu_probs"
+    )
 
 
 @pytest.mark.parametrize("case", ["missing", "not JSON", "request mix not a distribution"])

@@ -73,15 +73,24 @@ def _column(workloads: list[dict], key: str, dtype: type) -> np.ndarray:
     return _array([w[key] for w in workloads], dtype, f"workloads' {key}")
 
 
-def _array(values: object, dtype: type, what: str) -> np.ndarray:
-    """``values`` as an array of ``dtype``; ``ValueError`` naming ``what`` for a value that is not a
-    number, nests another way or lies outside the dtype's range (an int32 epoch count of 1e12)."""
+def _array(values: object, dtype: type, what: str, ndim: int = 1) -> np.ndarray:
+    """``values`` as an ``ndim``-dimensional array of ``dtype``; ``ValueError`` naming ``what`` for a
+    value that is not a JSON number (boolean), nests another way or lies outside the dtype's range
+    (an int32 epoch count of 1e12)."""
     try:
-        array = np.asarray(values, dtype=dtype)
-        if np.issubdtype(dtype, np.integer) and not np.array_equal(array, np.asarray(values, np.float64)):
+        given = np.asarray(values)
+        # NumPy would read "0.5" as a number and "false" as True: JSON numbers (booleans) only.
+        wanted = "b" if dtype is bool else "biuf"
+        if given.dtype.kind not in wanted:
+            raise TypeError(f"got {'text' if given.dtype.kind == 'U' else given.dtype}")
+        if given.ndim != ndim:
+            raise ValueError(f"expected {ndim} level(s) of lists, got {given.ndim}")
+        array = given.astype(dtype)
+        if np.issubdtype(dtype, np.integer) and not np.array_equal(array, given.astype(np.float64)):
             raise OverflowError("not an integer within int32")
     except (OverflowError, TypeError, ValueError) as err:
-        raise ValueError(f"calibration file's {what} must be numbers ({err})") from None
+        kind = "true or false" if dtype is bool else "numbers"
+        raise ValueError(f"calibration file's {what} must be {kind} ({err})") from None
     return array
 
 
@@ -90,7 +99,14 @@ def _check_names(raw: dict) -> None:
     and its GPU types and workloads are named by distinct non-empty strings (a name given twice
     would leave the second unreachable by name)."""
     gpu_types, workloads, bins = raw["gpu_types"], raw["workloads"], raw["requested_gpu_bins"]
-    for key, value in (("gpu_types", gpu_types), ("workloads", workloads), ("requested_gpu_bins", bins)):
+    cpus = raw["requested_cpus_per_gpu"] if isinstance(raw["requested_cpus_per_gpu"], dict) else {}
+    for key, value in (
+        ("gpu_types", gpu_types),
+        ("workloads", workloads),
+        ("requested_gpu_bins", bins),
+        ("requested_cpus_per_gpu values", cpus.get("values")),
+        ("requested_cpus_per_gpu probs", cpus.get("probs")),
+    ):
         if not isinstance(value, list) or not value:
             raise ValueError(f"calibration file's {key} must be a non-empty list")
     names = [w.get("name") if isinstance(w, dict) else None for w in workloads]
@@ -167,18 +183,19 @@ def parse_catalog(raw: dict) -> Catalog:
         requested_cpus_per_gpu_values=_array(cpus["values"], f32, "requested_cpus_per_gpu values"),
         requested_cpus_per_gpu_probs=_array(cpus["probs"], f32, "requested_cpus_per_gpu probs"),
         gpu_price_per_hour=_array([prices["gpu_hour"][t] for t in gpu_types], f32, "GPU prices"),
-        vcpu_price_per_hour=float(prices["vcpu_hour"]),
-        gib_price_per_hour=float(prices["gib_hour"]),
-        reference_code_prices=(
-            float(ref["gpu_hour"]),
-            float(ref["vcpu_hour"]),
-            float(ref["gib_hour"]),
+        vcpu_price_per_hour=float(_array(prices["vcpu_hour"], np.float64, "vcpu_hour price", 0)),
+        gib_price_per_hour=float(_array(prices["gib_hour"], np.float64, "gib_hour price", 0)),
+        reference_code_prices=tuple(
+            float(_array(ref[key], np.float64, f"reference_code {key}", 0))
+            for key in ("gpu_hour", "vcpu_hour", "gib_hour")
         ),
         **{key: _column(workloads, key, COLUMN_DTYPES.get(key, f32)) for key in WORKLOAD_FIELDS},
         compute_speed=_array(
-            [[w["compute_speed"][t] for t in gpu_types] for w in workloads], f32, "compute_speed"
+            [[w["compute_speed"][t] for t in gpu_types] for w in workloads], f32, "compute_speed", 2
         ),
-        requested_gpu_probs=_array([w["requested_gpu_probs"] for w in workloads], f32, "requested_gpu_probs"),
+        requested_gpu_probs=_array(
+            [w["requested_gpu_probs"] for w in workloads], f32, "requested_gpu_probs", 2
+        ),
         raw=raw,
     )
     # load_catalog hands every caller the same cached catalogue: an array written in place would
