@@ -45,7 +45,7 @@ from benchmarks.common import (
 from benchmarks.run_sets import SEED_ONLY, checked_runs
 from benchmarks.training_seeds import spread
 from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command, summary
-from slamorl_jax.env.catalog import CATALOG_PATH, load_catalog
+from slamorl_jax.env.catalog import CATALOG_PATH, is_shipped, load_catalog
 from slamorl_jax.env.scenarios import SCENARIO_KINDS
 from slamorl_jax.markdown import markdown_table
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
@@ -83,6 +83,29 @@ def write_catalog(path: Path, names: tuple[str, ...], overwrite: bool) -> None:
     print(f"wrote {path}: {len(held_out['workloads'])} workloads, without {', '.join(names)}")
 
 
+def check_policies(args: argparse.Namespace, held_out: list, with_all: list) -> None:
+    """Exit 2 naming the run unless every ``--runs`` policy trained on exactly the shipped catalogue
+    without ``--without`` (rows as shipped), from a fresh start (``--init_from`` a policy that saw
+    them would leak them), and every ``--with`` policy on the shipped catalogue with the runs'
+    command but the seed."""
+    from benchmarks.run_sets import differences
+
+    raw = json.loads(CATALOG_PATH.read_text())
+    expected = without_workloads(raw, args.without)["workloads"]
+    for path, policy in zip(args.runs, held_out, strict=True):
+        if policy.catalog.raw.get("workloads") != expected:
+            fail(f"--runs {path.path}: not trained on the shipped catalogue without exactly --without", PROG)
+        if policy.config.init_from is not None:
+            fail(
+                f"--runs {path.path}: started from {policy.config.init_from}, which may have seen them", PROG
+            )
+    for path, policy in zip(args.with_all, with_all, strict=True):
+        if not is_shipped(policy.catalog):
+            fail(f"--with {path}: not trained on the shipped catalogue", PROG)
+        if differing := differences(policy.config, held_out[0].config, (*SEED_ONLY, "catalog", "init_from")):
+            fail(f"--with {path}: another command than --runs ({differing[0]})", PROG)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Every policy on the same jobs of every scenario; the oracle once per scenario."""
     from slamorl_jax.agent.trainer import env_params_from_config
@@ -97,72 +120,81 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     shipped = load_catalog()
     held_out = [load_policy(r.path / "checkpoints") for r in args.runs]
-    for run_, policy in zip(args.runs, held_out, strict=True):
-        trained_on = set(policy.catalog.workload_names)
-        if leaked := sorted(trained_on & set(args.without)):
-            fail(f"--runs {run_.path}: trained on {leaked[0]}, one of --without", PROG)
-    with_all = load_policy(args.with_all)
+    with_all = [load_policy(path) for path in args.with_all]
+    check_policies(args, held_out, with_all)
     env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=shipped)
-    # The jobs of the shipped catalogue, in the world the held-out runs trained in but its workloads.
+    # The jobs of the shipped catalogue, in the world the runs trained in but for its workloads.
     base = with_preference(env_params_from_config(held_out[0].config, shipped), None)
     oracle = Method(ORACLE, "oracle", start=BestStatic.for_params(base))
     keys = [jax.random.key(args.seed)]
     indices = [shipped.workload_names.index(name) for name in args.without]
-
-    def figures(method: Method, params: Any) -> dict[str, dict[str, float]]:
-        per_job = run_method(env, params, method, keys, args.episodes)
-        held = np.isin(per_job["workload"], indices)
-        return {
-            group: summarise_episodes({k: v[mask] for k, v in per_job.items()})
-            for group, mask in zip(GROUPS, (held, ~held), strict=True)
-        }
-
-    per_seed: dict[str, dict[str, dict[str, dict[str, list[float]]]]] = {}
-    rows: dict[str, dict[str, dict[str, Any]]] = {}
+    policies = {"held_out_runs": held_out, "with_every_workload": with_all}
+    per_seed: dict[str, dict[str, dict[str, list[float]]]] = {}
+    jobs: dict[str, dict[str, int]] = {}
     for scenario in args.scenarios:
         params = with_scenario(base, scenario)
-        theirs = figures(oracle, params)
-        policies = {"held_out_runs": held_out, "with_every_workload": [with_all]}
+        theirs = run_method(env, params, oracle, keys, args.episodes)
+        held = np.isin(theirs["workload"], indices)
+        groups = dict(zip(GROUPS, (held, ~held), strict=True))
+        jobs[scenario] = {group: int(mask.sum()) for group, mask in groups.items()}
         per_seed[scenario] = {}
         for name, loaded in policies.items():
-            values: dict[str, dict[str, list[float]]] = {
-                g: {"over_oracle": [], "all_slas_met": []} for g in GROUPS
-            }
+            values: dict[str, list[float]] = {}
             for policy in loaded:
                 method = compared_method(name, greedy_policy(policy.network), policy.params, policy.config)
-                mine = figures(method, params)
-                for group in GROUPS:
-                    ratio = objective(scenario, mine[group]) / objective(scenario, theirs[group])
-                    values[group]["over_oracle"].append(ratio)
-                    values[group]["all_slas_met"].append(mine[group]["all_slas_met"])
+                mine = run_method(env, params, method, keys, args.episodes)
+                # The same jobs on both sides: those both ran to the end (a job cut short by the step
+                # limit would leave one side's mean only).
+                both = mine["finished"].astype(bool) & theirs["finished"].astype(bool)
+                for group, mask in groups.items():
+                    if not np.any(mask & both):
+                        fail(f"no {WORDS[group]} job finished under {scenario}: raise --episodes", PROG)
+                    ours_, oracle_ = (
+                        summarise_episodes({k: v[mask & both] for k, v in figures.items()})
+                        for figures in (mine, theirs)
+                    )
+                    ratio = objective(scenario, ours_) / objective(scenario, oracle_)
+                    values.setdefault(f"{group}_over_oracle", []).append(ratio)
+                    values.setdefault(f"{group}_all_slas_met", []).append(ours_["all_slas_met"])
+                    values.setdefault(f"{group}_oracle_all_slas_met", []).append(oracle_["all_slas_met"])
+                gap = values["held_out_over_oracle"][-1] - values["seen_over_oracle"][-1]
+                values.setdefault("gap", []).append(gap)
             per_seed[scenario][name] = values
-        rows[scenario] = {
-            group: {"oracle_all_slas_met": theirs[group]["all_slas_met"], "jobs": theirs[group]["episodes"]}
-            for group in GROUPS
-        }
+    figures = {
+        scenario: {name: {k: spread(v) for k, v in values.items()} for name, values in by_name.items()}
+        for scenario, by_name in per_seed.items()
+    }
     return {
         "without": list(args.without),
         "runs": [str(r.path) for r in args.runs],
         "run_settings": [r.as_dict(SEED_ONLY) for r in args.runs],
-        "with": str(args.with_all),
+        "with": [str(path) for path in args.with_all],
         "config": dataclasses.asdict(held_out[0].config),
         "episodes": args.episodes,
         "seed": args.seed,
-        "oracle": rows,
+        "jobs": jobs,
         "per_seed": per_seed,
-        "figures": {
-            scenario: {
-                name: {g: {k: spread(v) for k, v in by_group.items()} for g, by_group in groups.items()}
-                for name, groups in by_name.items()
-            }
+        "figures": figures,
+        "gap_difference": {
+            scenario: gap_difference(by_name["held_out_runs"]["gap"], by_name["with_every_workload"]["gap"])
             for scenario, by_name in per_seed.items()
         },
         "machine": machine_info(),
     }
 
 
+def gap_difference(held_out: list[float], with_all: list[float]) -> dict[str, float]:
+    """How much more the held-out runs fall behind the oracle on the held-out workloads' jobs than on
+    the others', beyond what the policies trained with every workload do (a difference in
+    differences, in units of the objective over the oracle's): the difference of the mean gaps and
+    its standard error (Welch; a side with one run adds no variance of its own)."""
+    a, b = np.asarray(held_out, np.float64), np.asarray(with_all, np.float64)
+    variance = sum(x.var(ddof=1) / x.size for x in (a, b) if x.size > 1)
+    return {"difference": float(a.mean() - b.mean()), "standard_error": float(np.sqrt(variance))}
+
+
 def _stats(s: dict[str, float], scale: float = 1.0, digits: int = 3) -> str:
-    if s["std"] == 0.0 and s["min"] == s["max"]:
+    if s["min"] == s["max"]:
         return f"{scale * s['mean']:.{digits}f}"
     return (
         f"{scale * s['mean']:.{digits}f} ± {scale * s['std']:.{digits}f} "
@@ -171,30 +203,47 @@ def _stats(s: dict[str, float], scale: float = 1.0, digits: int = 3) -> str:
 
 
 def to_markdown(payload: dict[str, Any]) -> str:
-    """One row per scenario, group of jobs and policy."""
+    """One row per scenario, group of jobs and policy; then each scenario's difference in gaps."""
     names = {"held_out_runs": "trained without them", "with_every_workload": "trained with every workload"}
     table = []
     for scenario, by_name in payload["figures"].items():
         for group in GROUPS:
-            oracle = payload["oracle"][scenario][group]
-            for name, groups in by_name.items():
-                row = groups[group]
+            for name, row in by_name.items():
                 table.append(
                     [
                         scenario,
-                        f"{WORDS[group]} workloads ({int(oracle['jobs'])} jobs)",
+                        f"{WORDS[group]} workloads ({payload['jobs'][scenario][group]} jobs)",
                         names[name],
-                        _stats(row["over_oracle"]),
-                        _stats(row["all_slas_met"], 100.0, 1),
-                        f"{100 * oracle['oracle_all_slas_met']:.1f}",
+                        _stats(row[f"{group}_over_oracle"]),
+                        _stats(row[f"{group}_all_slas_met"], 100.0, 1),
+                        _stats(row[f"{group}_oracle_all_slas_met"], 100.0, 1),
                     ]
                 )
     headers = ["scenario", "jobs of", "policy", "objective / oracle", "all SLAs met %", "oracle %"]
+    gaps = [
+        [
+            scenario,
+            _stats(by_name["held_out_runs"]["gap"]),
+            _stats(by_name["with_every_workload"]["gap"]),
+            f"{d['difference']:+.3f} ± {d['standard_error']:.3f}",
+        ]
+        for (scenario, by_name), d in zip(
+            payload["figures"].items(), payload["gap_difference"].values(), strict=True
+        )
+    ]
+    gap_headers = ["scenario", "gap, trained without them", "gap, trained with every workload", "difference"]
+    with_all = ", ".join(f"`{path}`" for path in payload["with"])
     return (
-        f"Held out: {', '.join(payload['without'])}; {len(payload['runs'])} runs trained without them "
-        f"(mean ± std [min, max] over training seeds) and `{payload['with']}` trained with every workload; "
-        f"{payload['episodes']} jobs of the shipped catalogue per scenario (seed {payload['seed']}), "
-        "each policy greedy from the request.\n\n" + markdown_table(headers, table)
+        f"Held out: {', '.join(payload['without'])}; {len(payload['runs'])} runs trained without them and "
+        f"{len(payload['with'])} trained with every workload ({with_all}), "
+        "the same command but the seed and the catalogue; mean ± std [min, max] over training seeds; "
+        f"{payload['episodes']} jobs of the shipped catalogue per scenario (seed {payload['seed']}), each "
+        "policy greedy from the request, its objective over the hindsight oracle's on the jobs both ran "
+        "to the end.\n\n"
+        + markdown_table(headers, table)
+        + "\n\nGap: objective / oracle on the held-out workloads' jobs minus on the others', per policy; "
+        "difference: the mean gaps' difference ± its standard error (what holding the workloads out costs "
+        "on their jobs, beyond how hard they are).\n\n" + markdown_table(gap_headers, gaps)
     )
 
 
@@ -207,7 +256,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--runs", default=None, help="comma-separated runs trained on that catalogue")
     parser.add_argument(
-        "--with", dest="with_all", default=SHIPPED_POLICY, help="a policy trained with every workload"
+        "--with",
+        dest="with_all",
+        default=SHIPPED_POLICY,
+        help="comma-separated policies trained with every workload, the same command but the seed",
     )
     parser.add_argument(
         "--scenarios", default="deadline-critical,budget-constrained", help="comma-separated scenario kinds"
@@ -216,6 +268,11 @@ def main(argv: list[str] | None = None) -> None:
     add_out_flags(parser, RESULTS_DIR / "held_out_workloads.json")
     args = parser.parse_args(argv)
     args.without = tuple(name.strip() for name in args.without.split(",") if name.strip())
+    if not args.without:
+        fail("--without names no workload", PROG)
+    names = load_catalog().workload_names
+    if unknown := [n for n in args.without if n not in names]:
+        fail(f"--without: unknown workload {unknown[0]!r}; choose from {', '.join(names)}", PROG)
     if args.write_catalog is not None:
         if args.runs is not None:
             fail("--write-catalog writes the catalogue to train on; evaluate the runs in a second call", PROG)
@@ -228,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
     if unknown := [s for s in args.scenarios if s not in SCENARIO_KINDS]:
         fail(f"--scenarios: unknown {', '.join(unknown)}; choose from {', '.join(SCENARIO_KINDS)}", PROG)
     try:
-        args.with_all = resolve_checkpoint("--with", args.with_all)
+        args.with_all = [resolve_checkpoint("--with", path) for path in args.with_all.split(",")]
     except ValueError as err:
         fail(str(err), PROG)
     runs = [Path(p) for p in args.runs.split(",") if p]

@@ -46,6 +46,8 @@ def test_the_written_catalogue_lacks_exactly_the_held_out_workloads(
         (["--without=voc-yolov3", "--runs=nowhere"], "no checkpoints under nowhere"),
         (["--without=voc-yolov3", "--write-catalog=c.json", "--runs=r"], "in a second call"),
         (["--without=voc-yolov3", "--runs=r", "--scenarios=mixed"], "--scenarios: unknown mixed"),
+        (["--without=,", "--runs=r"], "--without names no workload"),
+        (["--without=gpt-5", "--runs=r"], "unknown workload 'gpt-5'"),
     ],
 )
 def test_bad_command_lines_are_refused_in_one_line(
@@ -86,23 +88,35 @@ def test_runs_trained_without_the_workloads_are_judged_on_both_groups_of_jobs(
     catalog = tmp_path / "catalog.json"
     held_out_workloads.main([f"--without={','.join(HELD_OUT)}", f"--write-catalog={catalog}"])
     train_tiny([f"--catalog={catalog}", f"--run_dir={tmp_path / 'without'}"])
+    train_tiny([f"--run_dir={tmp_path / 'with'}"])
     out = tmp_path / "report.json"
     argv = [
         f"--without={','.join(HELD_OUT)}",
-        "--episodes=32",
+        "--episodes=64",
         "--scenarios=deadline-critical",
         f"--out={out}",
     ]
-    held_out_workloads.main([*argv, f"--runs={tmp_path / 'without'}"])
-    figures = json.loads(out.read_text())["figures"]["deadline-critical"]
-    for name in ("held_out_runs", "with_every_workload"):
-        for group in ("held_out", "seen"):
-            assert figures[name][group]["over_oracle"]["mean"] > 0
-    # A run that trained on them is refused.
-    train_tiny([f"--run_dir={tmp_path / 'with'}"])
-    refused = call(
+    held_out_workloads.main(
+        [*argv, f"--runs={tmp_path / 'without'}", f"--with={tmp_path / 'with' / 'checkpoints'}"]
+    )
+    payload = json.loads(out.read_text())
+    assert sum(payload["jobs"]["deadline-critical"].values()) == 64  # every job in one group
+    for values in payload["per_seed"]["deadline-critical"].values():
+        assert len(values["gap"]) == 1  # one run each
+        assert values["gap"][0] == values["held_out_over_oracle"][0] - values["seen_over_oracle"][0]
+    gaps = payload["per_seed"]["deadline-critical"]
+    expected = gaps["held_out_runs"]["gap"][0] - gaps["with_every_workload"]["gap"][0]
+    assert payload["gap_difference"]["deadline-critical"]["difference"] == pytest.approx(expected)
+    # A run that trained on them, or a --with policy of another command, is refused.
+    leaked = call(
         lambda: held_out_workloads.main([*argv, f"--runs={tmp_path / 'with'}", "--overwrite"]),
         capsys,
         tmp_path,
     )
-    assert refused.code == 2 and "trained on pong-a3c, one of --without" in refused.stderr, refused.report()
+    assert leaked.code == 2 and "without exactly --without" in leaked.stderr, leaked.report()
+    other = call(
+        lambda: held_out_workloads.main([*argv, f"--runs={tmp_path / 'without'}", "--overwrite"]),
+        capsys,
+        tmp_path,
+    )
+    assert other.code == 2 and "another command than --runs" in other.stderr, other.report()
