@@ -104,9 +104,10 @@ def test_runs_trained_without_the_workloads_are_judged_on_both_groups_of_jobs(
     for values in payload["per_seed"]["deadline-critical"].values():
         assert len(values["gap"]) == 1  # one run each
         assert values["gap"][0] == values["held_out_over_oracle"][0] - values["seen_over_oracle"][0]
+        assert values["sla_gap"][0] == values["held_out_all_slas_met"][0] - values["seen_all_slas_met"][0]
     gaps = payload["per_seed"]["deadline-critical"]
     expected = gaps["held_out_runs"]["gap"][0] - gaps["with_every_workload"]["gap"][0]
-    assert payload["gap_difference"]["deadline-critical"]["difference"] == pytest.approx(expected)
+    assert payload["gap_difference"]["deadline-critical"]["gap"]["difference"] == pytest.approx(expected)
     # A run that trained on them, or a --with policy of another command, is refused.
     leaked = call(
         lambda: held_out_workloads.main([*argv, f"--runs={tmp_path / 'with'}", "--overwrite"]),
