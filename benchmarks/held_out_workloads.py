@@ -217,7 +217,8 @@ def gap_difference(held_out: list[float], with_all: list[float]) -> dict[str, fl
     """How much more the held-out runs fall behind the oracle on the held-out workloads' jobs than on
     the others', beyond what the policies trained with every workload do (a difference in
     differences, in units of the objective over the oracle's): the difference of the mean gaps and
-    its standard error (Welch; a side with one run adds no variance of its own)."""
+    its standard error (Welch; a side with one run adds no variance of its own, and with one run
+    each there is none: 0, shown as n/a)."""
     a, b = np.asarray(held_out, np.float64), np.asarray(with_all, np.float64)
     variance = sum(x.var(ddof=1) / x.size for x in (a, b) if x.size > 1)
     return {"difference": float(a.mean() - b.mean()), "standard_error": float(np.sqrt(variance))}
@@ -260,7 +261,8 @@ def to_markdown(payload: dict[str, Any]) -> str:
                     what,
                     _stats(by_name["held_out_runs"][gap], scale, digits),
                     _stats(by_name["with_every_workload"][gap], scale, digits),
-                    f"{scale * d['difference']:+.{digits}f} ± {scale * d['standard_error']:.{digits}f}",
+                    f"{scale * d['difference']:+.{digits}f} ± "
+                    + (f"{scale * d['standard_error']:.{digits}f}" if d["standard_error"] > 0 else "n/a"),
                 ]
             )
     gap_headers = [

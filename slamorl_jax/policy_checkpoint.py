@@ -111,7 +111,8 @@ class LoadedPolicy:
 
     def untrained_names(self, workload: str, gpu_type: str) -> tuple[str, ...]:
         """A note per name of a job (its ``workload``, its ``gpu_type``) the policy never trained on
-        (:meth:`on_catalog` moved it to a catalogue that has it); empty otherwise."""
+        (:meth:`on_catalog` moved it to a catalogue that has it); empty otherwise. Names are
+        compared, not profiles: a workload of the same name profiled anew gets no note."""
         trained = self.trained_catalog
         if trained is None:
             return ()

@@ -241,12 +241,18 @@ def load_checkpoint(args: argparse.Namespace) -> LoadedPolicy:
         fail(str(err), PROG)
     from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.env.catalog import catalog_from_flag
+    from slamorl_jax.env.validation import validate_params
     from slamorl_jax.policy_checkpoint import load_policy
 
     try:
         catalog = None if args.catalog is None else catalog_from_flag(args.catalog)
         policy = load_policy(path).on_catalog(catalog)
         policy.env_params  # noqa: B018  (built here: a policy saved with env params of its own refuses)
+        if catalog is not None:  # params the simulator's checks refuse: one line, not an answer
+            try:
+                validate_params(policy.env_params)
+            except ValueError as err:
+                raise ValueError(f"--catalog: {err}") from None
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
     try:

@@ -342,6 +342,8 @@ def bad_catalogue(root: Path, case: str) -> Path:
         path.write_text(json.dumps({**raw, "workloads": [{**raw["workloads"][0], "epochs_min": 1e12}]}))
     elif case == "a boolean given as text":
         path.write_text(json.dumps({**raw, "workloads": [{**raw["workloads"][0], "data_parallel": "false"}]}))
+    elif case == "a number given as a boolean":
+        path.write_text(json.dumps({**raw, "workloads": [{**raw["workloads"][0], "gamma": True}]}))
     elif case == "no request mix":
         path.write_text(json.dumps({**raw, "requested_cpus_per_gpu": {"values": [], "probs": []}}))
     elif case == "request mix not a distribution":
@@ -360,6 +362,7 @@ BAD_CATALOGUES = {
     "a workload named twice": "gives the workload name 'our-cifar10-resnet18' twice",
     "epochs beyond int32": "workloads' epochs_min must be numbers",
     "a boolean given as text": "data_parallel must be true or false (got text)",
+    "a number given as a boolean": "workloads' gamma must be numbers (got true or false)",
     "no request mix": "requested_cpus_per_gpu values must be a non-empty list",
     "request mix not a distribution": "requested_cpus_per_gpu_probs",
 }
@@ -491,6 +494,9 @@ def test_the_shipped_policy_answers_a_job_of_a_workload_profiled_in_another_cata
     shipped_name = json.loads(EXAMPLE_JOB.read_text())["workload"]
     refused = call(lambda: recommend.main([*argv[:2], f"--job={EXAMPLE_JOB}"]), capsys, tmp_path)
     assert_refused(refused, f"unknown workload '{shipped_name}'", OURS)
+    bad = bad_catalogue(tmp_path, "request mix not a distribution")  # read, but its params refused
+    refused = call(lambda: recommend.main([argv[0], f"--catalog={bad}", argv[2]]), capsys, tmp_path)
+    assert_refused(refused, "--catalog: ", "requested_cpus_per_gpu_probs")
     policy = load_policy(SHIPPED)
     assert policy.on_catalog(None) is policy and policy.untrained_names(shipped_name, "T4") == ()
     with pytest.raises(TypeError, match="catalog must be a Catalog"):

@@ -79,9 +79,13 @@ def _array(values: object, dtype: type, what: str, ndim: int = 1) -> np.ndarray:
     (an int32 epoch count of 1e12)."""
     try:
         given = np.asarray(values)
-        # NumPy would read "0.5" as a number and "false" as True: JSON numbers (booleans) only.
-        wanted = "b" if dtype is bool else "biuf"
-        if given.dtype.kind not in wanted:
+        # NumPy would read "0.5" as a number, "false" as True and true as 1.0: JSON numbers only
+        # (booleans, or 0 and 1, where the field is a flag).
+        flags = dtype is bool and given.dtype.kind in "iu" and bool(np.isin(given, (0, 1)).all())
+        wrong_kind = given.dtype.kind not in ("b" if dtype is bool else "iuf") and not flags
+        if _holds_bool(values, dtype):
+            raise TypeError("got true or false")
+        if wrong_kind:
             raise TypeError(f"got {'text' if given.dtype.kind == 'U' else given.dtype}")
         if given.ndim != ndim:
             raise ValueError(f"expected {ndim} level(s) of lists, got {given.ndim}")
@@ -92,6 +96,16 @@ def _array(values: object, dtype: type, what: str, ndim: int = 1) -> np.ndarray:
         kind = "true or false" if dtype is bool else "numbers"
         raise ValueError(f"calibration file's {what} must be {kind} ({err})") from None
     return array
+
+
+def _holds_bool(values: object, dtype: type) -> bool:
+    """Whether a number field's ``values`` hold a JSON boolean anywhere (NumPy reads ``[true, 1.5]``
+    as numbers); a flag field's may."""
+    if dtype is bool:
+        return False
+    if isinstance(values, list):
+        return any(_holds_bool(v, dtype) for v in values)
+    return isinstance(values, bool)
 
 
 def _check_names(raw: dict) -> None:
