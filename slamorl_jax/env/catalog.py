@@ -89,9 +89,12 @@ def _array(values: object, dtype: type, what: str, ndim: int = 1) -> np.ndarray:
             raise TypeError(f"got {'text' if given.dtype.kind == 'U' else given.dtype}")
         if given.ndim != ndim:
             raise ValueError(f"expected {ndim} level(s) of lists, got {given.ndim}")
+        if np.issubdtype(dtype, np.integer):  # checked before the cast, which would wrap silently
+            as_float, bounds = given.astype(np.float64), np.iinfo(dtype)
+            whole = np.all(as_float == np.round(as_float))
+            if not (whole and np.all(as_float >= bounds.min) and np.all(as_float <= bounds.max)):
+                raise OverflowError(f"not an integer within {np.dtype(dtype).name}")
         array = given.astype(dtype)
-        if np.issubdtype(dtype, np.integer) and not np.array_equal(array, given.astype(np.float64)):
-            raise OverflowError("not an integer within int32")
     except (OverflowError, TypeError, ValueError) as err:
         kind = "true or false" if dtype is bool else "numbers"
         raise ValueError(f"calibration file's {what} must be {kind} ({err})") from None
