@@ -190,9 +190,9 @@ def _recommend_checked(
             )
     params = params if params is not None else policy.env_params
     catalog = policy.catalog  # the job's names are read in the catalogue the policy learnt
-    if (held := int(np.shape(params.workloads.gamma)[0])) != catalog.num_workloads:
+    if (rows := int(np.shape(params.workloads.gamma)[0])) != catalog.num_workloads:
         raise ValueError(
-            f"params hold {held} workloads, the policy's catalogue {catalog.num_workloads}: build them "
+            f"params hold {rows} workloads, the policy's catalogue {catalog.num_workloads}: build them "
             "on its catalogue (default_params(policy.catalog))"
         )
     limits = ClusterLimits.of(params)
