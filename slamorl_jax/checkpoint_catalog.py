@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from slamorl_jax.checkpoint import CheckpointError
-from slamorl_jax.env.catalog import Catalog, is_shipped, load_catalog, parse_catalog
+from slamorl_jax.env.catalog import (
+    PARSE_ERRORS,
+    Catalog,
+    catalog_problem,
+    is_shipped,
+    load_catalog,
+    parse_catalog,
+)
 
 #: A checkpoint meta's key for the catalogue of a run on one of its own.
 CATALOG_KEY = "catalog"
@@ -36,6 +43,7 @@ def stored_catalog(meta: dict[str, Any], where: str | Path) -> Catalog:
         return load_catalog()
     try:
         return parse_catalog(meta[CATALOG_KEY])
-    except (AttributeError, KeyError, TypeError, ValueError) as err:
-        reason = str(err).removeprefix("calibration file ").removeprefix("calibration file's ")
-        raise CheckpointError(f"checkpoint {where}: its catalogue cannot be read ({reason})") from None
+    except PARSE_ERRORS as err:
+        raise CheckpointError(
+            f"checkpoint {where}: its catalogue cannot be read ({catalog_problem(err)})"
+        ) from None

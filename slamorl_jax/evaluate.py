@@ -222,12 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     """Evaluate, write the outputs, print the Markdown; the exit status."""
     args = parse_args(argv)
     start_cache(args.compilation_cache_dir, PROG)
-    from slamorl_jax.agent.trainer import env_params_from_config
+    from slamorl_jax.agent.trainer import catalog_for_config
     from slamorl_jax.checkpoint import CheckpointError
     from slamorl_jax.env.action_sets import WIDEST_ACTION_SET
-    from slamorl_jax.env.catalog import catalog_from_flag
     from slamorl_jax.env.job_env import JobAllocationEnv
-    from slamorl_jax.env.validation import validate_params
     from slamorl_jax.evaluation.report import to_markdown, write_outputs
     from slamorl_jax.evaluation.suite import SuiteConfig, check_compared_policies, run_suite
     from slamorl_jax.policy_checkpoint import load_policy
@@ -239,12 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             _ = loaded.env_params  # a config that loads but builds no env: one line here, not later
         check_compared_policies(policy, compare)
         # The jobs' catalogue: the policy's own, or --catalog's (the policy judged on another).
-        catalog = policy.catalog if args.catalog is None else catalog_from_flag(args.catalog)
-        if args.catalog is not None:  # params validate_params refuses: one line here, not later
-            try:
-                validate_params(env_params_from_config(policy.config, catalog))
-            except ValueError as err:
-                raise ValueError(f"--catalog: {err}") from None
+        catalog = policy.catalog if args.catalog is None else catalog_for_config(args.catalog, policy.config)
         env = JobAllocationEnv(action_set=WIDEST_ACTION_SET, catalog=catalog)
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)

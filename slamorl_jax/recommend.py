@@ -239,20 +239,15 @@ def load_checkpoint(args: argparse.Namespace) -> LoadedPolicy:
         path = resolve_checkpoint("--checkpoint", args.checkpoint)
     except ValueError as err:
         fail(str(err), PROG)
+    from slamorl_jax.agent.trainer import catalog_for_config
     from slamorl_jax.checkpoint import CheckpointError
-    from slamorl_jax.env.catalog import catalog_from_flag
-    from slamorl_jax.env.validation import validate_params
     from slamorl_jax.policy_checkpoint import load_policy
 
     try:
-        catalog = None if args.catalog is None else catalog_from_flag(args.catalog)
-        policy = load_policy(path).on_catalog(catalog)
+        policy = load_policy(path)
+        if args.catalog is not None:  # params the simulator's checks refuse: one line, not an answer
+            policy = policy.on_catalog(catalog_for_config(args.catalog, policy.config))
         policy.env_params  # noqa: B018  (built here: a policy saved with env params of its own refuses)
-        if catalog is not None:  # params the simulator's checks refuse: one line, not an answer
-            try:
-                validate_params(policy.env_params)
-            except ValueError as err:
-                raise ValueError(f"--catalog: {err}") from None
     except (CheckpointError, ValueError) as err:
         fail(str(err), PROG)
     try:

@@ -52,14 +52,8 @@ def checked_catalog(config: TrainConfig) -> TrainConfig:
     refuses); ``config`` as it is without ``--catalog``."""
     if config.catalog is None:
         return config
-    from slamorl_jax.agent.trainer import env_params_from_config  # loads JAX: after the flags
-    from slamorl_jax.env.catalog import catalog_from_flag
-    from slamorl_jax.env.validation import validate_params
+    from slamorl_jax.agent.trainer import catalog_for_config  # loads JAX: after the flags
 
     config = dataclasses.replace(config, catalog=os.path.normpath(Path(config.catalog).absolute()))
-    catalog = catalog_from_flag(config.catalog)
-    try:
-        validate_params(env_params_from_config(config, catalog))
-    except ValueError as err:
-        raise ValueError(f"--catalog: {err}") from None
+    catalog_for_config(config.catalog, config)
     return config

@@ -59,6 +59,19 @@ def cli_flags(config: TrainConfig) -> list[str]:
     return out
 
 
+def train_tiny(args: list[str]) -> None:
+    """``python -m slamorl_jax.train`` in this process on TINY's flags, no final evaluation, and
+    ``args`` (later flags win); asserts it ends with status 0."""
+    from slamorl_jax import train
+
+    try:
+        train.main(train.parse_flags(["slamorl_jax.train", *cli_flags(TINY), "--eval_episodes=0", *args]))
+    except SystemExit as exit_:
+        assert exit_.code == 0
+    finally:
+        train.FLAGS.unparse_flags()
+
+
 @functools.lru_cache(maxsize=8)
 def env_params_for(config: TrainConfig) -> EnvParams:
     """``env_params_from_config`` computed once per config (it builds lookup tables)."""

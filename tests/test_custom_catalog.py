@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_harness import TRAIN_ERROR, Outcome, assert_refused, call
-from learner_fixtures import TINY, cli_flags, shared_trainer
-from test_train_cli import stop_after_first_chunk
+from cli_harness import TRAIN_ERROR, assert_refused, call
+from learner_fixtures import TINY, cli_flags, shared_trainer, train_tiny
+from test_train_cli import stop_after_first_chunk, train_in_process
 
 from slamorl_jax import recommend, train, train_flags, training_loop
 from slamorl_jax.agent.trainer import env_params_from_config
@@ -48,14 +48,6 @@ def own_catalog_raw() -> dict:
     return raw
 
 
-def train_in_process(args: list[str], capsys: pytest.CaptureFixture[str], root: Path) -> Outcome:
-    """``python -m slamorl_jax.train`` on ``args`` in this process."""
-    try:
-        return call(lambda: train.main(train.parse_flags(["slamorl_jax.train", *args])), capsys, root)
-    finally:
-        train.FLAGS.unparse_flags()
-
-
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """TINY trained on its own catalogue: (the run folder, the catalogue file, removed afterwards)."""
@@ -64,13 +56,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     catalog_file = root / "ours.json"
     catalog_file.write_text(json.dumps(own_catalog_raw()))
     run_dir = root / "run"
-    args = [*cli_flags(TINY), f"--catalog={catalog_file}", f"--run_dir={run_dir}", "--eval_episodes=0"]
-    try:
-        train.main(train.parse_flags(["slamorl_jax.train", *args]))
-    except SystemExit as exit_:
-        assert exit_.code == 0
-    finally:
-        train.FLAGS.unparse_flags()
+    train_tiny([f"--catalog={catalog_file}", f"--run_dir={run_dir}"])
     return run_dir, catalog_file
 
 

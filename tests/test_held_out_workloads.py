@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from cli_harness import assert_refused, call
+from learner_fixtures import train_tiny
 
 from benchmarks import held_out_workloads
 from slamorl_jax.env.catalog import load_catalog, parse_catalog
@@ -65,20 +66,6 @@ def test_bad_command_lines_are_refused_in_one_line(
     )
     assert outcome.code == 2 and phrase in outcome.stderr, outcome.report()
     assert {p.name for p in tmp_path.iterdir()} == before  # nothing written
-
-
-def train_tiny(args: list[str]) -> None:
-    """TINY trained in this process with ``args`` added (``learner_fixtures``)."""
-    from learner_fixtures import TINY, cli_flags
-
-    from slamorl_jax import train
-
-    try:
-        train.main(train.parse_flags(["slamorl_jax.train", *cli_flags(TINY), "--eval_episodes=0", *args]))
-    except SystemExit as exit_:
-        assert exit_.code == 0
-    finally:
-        train.FLAGS.unparse_flags()
 
 
 @pytest.mark.slow

@@ -38,7 +38,7 @@ from slamorl_jax.agent.losses import Batch, LossCoefficients, ppo_loss
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.schedule import learning_rate_schedule
 from slamorl_jax.env.batched_step import step_envs
-from slamorl_jax.env.catalog import Catalog, load_catalog
+from slamorl_jax.env.catalog import Catalog, catalog_from_flag, load_catalog
 from slamorl_jax.env.draws import categorical_from_cdf, check_key
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import INIT_STRATEGIES, WEIGHT_MODES, EnvParams, with_values
@@ -47,7 +47,7 @@ from slamorl_jax.env.scenarios import scenario_params, with_preference
 from slamorl_jax.env.shifts import event_probs
 from slamorl_jax.env.state import EnvState
 from slamorl_jax.env.target_grid import with_target_grid
-from slamorl_jax.env.validation import validate_params_if_concrete
+from slamorl_jax.env.validation import validate_params, validate_params_if_concrete
 from slamorl_jax.sharding import check_divisible, constrain_batch
 
 # Episode figures summed over finished jobs in a chunk (divided by "episodes" for reporting).
@@ -82,6 +82,18 @@ def config_catalog(config: TrainConfig) -> Catalog | None:
     loaded policy and a resumed run read the copy their checkpoint carries instead
     (``checkpoint_catalog.stored_catalog``): the file may have moved or changed since."""
     return None if config.catalog is None else load_catalog(config.catalog)
+
+
+def catalog_for_config(path: str, config: TrainConfig, flag: str = "--catalog") -> Catalog:
+    """The catalogue a command's ``flag`` names at ``path`` (``catalog_from_flag``), after building
+    ``config``'s env params on it and checking them (``validate_params``): every way the file fails
+    is one ``ValueError`` line naming ``flag``, before the command writes or answers anything."""
+    catalog = catalog_from_flag(path, flag)
+    try:
+        validate_params(env_params_from_config(config, catalog))
+    except ValueError as err:
+        raise ValueError(f"{flag}: {err}") from None
+    return catalog
 
 
 def env_params_from_config(config: TrainConfig, catalog: Catalog | None = None) -> EnvParams:

@@ -224,6 +224,19 @@ def parse_catalog(raw: dict) -> Catalog:
     return catalog
 
 
+#: What :func:`parse_catalog` raises for a decoded catalogue it cannot read.
+PARSE_ERRORS = (AttributeError, KeyError, TypeError, ValueError)
+
+
+def catalog_problem(err: Exception) -> str:
+    """What :func:`parse_catalog`'s ``err`` says is wrong, for a message that names the catalogue's
+    source itself (a file, a checkpoint): without the ``calibration file`` it starts with, and a
+    field nested deeper than the checks look (reference prices, ...) as ``lacks 'field'``."""
+    if isinstance(err, KeyError):
+        return f"lacks {err}"
+    return str(err).removeprefix("calibration file ").removeprefix("calibration file's ")
+
+
 @functools.cache
 def load_catalog(path: str | None = None) -> Catalog:
     """Read the calibrated catalogue shipped with the package (or the JSON at ``path``)."""
@@ -239,11 +252,8 @@ def load_catalog(path: str | None = None) -> Catalog:
         raise ValueError(f"calibration file {file}: not JSON text ({err})") from None
     try:
         return parse_catalog(raw)
-    except KeyError as err:  # a field nested deeper than the checks look (reference prices, ...)
-        raise ValueError(f"calibration file {file}: lacks {err}") from None
-    except (AttributeError, TypeError, ValueError) as err:  # named by the file it came from
-        reason = str(err).removeprefix("calibration file ").removeprefix("calibration file's ")
-        raise ValueError(f"calibration file {file}: {reason}") from None
+    except PARSE_ERRORS as err:  # named by the file it came from
+        raise ValueError(f"calibration file {file}: {catalog_problem(err)}") from None
 
 
 def catalog_from_flag(path: str, flag: str = "--catalog") -> Catalog:
