@@ -31,6 +31,7 @@ from slamorl_jax.checkpoint_catalog import catalog_meta, stored_catalog
 from slamorl_jax.checkpoint_resume import newest_readable_meta, nothing_to_resume, restore_newest_intact
 from slamorl_jax.cli_args import STOP_SIGNALS
 from slamorl_jax.distributed import any_process, is_primary
+from slamorl_jax.env.catalog import catalog_from_flag, same_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.learner_jit import jit_learner
 from slamorl_jax.quality_bar import evaluate_against_request, format_evaluation, quality_bar
@@ -156,6 +157,7 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
         name
         for name in options.explicit_flags
         if not resumed_flag_matches(name, getattr(stored, name), getattr(config, name))
+        and not (name == "catalog" and holds_run_catalogue(config.catalog, meta, options.checkpoint_dir))
     ]
     if conflicts:
         longer = "total_timesteps" in conflicts  # the learning-rate schedule is the run's whole length
@@ -199,13 +201,27 @@ def resumed_flag_matches(name: str, stored: Any, given: Any) -> bool:
     (that step, or the checkpoint or policy folder holding it) match it too; no other folder above
     it does (``--init_from`` refuses a run's folder or ``/``). ``catalog`` is recorded absolute too:
     the path typed first, relative or not, matches it (the run keeps the copy its checkpoint carries,
-    whatever the file holds now)."""
+    whatever the file holds now); a file at another path matches where it holds that copy
+    (:func:`holds_run_catalogue`, which :func:`resolve_run` asks)."""
     if name == "init_from" and stored is not None and given is not None:
         step, typed = (Path(os.path.normpath(Path(path).absolute())) for path in (stored, given))
         return typed in (step, step.parent)
     if name == "catalog" and stored is not None and given is not None:  # recorded absolute
         return os.path.normpath(Path(given).absolute()) == stored
     return stored == given
+
+
+def holds_run_catalogue(path: str | None, meta: dict[str, Any], checkpoint_dir: Path) -> bool:
+    """Whether the file a resumed run's ``--catalog`` names holds the catalogue its checkpoint
+    carries (the same content at another path: the file moved or was copied); ``False`` for no path
+    or a file that cannot be read as a catalogue."""
+    if path is None:
+        return False
+    try:
+        given = catalog_from_flag(path)
+    except ValueError:
+        return False
+    return same_catalog(given, stored_catalog(meta, checkpoint_dir))
 
 
 def diverged_message(update: int, last_saved: int, checkpoint_dir: Path, log_dir: Path | None = None) -> str:

@@ -97,6 +97,13 @@ def test_the_run_carries_its_catalogue_and_its_policy_runs_on_it_wherever_loaded
         # --resume reads the copy its checkpoint carries, not the (moved) file.
         resumed = train_in_process(["--resume", f"--run_dir={run_dir}"], capsys, tmp_path)
         assert resumed.code == 0 and "nothing to train" in resumed.stderr, resumed.report()
+        # Named at its new path it is the run's catalogue still; another catalogue is not.
+        again = train_in_process(["--resume", f"--run_dir={run_dir}", f"--catalog={moved}"], capsys, tmp_path)
+        assert again.code == 0 and "nothing to train" in again.stderr, again.report()
+        other = train_in_process(
+            ["--resume", f"--run_dir={run_dir}", f"--catalog={CATALOG_PATH}"], capsys, tmp_path
+        )
+        assert_refused(other, "--resume: flags differ from the checkpoint's config: catalog")
     finally:
         shutil.move(moved, catalog_file)
 
