@@ -42,7 +42,7 @@ from slamorl_jax.checkpoint import (
     write_failure,
 )
 from slamorl_jax.checkpoint_catalog import catalog_meta, stored_catalog
-from slamorl_jax.env.catalog import Catalog, load_catalog
+from slamorl_jax.env.catalog import Catalog, job_figures, load_catalog
 from slamorl_jax.env.derived import DERIVED_FIELDS
 from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.observation import NUM_FEATURES
@@ -110,9 +110,10 @@ class LoadedPolicy:
         return dataclasses.replace(self, catalog=catalog, trained_catalog=trained)
 
     def untrained_names(self, workload: str, gpu_type: str) -> tuple[str, ...]:
-        """A note per name of a job (its ``workload``, its ``gpu_type``) the policy never trained on
-        (:meth:`on_catalog` moved it to a catalogue that has it); empty otherwise. Names are
-        compared, not profiles: a workload of the same name profiled anew gets no note."""
+        """A note per way a job (its ``workload``, its ``gpu_type``) lies outside what the policy
+        trained on where :meth:`on_catalog` moved it to another catalogue: a name the training
+        catalogue lacks, or figures that shape the job (``catalog.job_figures``: its workload's
+        model, the GPU type's speed on it, the prices) that differ there; empty otherwise."""
         trained = self.trained_catalog
         if trained is None:
             return ()
@@ -125,6 +126,13 @@ class LoadedPolicy:
             notes.append(
                 f"the policy never trained on {gpu_type} GPUs (their speeds come from another catalogue)"
             )
+        if not notes:
+            now, then = (job_figures(c, workload, gpu_type) for c in (self.catalog, trained))
+            if changed := [name for name, value in now.items() if value != then[name]]:
+                notes.append(
+                    f"the policy trained on other figures for {workload} jobs on {gpu_type} GPUs "
+                    f"({', '.join(changed)} differ in this catalogue)"
+                )
         return tuple(notes)
 
     def with_relocate_payback(self, threshold: float) -> LoadedPolicy:

@@ -494,3 +494,20 @@ def test_the_shipped_policy_answers_a_job_of_a_workload_profiled_in_another_cata
     assert policy.on_catalog(None) is policy and policy.untrained_names(shipped_name, "T4") == ()
     with pytest.raises(TypeError, match="catalog must be a Catalog"):
         policy.on_catalog(str(own))
+
+
+def test_a_workload_of_a_known_name_profiled_anew_is_outside_training() -> None:
+    """The same names with other figures (a workload re-profiled, a GPU re-priced): the note names
+    the figures that differ, and only for the jobs they shape."""
+    raw = json.loads(CATALOG_PATH.read_text())
+    first, second = raw["workloads"][0], raw["workloads"][1]
+    raw["workloads"][0] = {**first, "compute_alpha_s": first["compute_alpha_s"] * 2}
+    raw["prices"] = {**raw["prices"], "gpu_hour": {**raw["prices"]["gpu_hour"], "V100": 9.0}}
+    policy = load_policy(SHIPPED)
+    moved = policy.on_catalog(parse_catalog(raw))
+    note = moved.untrained_names(first["name"], "T4")
+    assert len(note) == 1 and "other figures for" in note[0], note
+    assert "(compute_alpha_s differ in this catalogue)" in note[0], note
+    assert moved.untrained_names(second["name"], "T4") == ()
+    assert "gpu_price_per_hour differ" in moved.untrained_names(second["name"], "V100")[0]
+    assert policy.on_catalog(load_catalog()).untrained_names(first["name"], "V100") == ()

@@ -301,3 +301,41 @@ def gpu_type_index(name: str, catalog: Catalog | None = None) -> int:
     if name not in types:
         raise ValueError(f"unknown GPU type {name!r}; choose one of: {', '.join(types)}")
     return types.index(name)
+
+
+#: The per-workload fields of a :class:`Catalog` that shape a job of the workload: its epochs, its
+#: compute and sync model, its CPU sensitivity (not how often users request it).
+JOB_MODEL_FIELDS = (
+    "samples_per_epoch",
+    "local_batch",
+    "epochs_min",
+    "epochs_max",
+    "data_parallel",
+    "compute_alpha_s",
+    "compute_beta_s",
+    "sync_local_alpha_s",
+    "sync_local_beta_s",
+    "sync_node_alpha_s",
+    "sync_node_beta_s",
+    "sync_two_node_factor",
+    "gamma",
+    "calibration_intra_node_gbps",
+    "calibration_inter_node_gbps",
+    "calibration_cpus_per_gpu",
+    "cpu_c_sat",
+    "cpu_p",
+)
+
+
+def job_figures(catalog: Catalog, workload: str, gpu_type: str) -> dict[str, float]:
+    """The figures of ``catalog`` that shape a job of ``workload`` on ``gpu_type`` GPUs: its
+    workload's :data:`JOB_MODEL_FIELDS`, the GPU type's speed on it (``compute_speed``) and price, and
+    the vCPU and memory prices (``ValueError`` for a name the catalogue lacks)."""
+    w, t = workload_index(workload, catalog), gpu_type_index(gpu_type, catalog)
+    return {
+        **{name: float(getattr(catalog, name)[w]) for name in JOB_MODEL_FIELDS},
+        "compute_speed": float(catalog.compute_speed[w, t]),
+        "gpu_price_per_hour": float(catalog.gpu_price_per_hour[t]),
+        "vcpu_price_per_hour": float(catalog.vcpu_price_per_hour),
+        "gib_price_per_hour": float(catalog.gib_price_per_hour),
+    }
