@@ -42,7 +42,7 @@ from slamorl_jax.checkpoint import (
     write_failure,
 )
 from slamorl_jax.checkpoint_catalog import catalog_meta, stored_catalog
-from slamorl_jax.env.catalog import Catalog, job_figures, load_catalog
+from slamorl_jax.env.catalog import Catalog, job_figures, load_catalog, same_catalog
 from slamorl_jax.env.derived import DERIVED_FIELDS
 from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.observation import NUM_FEATURES
@@ -101,11 +101,18 @@ class LoadedPolicy:
         it. A workload it never trained on is then one it can answer (how well: a policy's
         observation describes a job by its profile's forecasts, not its name;
         ``benchmarks/held_out_workloads.py`` measures it). ``TypeError`` for anything but a
-        :class:`Catalog`."""
+        :class:`Catalog`; ``ValueError`` for a policy saved with env params of its own
+        (``save_policy``'s ``env_params``), which no catalogue rebuilds."""
         if catalog is None:
             return self
         if not isinstance(catalog, Catalog):
             raise TypeError(f"catalog must be a Catalog (load_catalog(path)), got {type(catalog).__name__}")
+        if self.trained_env_params is not None and not same_catalog(catalog, self.catalog):
+            raise ValueError(
+                "this policy was saved with env params of its own (save_policy's env_params), which "
+                "another catalogue's cannot stand for: give it params built on that catalogue where "
+                "it runs (recommend_many(policy, jobs, params), run_episodes(env, params, ...))"
+            )
         trained = self.trained_catalog or self.catalog
         return dataclasses.replace(self, catalog=catalog, trained_catalog=trained)
 

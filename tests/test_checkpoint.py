@@ -21,6 +21,7 @@ from slamorl_jax import policy_checkpoint
 from slamorl_jax.agent.networks import ActorCritic, init_params
 from slamorl_jax.agent.trainer import TrainState
 from slamorl_jax.array_checksum import signed_meta
+from slamorl_jax.env.catalog import load_catalog, parse_catalog
 from slamorl_jax.env.observation import NUM_FEATURES, TARGET_BLOCK
 
 SAVED_STEP = TINY.updates_per_chunk  # the good checkpoint holds the state after one chunk
@@ -539,6 +540,13 @@ def test_a_policy_saved_with_env_params_of_its_own_refuses_the_configs(tmp_path:
     policy.check_env_params(jax.device_put(own))
     rounded = own.replace(job_rows=own.job_rows * (1 + 1e-7))
     policy.check_env_params(rounded)
+    # No catalogue rebuilds its params: moving it to another is refused as such (its own: a no-op).
+    other = parse_catalog(
+        {**load_catalog().raw, "prices": {**load_catalog().raw["prices"], "vcpu_hour": 1.0}}
+    )
+    with pytest.raises(ValueError, match=r"saved with env params of its own \(save_policy's env_params\)"):
+        policy.on_catalog(other)
+    assert policy.on_catalog(load_catalog()).trained_env_params == policy.trained_env_params
     # Saved with the params its config builds, it records none and runs as any policy.
     policy_checkpoint.save_policy(tmp_path / "plain", network_params, TINY, env_params=trainer.env_params)
     plain = policy_checkpoint.load_policy(tmp_path / "plain")
