@@ -45,8 +45,9 @@ answers with the allocation of the store's nearest record (``"source": "history"
 distance and how it matches the job, with a warning on stderr where it is of another workload or GPU
 type; a job that has run epochs gets the policy's answer as usual, with a note on stderr, though a
 missing, unreadable or malformed store is refused either way), and ``--probe_plan``
-answers with the probe runs to make first; reported back as the job's ``probes``, they feed the
-online model the policy's forecasts use. ``--suggest_slas`` answers a new job whose user left out
+answers with the probe runs to make first (the plan reads no SLA, so ``deadline_s`` and
+``budget_usd`` may be missing); reported back as the job's ``probes``, they feed the online model
+the policy's forecasts use. ``--suggest_slas`` answers a new job whose user left out
 its deadline, budget or minimum throughput (``deadline_s`` and ``budget_usd`` may then be missing)
 with targets for them from the forecast's first choice, with the reference code's margins
 (``slamorl_jax.live_slas``), and that allocation; with ``--sla_confidence=0.9`` the margins are
@@ -325,7 +326,7 @@ def _parser() -> OneLineArgumentParser:
     parser.add_argument(
         "--probe_plan",
         action="store_true",
-        help="for a new job: the probe runs to make before its first epoch",
+        help="for a new job: the probe runs to make before its first epoch (SLAs may be left out)",
     )
     parser.add_argument(
         "--forecast_start",
@@ -427,6 +428,9 @@ def _answer_one_job(args: argparse.Namespace) -> int:
         )
     if args.suggest_slas:  # a placeholder the suggestion replaces, so the job validates as usual
         data = {**data, **{name: MAX_VALUE for name in left_out}}
+    elif args.probe_plan:  # the plan reads no SLA but the memory limit: a job with none yet may ask
+        left_out = [name for name in left_out if name in LiveJob.required_fields()]
+        data = {**data, **{name: MAX_VALUE for name in left_out}}
     try:
         job = LiveJob.from_dict(data)
     except ValueError as err:
@@ -453,6 +457,8 @@ def _answer_one_job(args: argparse.Namespace) -> int:
     if (records is not None and new_job) or args.probe_plan or args.forecast_start:
         start = first_allocation(policy, job, records, args.forecast_start)
         warn_of_a_far_record(start)
+        if args.probe_plan and left_out:
+            start["then"] += f"; leave out {', '.join(left_out)} again and ask --suggest_slas for them"
         print(json.dumps(start, indent=indent))
         return 0
     if records is not None:  # the policy's answer, as for any running job: said, not silent

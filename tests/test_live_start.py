@@ -262,6 +262,28 @@ def test_probe_plan_then_reported_probes_feed_the_model(params: object) -> None:
     assert not np.asarray(live_state(LiveJob.from_dict(NEW_JOB), params).model_stats).any()
 
 
+def test_a_job_with_no_slas_yet_gets_its_probe_plan_then_suggested_slas(
+    workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The probe plan reads no SLA, so a new job that has none asks for its probes first (it was
+    refused for a missing deadline), then reports them and gets SLAs suggested from them."""
+    no_slas = {k: v for k, v in NEW_JOB.items() if k not in ("deadline_s", "budget_usd")}
+    with_slas = call(_recommend(NEW_JOB, "--probe_plan"), capsys, workdir)
+    outcome = call(_recommend({**no_slas, "min_throughput": None}, "--probe_plan"), capsys, workdir)
+    assert outcome.code == 0 and not outcome.stderr, outcome.report()
+    plan, same = json.loads(outcome.stdout), json.loads(with_slas.stdout)
+    assert plan["then"].endswith("; leave out deadline_s, budget_usd again and ask --suggest_slas for them")
+    assert {**plan, "then": same["then"]} == same
+    probes = [
+        {"gpus": r["gpus"], "cpus": r["cpus"], "epoch_time_s": 6200.0 / r["gpus"]} for r in plan["probes"]
+    ]
+    probed = {**no_slas, **plan["report_with"], "probes": probes, "elapsed_s": 900.0, "cost_usd": 1.0}
+    outcome = call(_recommend(probed, "--suggest_slas"), capsys, workdir)
+    assert outcome.code == 0, outcome.report()
+    answer = json.loads(outcome.stdout)
+    assert answer["probes_used"] == len(probes) and {"deadline_s", "budget_usd"} <= set(answer["suggested"])
+
+
 @pytest.mark.parametrize(
     ("job", "ask", "phrase"),
     [
