@@ -19,6 +19,7 @@ from tqdm import tqdm
 
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.schedule import learning_rate_after
+from slamorl_jax.atomic_files import write_text_atomically
 from slamorl_jax.run_log_names import CONFIG_FILE, METRICS_FILE
 
 
@@ -58,7 +59,7 @@ class MetricsLogger:
         self.log_dir = Path(log_dir)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.config = config
-        (self.log_dir / CONFIG_FILE).write_text(config.to_json())
+        write_text_atomically(self.log_dir / CONFIG_FILE, config.to_json())  # whole or not at all
         # A run resumed from a step older than its last logged update (its newest step was damaged, or
         # it was killed after logging and before saving) logs those updates again: the earlier lines
         # and TensorBoard points past the step go first, so each update is logged once.

@@ -170,11 +170,18 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
                 else ""
             )
         )
-    if logged_config(options.log_dir) not in (None, stored):
+    logged, held = logged_config(options.log_dir), run_log_files(options.log_dir)
+    if logged not in (None, stored):
         # Its metrics past the checkpoint's update, its summary and config would be replaced.
         raise ckpt.CheckpointError(
             f"--resume: {options.log_dir} holds the logs of another run (its {CONFIG_FILE} is not the "
             "checkpoint's config): resume with this run's own --log_dir"
+        )
+    if logged is None and held:  # a run writes its config first, atomically: whose logs are these?
+        raise ckpt.CheckpointError(
+            f"--resume: {options.log_dir} holds run logs ({', '.join(held[:3])}) without a readable "
+            f"{CONFIG_FILE}, so they may be another run's: resume with this run's own --log_dir, or "
+            "move them aside if they are its own"
         )
     return stored, meta
 

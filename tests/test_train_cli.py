@@ -296,6 +296,16 @@ def test_resuming_into_another_runs_logs_is_refused(
     args = ["--resume", f"--run_dir={finished.run_dir}", f"--log_dir={other / 'logs'}"]
     assert_one_error_line(train_in_process(args, capsys, tmp_path), "holds the logs of another run")
     assert {p.name: p.read_bytes() for p in (other / "logs").iterdir() if p.is_file()} == before
+    # Without a config to tell whose they are (gone, or damaged), they were written into.
+    for damage in ("{bad", None):
+        if damage is None:
+            (other / "logs" / "config.json").unlink()
+        else:
+            (other / "logs" / "config.json").write_text(damage)
+        before = {p.name: p.read_bytes() for p in (other / "logs").iterdir() if p.is_file()}
+        outcome = train_in_process(args, capsys, tmp_path)
+        assert_one_error_line(outcome, "holds run logs (", "without a readable config.json")
+        assert {p.name: p.read_bytes() for p in (other / "logs").iterdir() if p.is_file()} == before
 
 
 @pytest.mark.parametrize("held_folder", ["checkpoints", "logs"])
