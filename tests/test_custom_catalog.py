@@ -333,6 +333,12 @@ def bad_catalogue(root: Path, case: str) -> Path:
         path.write_text(json.dumps({**raw, "workloads": [raw["workloads"][0], *raw["workloads"]]}))
     elif case == "epochs beyond int32":
         path.write_text(json.dumps({**raw, "workloads": [{**raw["workloads"][0], "epochs_min": 1e12}]}))
+    elif case == "a speed beyond float32":
+        speeds = {**raw["workloads"][1]["compute_speed"], "V100": 1e300}
+        workloads = [raw["workloads"][0], {**raw["workloads"][1], "compute_speed": speeds}]
+        path.write_text(json.dumps({**raw, "workloads": workloads}))
+    elif case == "a price not a number":
+        path.write_text(json.dumps({**raw, "prices": {**raw["prices"], "vcpu_hour": float("nan")}}))
     elif case == "a boolean given as text":
         path.write_text(json.dumps({**raw, "workloads": [{**raw["workloads"][0], "data_parallel": "false"}]}))
     elif case == "a number given as a boolean":
@@ -353,7 +359,10 @@ BAD_CATALOGUES = {
     "a workload without its fields": "workload 'x' lacks",
     "no workloads": "workloads must be a non-empty list",
     "a workload named twice": "gives the workload name 'our-cifar10-resnet18' twice",
-    "epochs beyond int32": "workloads' epochs_min must be numbers",
+    "epochs beyond int32": "epochs_min must be numbers (our-cifar10-resnet18: 1e+12 is not an integer",
+    # A NumPy overflow warning and a line holding the whole array, before.
+    "a speed beyond float32": "(our-imagenet-resnet50, V100: 1e+300 is not a finite float32)",
+    "a price not a number": "vcpu_hour price must be numbers (nan is not a finite float64)",
     "a boolean given as text": "data_parallel must be true or false (got text)",
     "a number given as a boolean": "workloads' gamma must be numbers (got true or false)",
     "no request mix": "requested_cpus_per_gpu values must be a non-empty list",
@@ -361,6 +370,7 @@ BAD_CATALOGUES = {
 }
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # NumPy's overflow in a cast: a second line
 @pytest.mark.parametrize("case", list(BAD_CATALOGUES))
 def test_a_bad_catalogue_file_is_refused_in_one_line_before_anything_is_written(
     case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

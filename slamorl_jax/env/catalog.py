@@ -70,13 +70,17 @@ class Catalog:
 def _column(workloads: list[dict], key: str, dtype: type) -> np.ndarray:
     """The workloads' ``key`` as one array (``ValueError`` naming the field for a value that is not
     a number of ``dtype``'s range)."""
-    return _array([w[key] for w in workloads], dtype, f"workloads' {key}")
+    names = tuple(str(w.get("name")) for w in workloads)
+    return _array([w[key] for w in workloads], dtype, f"workloads' {key}", labels=(names,))
 
 
-def _array(values: object, dtype: type, what: str, ndim: int = 1) -> np.ndarray:
+def _array(
+    values: object, dtype: type, what: str, ndim: int = 1, labels: tuple[tuple[str, ...], ...] = ()
+) -> np.ndarray:
     """``values`` as an ``ndim``-dimensional array of ``dtype``; ``ValueError`` naming ``what`` for a
     value that is not a JSON number (boolean), nests another way or lies outside the dtype's range
-    (an int32 epoch count of 1e12)."""
+    (an int32 epoch count of 1e12, a float32 speed of 1e300, NaN or Infinity), naming where it lies
+    by ``labels`` (per axis, the names of its entries; their indices where not given)."""
     try:
         given = np.asarray(values)
         # NumPy would read "0.5" as a number, "false" as True and true as 1.0: JSON numbers only
@@ -89,16 +93,34 @@ def _array(values: object, dtype: type, what: str, ndim: int = 1) -> np.ndarray:
             raise TypeError(f"got {'text' if given.dtype.kind == 'U' else given.dtype}")
         if given.ndim != ndim:
             raise ValueError(f"expected {ndim} level(s) of lists, got {given.ndim}")
-        if np.issubdtype(dtype, np.integer):  # checked before the cast, which would wrap silently
-            as_float, bounds = given.astype(np.float64), np.iinfo(dtype)
-            whole = np.all(as_float == np.round(as_float))
-            if not (whole and np.all(as_float >= bounds.min) and np.all(as_float <= bounds.max)):
-                raise OverflowError(f"not an integer within {np.dtype(dtype).name}")
+        if dtype is not bool:  # checked before the cast, which would wrap an integer or make inf
+            _check_range(given.astype(np.float64), np.dtype(dtype), labels)
         array = given.astype(dtype)
     except (OverflowError, TypeError, ValueError) as err:
         kind = "true or false" if dtype is bool else "numbers"
         raise ValueError(f"calibration file's {what} must be {kind} ({err})") from None
     return array
+
+
+def _check_range(values: np.ndarray, dtype: np.dtype, labels: tuple[tuple[str, ...], ...]) -> None:
+    """``OverflowError`` naming the first of ``values`` that ``dtype`` cannot hold (an integer dtype:
+    a whole number within its range; a float one: a finite number within its range) and where it
+    lies (``labels`` as :func:`_array` takes them)."""
+    if np.issubdtype(dtype, np.integer):
+        bounds = np.iinfo(dtype)
+        beyond = (values != np.round(values)) | ~(values >= bounds.min) | ~(values <= bounds.max)
+        reason = f"not an integer within {dtype.name}"
+    else:
+        beyond = ~np.isfinite(values) | (np.abs(values) > np.finfo(dtype).max)
+        reason = f"not a finite {dtype.name}"
+    if not beyond.any():
+        return
+    where = tuple(np.argwhere(beyond)[0]) if beyond.ndim else ()
+    at = ", ".join(
+        labels[axis][i] if axis < len(labels) and i < len(labels[axis]) else f"entry {i}"
+        for axis, i in enumerate(where)
+    )
+    raise OverflowError(f"{at + ': ' if at else ''}{values[where]:g} is {reason}")
 
 
 def _holds_bool(values: object, dtype: type) -> bool:
@@ -193,13 +215,16 @@ def parse_catalog(raw: dict) -> Catalog:
         raise ValueError(f"calibration file's prices lack {', '.join(missing)}")
     ref, cpus = prices["reference_code"], raw["requested_cpus_per_gpu"]
     f32 = np.float32
+    names = tuple(w["name"] for w in workloads)
     catalog = Catalog(
-        workload_names=tuple(w["name"] for w in workloads),
+        workload_names=names,
         gpu_types=gpu_types,
         requested_gpu_bins=_array(raw["requested_gpu_bins"], np.int32, "requested_gpu_bins"),
         requested_cpus_per_gpu_values=_array(cpus["values"], f32, "requested_cpus_per_gpu values"),
         requested_cpus_per_gpu_probs=_array(cpus["probs"], f32, "requested_cpus_per_gpu probs"),
-        gpu_price_per_hour=_array([prices["gpu_hour"][t] for t in gpu_types], f32, "GPU prices"),
+        gpu_price_per_hour=_array(
+            [prices["gpu_hour"][t] for t in gpu_types], f32, "GPU prices", labels=(gpu_types,)
+        ),
         vcpu_price_per_hour=float(_array(prices["vcpu_hour"], np.float64, "vcpu_hour price", 0)),
         gib_price_per_hour=float(_array(prices["gib_hour"], np.float64, "gib_hour price", 0)),
         reference_code_prices=tuple(
@@ -208,10 +233,14 @@ def parse_catalog(raw: dict) -> Catalog:
         ),
         **{key: _column(workloads, key, COLUMN_DTYPES.get(key, f32)) for key in WORKLOAD_FIELDS},
         compute_speed=_array(
-            [[w["compute_speed"][t] for t in gpu_types] for w in workloads], f32, "compute_speed", 2
+            [[w["compute_speed"][t] for t in gpu_types] for w in workloads],
+            f32,
+            "compute_speed",
+            2,
+            labels=(names, gpu_types),
         ),
         requested_gpu_probs=_array(
-            [w["requested_gpu_probs"] for w in workloads], f32, "requested_gpu_probs", 2
+            [w["requested_gpu_probs"] for w in workloads], f32, "requested_gpu_probs", 2, labels=(names,)
         ),
         raw=raw,
     )
