@@ -273,6 +273,18 @@ BAD_PARAMS: list[tuple[str, Callable[[EnvParams], EnvParams], str]] = [
         lambda p: with_workload_values(p, compute_speed=np.asarray(p.workloads.compute_speed) * 2),
         "fastest_epoch_s",
     ),
+    (  # the message held the whole 13 x 4 table
+        "one speed out of range",
+        lambda p: with_workload_values(
+            p, compute_speed=jnp.asarray(p.workloads.compute_speed).at[2, 3].set(-1.0)
+        ),
+        "compute_speed must lie in [1e-06, 1000000.0], got -1.0 at index [2, 3] (1 of 52 entries)",
+    ),
+    (
+        "one CPU exponent out of range",
+        lambda p: with_workload_values(p, cpu_p=jnp.asarray(p.workloads.cpu_p).at[4].set(0.0)),
+        "cpu_p must lie in [0.001, 100.0], got 0.0 at index 4 (1 of 13 entries)",
+    ),
 ]
 
 

@@ -238,15 +238,25 @@ def _check_shapes(host: dict[str, np.ndarray]) -> None:
 
 
 def _check_range(name: str, value: np.ndarray, low: float, high: float, integer: bool) -> None:
-    if not np.all(np.isfinite(value)):
-        raise ValueError(f"EnvParams.{name} must be finite, got {value.tolist()}")
-    if integer and not np.all(np.equal(np.round(value), value)):
-        raise ValueError(f"EnvParams.{name} must be an integer, got {value.tolist()}")
+    if not np.all(finite := np.isfinite(value)):
+        raise ValueError(f"EnvParams.{name} must be finite, got {_first_of(value, ~finite)}")
+    if integer and not np.all(whole := np.equal(np.round(value), value)):
+        raise ValueError(f"EnvParams.{name} must be an integer, got {_first_of(value, ~whole)}")
     # A bound as float32 holds it (1e-6 rounds to 9.99999997e-07) is within it too.
     lowest, highest = min(low, float(np.float32(low))), max(high, float(np.float32(high)))
-    if np.any(value < lowest) or np.any(value > highest):
+    if np.any(outside := (value < lowest) | (value > highest)):
         shown = value.astype(np.int64) if integer else value  # a count as a count: 0, not 0.0
-        raise ValueError(f"EnvParams.{name} must lie in [{low}, {high}], got {shown.tolist()}")
+        raise ValueError(f"EnvParams.{name} must lie in [{low}, {high}], got {_first_of(shown, outside)}")
+
+
+def _first_of(value: np.ndarray, wrong: np.ndarray) -> str:
+    """``value`` where it is one number, else its first ``wrong`` entry, where it lies and how many
+    are wrong (a workload table's whole array made a line of a kilobyte)."""
+    if value.ndim == 0:
+        return str(value.tolist())
+    where = tuple(int(i) for i in np.argwhere(wrong)[0])
+    index = where[0] if len(where) == 1 else list(where)
+    return f"{value[where].tolist()} at index {index} ({int(wrong.sum())} of {value.size} entries)"
 
 
 def _check_probabilities(name: str, value: np.ndarray) -> None:
