@@ -69,6 +69,11 @@ def distributed_options() -> DistributedOptions:
             initialization_timeout_s=FLAGS.distributed_init_timeout_s,
         )
     )
+    for name in ("distributed_heartbeat_s", "distributed_init_timeout_s"):
+        if not options.enabled and FLAGS[name].present:  # recorded nowhere, read by nothing
+            raise ValueError(
+                f"--{name} has no effect without --distributed (a one-process run); leave it out"
+            )
     if options.enabled and FLAGS.run_dir is None and FLAGS.checkpoint_dir is None:
         raise ValueError(
             "a --distributed run needs --run_dir (or --checkpoint_dir): every process uses the same folder"

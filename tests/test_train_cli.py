@@ -190,6 +190,14 @@ BAD_FLAGS = {
         ["--relocate_gain_init=0", "--relocate_gate=0.2"],
         ["--relocate_gate has no effect without the relocate prior"],
     ),
+    "heartbeat of a one-process run": (
+        ["--distributed_heartbeat_s=5"],
+        ["--distributed_heartbeat_s has no effect without --distributed"],
+    ),
+    "join timeout of a one-process run": (
+        ["--distributed_init_timeout_s=5"],
+        ["--distributed_init_timeout_s has no effect without --distributed"],
+    ),
     "gain without a prior": (
         ["--nosuggestion_prior", "--suggestion_gain_init=2"],
         ["--suggestion_gain_init has no effect without a suggestion prior"],
