@@ -189,6 +189,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--noprogress", dest="progress", action="store_false", help=argparse.SUPPRESS)
     add_cache_argument(parser)
     args = parser.parse_args(argv)
+    if args.front_points == 0 and args.front_scenario != parser.get_default("front_scenario"):
+        fail("--front_scenario has no effect with --front_points=0 (no front is traced); leave it out", PROG)
     if args.out_dir is not None:  # the default is a new folder, claimed when the results are written
         check_out_dir(args.out_dir, args.overwrite)
     have_matplotlib = importlib.util.find_spec("matplotlib") is not None

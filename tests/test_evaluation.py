@@ -241,6 +241,7 @@ def _main_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int
         ["--episodes=0"],
         ["--scenarios=deadline-critical,nope"],
         ["--front_points=1"],
+        ["--front_points=0", "--front_scenario=mixed"],  # no front: the scenario was silently unused
         ["--seeds=x"],
         ["--checkpoint=/no/such/checkpoint"],
         ["--compare=no-equals-sign"],
