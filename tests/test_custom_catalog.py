@@ -429,6 +429,12 @@ def test_evaluate_refuses_a_catalogue_it_cannot_read(
     assert_refused(
         call(lambda: evaluate.main(argv), capsys, tmp_path), "--catalog: ", "requested_cpus_per_gpu_probs"
     )
+    # An empty path (an unset shell variable) said "cannot read  (Is a directory)".
+    for command in (
+        lambda: evaluate.main([f"--checkpoint={SHIPPED}", "--catalog=", f"--out_dir={tmp_path / 'e'}"]),
+        lambda: recommend.main([f"--checkpoint={SHIPPED}", "--catalog=", f"--job={EXAMPLE_JOB}"]),
+    ):
+        assert_refused(call(command, capsys, tmp_path), "--catalog must name a calibration file")
 
 
 @pytest.mark.parametrize("case", ["missing", "not JSON", "request mix not a distribution"])

@@ -288,7 +288,10 @@ def load_catalog(path: str | None = None) -> Catalog:
 def catalog_from_flag(path: str, flag: str = "--catalog") -> Catalog:
     """:func:`load_catalog` of ``path`` as a command's ``flag`` gives it: every way it can fail (a
     missing file, a folder, no permission, not JSON, not a catalogue of this version) is one
-    ``ValueError`` line naming ``flag``."""
+    ``ValueError`` line naming ``flag``, as is an empty path (an unset shell variable: not the
+    shipped catalogue)."""
+    if not str(path).strip():
+        raise ValueError(f"{flag} must name a calibration file")
     try:
         return load_catalog(path)
     except FileNotFoundError as err:
