@@ -149,6 +149,10 @@ BAD_FLAGS = {
     "minibatches do not divide": (["--num_envs=32", "--rollout_length=8", "--num_minibatches=3"], ["256"]),
     "unknown scenario": (["--scenario=nope"], ["--scenario", "deadline-critical"]),
     "hidden sizes not integers": (["--hidden_sizes=a,b"], ["--hidden_sizes"]),
+    "seventeen hidden layers": (
+        ["--hidden_sizes=" + ",".join(["4"] * 17)],
+        ["must give 1 to 16 layers, got 17"],
+    ),
     "target grid of three values": (["--target_cpus_per_gpu=0,2,4"], ["--target_cpus_per_gpu must be 5"]),
     "target grid not numbers": (
         ["--target_cpus_per_gpu=0,2,x,6,10"],

@@ -32,6 +32,8 @@ def _require(condition: bool, message: str) -> None:
 
 
 MAX_NUM_ENVS = 2**22  # 4,194,304 jobs in parallel: far beyond one accelerator's memory today
+#: The deepest actor-critic a run may ask for (each layer of each head is compiled unrolled).
+MAX_HIDDEN_LAYERS = 16
 #: The largest float32: a setting beyond it becomes ``inf`` in the learner's arithmetic.
 FLOAT32_MAX = 3.4028234663852886e38
 
@@ -144,8 +146,12 @@ def validate_config(c: TrainConfig) -> TrainConfig:
     _require(0 <= c.shaping <= 100, f"--shaping must be in [0, 100], got {c.shaping}")
     _require(0 <= c.sla_met_bonus <= 100, f"--sla_met_bonus must be in [0, 100], got {c.sla_met_bonus}")
     _require(0 <= c.all_slas_bonus <= 100, f"--all_slas_bonus must be in [0, 100], got {c.all_slas_bonus}")
+    _require(  # 500 layers compiled for minutes before the first update
+        1 <= len(c.hidden_sizes) <= MAX_HIDDEN_LAYERS,
+        f"--hidden_sizes must give 1 to {MAX_HIDDEN_LAYERS} layers, got {len(c.hidden_sizes)}",
+    )
     _require(
-        len(c.hidden_sizes) >= 1 and all(1 <= h <= 8192 for h in c.hidden_sizes),
+        all(1 <= h <= 8192 for h in c.hidden_sizes),
         f"--hidden_sizes must be 1 to 8192 units per layer, got {list(c.hidden_sizes)}",
     )
     _require(c.activation in ACTIVATIONS, f"--activation must be one of {', '.join(ACTIVATIONS)}")
