@@ -171,6 +171,7 @@ BROKEN = {
     "wrong format_version": (edit_meta(format_version=99), "format_version 99"),
     "no format_version": (edit_meta(format_version=None), "format_version None"),
     "unknown config key": (edit_meta(config_extra={"warp_factor": 9}), "incompatible config.*warp_factor"),
+    "a config of null": (edit_meta(config=None), "incompatible config: a config must be a JSON object"),
     # Trained on another version's observation or action grid: refused, not read with today's meaning.
     "another observation layout": (edit_meta(observation_layout="0" * 16), "another layout of its \\d+ feat"),
     "another observation size": (edit_meta(observation_dim=221), "another observation \\(221 features"),

@@ -212,7 +212,10 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
-        """Rebuild from :meth:`to_json`'s dict; unknown keys raise ``ValueError``."""
+        """Rebuild from :meth:`to_json`'s dict; unknown keys, or anything but a dict, raise
+        ``ValueError``."""
+        if not isinstance(data, dict):  # a damaged meta's null said "'NoneType' object is not iterable"
+            raise ValueError(f"a config must be a JSON object of its settings, got {type(data).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
