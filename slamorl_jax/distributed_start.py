@@ -11,8 +11,6 @@ run. absl parses and checks the same flags again later. Bad values: one line and
 
 from __future__ import annotations
 
-import contextlib
-import io
 import sys
 from collections.abc import Sequence
 
@@ -85,11 +83,9 @@ def early_options(args: Sequence[str]) -> DistributedOptions:
 
 def expand_flagfiles(argv: Sequence[str]) -> list[str]:
     """``argv`` with each ``--flagfile`` replaced by the flags it holds (absl's reading of them, nested
-    files included); ``argv`` as it is when a file cannot be read, which absl reports later (a
-    flagfile that reads itself too: its warning is left to that parse)."""
+    files included); ``argv`` as it is when a file cannot be read, which absl reports later."""
     try:
-        with contextlib.redirect_stderr(io.StringIO()):
-            return flags.FlagValues().read_flags_from_files(list(argv), force_gnu=True)
+        return flags.FlagValues().read_flags_from_files(list(argv), force_gnu=True)
     except (flags.Error, OSError, UnicodeError, ValueError):
         return list(argv)
 

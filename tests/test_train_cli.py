@@ -239,21 +239,6 @@ def test_bad_flags_exit_2_with_one_line(
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-@pytest.mark.parametrize("loop", ["itself", "through another"])
-def test_a_flagfile_that_reads_itself_exits_2_with_one_line(
-    loop: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """absl warned of the loop, dropped the file's flags and the run trained on the defaults."""
-    flags_dir = tmp_path / "flags"
-    flags_dir.mkdir()
-    first, second = flags_dir / "a.flags", flags_dir / "b.flags"
-    first.write_text(f"--num_envs=8\n--flagfile={first if loop == 'itself' else second}\n")
-    second.write_text(f"--flagfile={first}\n")
-    outcome = train_in_process([f"--flagfile={first}", f"--run_dir={tmp_path / 'run'}"], capsys, tmp_path)
-    assert_refused(outcome, "reads itself, directly or through another flagfile")
-    assert outcome.stderr.count("\n") == 1 and "Warning" not in outcome.stderr, outcome.report()
-
-
 def test_existing_checkpoints_without_resume_exit_2(
     finished: FinishedRun, flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
