@@ -41,7 +41,7 @@ from slamorl_jax.cli_args import (
     summary,
 )
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
-from slamorl_jax.env.scenarios import EVALUATION_SCENARIOS, SCENARIOS
+from slamorl_jax.env.scenarios import DEFAULT_FRONT_SCENARIO, EVALUATION_SCENARIOS, SCENARIOS
 from slamorl_jax.shipped_policy import SHIPPED_POLICY, resolve_checkpoint
 
 if TYPE_CHECKING:
@@ -167,7 +167,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="preference vectors on the time-cost front (0 skips the front; default %(default)s)",
     )
     parser.add_argument(
-        "--front_scenario", choices=SCENARIOS, default="balanced", help="jobs of the preference front"
+        "--front_scenario",
+        choices=SCENARIOS,
+        default=None,
+        help=f"jobs of the preference front (default: {DEFAULT_FRONT_SCENARIO})",
     )
     parser.add_argument(
         "--out_dir", type=out_dir_path, default=None, help="output directory (default: runs/eval-<date-time>)"
@@ -189,8 +192,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--noprogress", dest="progress", action="store_false", help=argparse.SUPPRESS)
     add_cache_argument(parser)
     args = parser.parse_args(argv)
-    if args.front_points == 0 and args.front_scenario != parser.get_default("front_scenario"):
+    if args.front_points == 0 and args.front_scenario is not None:
         fail("--front_scenario has no effect with --front_points=0 (no front is traced); leave it out", PROG)
+    args.front_scenario = args.front_scenario or DEFAULT_FRONT_SCENARIO
     if args.out_dir is not None:  # the default is a new folder, claimed when the results are written
         check_out_dir(args.out_dir, args.overwrite)
     have_matplotlib = importlib.util.find_spec("matplotlib") is not None

@@ -47,6 +47,7 @@ from slamorl_jax.env.derived import DERIVED_FIELDS
 from slamorl_jax.env.draws import check_key
 from slamorl_jax.env.observation import NUM_FEATURES
 from slamorl_jax.env.params import EnvParams
+from slamorl_jax.env.prices import price_figures
 from slamorl_jax.env.validation import validate_params_once
 from slamorl_jax.run_dirs import new_folder_problem, staged_new_folder
 
@@ -119,10 +120,16 @@ class LoadedPolicy:
     def untrained_names(self, workload: str, gpu_type: str) -> tuple[str, ...]:
         """A note per way a job (its ``workload``, its ``gpu_type``) lies outside what the policy
         trained on where :meth:`on_catalog` moved it to another catalogue: a name the training
-        catalogue lacks, or figures that shape the job (``catalog.job_figures``: its workload's
-        model, the GPU type's speed on it, the prices) that differ there; empty otherwise."""
+        catalogue lacks, or figures that shape the job there otherwise (``catalog.job_figures``:
+        its workload's model and the GPU type's speed on it; ``prices.price_figures``: what it pays
+        under the policy's price preset); empty otherwise, and for names its :attr:`catalog` lacks
+        (``live.check_recommendable`` refuses those)."""
         trained = self.trained_catalog
-        if trained is None:
+        if (
+            trained is None
+            or workload not in self.catalog.workload_names
+            or gpu_type not in self.catalog.gpu_types
+        ):
             return ()
         notes = []
         if workload not in trained.workload_names:
@@ -134,7 +141,10 @@ class LoadedPolicy:
                 f"the policy never trained on {gpu_type} GPUs (their speeds come from another catalogue)"
             )
         if not notes:
-            now, then = (job_figures(c, workload, gpu_type) for c in (self.catalog, trained))
+            now, then = (
+                {**job_figures(c, workload, gpu_type), **price_figures(self.config.prices, c, gpu_type)}
+                for c in (self.catalog, trained)
+            )
             if changed := [name for name, value in now.items() if value != then[name]]:
                 notes.append(
                     f"the policy trained on other figures for {workload} jobs on {gpu_type} GPUs "

@@ -45,7 +45,7 @@ answers with the allocation of the store's nearest record (``"source": "history"
 distance and how it matches the job, with a warning on stderr where it is of another workload or GPU
 type; a job that has run epochs gets the policy's answer as usual, with a note on stderr, though a
 missing, unreadable or malformed store is refused either way), and ``--probe_plan``
-answers with the probe runs to make first (the plan reads no SLA, so ``deadline_s`` and
+answers with the probe runs to make first (the plan reads no deadline or budget, so ``deadline_s`` and
 ``budget_usd`` may be missing); reported back as the job's ``probes``, they feed the online model
 the policy's forecasts use. ``--suggest_slas`` answers a new job whose user left out
 its deadline, budget or minimum throughput (``deadline_s`` and ``budget_usd`` may then be missing)
@@ -326,7 +326,8 @@ def _parser() -> OneLineArgumentParser:
     parser.add_argument(
         "--probe_plan",
         action="store_true",
-        help="for a new job: the probe runs to make before its first epoch (SLAs may be left out)",
+        help="for a new job: the probe runs to make before its first epoch (deadline and budget may be "
+        "left out)",
     )
     parser.add_argument(
         "--forecast_start",
@@ -428,7 +429,7 @@ def _answer_one_job(args: argparse.Namespace) -> int:
         )
     if args.suggest_slas:  # a placeholder the suggestion replaces, so the job validates as usual
         data = {**data, **{name: MAX_VALUE for name in left_out}}
-    elif args.probe_plan:  # the plan reads no SLA but the memory limit: a job with none yet may ask
+    elif args.probe_plan:  # the plan reads no deadline or budget: a job with none yet may ask
         left_out = [name for name in left_out if name in LiveJob.required_fields()]
         data = {**data, **{name: MAX_VALUE for name in left_out}}
     try:

@@ -421,6 +421,7 @@ def test_evaluate_refuses_a_catalogue_it_cannot_read(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from slamorl_jax import evaluate
+    from slamorl_jax.env import feasibility
 
     argv = [f"--checkpoint={SHIPPED}", f"--catalog={tmp_path / 'none.json'}", f"--out_dir={tmp_path / 'e'}"]
     assert_refused(call(lambda: evaluate.main(argv), capsys, tmp_path), "--catalog", "is missing")
@@ -433,6 +434,7 @@ def test_evaluate_refuses_a_catalogue_it_cannot_read(
     for command in (
         lambda: evaluate.main([f"--checkpoint={SHIPPED}", "--catalog=", f"--out_dir={tmp_path / 'e'}"]),
         lambda: recommend.main([f"--checkpoint={SHIPPED}", "--catalog=", f"--job={EXAMPLE_JOB}"]),
+        lambda: feasibility.main(["--catalog=", "--num-jobs=4"]),
     ):
         assert_refused(call(command, capsys, tmp_path), "--catalog must name a calibration file")
 
@@ -527,3 +529,15 @@ def test_a_workload_of_a_known_name_profiled_anew_is_outside_training() -> None:
     assert moved.untrained_names(second["name"], "T4") == ()
     assert "gpu_price_per_hour differ" in moved.untrained_names(second["name"], "V100")[0]
     assert policy.on_catalog(load_catalog()).untrained_names(first["name"], "V100") == ()
+    # Prices as the policy's preset bills them: the AWS list for the shipped one, not the
+    # reference code's constants; a reference-code policy the other way round.
+    reference = dataclasses.replace(
+        policy, config=dataclasses.replace(policy.config, prices="reference-code")
+    )
+    assert reference.on_catalog(parse_catalog(raw)).untrained_names(second["name"], "V100") == ()
+    raw["prices"] = {**raw["prices"], "reference_code": {**raw["prices"]["reference_code"], "gpu_hour": 30.0}}
+    assert moved.on_catalog(parse_catalog(raw)).untrained_names(second["name"], "T4") == ()
+    note = reference.on_catalog(parse_catalog(raw)).untrained_names(second["name"], "T4")
+    assert "(gpu_price_per_hour differ in this catalogue)" in note[0], note
+    # A name the catalogue it runs on lacks is for check_recommendable to refuse: no note, no error.
+    assert moved.untrained_names("no-such-workload", "T4") == ()

@@ -242,6 +242,7 @@ def _main_exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int
         ["--scenarios=deadline-critical,nope"],
         ["--front_points=1"],
         ["--front_points=0", "--front_scenario=mixed"],  # no front: the scenario was silently unused
+        ["--front_points=0", "--front_scenario=balanced"],  # given, even at its default
         ["--seeds=x"],
         ["--checkpoint=/no/such/checkpoint"],
         ["--compare=no-equals-sign"],
@@ -258,6 +259,8 @@ def test_bad_flags_exit_2_with_one_line(
     code, err = _main_exit([*argv, f"--out_dir={tmp_path / 'out'}"], capsys)
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and "error" in err
+    if "--front_scenario" in " ".join(argv):
+        assert "--front_scenario has no effect with --front_points=0" in err
     assert not (tmp_path / "out").exists()
 
 

@@ -67,10 +67,9 @@ class Catalog:
         return len(self.gpu_types)
 
 
-def _column(workloads: list[dict], key: str, dtype: type) -> np.ndarray:
-    """The workloads' ``key`` as one array (``ValueError`` naming the field for a value that is not
-    a number of ``dtype``'s range)."""
-    names = tuple(str(w.get("name")) for w in workloads)
+def _column(workloads: list[dict], key: str, dtype: type, names: tuple[str, ...]) -> np.ndarray:
+    """The workloads' ``key`` as one array (``ValueError`` naming the field, and the workload of
+    ``names``, for a value that is not a number of ``dtype``'s range)."""
     return _array([w[key] for w in workloads], dtype, f"workloads' {key}", labels=(names,))
 
 
@@ -111,7 +110,8 @@ def _check_range(values: np.ndarray, dtype: np.dtype, labels: tuple[tuple[str, .
         beyond = (values != np.round(values)) | ~(values >= bounds.min) | ~(values <= bounds.max)
         reason = f"not an integer within {dtype.name}"
     else:
-        beyond = ~np.isfinite(values) | (np.abs(values) > np.finfo(dtype).max)
+        with np.errstate(over="ignore"):  # what rounds past the dtype's largest becomes inf, quietly
+            beyond = ~np.isfinite(values.astype(dtype))
         reason = f"not a finite {dtype.name}"
     if not beyond.any():
         return
@@ -231,7 +231,7 @@ def parse_catalog(raw: dict) -> Catalog:
             float(_array(ref[key], np.float64, f"reference_code {key}", 0))
             for key in ("gpu_hour", "vcpu_hour", "gib_hour")
         ),
-        **{key: _column(workloads, key, COLUMN_DTYPES.get(key, f32)) for key in WORKLOAD_FIELDS},
+        **{key: _column(workloads, key, COLUMN_DTYPES.get(key, f32), names) for key in WORKLOAD_FIELDS},
         compute_speed=_array(
             [[w["compute_speed"][t] for t in gpu_types] for w in workloads],
             f32,
@@ -335,39 +335,13 @@ def gpu_type_index(name: str, catalog: Catalog | None = None) -> int:
     return types.index(name)
 
 
-#: The per-workload fields of a :class:`Catalog` that shape a job of the workload: its epochs, its
-#: compute and sync model, its CPU sensitivity (not how often users request it).
-JOB_MODEL_FIELDS = (
-    "samples_per_epoch",
-    "local_batch",
-    "epochs_min",
-    "epochs_max",
-    "data_parallel",
-    "compute_alpha_s",
-    "compute_beta_s",
-    "sync_local_alpha_s",
-    "sync_local_beta_s",
-    "sync_node_alpha_s",
-    "sync_node_beta_s",
-    "sync_two_node_factor",
-    "gamma",
-    "calibration_intra_node_gbps",
-    "calibration_inter_node_gbps",
-    "calibration_cpus_per_gpu",
-    "cpu_c_sat",
-    "cpu_p",
-)
-
-
 def job_figures(catalog: Catalog, workload: str, gpu_type: str) -> dict[str, float]:
-    """The figures of ``catalog`` that shape a job of ``workload`` on ``gpu_type`` GPUs: its
-    workload's :data:`JOB_MODEL_FIELDS`, the GPU type's speed on it (``compute_speed``) and price, and
-    the vCPU and memory prices (``ValueError`` for a name the catalogue lacks)."""
+    """The figures of ``catalog`` that shape a job of ``workload`` on ``gpu_type`` GPUs, prices
+    apart (``prices.price_figures``): its workload's :data:`WORKLOAD_FIELDS` (epochs, compute and
+    sync model, CPU sensitivity) and the GPU type's speed on it (``ValueError`` for a name the
+    catalogue lacks)."""
     w, t = workload_index(workload, catalog), gpu_type_index(gpu_type, catalog)
     return {
-        **{name: float(getattr(catalog, name)[w]) for name in JOB_MODEL_FIELDS},
+        **{name: float(getattr(catalog, name)[w]) for name in WORKLOAD_FIELDS},
         "compute_speed": float(catalog.compute_speed[w, t]),
-        "gpu_price_per_hour": float(catalog.gpu_price_per_hour[t]),
-        "vcpu_price_per_hour": float(catalog.vcpu_price_per_hour),
-        "gib_price_per_hour": float(catalog.gib_price_per_hour),
     }

@@ -82,6 +82,8 @@ __all__ = [
 SCENARIOS = (*SCENARIO_KINDS, "mixed", "conflict", "shifting")
 # What ``evaluate`` runs by default: every named scenario but the training mixture.
 EVALUATION_SCENARIOS = tuple(name for name in SCENARIOS if name != "mixed")
+# Whose jobs trace the preference front in ``evaluate`` by default (``SuiteConfig.front_scenario``).
+DEFAULT_FRONT_SCENARIO = "balanced"
 # The two kinds ``conflict`` draws (each with the preference that opposes its tight SLA).
 CONFLICT_KINDS = ("deadline-critical", "budget-constrained")
 

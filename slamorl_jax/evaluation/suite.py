@@ -20,7 +20,7 @@ from slamorl_jax.env.action_sets import RELOCATE_ACTION, WIDEST_ACTION_SET, can_
 from slamorl_jax.env.catalog import same_catalog
 from slamorl_jax.env.job_env import JobAllocationEnv
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.env.scenarios import SCENARIO_KINDS, with_preference, with_scenario
+from slamorl_jax.env.scenarios import DEFAULT_FRONT_SCENARIO, SCENARIO_KINDS, with_preference, with_scenario
 from slamorl_jax.env.target_grid import grid_flag
 from slamorl_jax.episodes import StartRule, summarise_episodes
 from slamorl_jax.evaluation import pareto
@@ -68,7 +68,7 @@ class SuiteConfig:
     seeds: int = 3
     seed: int = 0
     front_points: int = 11
-    front_scenario: str = "balanced"
+    front_scenario: str = DEFAULT_FRONT_SCENARIO
 
 
 # The config fields that set the world a policy's jobs run in and that a suite does not set per
