@@ -29,9 +29,11 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -73,17 +75,36 @@ def flag_name(token: str) -> str:
     return token.lstrip("-").split("=", 1)[0] if token.startswith("-") else ""
 
 
-def train(seed: int, run_dir: Path, flags: list[str]) -> float:
-    """Run the training CLI for one seed into ``run_dir``; its wall time in seconds.
-
-    The child runs in this command's folder (relative paths in ``flags`` mean what the user meant)
-    with the repository on its import path; a failed run ends this command with the child's status
-    (2 for a bad flag, whose one-line error the child printed) and one line naming the seed."""
+def train_command(seed: int, run_dir: Path, flags: list[str]) -> list[str]:
+    """The training CLI's command line for one seed into ``run_dir``."""
     command = [sys.executable, "-m", "slamorl_jax.train", f"--seed={seed}", f"--run_dir={run_dir}"]
-    command += ["--progress=false", "--eval_episodes=0", *flags]
+    return [*command, "--progress=false", "--eval_episodes=0", *flags]
+
+
+def run_train(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
+    """``command`` run in this command's folder (relative paths in its flags mean what the user
+    meant) with the repository on its import path."""
     path = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))
+    return run_child(command, env={**os.environ, "PYTHONPATH": path}, **kwargs)
+
+
+def check_train_flags(seed: int, run_dir: Path, flags: list[str]) -> None:
+    """One line naming ``--train-flags`` and exit 2 when the training CLI refuses them, before any
+    seed trains (``train --only_check_args`` checks them as a run does and writes nothing)."""
+    done = run_train(
+        [*train_command(seed, run_dir, flags), "--only_check_args"], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        said = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
+        fail(f"--train-flags: {said[-1].split(' error: ', 1)[-1]}", PROG)
+
+
+def train(seed: int, run_dir: Path, flags: list[str]) -> float:
+    """Run the training CLI for one seed into ``run_dir``; its wall time in seconds. A failed run
+    ends this command with the child's status (2 for bad input, whose one-line error the child
+    printed) and one line naming the seed."""
     started = time.perf_counter()
-    done = run_child(command, env={**os.environ, "PYTHONPATH": path})
+    done = run_train(train_command(seed, run_dir, flags))
     if done.returncode != 0:
         print(
             f"{PROG}: error: training seed {seed} into {run_dir} failed (exit {done.returncode})",
@@ -309,6 +330,7 @@ def main(argv: list[str] | None = None) -> None:
             problem = new_folder_problem(run)
             if problem is not None:
                 fail(f"--run-root: {run} {problem}; choose another --run-root", PROG)
+        check_train_flags(seeds[0], runs[0], args.train_flags)
         for seed, run in zip(seeds, runs, strict=True):
             print(f"training seed {seed} into {run}", flush=True)
             wall.append(train(seed, run, args.train_flags))

@@ -95,12 +95,14 @@ def fail(message: str) -> NoReturn:
 
 def parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing with bad flags reported in one line and exit code 2 (each argument spelled
-    by :func:`absl_spelling`); the help flags (absl ends them with status 1) end with status 0."""
+    by :func:`absl_spelling`); the help flags (absl ends them with status 1) end with status 0. With
+    absl's ``--only_check_args`` (after which absl exits 0) the run's own checks come first
+    (:func:`validated_config`: values, the files the flags name), so a bad value exits 2."""
     FLAGS.unparse_flags()  # a fresh parse: no value of an earlier in-process run carries over
     end = argv.index("--") if "--" in argv else len(argv)
     argv = [*(absl_spelling(arg) for arg in argv[:end]), *argv[end:]]
     try:
-        return FLAGS(argv)
+        parsed = FLAGS(argv)
     except SystemExit as exit_:
         # absl's --help, --helpshort, --helpfull and --helpxml print and exit with status 1; a
         # bad flag raises flags.Error instead, so status 1 here is a help that was asked for.
@@ -109,7 +111,9 @@ def parse_flags(argv: list[str]) -> list[str]:
         fail(str(err).splitlines()[0])
     except (OSError, UnicodeError, ValueError) as err:  # a --flagfile that cannot be read as text
         fail(f"cannot read the command line: {err}")
-    return argv  # unreachable
+    if FLAGS.only_check_args:  # absl exits 0 once the flags parse: check first what main checks
+        validated_config(parsed)
+    return parsed
 
 
 def checkpoints_of_a_run_dir() -> bool:

@@ -157,10 +157,9 @@ def test_training_seeds_trains_in_the_callers_folder(tmp_path: Path, monkeypatch
         (["--train-flags='--seed"], "--train-flags: No closing quotation"),
         (["--seeds=0", "--runs=missing"], "--runs: checkpoint path"),
         (["--hold-below=1.5"], "--hold-below: must be in [0, 1]"),
-        (
-            ["--seeds=0", "--train-flags=--bogus", "--run-root=rr"],
-            "training seed 0 into rr/seed0 failed (exit 2)",
-        ),
+        # refused by the training CLI (--only_check_args) before seed 0 trains, in one line of ours
+        (["--seeds=0", "--train-flags=--bogus", "--run-root=rr"], "--train-flags: Unknown command line flag"),
+        (["--seeds=0", "--train-flags=--num_envs=-8", "--run-root=rr"], "--train-flags: --num_envs must be"),
         # the later flag won: a run trained with seed 5 (or elsewhere) reported as seed 0
         (["--seeds=0", "--train-flags=--num_envs=8 --seed=5"], "--train-flags: --seed is set by this"),
         (["--seeds=0", "--train-flags=--run_dir x --checkpoint_dir=y"], "--checkpoint_dir, --run_dir is set"),
@@ -189,6 +188,9 @@ def test_training_seeds_refuses_bad_input_in_one_line(
     outcome = call(lambda: main([*flags, "--out=report.json"]), capsys, tmp_path)
     ours = [line for line in outcome.stderr.splitlines() if line.startswith("python -m benchmarks.")]
     assert outcome.code == 2 and len(ours) == 1 and phrase in ours[0], outcome.report()
+    assert len(outcome.stderr.strip().splitlines()) == 1 and "training seed" not in outcome.stdout, (
+        outcome.report()
+    )
     assert not outcome.new_paths and "Traceback" not in outcome.stderr, outcome.report()
 
 
