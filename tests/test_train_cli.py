@@ -239,16 +239,26 @@ def test_bad_flags_exit_2_with_one_line(
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_only_check_args_checks_what_a_run_checks_and_writes_nothing(tmp_path: Path) -> None:
+def test_only_check_args_checks_what_a_run_checks_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """absl's ``--only_check_args`` exited 0 once the flags parsed, before any of the run's checks:
-    ``--num_envs=-5`` passed. It now checks them as a starting run does, and still trains nothing."""
+    ``--num_envs=-5`` passed. The parse now checks them as a starting run does (absl then exits 0
+    for good flags, as ``app.run`` does after the parse), and nothing is written either way."""
     run_dir = tmp_path / "run"
-    bad = run_cli("--only_check_args", "--num_envs=-5", f"--run_dir={run_dir}")
-    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0, bad.stderr
-    assert bad.stderr.startswith(f"{TRAIN_ERROR} --num_envs"), bad.stderr
-    good = run_cli("--only_check_args", *cli_flags(TINY), f"--run_dir={run_dir}")
-    assert good.returncode == 0 and not good.stderr.strip(), good.stderr
-    assert not run_dir.exists() and not any(tmp_path.iterdir())
+
+    def parse(*args: str) -> object:
+        return call(
+            lambda: train.parse_flags(["slamorl_jax.train", "--only_check_args", *args]), capsys, tmp_path
+        )
+
+    try:
+        assert_one_error_line(parse("--num_envs=-5", f"--run_dir={run_dir}"), "--num_envs")
+        good = parse(*cli_flags(TINY), f"--run_dir={run_dir}")
+        assert isinstance(good.code, list) and not good.stderr.strip(), good.report()  # parsed: argv
+        assert not any(tmp_path.iterdir())
+    finally:
+        train.FLAGS.unparse_flags()
 
 
 def test_existing_checkpoints_without_resume_exit_2(
