@@ -96,8 +96,9 @@ class LiveJob:
     epochs_total: int
     deadline_s: float
     budget_usd: float
-    elapsed_s: float = 0.0
-    cost_usd: float = 0.0
+    # Left out (None): 0 for a job that has run no epoch; one that has must report them (__post_init__).
+    elapsed_s: float | None = None
+    cost_usd: float | None = None
     # The last epoch's readings (READINGS): required once the job has run an epoch; a new job may leave
     # them out and gets the profile's forecast at its allocation, as the env's reset does.
     last_epoch_time_s: float | None = None  # the epoch's run time, without a re-allocation pause
@@ -132,6 +133,15 @@ class LiveJob:
         for field in dataclasses.fields(self):
             value = _field_value(field.name, str(field.type), getattr(self, field.name))
             object.__setattr__(self, field.name, value)
+        so_far = [name for name in SPENT_SO_FAR if getattr(self, name) is None]
+        if so_far and self.epochs_done > 0:
+            # A new job's 0 would read a running job as one that took no time and spent nothing.
+            raise ValueError(
+                f"missing job field(s): {', '.join(so_far)} (a job that has run an epoch reports its "
+                "time and spend so far)"
+            )
+        for name in so_far:
+            object.__setattr__(self, name, 0.0)
         _check(self)
 
     @property
@@ -173,15 +183,7 @@ class LiveJob:
             for name, v in data.items()
             if v is not None or name in required
         }
-        done = data["epochs_done"]  # a count the constructor checks; 10.0 is taken as 10
-        so_far = [name for name in SPENT_SO_FAR if data.get(name) is None]
-        if so_far and isinstance(done, int | float) and not isinstance(done, bool) and done > 0:
-            # Their defaults (0) are a new job's: a running job read as one that took no time.
-            raise ValueError(
-                f"missing job field(s): {', '.join(so_far)} (a job that has run an epoch reports its "
-                "time and spend so far)"
-            )
-        return cls(**values)
+        return cls(**values)  # which refuses a running job without its time and spend so far
 
 
 def _did_you_mean(unknown: list[str], known: list[str]) -> str:

@@ -189,6 +189,10 @@ def test_a_running_job_must_report_its_time_and_spend_so_far() -> None:
     with pytest.raises(ValueError, match=r"missing job field\(s\): cost_usd "):  # 10.0 epochs are 10
         LiveJob.from_dict({**job, "elapsed_s": 20_000.0, "epochs_done": float(job["epochs_done"])})
     assert LiveJob.from_dict({**job, "epochs_done": 0}).elapsed_s == 0.0
+    # The constructor (the README's Python way) too: it took the spend left out for $0.
+    with pytest.raises(ValueError, match=r"missing job field\(s\): cost_usd "):
+        LiveJob(**{**job, "elapsed_s": 20_000.0})
+    assert LiveJob(**{**job, "epochs_done": 0}).cost_usd == 0.0
 
 
 def test_the_epoch_time_range_seen_in_training_widens_with_the_deviation_limit() -> None:
