@@ -240,6 +240,21 @@ def test_ingest_records_finished_jobs_in_the_policys_catalogue(
     assert [r["workload"] for r in json.loads(store.read_text())["records"]] == [OURS]
 
 
+def test_a_catalogue_file_written_again_is_read_again(tmp_path: Path) -> None:
+    """``load_catalog`` was cached by the path alone: a file edited in a notebook kept giving its
+    old values. Unchanged, it is the same object; written again, it is read anew."""
+    path = tmp_path / "ours.json"
+    path.write_text(json.dumps(own_catalog_raw()))
+    first = load_catalog(str(path))
+    assert load_catalog(str(path)) is first and load_catalog(path) is first
+    raw = own_catalog_raw()
+    raw["workloads"][0] = {**raw["workloads"][0], "gamma": 1.5}
+    path.write_text(json.dumps(raw))
+    assert load_catalog(str(path)).gamma[0] == np.float32(1.5) != first.gamma[0]
+    with pytest.raises(TypeError, match="load_catalog takes a file path, got dict"):
+        load_catalog(raw)
+
+
 def test_a_catalogue_of_other_size_answers_jobs_by_its_own_names() -> None:
     """A policy on a catalogue of five workloads (its table five rows, not thirteen) reads a job of
     its fifth in its own indices."""
