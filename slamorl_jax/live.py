@@ -37,7 +37,14 @@ import numpy as np
 
 from slamorl_jax.agent.decision import greedy_actions
 from slamorl_jax.env import action_sets
-from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
+from slamorl_jax.env.catalog import (
+    WORKLOAD_FIELDS,
+    Catalog,
+    gpu_type_index,
+    job_figures,
+    load_catalog,
+    workload_index,
+)
 from slamorl_jax.env.forecast_summary import forecast_dicts, forecast_summary
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
@@ -218,8 +225,9 @@ def _recommend_checked(
     forecasts = forecast_dicts(summary, len(jobs))
     names = action_sets.action_names(policy.config.actions, params)
     cluster_note = _other_cluster(policy, params)  # one for the whole batch
+    profile_note = _profile_check(policy, params)
     notes = [
-        own + cluster_note + policy.untrained_names(job.workload, job.gpu_type)
+        profile_note(job) + own + cluster_note + policy.untrained_names(job.workload, job.gpu_type)
         for own, job in zip(outside_training_many(jobs, params, catalog), jobs, strict=True)
     ]
     dual = uses_dual_weights(params)
@@ -292,6 +300,33 @@ def _other_cluster(policy: LoadedPolicy, params: EnvParams) -> tuple[str, ...]:
         return f"{bounds[0]} GPUs a job, {bounds[1]} GPUs and {bounds[2]} CPUs a node, CPU step {bounds[3]}"
 
     return (f"the cluster ({shape(ours)}) is not the policy's ({shape(theirs)}): another observation scale",)
+
+
+def _profile_check(policy: LoadedPolicy, params: EnvParams) -> Callable[[LiveJob], tuple[str, ...]]:
+    """Per job, a note where ``params``' row of its workload (its index in the policy's catalogue)
+    holds other figures than the catalogue gives it (``catalog.job_figures``): params built on
+    another catalogue, whose rows are other workloads, read the job as another one. Nothing to
+    check for the policy's own params (built on its catalogue, or those it was saved with)."""
+    # (a policy saved with params of its own builds no env_params: check_env_params compared them)
+    if policy.trained_env_params is not None or params is policy.env_params:
+        return lambda job: ()
+    catalog, tables = policy.catalog, jax.device_get(params.workloads)  # once for the batch
+
+    def note(job: LiveJob) -> tuple[str, ...]:
+        w, t = workload_index(job.workload, catalog), gpu_type_index(job.gpu_type, catalog)
+        given = {name: getattr(tables, name)[w] for name in WORKLOAD_FIELDS}
+        given["compute_speed"] = tables.compute_speed[w, t]
+        ours = job_figures(catalog, job.workload, job.gpu_type)
+        if not (differ := [name for name, value in given.items() if float(value) != ours[name]]):
+            return ()
+        shown = ", ".join(differ[:3]) + (", ..." if len(differ) > 3 else "")
+        return (
+            f"params' figures for {job.workload} on {job.gpu_type} ({shown}) are not the policy's "
+            "catalogue's: params built on another catalogue read the job as another workload (build "
+            "them on policy.catalog)",
+        )
+
+    return note
 
 
 def _floats(x: jax.Array | Sequence[float]) -> tuple[float, ...]:

@@ -240,6 +240,25 @@ def test_ingest_records_finished_jobs_in_the_policys_catalogue(
     assert [r["workload"] for r in json.loads(store.read_text())["records"]] == [OURS]
 
 
+def test_params_of_another_catalogue_of_the_same_size_are_noted_first() -> None:
+    """Params built on the shipped catalogue with its workloads in reverse order read the README job
+    (imagenet-resnet50) as pong-a3c, silently: 1 GPU x 4 CPUs, with notes blaming the job's epochs.
+    The policy's own params, or params rebuilt on its catalogue, get no such note."""
+    from slamorl_jax.live import recommend
+
+    policy = load_policy(SHIPPED)
+    job = LiveJob.from_dict(json.loads(EXAMPLE_JOB.read_text()))
+    raw = json.loads(CATALOG_PATH.read_text())
+    reversed_params = default_params(parse_catalog({**raw, "workloads": raw["workloads"][::-1]}))
+    notes = recommend(policy, job, reversed_params).outside_training
+    assert notes[0].startswith(f"params' figures for {job.workload} on {job.gpu_type} (samples_per_epoch"), (
+        notes
+    )
+    assert "params built on another catalogue read the job as another workload" in notes[0]
+    for params in (None, policy.env_params, default_params(policy.catalog)):
+        assert not any("params' figures" in n for n in recommend(policy, job, params).outside_training)
+
+
 def test_a_catalogue_file_written_again_is_read_again(tmp_path: Path) -> None:
     """``load_catalog`` was cached by the path alone: a file edited in a notebook kept giving its
     old values. Unchanged, it is the same object; written again, it is read anew."""
