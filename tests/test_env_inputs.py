@@ -102,6 +102,19 @@ BAD_ENV_CALLS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("None action", lambda: _step(None), TypeError, "action must be an integer"),
     ("batch of actions", lambda: _step(jnp.array([1, 2])), ValueError, "action must be one action index"),
     ("1x1 action", lambda: _step(jnp.array([[1]])), ValueError, "shape (1, 1)"),
+    # A list holding a traced action (jit's argument): NumPy's TracerArrayConversionError before.
+    (
+        "traced list action",
+        lambda: jax.jit(ENV.step)(KEY, STATE, [jnp.int32(3)], PARAMS),
+        ValueError,
+        "action must be one action index (shape ()), got shape (1,)",
+    ),
+    (
+        "traced list step_batch action",
+        lambda: jax.jit(ENV.step_batch)(KEYS, STATES, [jnp.int32(3)] * 3, PARAMS),
+        ValueError,
+        "action must have shape (2,)",
+    ),
     ("int key", lambda: jax.eval_shape(ENV.reset, 0, PARAMS), TypeError, "key must be one JAX PRNG key"),
     ("batch of keys", lambda: jax.eval_shape(ENV.reset, KEYS, PARAMS), TypeError, "of shape (2,)"),
     ("int step key", lambda: ENV.step(5, STATE, 0, PARAMS), TypeError, "key must be one JAX PRNG key"),

@@ -42,6 +42,8 @@ the same indices in both sets, so a controller that uses only them works on eith
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -164,11 +166,22 @@ def apply(
     return jnp.where(is_target, goal_gpus, move_gpus), jnp.where(is_target, goal_cpus, move_cpus)
 
 
+def traced_as_array(action: Any) -> Any:
+    """A list or tuple of actions holding traced values (``[a]`` under ``jit``) as one array, which
+    NumPy cannot read; anything else as it is (host lists keep their own integer type)."""
+    if isinstance(action, list | tuple) and any(
+        isinstance(leaf, jax.Array) for leaf in jax.tree.leaves(action)
+    ):
+        return jnp.asarray(action)
+    return action
+
+
 def check_action_dtype(action: jax.Array | int) -> None:
     """``TypeError`` unless ``action`` holds integers (not floats, bools or strings).
 
     The dtype is static, so under ``jit`` this runs once at trace time and costs the step nothing; a
     float index would otherwise be truncated silently (2.7 acting as 2)."""
+    action = traced_as_array(action)
     dtype = action.dtype if hasattr(action, "dtype") else np.asarray(action).dtype
     if not jnp.issubdtype(dtype, jnp.integer):
         raise TypeError(f"action must be an integer action index, got {dtype} {action!r:.60}")
@@ -177,6 +190,7 @@ def check_action_dtype(action: jax.Array | int) -> None:
 def clip_action(action: jax.Array | int, name: str) -> jax.Array:
     """``action`` clipped to the valid indices of the named set (``TypeError`` unless it holds
     integers: :func:`check_action_dtype`)."""
+    action = traced_as_array(action)
     check_action_dtype(action)
     last = num_actions(name) - 1
     # Clipped in its own integer type before the int32 cast, which would wrap a large index (a host

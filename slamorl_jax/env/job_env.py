@@ -326,6 +326,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         u = d.as_tuple(u)
         check_state(state)  # type and shape are static: checked when traced
         job = state.job
+        action = action_sets.traced_as_array(action)
         action_sets.check_action_dtype(action)  # dtype and shape are static: checked when traced
         if jnp.ndim(action) != 0:
             raise ValueError(
