@@ -102,6 +102,15 @@ BAD_ENV_CALLS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ("None action", lambda: _step(None), TypeError, "action must be an integer"),
     ("batch of actions", lambda: _step(jnp.array([1, 2])), ValueError, "action must be one action index"),
     ("1x1 action", lambda: _step(jnp.array([[1]])), ValueError, "shape (1, 1)"),
+    # A sweep's params stepped without mapping its axis: an error from inside jnp.stack before.
+    (
+        "unmapped sweep",
+        lambda: jax.eval_shape(
+            ENV.step, KEY, STATE, 0, with_values(PARAMS, same_shape=False, reallocation_pause_s=[1.0, 2.0])
+        ),
+        ValueError,
+        "reallocation_pause_s has shape (2,), one configuration's 0 dimension(s): map the sweep's axis",
+    ),
     # A list holding a traced action (jit's argument): NumPy's TracerArrayConversionError before.
     (
         "traced list action",

@@ -88,6 +88,7 @@ from slamorl_jax.env.params import EnvParams, cluster_bounds
 from slamorl_jax.env.pauses import move_pause_s
 from slamorl_jax.env.scenarios import check_scenario, scenario_params
 from slamorl_jax.env.state import EnvState, check_state
+from slamorl_jax.env.validation import check_one_configuration
 
 Info = dict[str, jax.Array]
 
@@ -213,6 +214,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
     def reset(self, key: jax.Array, params: EnvParams | None = None) -> tuple[jax.Array, EnvState]:
         """Draw a new job and return its first observation and state."""
         params = self.params_or_default(params)
+        check_one_configuration(params)  # a sweep's stacked params, unmapped: ValueError naming a field
         state = self.reset_from_draws(d.uniforms(key, d.RESET_DRAWS), params)
         return observe(state, params), state
 
@@ -250,6 +252,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
     ) -> tuple[jax.Array, EnvState, jax.Array, jax.Array, jax.Array, Info]:
         """One decision and one epoch; auto-resets a finished job (see module docstring)."""
         params = self.params_or_default(params)
+        check_one_configuration(params)
         u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)
         return self.step_from_draws(u[: d.STEP_DRAWS], u[d.STEP_DRAWS :], state, action, params)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from slamorl_jax.env.action_sets import NUM_TARGET_CPUS_PER_GPU, NUM_TARGET_GPUS
@@ -215,6 +216,24 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _field_dims(name: str) -> tuple[int | str, ...]:
+    """The dimensions of one configuration's field ``name`` (``workloads.<name>`` for a workload's)."""
+    return FIXED_SHAPES.get(name) or SIZED_SHAPES.get(name) or (("W",) if "." in name else ())
+
+
+def check_one_configuration(params: EnvParams) -> None:
+    """``ValueError`` naming the first field of ``params`` with more dimensions than one
+    configuration's: a sweep's params (``with_values(..., same_shape=False)``, stacked) given to a
+    function that steps under one, which failed deep in ``jnp.stack``. Ranks are static: under
+    ``jit`` this runs when traced and costs nothing."""
+    for name, value in _fields(params).items():
+        if jnp.ndim(value) > (ndim := len(_field_dims(name))):
+            raise ValueError(
+                f"EnvParams.{name} has shape {jnp.shape(value)}, one configuration's {ndim} dimension(s): "
+                "map the sweep's axis with jax.vmap (in_axes 0 for that field, None for the others)"
+            )
+
+
 def _check_shapes(host: dict[str, np.ndarray]) -> None:
     """Every field's shape: a scalar unless it is listed in ``FIXED_SHAPES`` or ``SIZED_SHAPES``."""
     speed, bins = host["workloads.compute_speed"], host["requested_gpu_bins"]
@@ -229,7 +248,7 @@ def _check_shapes(host: dict[str, np.ndarray]) -> None:
         raise ValueError(f"EnvParams.requested_cpus_per_gpu_values must be a vector, got {ratios.shape}")
     sizes = {"W": speed.shape[0], "T": speed.shape[1], "B": bins.shape[0], "R": ratios.shape[0]}
     for name, value in host.items():
-        dims = FIXED_SHAPES.get(name) or SIZED_SHAPES.get(name) or (("W",) if "." in name else ())
+        dims = _field_dims(name)
         shape = tuple(sizes[d] if isinstance(d, str) else d for d in dims)
         if value.shape != shape:
             per = [SIZE_NAMES[d] for d in dims if isinstance(d, str)]
