@@ -49,6 +49,16 @@ def test_make_train_refuses_an_env_of_another_action_set() -> None:
         make_train(TrainConfig(actions="paper"), JobAllocationEnv(action_set="targets"))
 
 
+def test_make_train_names_a_config_of_another_type_and_keeps_configs_hashable() -> None:
+    """A dict of settings failed in ``dataclasses`` ("must be called with a dataclass type"); layer
+    sizes given as a list made the config unhashable (the grid's list was already a tuple)."""
+    with pytest.raises(TypeError, match="config must be a TrainConfig"):
+        make_train({"num_envs": 8})
+    config = TrainConfig(hidden_sizes=[16, 16], target_cpus_per_gpu=[0, 2, 4, 6, 10])
+    assert config == TrainConfig(hidden_sizes=(16, 16), target_cpus_per_gpu=(0, 2, 4, 6, 10))
+    assert hash(config) == hash(TrainConfig(hidden_sizes=(16, 16), target_cpus_per_gpu=(0, 2, 4, 6, 10)))
+
+
 def test_the_shared_catalogue_cannot_be_written_in_place() -> None:
     """``load_catalog()`` is cached: prices multiplied in place reached every env and policy after."""
     catalog = load_catalog()

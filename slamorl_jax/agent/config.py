@@ -150,8 +150,9 @@ class TrainConfig:
     init_from: str | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.target_cpus_per_gpu, list):  # a tuple, as stored and compared (and hashable)
-            object.__setattr__(self, "target_cpus_per_gpu", tuple(self.target_cpus_per_gpu))
+        for name in ("target_cpus_per_gpu", "hidden_sizes"):  # tuples, as stored and compared (hashable)
+            if isinstance(getattr(self, name), list):
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         if self.minibatch_shuffle is None:  # the action set's (an unknown set fails validation)
             shuffle = DEFAULT_MINIBATCH_SHUFFLE.get(self.actions, "global")
             object.__setattr__(self, "minibatch_shuffle", shuffle)

@@ -46,7 +46,12 @@ def gradient_steps(config: TrainConfig, updates: int) -> int:
 def check_types(config: TrainConfig) -> None:
     """Every setting has its field's type (an ``int`` count, not ``16.5``, ``True`` or ``"16"``; a
     ``str`` preference; ``hidden_sizes`` a sequence of ``int``, ``target_cpus_per_gpu`` one of
-    numbers): a wrong one would fail deep inside JAX with an error that names no setting."""
+    numbers): a wrong one would fail deep inside JAX with an error that names no setting.
+    ``TypeError`` for anything but a :class:`TrainConfig` (a dict of settings: ``TrainConfig(**d)``)."""
+    if not isinstance(config, TrainConfig):
+        raise TypeError(
+            f"config must be a TrainConfig (TrainConfig(**settings)), not {type(config).__name__}"
+        )
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         if field.name == "hidden_sizes":
