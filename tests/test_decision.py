@@ -79,7 +79,10 @@ def test_a_threshold_outside_zero_to_one_is_refused(bad: object) -> None:
 
 
 def test_thresholds_in_range_are_floats() -> None:
-    given = (0, 0.25, 1, np.float32(0.5), np.int64(1))
-    assert [check_hold_below(v) for v in given] == [0.0, 0.25, 1.0, 0.5, 1.0]
+    given = (0, 0.25, 1, np.float32(0.5), np.int64(1), jnp.float32(0.5), np.array(0.25))
+    assert [check_hold_below(v) for v in given] == [0.0, 0.25, 1.0, 0.5, 1.0, 0.5, 0.25]
+    for bad in (np.bool_(True), jnp.array(True), jnp.array([0.5])):  # a JAX scalar was refused as not one
+        with pytest.raises(ValueError, match="hold_below must be a number"):
+            check_hold_below(bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="hold_below must be a number"):
-        check_hold_below(np.bool_(True))  # type: ignore[arg-type]
+        jax.jit(check_hold_below)(0.5)  # traced: no number to check
