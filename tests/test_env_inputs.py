@@ -126,6 +126,13 @@ BAD_ENV_CALLS: list[tuple[str, Callable[[], Any], type[Exception], str]] = [
     ),
     ("int key", lambda: jax.eval_shape(ENV.reset, 0, PARAMS), TypeError, "key must be one JAX PRNG key"),
     ("batch of keys", lambda: jax.eval_shape(ENV.reset, KEYS, PARAMS), TypeError, "of shape (2,)"),
+    # Three words are no JAX PRNG's key data (2: threefry, 4: rbg); its first and last were used.
+    (
+        "three-word key",
+        lambda: jax.eval_shape(ENV.reset, jnp.zeros(3, jnp.uint32), PARAMS),
+        TypeError,
+        "uint32 of shape (3,)",
+    ),
     ("int step key", lambda: ENV.step(5, STATE, 0, PARAMS), TypeError, "key must be one JAX PRNG key"),
     ("params a string", lambda: ENV.reset(KEY, "x"), TypeError, "params must be EnvParams"),
     (

@@ -68,7 +68,8 @@ def check_key(key: Any, name: str = "key", hint: str = "") -> bool:
     dtypes are static, so the check costs nothing in a compiled program."""
     dtype, shape = getattr(key, "dtype", None), getattr(key, "shape", None)
     typed = is_typed_key(key)
-    if not (shape == () if typed else dtype == jnp.uint32 and shape is not None and len(shape) == 1):
+    # raw key data: 2 words (threefry) or 4 (rbg, unsafe_rbg); 3 zeros are no key of any JAX PRNG
+    if not (shape == () if typed else dtype == jnp.uint32 and shape in ((2,), (4,))):
         raise TypeError(
             f"{name} must be one JAX PRNG key (jax.random.key(seed)); got "
             + (f"{dtype} of shape {shape}" if dtype is not None else type(key).__name__)
