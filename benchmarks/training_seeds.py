@@ -90,13 +90,22 @@ def run_train(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess:
 
 def check_train_flags(seed: int, run_dir: Path, flags: list[str]) -> None:
     """One line naming ``--train-flags`` and exit 2 when the training CLI refuses them, before any
-    seed trains (``train --only_check_args`` checks them as a run does and writes nothing)."""
+    seed trains (``train --only_check_args`` checks the flags as a run does and writes nothing); a
+    check that fails otherwise (a crash, a kill) passes on what it said, and exits 1."""
     done = run_train(
         [*train_command(seed, run_dir, flags), "--only_check_args"], capture_output=True, text=True
     )
-    if done.returncode != 0:
-        said = [line for line in done.stderr.splitlines() if line.strip()] or [f"exit {done.returncode}"]
-        fail(f"--train-flags: {said[-1].split(' error: ', 1)[-1]}", PROG)
+    if done.returncode == 0:
+        return
+    refusal = [line for line in done.stderr.splitlines() if "slamorl_jax.train: error: " in line]
+    if done.returncode == 2 and refusal:  # bad input, in the CLI's one line
+        fail(f"--train-flags: {refusal[-1].split(' error: ', 1)[1]}", PROG)
+    sys.stderr.write(done.stderr)
+    print(
+        f"{PROG}: error: the training CLI's check of the flags failed (exit {done.returncode})",
+        file=sys.stderr,
+    )
+    raise SystemExit(1)
 
 
 def train(seed: int, run_dir: Path, flags: list[str]) -> float:

@@ -308,7 +308,11 @@ def _profile_check(policy: LoadedPolicy, params: EnvParams) -> Callable[[LiveJob
     another catalogue, whose rows are other workloads, read the job as another one. Nothing to
     check for the policy's own params (built on its catalogue, or those it was saved with)."""
     # (a policy saved with params of its own builds no env_params: check_env_params compared them)
-    if policy.trained_env_params is not None or params is policy.env_params:
+    try:
+        own = policy.trained_env_params is not None or params is policy.env_params
+    except ValueError:
+        own = True
+    if own:
         return lambda job: ()
     catalog, tables = policy.catalog, jax.device_get(params.workloads)  # once for the batch
 
@@ -321,9 +325,9 @@ def _profile_check(policy: LoadedPolicy, params: EnvParams) -> Callable[[LiveJob
             return ()
         shown = ", ".join(differ[:3]) + (", ..." if len(differ) > 3 else "")
         return (
-            f"params' figures for {job.workload} on {job.gpu_type} ({shown}) are not the policy's "
-            "catalogue's: params built on another catalogue read the job as another workload (build "
-            "them on policy.catalog)",
+            f"params' figures for {job.workload} on {job.gpu_type} ({shown}) differ from the policy's "
+            "catalogue's: edited, or built on another catalogue, which reads the job as another "
+            "workload (build params on policy.catalog)",
         )
 
     return note

@@ -96,8 +96,9 @@ def fail(message: str) -> NoReturn:
 def parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing with bad flags reported in one line and exit code 2 (each argument spelled
     by :func:`absl_spelling`); the help flags (absl ends them with status 1) end with status 0. With
-    absl's ``--only_check_args`` (after which absl exits 0) the run's own checks come first
-    (:func:`validated_config`: values, the files the flags name), so a bad value exits 2."""
+    absl's ``--only_check_args`` (after which absl exits 0) the run's own checks of the flags come
+    first (:func:`validated_config`: values, the files the flags name; not the run's folders, which
+    :func:`start` and ``training_loop.resolve_run`` check), so a bad value exits 2."""
     FLAGS.unparse_flags()  # a fresh parse: no value of an earlier in-process run carries over
     end = argv.index("--") if "--" in argv else len(argv)
     argv = [*(absl_spelling(arg) for arg in argv[:end]), *argv[end:]]

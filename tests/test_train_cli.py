@@ -239,7 +239,7 @@ def test_bad_flags_exit_2_with_one_line(
     assert not any(tmp_path.iterdir())  # nothing written
 
 
-def test_only_check_args_checks_what_a_run_checks_and_writes_nothing(
+def test_only_check_args_checks_the_flags_as_a_run_does_and_writes_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """absl's ``--only_check_args`` exited 0 once the flags parsed, before any of the run's checks:

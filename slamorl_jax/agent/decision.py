@@ -35,7 +35,9 @@ def check_hold_below(value: float) -> float:
     """``value`` as a float if it is a probability threshold in [0, 1], else ``ValueError``. A
     NumPy or concrete JAX scalar counts as its number (``jnp.float32(0.5)``, as ``LiveJob`` takes)."""
     if isinstance(value, np.ndarray | jax.Array) and np.ndim(value) == 0:
-        with contextlib.suppress(jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+        with contextlib.suppress(
+            TypeError, jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError
+        ):
             value = np.asarray(value).item()  # a traced one stays an array: refused below
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ValueError(f"hold_below must be a number in [0, 1], got {value!r}")

@@ -39,6 +39,7 @@ from slamorl_jax.env import draws as d
 from slamorl_jax.env.action_sets import clip_action
 from slamorl_jax.env.params import EnvParams
 from slamorl_jax.env.state import EnvState, check_state
+from slamorl_jax.env.validation import check_one_configuration
 from slamorl_jax.sharding import ENV_AXIS
 
 if TYPE_CHECKING:
@@ -209,6 +210,7 @@ def step_batch(
             "step_batch shares one params across the batch (a scalar field of shape "
             f"{jnp.shape(params.max_steps_in_episode)} here): for params per env use jax.vmap(env.step)"
         )
+    check_one_configuration(params)  # a sweep's field left stacked: named, not failed on in jnp.stack
     num_envs = keys.shape[0]
     check_state(state, batch=num_envs)
     if not isinstance(action, jax.Array):  # host actions (a list, NumPy int64): clipped in their own

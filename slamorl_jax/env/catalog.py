@@ -268,35 +268,30 @@ def catalog_problem(err: Exception) -> str:
 
 
 def load_catalog(path: str | os.PathLike | None = None) -> Catalog:
-    """Read the calibrated catalogue shipped with the package (or the JSON at ``path``). A file is
-    read once while it stays as it is: the same :class:`Catalog` comes back until it is written
-    again (its modification time or size changes), then it is read anew. ``TypeError`` for anything
-    but a path (:func:`parse_catalog` reads a decoded dict)."""
+    """Read the calibrated catalogue shipped with the package (or the JSON at ``path``). The file is
+    read at every call and parsed once per content: the same :class:`Catalog` comes back while it
+    holds the same bytes, and a file written again is parsed anew. ``TypeError`` for anything but a
+    path (:func:`parse_catalog` reads a decoded dict)."""
     if path is not None and not isinstance(path, str | os.PathLike):
         raise TypeError(
             f"load_catalog takes a file path, got {type(path).__name__} (parse_catalog reads a dict)"
         )
     file = Path(path) if path is not None else CATALOG_PATH
     try:
-        stat = file.stat()
-        version: tuple[int, ...] | None = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    except OSError:
-        version = None  # the read says what is wrong
-    return _read_catalog(file.absolute(), path is not None, version)
-
-
-@functools.lru_cache(maxsize=64)
-def _read_catalog(file: Path, given: bool, version: tuple[int, ...] | None) -> Catalog:
-    """:func:`load_catalog`'s read of ``file`` (``given``: named by the caller, not the shipped one)
-    at its ``version``, cached (a failure is not)."""
-    del version  # a key of the cache only
-    try:
-        raw = json.loads(file.read_text())
+        content = file.read_bytes()
     except FileNotFoundError as err:
-        remedy = "write one" if given else "regenerate it"
+        remedy = "write one" if path is not None else "regenerate it"
         raise FileNotFoundError(
             f"calibration file {file} is missing; {remedy} with `python -m slamorl_jax.calibration`"
         ) from err
+    return _parsed_catalog(str(file), content)
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_catalog(file: str, content: bytes) -> Catalog:
+    """:func:`load_catalog`'s parse of ``file``'s ``content`` (cached by both; a failure is not)."""
+    try:
+        raw = json.loads(content.decode())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"calibration file {file}: not JSON text ({err})") from None
     try:

@@ -197,6 +197,7 @@ class JobAllocationEnv(Environment[EnvState, EnvParams]):
         """gymnax's step hook: one decision and epoch with no auto-reset and no truncation:
         ``(obs, state, reward, terminated, info)``. :meth:`step` with the same key advances the job
         identically, then adds truncation and the auto-reset."""
+        check_one_configuration(params)
         u = d.uniforms(key, d.STEP_DRAWS + d.RESET_DRAWS)[: d.STEP_DRAWS]
         next_state, reward, terminated, info = self.transition(u, state, action, params)
         return observe(next_state, params), next_state, reward, terminated, info

@@ -2,11 +2,12 @@
 
 Runs on concrete (host) values, before anything is compiled. ``slamorl_jax.env.make`` calls it on
 the params it returns (the CLIs build theirs from validated flags and the shipped catalogue);
-``JobAllocationEnv.reset`` and ``step`` do not (they run under ``jit``, on traced values, and a
-check per step would cost more than the step). Call it yourself on params you change
-(``with_values``, ``.replace``, a ``vmap`` sweep): unchecked, NaN or out-of-range values turn into
-NaN rewards without an error. ``with_values`` already refuses casts that would change a value (2.5
-GPUs per node for an integer field).
+``JobAllocationEnv.reset``, ``step`` and ``step_batch`` do not (they run under ``jit``, on traced
+values, and a check per step would cost more than the step); they check only what is static, the
+ranks of the fields (:func:`check_one_configuration`: a sweep's axis left unmapped). Call it
+yourself on params you change (``with_values``, ``.replace``, a ``vmap`` sweep): unchecked, NaN or
+out-of-range values turn into NaN rewards without an error. ``with_values`` already refuses casts
+that would change a value (2.5 GPUs per node for an integer field).
 """
 
 from __future__ import annotations
