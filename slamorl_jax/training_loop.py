@@ -138,7 +138,7 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
             )
         if existing := run_log_files(options.log_dir):
             # Another run's config, summary and TensorBoard events would be overwritten or mixed in.
-            shown = ", ".join(existing[:3]) + (f" and {len(existing) - 3} more" if len(existing) > 3 else "")
+            shown = listed(existing)
             raise ckpt.CheckpointError(
                 f"{options.log_dir} already holds a run's logs ({shown}); pass --resume to continue that "
                 "run or choose another --log_dir"
@@ -179,11 +179,16 @@ def resolve_run(config: TrainConfig, options: RunOptions) -> tuple[TrainConfig, 
         )
     if logged is None and held:  # a run writes its config first, atomically: whose logs are these?
         raise ckpt.CheckpointError(
-            f"--resume: {options.log_dir} holds run logs ({', '.join(held[:3])}) without a readable "
+            f"--resume: {options.log_dir} holds run logs ({listed(held)}) without a readable "
             f"{CONFIG_FILE}, so they may be another run's: resume with this run's own --log_dir, or "
             "move them aside if they are its own"
         )
     return stored, meta
+
+
+def listed(names: list[str]) -> str:
+    """The first three of a folder's ``names`` and how many more, for a one-line message."""
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def logged_config(log_dir: Path) -> TrainConfig | None:
