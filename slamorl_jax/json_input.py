@@ -8,8 +8,12 @@ Python's ``json`` keeps the last of two values for one key, other readers the fi
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import sys
 from typing import Any
+
+import numpy as np
 
 from slamorl_jax.cli_args import first_line
 
@@ -61,6 +65,31 @@ def short_value(value: Any, limit: int = 60) -> str:
     except (TypeError, ValueError):  # not JSON (a tuple inside a dict key, an object, ...)
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def finite_number(value: Any, what: str, *, text: bool = False) -> float:
+    """``value`` as a finite Python float, or a ``ValueError`` "``what`` must be a finite number,
+    got ...": a real number, a NumPy or JAX scalar, and with ``text`` a string holding one (a CSV
+    cell); never a bool. An integer beyond any float is not finite."""
+    real = value
+    if text and isinstance(value, str):
+        try:
+            real = float(value.strip())
+        except ValueError:
+            real = None
+    elif isinstance(value, (bool, np.bool_)):
+        real = None
+    elif not isinstance(value, numbers.Real):
+        dtype = getattr(value, "dtype", None)
+        scalar = getattr(value, "shape", None) == () and dtype is not None and np.dtype(dtype).kind in "iuf"
+        real = np.asarray(value).item() if scalar else None
+    try:
+        number = math.inf if real is None else float(real)
+    except OverflowError:  # an integer beyond any float
+        number = math.inf
+    if real is None or not math.isfinite(number):
+        raise ValueError(f"{what} must be a finite number, got {short_value(value)}")
+    return number
 
 
 def json_or_reason(text: str) -> tuple[object, str | None]:

@@ -53,7 +53,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -62,7 +61,7 @@ import numpy as np
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.probes import PROBE_FRACTION
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
-from slamorl_jax.json_input import MAX_COUNT, MAX_VALUE, short_value
+from slamorl_jax.json_input import MAX_COUNT, MAX_VALUE, finite_number, short_value
 
 # The last epoch's readings a job reports (a new job may leave them out: the profile's forecast).
 READINGS = (
@@ -241,30 +240,8 @@ def _multipliers(value: Any) -> tuple[float, ...]:
     return tuple(_number("multipliers", v) for v in value)
 
 
-def _real(value: Any) -> int | float | None:
-    """``value`` if it is one real number (a NumPy or JAX scalar as a Python one), else ``None``;
-    bools are not numbers here."""
-    if isinstance(value, (bool, np.bool_)):
-        return None
-    if isinstance(value, numbers.Real):
-        return value
-    dtype = getattr(value, "dtype", None)
-    if getattr(value, "shape", None) == () and dtype is not None and np.dtype(dtype).kind in "iuf":
-        return np.asarray(value).item()
-    return None
-
-
 def _number(name: str, value: Any) -> float:
-    real = _real(value)
-    if real is None:
-        raise ValueError(f"job field {name} must be a finite number, got {short_value(value)}")
-    try:
-        number = float(real)
-    except OverflowError:  # an integer beyond any float
-        number = math.inf
-    if not math.isfinite(number):
-        raise ValueError(f"job field {name} must be a finite number, got {short_value(value)}")
-    return number
+    return finite_number(value, f"job field {name}")
 
 
 def _integer(name: str, value: Any) -> int:

@@ -31,7 +31,7 @@ from slamorl_jax.env.defaults import DEFAULT_RELOCATE_GATE
 from slamorl_jax.env.objectives import SLA_NAMES
 from slamorl_jax.env.observation import FEATURE_NAMES, observe
 from slamorl_jax.env.params import WEIGHT_MODES, with_values
-from slamorl_jax.json_input import short_value
+from slamorl_jax.json_input import finite_number, short_value
 from slamorl_jax.live import live_state, recommend
 from slamorl_jax.live_encoding import reported_job
 from slamorl_jax.live_job import LiveJob
@@ -534,6 +534,20 @@ def test_messages_write_values_as_json_does() -> None:
     assert short_value("x" * 200, limit=20) == '"' + "x" * 16 + "..."
     with pytest.raises(ValueError, match=r'workload must be a catalogue name \(a string\), got \{"a": 1\}'):
         LiveJob.from_dict({**EXAMPLE, "workload": {"a": 1}})
+
+
+def test_one_number_parser_for_jobs_and_history_records() -> None:
+    """A job's fields and a history record's read numbers the same way: real numbers and NumPy or
+    JAX scalars, text only from a CSV cell, never a bool, nothing beyond a float."""
+    assert finite_number(3, "x") == 3.0 and isinstance(finite_number(np.int64(3), "x"), float)
+    assert finite_number(jnp.float32(2.5), "x") == 2.5
+    assert finite_number(" 60 ", "epochs", text=True) == 60.0
+    for value, text in [("60", False), ("six", True), (True, False), (np.bool_(True), True), (None, False)]:
+        with pytest.raises(ValueError, match="x must be a finite number, got"):
+            finite_number(value, "x", text=text)
+    for value in (float("nan"), np.float32("inf"), 10**400, "1e999", np.ones(2)):
+        with pytest.raises(ValueError, match="must be a finite number"):
+            finite_number(value, "x", text=True)
 
 
 def test_recommend_refuses_params_on_another_target_grid_than_the_policys() -> None:

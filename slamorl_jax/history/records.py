@@ -33,7 +33,6 @@ import csv
 import dataclasses
 import io
 import json
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from slamorl_jax.cli_args import first_line
 from slamorl_jax.env.catalog import Catalog, gpu_type_index, load_catalog, workload_index
 from slamorl_jax.env.objectives import PREFERENCES, preference_vector
 from slamorl_jax.env.params import EnvParams
-from slamorl_jax.json_input import MAX_COUNT, MAX_VALUE, loads_strict, short_value
+from slamorl_jax.json_input import MAX_COUNT, MAX_VALUE, finite_number, loads_strict, short_value
 from slamorl_jax.live_checks import ClusterLimits, check_in_cluster
 
 RECORD_FIELDS = (
@@ -112,20 +111,7 @@ def record_from_mapping(
 
 
 def _number(name: str, value: Any) -> float:
-    if isinstance(value, str):  # CSV cells
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise ValueError(f"{name} must be a number, got {short_value(value)}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{name} must be a number, got {short_value(value)}")
-    try:
-        number = float(value)
-    except OverflowError:
-        number = math.inf
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {short_value(value)}")
-    return number
+    return finite_number(value, name, text=True)  # CSV cells are text
 
 
 def _count(name: str, value: Any) -> int:
