@@ -38,6 +38,7 @@ from slamorl_jax.cli_args import (
     OneLineArgumentParser,
     bounded,
     fail,
+    file_path,
     first_line,
     seed_value,
     summary,
@@ -187,12 +188,12 @@ def add_out_flags(parser: argparse.ArgumentParser, default: Path | None, shown: 
     benchmark picks the path."""
     if default is None and shown is None:
         parser.add_argument(
-            "--out", type=Path, required=True, help="JSON report (Markdown written beside it)"
+            "--out", type=file_path, required=True, help="JSON report (Markdown written beside it)"
         )
     else:
         parser.add_argument(
             "--out",
-            type=Path,
+            type=file_path,
             default=default,
             help=f"JSON report, Markdown written beside it (default: {shown or '%(default)s'})",
         )

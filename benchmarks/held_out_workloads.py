@@ -47,7 +47,7 @@ from benchmarks.common import (
 )
 from benchmarks.run_sets import SEED_ONLY, checked_runs
 from benchmarks.training_seeds import spread
-from slamorl_jax.cli_args import OneLineArgumentParser, fail, run_command, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, fail, file_path, run_command, summary
 from slamorl_jax.env.catalog import CATALOG_PATH, is_shipped, load_catalog
 from slamorl_jax.env.scenarios import SCENARIO_KINDS
 from slamorl_jax.markdown import markdown_table
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = OneLineArgumentParser(prog=PROG, description=summary(__doc__))
     parser.add_argument("--without", required=True, help="comma-separated workloads to hold out")
     parser.add_argument(
-        "--write-catalog", type=Path, default=None, help="write the catalogue without them here"
+        "--write-catalog", type=file_path, default=None, help="write the catalogue without them here"
     )
     parser.add_argument("--runs", default=None, help="comma-separated runs trained on that catalogue")
     parser.add_argument(

@@ -128,8 +128,11 @@ INT32_MAX = 2**31 - 1
 def positive_int_list(text: str) -> list[int]:
     """``argparse`` type: a comma-separated list of positive integers up to :data:`INT32_MAX`,
     e.g. ``1,64,4096``."""
+    parts = text.split(",")
+    if len(parts) > 1 and any(not part.strip() for part in parts):  # "8,,16": a number left out?
+        raise argparse.ArgumentTypeError(f"an empty item in {text!r}: give each number once, e.g. 1,64,4096")
     try:
-        values = [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part) for part in parts if part.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"expected comma-separated positive integers, got {text!r}"
@@ -141,6 +144,16 @@ def positive_int_list(text: str) -> list[int]:
             f"each must be at most {INT32_MAX:,} (2**31 - 1), got {too_big[0]:,}"
         )
     return values
+
+
+def file_path(text: str) -> Path:
+    """``argparse`` type: a path naming a file to write; one ending in a separator names a folder
+    (``Path`` would drop the slash and write a file of that name), so it is refused."""
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} ends in {text[-1]!r}, so it names a folder: give a file name"
+        )
+    return Path(text)
 
 
 def bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], Any]:

@@ -33,6 +33,16 @@ def test_a_missing_checkpoint_is_refused_in_one_line(
     assert_refused(outcome, f"benchmarks.{name}", "missing", "does not exist")
 
 
+def test_a_report_path_ending_in_a_slash_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--out=r.json/`` names a folder; ``Path`` would drop the slash and write ``r.json``."""
+    main = importlib.import_module("benchmarks.env_throughput").main
+    monkeypatch.chdir(tmp_path)
+    outcome = call(lambda: main(["--out=r.json/"]), capsys, tmp_path)
+    assert_refused(outcome, "--out", "names a folder")
+
+
 def _check(out: Path, capsys: pytest.CaptureFixture[str], root: Path):
     from benchmarks.common import check_out_path
 
@@ -295,7 +305,8 @@ def test_a_benchmarks_child_ends_with_it() -> None:
     assert done.returncode < 0  # killed (a child left alone would sleep past the timeout)
 
 
-def test_a_count_list_beyond_int32_is_refused() -> None:
+def test_a_count_list_beyond_int32_or_with_an_empty_item_is_refused() -> None:
+    """A count beyond int32 and an item left empty (``8,,16``) are refused, not dropped."""
     import argparse
 
     from slamorl_jax.cli_args import positive_int_list
@@ -303,6 +314,9 @@ def test_a_count_list_beyond_int32_is_refused() -> None:
     assert positive_int_list("1,64,2147483647") == [1, 64, 2**31 - 1]
     with pytest.raises(argparse.ArgumentTypeError, match="at most 2,147,483,647"):
         positive_int_list("64,99999999999")
+    for text in ("8,,16", "8,16,", ",8"):
+        with pytest.raises(argparse.ArgumentTypeError, match="an empty item"):
+            positive_int_list(text)
 
 
 @pytest.mark.parametrize(

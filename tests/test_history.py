@@ -183,7 +183,8 @@ def test_check_refuses_records_outside_the_cluster(
 def test_build_refuses_an_unusable_out_before_any_work(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A name the filesystem cannot hold is one line and exit 2, before the checkpoint is read."""
+    """A name the filesystem cannot hold, or one ending in a slash, is one line and exit 2, before the
+    checkpoint is read."""
     out = tmp_path / ("n" * 300 + ".json")
     outcome = call(
         lambda: history_cli.main(["build", f"--out={out}", "--checkpoint=no/such/run", "--jobs=2"]),
@@ -191,6 +192,11 @@ def test_build_refuses_an_unusable_out_before_any_work(
         tmp_path,
     )
     assert_refused(outcome, "--out", "not a usable path: File name too long")
+    for command in ("build", "ingest"):  # a trailing slash names a folder (pathlib would drop it)
+        argv = [command, f"--out={tmp_path / 'store.json'}/", "--checkpoint=no/such/run", "--jobs=2"]
+        outcome = call(lambda argv=argv: history_cli.main(argv), capsys, tmp_path)
+        assert_refused(outcome, "--out", "names a folder: give a file name")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_check_summarises_a_good_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

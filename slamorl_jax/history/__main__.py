@@ -38,7 +38,15 @@ from slamorl_jax.cli_start import program_name, require_backend  # first of ours
 require_backend()  # a platform the machine lacks: one line, before an import touches a device
 # ruff: noqa: E402  (the imports below may start JAX's backend)
 from slamorl_jax.atomic_files import probe_writable
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, seed_value, summary
+from slamorl_jax.cli_args import (
+    OneLineArgumentParser,
+    bounded,
+    fail,
+    file_path,
+    run_command,
+    seed_value,
+    summary,
+)
 from slamorl_jax.compilation_cache import add_cache_argument, start_cache
 from slamorl_jax.history.names import RECORDED, RECORDED_WORDS, SOURCES
 from slamorl_jax.run_dirs import unusable_path
@@ -84,7 +92,7 @@ def parser() -> OneLineArgumentParser:
         help="with --source=policy: the allocation of the job's longest stretch of epochs (the "
         "default), or of its last",
     )
-    build.add_argument("--out", required=True, help="the store to write (.json or .csv)")
+    build.add_argument("--out", type=file_path, required=True, help="the store to write (.json or .csv)")
     build.add_argument("--jobs", type=bounded(int, 1, MAX_JOBS), default=4096, help="jobs to record")
     build.add_argument("--seed", type=seed_value, default=1, help="jobs' seed")
     build.add_argument("--scenario", default=None, help="scenario of the jobs (default: the checkpoint's)")
@@ -94,7 +102,7 @@ def parser() -> OneLineArgumentParser:
     ingest.add_argument(
         "--jobs", required=True, help="finished job reports, as recommend --jobs reads them (- for stdin)"
     )
-    ingest.add_argument("--out", required=True, help="the store to write (.json or .csv)")
+    ingest.add_argument("--out", type=file_path, required=True, help="the store to write (.json or .csv)")
     ingest.add_argument(
         "--recorded",
         choices=RECORDED,
