@@ -184,6 +184,23 @@ class LiveJob:
         }
         return cls(**values)  # which refuses a running job without its time and spend so far
 
+    def as_dict(self) -> dict[str, Any]:
+        """The job's JSON form, which :meth:`from_dict` reads back to an equal job: every field it
+        holds (``None`` ones left out), runs as ``{gpus, cpus, epoch_time_s}`` objects, weights and
+        multipliers as lists. (``dataclasses.asdict`` keeps runs as tuples, a form ``from_dict``
+        refuses: a JSON report names each run's values.)"""
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is None:
+                continue
+            if field.name in RUN_FIELDS:
+                value = [dict(zip(HISTORY_FIELDS, run, strict=True)) for run in value]
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[field.name] = value
+        return out
+
 
 def _did_you_mean(unknown: list[str], known: list[str]) -> str:
     """`` (did you mean epochs_total?)`` for an unknown name near one of the ``known`` fields (a

@@ -536,6 +536,24 @@ def test_messages_write_values_as_json_does() -> None:
         LiveJob.from_dict({**EXAMPLE, "workload": {"a": 1}})
 
 
+def test_a_job_round_trips_through_its_json_form() -> None:
+    """``LiveJob.as_dict`` is what ``from_dict`` reads back to the same job, through JSON too: a new
+    job (its spend filled with 0), a running one with runs, weights and multipliers."""
+    new = LiveJob.from_dict({name: EXAMPLE[name] for name in LiveJob.required_fields()} | {"epochs_done": 0})
+    running = dataclasses.replace(
+        LiveJob.from_dict(EXAMPLE),
+        preference=(0.5, 0.25, 0.25),
+        probes=((2, 8, 100.0),),
+        multipliers=(1.0, 0.0, 0.5, 0.0, 0.0, 2.0),
+    )
+    for job in (new, running):
+        data = job.as_dict()
+        assert LiveJob.from_dict(data) == job
+        assert LiveJob.from_dict(json.loads(json.dumps(data))) == job
+        assert None not in data.values()
+    assert running.as_dict()["history"][-1] == EXAMPLE["history"][-1]
+
+
 def test_one_number_parser_for_jobs_and_history_records() -> None:
     """A job's fields and a history record's read numbers the same way: real numbers and NumPy or
     JAX scalars, text only from a CSV cell, never a bool, nothing beyond a float."""
