@@ -66,7 +66,7 @@ from benchmarks.hlo_sources import CONTROL_FLOW, instruction_sources, parse_modu
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config, make_train
 from slamorl_jax.atomic_files import temporary_beside
-from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, run_command, summary
+from slamorl_jax.cli_args import OneLineArgumentParser, bounded, fail, file_path, run_command, summary
 from slamorl_jax.env import JobAllocationEnv
 from slamorl_jax.env.batched_step import step_envs
 from slamorl_jax.markdown import markdown_table
@@ -381,14 +381,14 @@ def main(argv: list[str] | None = None) -> None:
     kept = parser.add_mutually_exclusive_group()
     kept.add_argument(
         "--keep-trace",
-        type=Path,
+        type=file_path,
         default=None,
         metavar="PREFIX",
         help="also keep the trace and the program's text (PREFIX.trace.json.gz, PREFIX.hlo.txt.gz)",
     )
     kept.add_argument(
         "--from-trace",
-        type=Path,
+        type=file_path,
         default=None,
         metavar="PREFIX",
         help="charge a run kept with --keep-trace PREFIX again instead of running",

@@ -130,7 +130,9 @@ def positive_int_list(text: str) -> list[int]:
     e.g. ``1,64,4096``."""
     parts = text.split(",")
     if len(parts) > 1 and any(not part.strip() for part in parts):  # "8,,16": a number left out?
-        raise argparse.ArgumentTypeError(f"an empty item in {text!r}: give each number once, e.g. 1,64,4096")
+        raise argparse.ArgumentTypeError(
+            f"an empty item in {text!r}: separate the numbers with single commas, e.g. 1,64,4096"
+        )
     try:
         values = [int(part) for part in parts if part.strip()]
     except ValueError:
@@ -147,12 +149,11 @@ def positive_int_list(text: str) -> list[int]:
 
 
 def file_path(text: str) -> Path:
-    """``argparse`` type: a path naming a file to write; one ending in a separator names a folder
-    (``Path`` would drop the slash and write a file of that name), so it is refused."""
-    if text.endswith(("/", os.sep)):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} ends in {text[-1]!r}, so it names a folder: give a file name"
-        )
+    """``argparse`` type: a path naming a file to write. One ending in a separator, ``.`` or ``..``
+    names a folder (``Path`` would drop the slash or the dot and write a file of the name before it),
+    so it is refused."""
+    if text.endswith(("/", os.sep)) or os.path.basename(text) in (".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r} names a folder: give a file name")
     return Path(text)
 
 

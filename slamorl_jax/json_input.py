@@ -63,7 +63,7 @@ def short_value(value: Any, limit: int = 60) -> str:
     try:
         text = json.dumps(value)
     except (TypeError, ValueError):  # not JSON (a tuple inside a dict key, an object, ...)
-        text = repr(value)
+        text = " ".join(repr(value).split())  # one line (an array's repr spans several)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -71,25 +71,31 @@ def finite_number(value: Any, what: str, *, text: bool = False) -> float:
     """``value`` as a finite Python float, or a ``ValueError`` "``what`` must be a finite number,
     got ...": a real number, a NumPy or JAX scalar, and with ``text`` a string holding one (a CSV
     cell); never a bool. An integer beyond any float is not finite."""
-    real = value
-    if text and isinstance(value, str):
-        try:
-            real = float(value.strip())
-        except ValueError:
-            real = None
-    elif isinstance(value, (bool, np.bool_)):
-        real = None
-    elif not isinstance(value, numbers.Real):
-        dtype = getattr(value, "dtype", None)
-        scalar = getattr(value, "shape", None) == () and dtype is not None and np.dtype(dtype).kind in "iuf"
-        real = np.asarray(value).item() if scalar else None
+    number = None
     try:
-        number = math.inf if real is None else float(real)
+        if text and isinstance(value, str):
+            number = float(value.strip())
+        elif isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+            number = float(value)
+        elif getattr(value, "shape", None) == () and _numeric_dtype(getattr(value, "dtype", None)):
+            number = float(np.asarray(value))  # a NumPy or JAX scalar, bfloat16 included
     except OverflowError:  # an integer beyond any float
         number = math.inf
-    if real is None or not math.isfinite(number):
+    except (TypeError, ValueError):  # not a number after all (np.timedelta64 is Integral to NumPy)
+        number = None
+    if number is None or not math.isfinite(number):
         raise ValueError(f"{what} must be a finite number, got {short_value(value)}")
     return number
+
+
+def _numeric_dtype(dtype: Any) -> bool:
+    """Whether ``dtype`` may hold a number: integer, floating point, or NumPy's ``V`` kind, as JAX's
+    bfloat16 and float8s are (a ``V`` value that is raw bytes then fails ``float``). A bool is not a
+    number here."""
+    try:
+        return np.dtype(dtype).kind in "iufV"
+    except TypeError:  # None, or a dtype NumPy does not know (another library's)
+        return False
 
 
 def json_or_reason(text: str) -> tuple[object, str | None]:

@@ -36,11 +36,13 @@ def test_a_missing_checkpoint_is_refused_in_one_line(
 def test_a_report_path_ending_in_a_slash_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``--out=r.json/`` names a folder; ``Path`` would drop the slash and write ``r.json``."""
+    """``--out=r.json/`` (or ``r.json/.``) names a folder; ``Path`` would drop the slash and write
+    ``r.json``."""
     main = importlib.import_module("benchmarks.env_throughput").main
     monkeypatch.chdir(tmp_path)
-    outcome = call(lambda: main(["--out=r.json/"]), capsys, tmp_path)
-    assert_refused(outcome, "--out", "names a folder")
+    for out in ("r.json/", "r.json/.", "x/.."):
+        outcome = call(lambda out=out: main([f"--out={out}"]), capsys, tmp_path)
+        assert_refused(outcome, "--out", "names a folder")
 
 
 def _check(out: Path, capsys: pytest.CaptureFixture[str], root: Path):

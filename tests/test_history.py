@@ -196,6 +196,8 @@ def test_build_refuses_an_unusable_out_before_any_work(
         argv = [command, f"--out={tmp_path / 'store.json'}/", "--checkpoint=no/such/run", "--jobs=2"]
         outcome = call(lambda argv=argv: history_cli.main(argv), capsys, tmp_path)
         assert_refused(outcome, "--out", "names a folder: give a file name")
+    outcome = call(lambda: history_cli.main(["build", "--out=store.txt", "--jobs=2"]), capsys, tmp_path)
+    assert_refused(outcome, "--out 'store.txt': must end in .json or .csv")  # the path as written
     assert list(tmp_path.iterdir()) == []
 
 

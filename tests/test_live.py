@@ -563,9 +563,13 @@ def test_one_number_parser_for_jobs_and_history_records() -> None:
     for value, text in [("60", False), ("six", True), (True, False), (np.bool_(True), True), (None, False)]:
         with pytest.raises(ValueError, match="x must be a finite number, got"):
             finite_number(value, "x", text=text)
-    for value in (float("nan"), np.float32("inf"), 10**400, "1e999", np.ones(2)):
+    assert finite_number(jnp.bfloat16(1.5), "x") == 1.5
+    for value in (float("nan"), np.float32("inf"), 10**400, "1e999", np.ones(2), np.timedelta64(60, "s")):
         with pytest.raises(ValueError, match="must be a finite number"):
             finite_number(value, "x", text=True)
+    with pytest.raises(ValueError) as refused:  # one line, though an array's repr spans several
+        finite_number(np.ones((3, 3)), "x")
+    assert "\n" not in str(refused.value)
 
 
 def test_recommend_refuses_params_on_another_target_grid_than_the_policys() -> None:

@@ -174,7 +174,7 @@ def build(args: argparse.Namespace) -> int:
         )
     args.recorded = args.recorded or RECORDED[0]
     if problem := out_problem(out, args.overwrite):
-        fail(f"--out {args.out!r}: {problem}", PROG)
+        fail(f"--out {str(args.out)!r}: {problem}", PROG)
     try:
         args.checkpoint = resolve_checkpoint("--checkpoint", args.checkpoint)
     except ValueError as err:
@@ -229,9 +229,9 @@ def write_store(
     try:
         save_records(records, out, notes, replace=args.overwrite, catalog=catalog)
     except FileExistsError:  # made by another program while the jobs ran or were read: kept
-        fail(f"--out {args.out!r} was created meanwhile; pass --overwrite to replace it", PROG)
+        fail(f"--out {str(args.out)!r} was created meanwhile; pass --overwrite to replace it", PROG)
     except OSError as err:
-        fail(f"cannot write --out {args.out!r}: {err.strerror or err}", PROG)
+        fail(f"cannot write --out {str(args.out)!r}: {err.strerror or err}", PROG)
     print(f"wrote {len(records):,} records to {out}")
     return 0
 
@@ -242,7 +242,7 @@ def ingest(args: argparse.Namespace) -> int:
     job or whose record the default cluster cannot hold, before anything is written."""
     out = Path(args.out)
     if problem := out_problem(out, args.overwrite):
-        fail(f"--out {args.out!r}: {problem}", PROG)
+        fail(f"--out {str(args.out)!r}: {problem}", PROG)
     from slamorl_jax.history.finished_jobs import record_from_finished_job, with_unread_readings
     from slamorl_jax.job_reports import read_jobs
     from slamorl_jax.live_checks import ClusterLimits
