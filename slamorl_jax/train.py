@@ -19,7 +19,7 @@ import logging
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from absl import app, flags
 from absl import logging as absl_logging  # defines --log_dir, which we use for metrics too
@@ -48,6 +48,9 @@ from slamorl_jax.train_flags import (
     config_from_flags,
     refuse_ignored_flags,
 )
+
+if TYPE_CHECKING:
+    from slamorl_jax.training_loop import RunOptions
 
 PROG = program_name("slamorl_jax.train")  # as started: -m or its script
 # The flags are train's own: ``--help`` lists a program's main module's key flags.
@@ -96,9 +99,10 @@ def fail(message: str) -> NoReturn:
 def parse_flags(argv: list[str]) -> list[str]:
     """absl flag parsing with bad flags reported in one line and exit code 2 (each argument spelled
     by :func:`absl_spelling`); the help flags (absl ends them with status 1) end with status 0. With
-    absl's ``--only_check_args`` (after which absl exits 0) the run's own checks of the flags come
-    first (:func:`validated_config`: values, the files the flags name; not the run's folders, which
-    :func:`start` and ``training_loop.resolve_run`` check), so a bad value exits 2."""
+    absl's ``--only_check_args`` (after which absl exits 0) the run's own checks come first
+    (:func:`validated_config`: values, the files the flags name; :func:`check_run_folders`: the
+    run's folders, as :func:`start` and ``training_loop.resolve_run`` check them), so bad input
+    exits 2 and nothing is written."""
     FLAGS.unparse_flags()  # a fresh parse: no value of an earlier in-process run carries over
     end = argv.index("--") if "--" in argv else len(argv)
     argv = [*(absl_spelling(arg) for arg in argv[:end]), *argv[end:]]
@@ -113,7 +117,7 @@ def parse_flags(argv: list[str]) -> list[str]:
     except (OSError, UnicodeError, ValueError) as err:  # a --flagfile that cannot be read as text
         fail(f"cannot read the command line: {err}")
     if FLAGS.only_check_args:  # absl exits 0 once the flags parse: check first what main checks
-        validated_config(parsed)
+        check_run_folders(validated_config(parsed)[0])
     return parsed
 
 
@@ -247,14 +251,9 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
             fail(run_dirs.unclaimable("the run's folder", err))
         set_up.created.append(claimed)
     checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths(default_run_dir)
-    if FLAGS.resume:
-        try:
-            run_dirs.check_dir(checkpoint_flag, checkpoint_dir, must_exist=True)
-        except run_dirs.RunDirError as err:
-            run_dirs.remove_created(claimed)
-            if run_dirs.path_exists(checkpoint_dir) and checkpoint_dir.is_dir():  # there, not writable
-                fail(f"--resume: {err}: a resumed run saves its checkpoints and logs there")
-            fail(f"--resume: no run to continue: {err} (pass the run's --run_dir or --checkpoint_dir)")
+    if FLAGS.resume and (problem := resume_folder_problem(checkpoint_flag, checkpoint_dir)):
+        run_dirs.remove_created(claimed)
+        fail(problem)
     try:
         made = run_dirs.create_run_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])
     except run_dirs.RunDirError as err:
@@ -297,7 +296,7 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
             from slamorl_jax.checkpoint import CheckpointError, CheckpointWriteError
             from slamorl_jax.distributed import join
             from slamorl_jax.sharding import check_divisible
-            from slamorl_jax.training_loop import SAVED_RUN_OPTIONS, RunOptions, run_training
+            from slamorl_jax.training_loop import run_training
 
             try:
                 if distributed.enabled:
@@ -318,19 +317,8 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
             except ValueError as err:  # StartRefusedError is one
                 fail(str(err))
 
-            options = RunOptions(
-                checkpoint_dir=checkpoint_dir,
-                log_dir=log_dir,
-                save_interval=FLAGS.save_interval,
-                keep=FLAGS.keep,
-                resume=FLAGS.resume,
-                eval_episodes=FLAGS.eval_episodes,
-                progress=FLAGS.progress,
-                explicit_flags=tuple(name for name in CONFIG_FLAGS if FLAGS[name].present),
-                explicit_run_options=tuple(name for name in SAVED_RUN_OPTIONS if FLAGS[name].present),
-            )
             try:
-                code = run_training(config, options)
+                code = run_training(config, run_options(checkpoint_dir, log_dir))
             except CheckpointError as err:
                 code = 2
                 fail(str(err))
@@ -348,6 +336,56 @@ def start(config: TrainConfig, distributed: DistributedOptions, set_up: SetUpFol
         for lock in locks:
             run_dirs.unlock_run_dir(lock)
     sys.exit(code)
+
+
+def resume_folder_problem(checkpoint_flag: str, checkpoint_dir: Path) -> str | None:
+    """Why ``--resume`` cannot continue a run in ``checkpoint_dir`` (a folder that is missing, not a
+    folder, or not writable), or ``None``."""
+    try:
+        run_dirs.check_dir(checkpoint_flag, checkpoint_dir, must_exist=True)
+    except run_dirs.RunDirError as err:
+        if run_dirs.path_exists(checkpoint_dir) and checkpoint_dir.is_dir():  # there, not writable
+            return f"--resume: {err}: a resumed run saves its checkpoints and logs there"
+        return f"--resume: no run to continue: {err} (pass the run's --run_dir or --checkpoint_dir)"
+    return None
+
+
+def run_options(checkpoint_dir: Path, log_dir: Path) -> RunOptions:
+    """The run's :class:`RunOptions` from the flags, for its folders."""
+    from slamorl_jax.training_loop import SAVED_RUN_OPTIONS, RunOptions
+
+    return RunOptions(
+        checkpoint_dir=checkpoint_dir,
+        log_dir=log_dir,
+        save_interval=FLAGS.save_interval,
+        keep=FLAGS.keep,
+        resume=FLAGS.resume,
+        eval_episodes=FLAGS.eval_episodes,
+        progress=FLAGS.progress,
+        explicit_flags=tuple(name for name in CONFIG_FLAGS if FLAGS[name].present),
+        explicit_run_options=tuple(name for name in SAVED_RUN_OPTIONS if FLAGS[name].present),
+    )
+
+
+def check_run_folders(config: TrainConfig) -> None:
+    """``--only_check_args``: the checks a starting run makes of its folders, making none (``fail``
+    with one line): a resumed run's checkpoint folder holds a run whose config the flags agree with;
+    a new run's folders can be made and hold no other run. A run given no folder gets a new dated
+    one, so there is nothing to check. Other processes of a ``--distributed`` run are not joined."""
+    if default_run_dir_needed():
+        return
+    checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths()
+    if FLAGS.resume and (problem := resume_folder_problem(checkpoint_flag, checkpoint_dir)):
+        fail(problem)
+    from slamorl_jax.checkpoint import CheckpointError
+    from slamorl_jax.training_loop import resolve_run
+
+    try:
+        for flag, folder in ((checkpoint_flag, checkpoint_dir), (log_flag, log_dir)):
+            run_dirs.check_dir(flag, folder)
+        resolve_run(config, run_options(checkpoint_dir, log_dir))
+    except (run_dirs.RunDirError, CheckpointError) as err:
+        fail(str(err))
 
 
 def in_use_message(flag: str, folder: Path) -> str:

@@ -261,6 +261,34 @@ def test_only_check_args_checks_the_flags_as_a_run_does_and_writes_nothing(
         train.FLAGS.unparse_flags()
 
 
+def test_only_check_args_checks_the_runs_folders_too(
+    finished: FinishedRun, flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--only_check_args`` refuses what a starting run refuses in its folders (a resume with no
+    run, a resume whose flags differ from the run's config, a new run where checkpoints are) and
+    passes a resume that would start, writing nothing."""
+    checkpoints = f"--checkpoint_dir={finished.checkpoint_dir}"
+
+    def parse(*args: str) -> object:
+        return call(
+            lambda: train.parse_flags(["slamorl_jax.train", "--only_check_args", *args]), capsys, tmp_path
+        )
+
+    before = sorted(finished.checkpoint_dir.parent.rglob("*"))
+    try:
+        missing = parse("--resume", f"--run_dir={tmp_path / 'none'}")
+        assert_one_error_line(missing, "--resume: no run to continue")
+        assert_one_error_line(parse(f"--flagfile={flagfile}", checkpoints), "already holds checkpoints")
+        differ = parse("--resume", checkpoints, "--learning_rate=0.5")
+        assert_one_error_line(differ, "flags differ from the checkpoint's config: learning_rate")
+        good = parse("--resume", checkpoints)
+        assert isinstance(good.code, list) and not good.stderr.strip(), good.report()
+    finally:
+        train.FLAGS.unparse_flags()
+    assert not any(tmp_path.iterdir())
+    assert sorted(finished.checkpoint_dir.parent.rglob("*")) == before
+
+
 def test_existing_checkpoints_without_resume_exit_2(
     finished: FinishedRun, flagfile: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
