@@ -89,7 +89,8 @@ def distributed_options() -> DistributedOptions:
 def fail(message: str) -> NoReturn:
     """Print one line to stderr and exit with code 2 (bad input). In a multi-process run that has not
     started yet, the other processes are told first, so they stop too (``distributed_agreement``)."""
-    if agreement_pending():
+    # (--only_check_args: no process starts, so none waits to hear of this one's refusal)
+    if agreement_pending() and not FLAGS["only_check_args"].value:
         with contextlib.suppress(StartRefusedError):  # this process's own refusal: the line below
             agree_to_start(message, FLAGS["distributed_init_timeout_s"].value)
     print(f"{PROG}: error: {one_line(message)}", file=sys.stderr)
@@ -370,11 +371,14 @@ def run_options(checkpoint_dir: Path, log_dir: Path) -> RunOptions:
 def check_run_folders(config: TrainConfig) -> None:
     """``--only_check_args``: the checks a starting run makes of its folders, making none (``fail``
     with one line): a resumed run's checkpoint folder holds a run whose config the flags agree with;
-    a new run's folders can be made and hold no other run. A run given no folder gets a new dated
-    one, so there is nothing to check. Other processes of a ``--distributed`` run are not joined."""
+    a new run's folders can be made and hold no other run. Where the flags leave a folder to a new
+    dated one under ``runs``, that folder is named (not made) and checked as a new folder."""
+    default_run_dir = None
     if default_run_dir_needed():
-        return
-    checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths()
+        default_run_dir = run_dirs.stamped_folder()  # a path only: nothing is created
+        if problem := run_dirs.dir_problem(default_run_dir):
+            fail(f"the run's folder {str(default_run_dir)!r} {problem}")
+    checkpoint_dir, log_dir, checkpoint_flag, log_flag = resolve_paths(default_run_dir)
     if FLAGS.resume and (problem := resume_folder_problem(checkpoint_flag, checkpoint_dir)):
         fail(problem)
     from slamorl_jax.checkpoint import CheckpointError

@@ -278,6 +278,12 @@ def test_only_check_args_checks_the_runs_folders_too(
     try:
         missing = parse("--resume", f"--run_dir={tmp_path / 'none'}")
         assert_one_error_line(missing, "--resume: no run to continue")
+        # a --checkpoint_dir with no --log_dir leaves the logs to a new dated folder (named, not made)
+        missing = parse("--resume", f"--checkpoint_dir={tmp_path / 'none'}")
+        assert_one_error_line(missing, "--resume: no run to continue")
+        (tmp_path / "file").write_text("x")
+        assert_one_error_line(parse(f"--checkpoint_dir={tmp_path / 'file'}"), "is a file, not a directory")
+        (tmp_path / "file").unlink()
         assert_one_error_line(parse(f"--flagfile={flagfile}", checkpoints), "already holds checkpoints")
         differ = parse("--resume", checkpoints, "--learning_rate=0.5")
         assert_one_error_line(differ, "flags differ from the checkpoint's config: learning_rate")
