@@ -92,6 +92,13 @@ def check_dir(flag: str, path: Path, must_exist: bool = False) -> None:
         raise RunDirError(f"{flag} {str(path)!r} {problem}")
 
 
+def check_dirs(dirs: Iterable[tuple[str, Path]]) -> None:
+    """:func:`check_dir` of each ``(flag, path)``, in order: what :func:`create_run_dirs` checks
+    before it makes anything."""
+    for flag, path in dirs:
+        check_dir(flag, path)
+
+
 class CreatedDirs(NamedTuple):
     """What :func:`create_run_dirs` created: the directories the command asked for, and their new
     parents (top-most first)."""
@@ -103,8 +110,7 @@ class CreatedDirs(NamedTuple):
 def create_run_dirs(dirs: Iterable[tuple[str, Path]]) -> CreatedDirs:
     """Create each ``(flag, path)`` directory; return what was created (:class:`CreatedDirs`)."""
     dirs = list(dirs)
-    for flag, path in dirs:
-        check_dir(flag, path)
+    check_dirs(dirs)
     created = CreatedDirs([], [])
     for flag, path in dirs:
         new = _missing_ancestors(path)

@@ -385,8 +385,7 @@ def check_run_folders(config: TrainConfig) -> None:
     from slamorl_jax.training_loop import resolve_run
 
     try:
-        for flag, folder in ((checkpoint_flag, checkpoint_dir), (log_flag, log_dir)):
-            run_dirs.check_dir(flag, folder)
+        run_dirs.check_dirs([(checkpoint_flag, checkpoint_dir), (log_flag, log_dir)])  # as made in start
         resolve_run(config, run_options(checkpoint_dir, log_dir))
     except (run_dirs.RunDirError, CheckpointError) as err:
         fail(str(err))

@@ -166,7 +166,7 @@ def out_problem(out: Path, overwrite: bool) -> str | None:
 
 def build(args: argparse.Namespace) -> int:
     """The ``build`` sub-command."""
-    out = Path(args.out)
+    out = args.out  # a Path (file_path)
     if args.source == "oracle" and args.recorded is not None:
         fail(
             "--recorded picks which allocation of a policy's run a record holds: give it --source=policy",
@@ -240,7 +240,7 @@ def ingest(args: argparse.Namespace) -> int:
     """The ``ingest`` sub-command: one record per finished job report (``history/finished_jobs.py``),
     each checked as ``check`` checks a store; exits 2 naming the first report that is not a finished
     job or whose record the default cluster cannot hold, before anything is written."""
-    out = Path(args.out)
+    out = args.out  # a Path (file_path)
     if problem := out_problem(out, args.overwrite):
         fail(f"--out {str(args.out)!r}: {problem}", PROG)
     from slamorl_jax.history.finished_jobs import record_from_finished_job, with_unread_readings
