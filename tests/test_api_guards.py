@@ -162,7 +162,7 @@ def test_one_env_functions_name_a_batched_state() -> None:
     concatenation error about shapes (9, 4) and (4, 6), and 'only 0-dimensional arrays can be
     converted to Python scalars'."""
     env, params = make("mixed")
-    _, states = jax.vmap(env.reset, (0, None))(jax.random.split(jax.random.key(0), 4), params)
+    _, states = jax.jit(jax.vmap(env.reset, (0, None)))(jax.random.split(jax.random.key(0), 4), params)
     with pytest.raises(ValueError, match=r"batch of envs .*jax\.vmap\(observe"):
         jax.eval_shape(observe, states, params)  # the check is static: traced, not compiled, here
     with pytest.raises(ValueError, match=r"batch of envs .*jax\.tree\.map"):

@@ -163,6 +163,9 @@ def test_trainer_steps_with_step_batch(env: JobAllocationEnv, monkeypatch: pytes
     assert calls == [TINY.num_envs]
 
 
+# slow: a subprocess on 4 fake devices (about 14 s); the default suite's sharded check is
+# test_sharding.py's 8-device training, which steps through the same shard_map.
+@pytest.mark.slow
 def test_a_batch_split_over_devices_steps_each_share_with_step_batch() -> None:
     """On 4 fake devices ``step_envs`` with the mesh runs ``step_batch`` per device under
     ``shard_map`` and gives the single-device step's outputs, including on steps where one device's

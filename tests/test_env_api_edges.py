@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import slamorl_jax.env as envlib
+from slamorl_jax.env import EnvParams, EnvState
 from slamorl_jax.env.params import with_values
 
 
@@ -79,10 +80,15 @@ def test_host_actions_beyond_int32_are_clipped_not_wrapped_in_step_batch(balance
     env, params = balanced
     keys = jax.random.split(jax.random.key(0), 2)
     _, states = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(keys, params)
-    # A reset slot for each env: run eagerly, a reset loop would be compiled for each call.
-    step = functools.partial(env.step_batch, reset_slots=2)
-    huge = step(keys, states, np.full(2, 2**32 + 5), params)[1]
-    _, last, reward, *_ = step(keys, states, [env.num_actions - 1] * 2, params)  # a list, too
+    step = functools.partial(env.step_batch, reset_slots=2)  # a reset slot for each env
+
+    @jax.jit
+    def both(keys: jax.Array, states: EnvState, params: EnvParams) -> tuple:
+        # The host actions stay host values (constants of the program), as step_batch gets them.
+        huge = step(keys, states, np.full(2, 2**32 + 5), params)[1]
+        return huge, *step(keys, states, [env.num_actions - 1] * 2, params)[1:3]  # a list, too
+
+    huge, last, reward = both(keys, states, params)
     assert np.array_equal(huge.gpus, last.gpus) and np.array_equal(huge.cpus, last.cpus)
     assert reward.shape == (2, 3)
 

@@ -192,13 +192,12 @@ def rollout(
 
 
 # --- invariants ---------------------------------------------------------------------------------
+# Each check takes one example's params and rollout; one property test runs them all on every
+# drawn example (one rollout an example, not one a check).
 
 
-@given(settings=SETTINGS)
-def test_allocations_stay_in_bounds(build_params: Callable, rollout: Callable, settings: dict) -> None:
+def check_allocations_stay_in_bounds(params: EnvParams, traj: dict[str, np.ndarray]) -> None:
     """Allocations stay in 1..max GPUs and cpu_step..nodes x CPUs per node, on the step lattice."""
-    params = build_params(settings)
-    traj = rollout(settings, params)
     gpus_per_node, cpus_per_node = int(params.gpus_per_node), int(params.cpus_per_node)
     step = int(params.cpu_step)
     max_gpus = min(int(params.max_gpus_per_job), gpus_per_node * int(params.max_nodes))
@@ -211,12 +210,8 @@ def test_allocations_stay_in_bounds(build_params: Callable, rollout: Callable, s
     assert np.all(cpus % step == 0)
 
 
-@given(settings=SETTINGS)
-def test_observations_finite_and_in_unit_interval(
-    build_params: Callable, rollout: Callable, settings: dict
-) -> None:
+def check_observations_finite_and_in_unit_interval(params: EnvParams, traj: dict[str, np.ndarray]) -> None:
     """Observations are finite float32 in [0, 1]."""
-    traj = rollout(settings, build_params(settings))
     for name in ("obs0", "obs", "final_observation"):
         obs = traj[name]
         assert obs.dtype == np.float32 and obs.shape[-1] == NUM_FEATURES
@@ -225,25 +220,19 @@ def test_observations_finite_and_in_unit_interval(
         assert not features, f"{name}: features not finite in [0, 1]: {features}"
 
 
-@given(settings=SETTINGS)
-def test_exactly_one_candidate_is_suggested(
-    build_params: Callable, rollout: Callable, settings: dict
-) -> None:
+def check_exactly_one_candidate_is_suggested(params: EnvParams, traj: dict[str, np.ndarray]) -> None:
     """Every observation flags exactly one candidate (keep or one target) as the forecast's first
     choice, however XLA fuses and rounds the ranking (``forecast.suggestion``)."""
-    traj = rollout(settings, build_params(settings))
     flags = [i for i, name in enumerate(FEATURE_NAMES) if name.endswith("_suggested")]
     for name in ("obs0", "obs", "final_observation"):
         per_observation = traj[name][..., flags].sum(axis=-1)
         assert np.all(per_observation == 1.0), f"{name}: {np.unique(per_observation)} candidates flagged"
 
 
-@given(settings=SETTINGS)
-def test_time_and_cost_never_decrease_within_an_episode(
-    build_params: Callable, rollout: Callable, settings: dict
+def check_time_and_cost_never_decrease_within_an_episode(
+    params: EnvParams, traj: dict[str, np.ndarray]
 ) -> None:
     """Elapsed time and cost never decrease within an episode and restart at 0."""
-    traj = rollout(settings, build_params(settings))
     done = traj["terminated"] | traj["truncated"]
     # The step's own figures (before any reset) never fall below what the episode had accrued.
     assert np.all(traj["episode_time_s"] >= traj["elapsed_before"])
@@ -258,13 +247,8 @@ def test_time_and_cost_never_decrease_within_an_episode(
     np.testing.assert_array_equal(traj["elapsed_before"][1:], traj["elapsed_after"][:-1])
 
 
-@given(settings=SETTINGS)
-def test_episode_ends_after_exactly_its_epochs(
-    build_params: Callable, rollout: Callable, settings: dict
-) -> None:
+def check_episode_ends_after_exactly_its_epochs(params: EnvParams, traj: dict[str, np.ndarray]) -> None:
     """Episodes end after exactly min(epochs, max_episode_steps) steps."""
-    params = build_params(settings)
-    traj = rollout(settings, params)
     max_steps = int(params.max_episode_steps)
     terminated, truncated = traj["terminated"], traj["truncated"]
     assert not np.any(terminated & truncated)
@@ -282,13 +266,10 @@ def test_episode_ends_after_exactly_its_epochs(
                 assert length < limit
 
 
-@given(settings=SETTINGS)
-def test_rewards_inside_reward_space(
-    env: JobAllocationEnv, build_params: Callable, rollout: Callable, settings: dict
+def check_rewards_inside_reward_space(
+    params: EnvParams, traj: dict[str, np.ndarray], env: JobAllocationEnv
 ) -> None:
     """Rewards lie inside reward_space(params)."""
-    params = build_params(settings)
-    traj = rollout(settings, params)
     space = env.reward_space(params)
     reward = traj["reward"]
     assert reward.dtype == np.float32 and reward.shape == (NUM_STEPS, NUM_ENVS, 3)
@@ -296,14 +277,28 @@ def test_rewards_inside_reward_space(
     assert np.all(reward >= space.low) and np.all(reward <= space.high)
 
 
-@given(settings=SETTINGS)
-def test_adaptive_weights_on_the_simplex(build_params: Callable, rollout: Callable, settings: dict) -> None:
+def check_adaptive_weights_on_the_simplex(params: EnvParams, traj: dict[str, np.ndarray]) -> None:
     """Adaptive weights in info lie on the simplex."""
-    traj = rollout(settings, build_params(settings))
     for name in ("weights", "step_weights", "final_weights"):
         weights = traj[name]
         assert np.all(np.isfinite(weights)) and np.all(weights >= 0.0), name
         np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=1e-5, err_msg=name)
+
+
+@given(settings=SETTINGS)
+def test_rollout_invariants(
+    env: JobAllocationEnv, build_params: Callable, rollout: Callable, settings: dict
+) -> None:
+    """Every check above holds on every step of a rollout of the drawn params."""
+    params = build_params(settings)
+    traj = rollout(settings, params)
+    check_allocations_stay_in_bounds(params, traj)
+    check_observations_finite_and_in_unit_interval(params, traj)
+    check_exactly_one_candidate_is_suggested(params, traj)
+    check_time_and_cost_never_decrease_within_an_episode(params, traj)
+    check_episode_ends_after_exactly_its_epochs(params, traj)
+    check_rewards_inside_reward_space(params, traj, env)
+    check_adaptive_weights_on_the_simplex(params, traj)
 
 
 # --- edge values: rejected by validation, or finite at the smallest valid value ---------------

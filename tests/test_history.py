@@ -372,7 +372,8 @@ def test_a_decision_log_splits_lines_at_newlines_only() -> None:
 def test_records_from_states_refuses_what_a_store_could_not_hold() -> None:
     env = JobAllocationEnv()
     params = env.default_params
-    _, states = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(0), 3), params)
+    reset = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))  # one program, not one per operation
+    _, states = reset(jax.random.split(jax.random.PRNGKey(0), 3), params)
     records = records_from_states(states, jnp.array([1, 2, 4]), jnp.array([4, 8, 16]))
     assert [(r.best_gpus, r.best_cpus) for r in records] == [(1, 4), (2, 8), (4, 16)]
     with pytest.raises(ValueError, match=re.escape("job 1: best_gpus must be a whole number from 1")):

@@ -87,7 +87,7 @@ def test_the_recorded_deadline_and_budget_are_the_jobs_as_submitted(world: tuple
     figures = run_episodes(env, shifting, keep_allocation, key, jobs)
     # The runner's jobs are these resets (run_episodes splits its key so: the reset half first).
     reset_keys = jax.random.split(jax.random.split(key)[0], jobs)
-    _, submitted = jax.vmap(env.reset, in_axes=(0, None))(reset_keys, shifting)
+    _, submitted = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(reset_keys, shifting)
     np.testing.assert_array_equal(np.asarray(figures["epochs"]), np.asarray(submitted.job.epochs))
     np.testing.assert_allclose(figures[DEADLINE_S], submitted.job.sla_targets.deadline_s, rtol=0)
     np.testing.assert_allclose(figures[BUDGET_USD], submitted.job.sla_targets.budget_usd, rtol=0)

@@ -360,6 +360,7 @@ def test_a_caller_may_name_its_jobs(policy: object) -> None:
         recommend_many(policy, [EXAMPLE, EXAMPLE], names=["line 3"])
 
 
+@pytest.mark.slow  # two real processes (about 9 s); the cache's own checks: test_compilation_cache.py
 def test_a_new_recommend_process_reads_its_programs_back_from_the_compilation_cache(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

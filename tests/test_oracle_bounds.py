@@ -9,6 +9,7 @@ import functools
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from benchmarks.oracle_bounds import CONTROLLER_RULES, RankingController, ranked_action
 from slamorl_jax.env import JobAllocationEnv
@@ -21,6 +22,9 @@ from slamorl_jax.env.state import EnvState
 
 NUM_JOBS = 48
 STEPS = 4
+
+# A benchmark's controllers (10 s for the three tests): in the slow run (pytest -m slow).
+pytestmark = pytest.mark.slow
 
 
 @functools.cache

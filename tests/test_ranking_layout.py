@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks.ranking_layout import main
 
 
+@pytest.mark.slow  # a benchmark's logic (5 s): in the slow run (pytest -m slow)
 def test_candidate_major_ranking_flags_match_vmap_and_the_report_says_so(tmp_path: Path) -> None:
     """On 24 jobs stepped under random actions both layouts flag the same candidates, and the
     benchmark's report names both layouts with a positive time each."""

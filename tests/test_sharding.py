@@ -350,11 +350,9 @@ def endless_pair(tmp_path: Path) -> Iterator[list[Worker]]:
                 worker.process.wait()
 
 
-def test_two_processes_agree_then_killing_the_worker_ends_the_coordinator(endless_pair: list[Worker]) -> None:
+def test_two_processes_train_together_and_agree(endless_pair: list[Worker]) -> None:
     """Two processes on localhost train together: after the first chunk both hold the same
-    parameters, those of one device; then the worker is killed mid-run and the coordinator exits
-    with an error within the heartbeat window instead of hanging. One pair serves both checks, so
-    the default suite starts (and compiles) it once."""
+    parameters, those of one device (the fixture then stops both)."""
     pair = endless_pair
     expected = single_device_chunk(shared_trainer(TINY))  # while the pair compiles
     first, second = first_records(pair)
@@ -362,14 +360,19 @@ def test_two_processes_agree_then_killing_the_worker_ends_the_coordinator(endles
     assert first["devices"] == 2
     assert first["params_sha256"] == second["params_sha256"]
     assert_matches_single_device(first, expected)
-    kill_and_expect_the_survivor_to_fail(victim=pair[1], survivor=pair[0])
 
 
-# slow: kept out of the default suite's time budget (run with -m slow)
+# slow: kept out of the default suite's time budget (run with -m slow); the agreement above is
+# the default suite's two-process check, the refusals below its joins of two real processes.
 @pytest.mark.slow
-def test_killing_the_coordinator_ends_the_worker_with_an_error(endless_pair: list[Worker]) -> None:
+@pytest.mark.parametrize(
+    "victim", [1, 0], ids=["the_worker_ends_the_coordinator", "the_coordinator_ends_the_worker"]
+)
+def test_killing_one_process_ends_the_other_with_an_error(endless_pair: list[Worker], victim: int) -> None:
+    """A process killed mid-run: its peer exits with an error within the heartbeat window instead
+    of hanging."""
     first_records(endless_pair)
-    kill_and_expect_the_survivor_to_fail(victim=endless_pair[0], survivor=endless_pair[1])
+    kill_and_expect_the_survivor_to_fail(victim=endless_pair[victim], survivor=endless_pair[1 - victim])
 
 
 def test_bad_multi_process_settings_are_one_line_errors(tmp_path: Path) -> None:

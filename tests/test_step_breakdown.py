@@ -58,6 +58,7 @@ def test_unranked_step_batch_differs_from_the_env_only_in_the_suggested_flags() 
         np.testing.assert_allclose(np.asarray(mine), np.asarray(env_leaf), rtol=1e-6)
 
 
+@pytest.mark.slow  # a benchmark's probe (6 s): in the slow run (pytest -m slow)
 def test_one_pass_ranking_flags_the_candidates_at_the_most_slas() -> None:
     """The cheapest ranking flags the env's own choice among the candidates at the most SLAs (keep
     only where it meets more SLAs than every target, so where the env keeps on a tie it flags the
