@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from calibration_fixtures import assert_json_close
 
 from slamorl_jax.calibration import checks, cpu_profiles, prices, requested
 from slamorl_jax.calibration.loaders import (
@@ -317,24 +318,12 @@ def test_importing_the_checks_does_not_need_scipy():
 # --- full rerun ----------------------------------------------------------------------------------
 
 
-def _assert_close(a, b, path="$"):
-    if isinstance(a, dict):
-        assert isinstance(b, dict) and set(a) == set(b), path
-        for k in a:
-            _assert_close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), path
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _assert_close(x, y, f"{path}[{i}]")
-    elif isinstance(a, float) or isinstance(b, float):
-        assert math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-12), (path, a, b)
-    else:
-        assert a == b, (path, a, b)
-
-
+# slow: a real process (8 s). The default suite runs the same fit in-process, failing CI on an edit
+# of the data or code that changes it (test_calibration_cli.py, test_valid_run_writes_...).
+@pytest.mark.slow
 def test_rerunning_the_calibration_reproduces_the_shipped_json(shipped, tmp_path):
-    """The package's JSON is what the committed data and code fit (5-7 s: in the default suite, so an
-    edit of either that changes the fits fails CI)."""
+    """``python -m slamorl_jax.calibration`` writes the package's JSON: what the committed data and
+    code fit."""
     pytest.importorskip("scipy")
     out = tmp_path / "calibrated_workloads.json"
     subprocess.run(
@@ -343,4 +332,4 @@ def test_rerunning_the_calibration_reproduces_the_shipped_json(shipped, tmp_path
         cwd=REPO_ROOT,
         capture_output=True,
     )
-    _assert_close(json.loads(out.read_text()), shipped)
+    assert_json_close(json.loads(out.read_text()), shipped)

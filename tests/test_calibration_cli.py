@@ -22,10 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from calibration_fixtures import assert_json_close
 
 import slamorl_jax.atomic_files as atomic_files
 import slamorl_jax.calibration.__main__ as cli
-from slamorl_jax.calibration import build, job_spread
+from slamorl_jax.calibration import build, checks, job_spread
 from slamorl_jax.calibration.loaders import DEFAULT_DATA_DIR, DEFAULT_OUTPUT
 
 PROG = "python -m slamorl_jax.calibration"
@@ -415,6 +416,9 @@ def test_valid_run_writes_what_calibrate_returns(capsys, monkeypatch, pristine, 
     assert cli.main(["--data-dir", str(pristine), "--output", str(out)]) == 0
     assert len(returned) == 1
     assert json.loads(out.read_text()) == json.loads(build.dumps(returned[0]))
+    # ... which is the package's JSON: the committed data and code fit it (an edit of either that
+    # changes the fits fails here).
+    assert_json_close(json.loads(out.read_text()), checks.load_shipped(DEFAULT_OUTPUT))
     assert returned[0]["generated_by"] == PROG and len(returned[0]["workloads"]) == 13
     assert sorted(tmp_path.iterdir()) == [out]
     captured = capsys.readouterr()

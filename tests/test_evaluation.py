@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import json
@@ -278,10 +279,22 @@ def test_a_history_store_outside_the_policys_cluster_is_refused(
     assert not (tmp_path / "out").exists()
 
 
-def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_evaluate_end_to_end_and_never_overwrites(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A tiny evaluation of the shipped policy writes JSON/Markdown/CSV/PNG with every method, the
     headline and the gaps to both anchors (the policy compared with itself gives identical
     figures); a second run into the same directory is refused and leaves the results untouched."""
+    import slamorl_jax.evaluation.suite as suite
+
+    recorded: list[tuple] = []  # what run_suite returned
+    real_run_suite = suite.run_suite
+
+    def recording_run_suite(*args: object, **kwargs: object) -> tuple:
+        recorded.append(real_run_suite(*args, **kwargs))
+        return recorded[-1]
+
+    monkeypatch.setattr(suite, "run_suite", recording_run_suite)
     out = tmp_path / "eval"
     store = tmp_path / "store.json"
     history_record = HistoryRecord("imagenet-resnet50", "T4", 60, 90_000.0, 80.0, (0.6, 0.2, 0.2), 8, 32)
@@ -358,7 +371,11 @@ def test_evaluate_end_to_end_and_never_overwrites(tmp_path: Path, capsys: pytest
     assert (out / "evaluation.json").read_bytes() == before
 
     # --overwrite without plots: the earlier evaluation's plots go with it (they stayed, beside
-    # results they did not show).
+    # results they did not show). What is written is what matters here, so the evaluation itself
+    # is the first one's results less a scenario (run_suite stubbed; it ran above).
+    smaller_payload = copy.deepcopy(recorded[0][0])
+    del smaller_payload["summaries"]["budget-constrained"]
+    monkeypatch.setattr(suite, "run_suite", lambda *args, **kwargs: (smaller_payload, recorded[0][1]))
     smaller = ["--scenarios=deadline-critical", "--front_points=0", "--plots=no"]
     assert evaluate.main([*argv, *smaller, "--overwrite"]) == 0
     assert (out / "evaluation.json").read_bytes() != before
