@@ -174,28 +174,29 @@ def batched_rollout(env: JobAllocationEnv) -> Callable[..., dict[str, np.ndarray
     return call
 
 
-# The modules that take longest on a cold cache, longest first (``--durations=0`` on 2026-12-02,
-# seconds of test time each: train_cli 97, evaluation 67, env_api 62, env_properties 53, ...;
-# sharding 19 then, about 60 since its two-process test joined the default suite; batched_step about
-# 40 since its 4-device subprocess test).
+# The modules that take longest on a cold cache, longest first (``--durations=0`` on 2026-12-06,
+# seconds of test time each: train_cli 67, evaluation 47, sharding about 46, trainer 43,
+# custom_catalog 32, env_api 28, checkpoint 27, shifts 26, ...).
 # pytest-xdist's ``loadscope`` hands whole modules to its workers in collection order, so starting
 # the long ones first keeps one worker from running a long module alone at the end.
 LONGEST_MODULES_FIRST = (
     "test_train_cli",
     "test_evaluation",
     "test_sharding",
-    "test_batched_step",
-    "test_env_api",
-    "test_env_properties",
-    "test_shipped_policy",
     "test_trainer",
-    "test_fuzz_inputs",
-    "test_env_actions",
-    "test_env_truth",
+    "test_custom_catalog",
+    "test_env_api",
     "test_checkpoint",
+    "test_shifts",
+    "test_batched_step",
+    "test_env_actions",
+    "test_live",
+    "test_gym_envs",
+    "test_fuzz_inputs",
+    "test_env_truth",
+    "test_shipped_policy",
     "test_reachable",
     "test_python_job",
-    "test_shifts",
     "test_probes",
 )
 

@@ -350,6 +350,10 @@ def endless_pair(tmp_path: Path) -> Iterator[list[Worker]]:
                 worker.process.wait()
 
 
+# slow: two training processes compiling beside the suite (22 s on the 2-core machine). The default
+# suite joins two real processes in the refusal tests below and checks sharded training on 8
+# devices (test_eight_devices_match_one_and_num_envs_must_divide).
+@pytest.mark.slow
 def test_two_processes_train_together_and_agree(endless_pair: list[Worker]) -> None:
     """Two processes on localhost train together: after the first chunk both hold the same
     parameters, those of one device (the fixture then stops both)."""
@@ -362,8 +366,7 @@ def test_two_processes_train_together_and_agree(endless_pair: list[Worker]) -> N
     assert_matches_single_device(first, expected)
 
 
-# slow: kept out of the default suite's time budget (run with -m slow); the agreement above is
-# the default suite's two-process check, the refusals below its joins of two real processes.
+# slow: kept out of the default suite's time budget (run with -m slow)
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "victim", [1, 0], ids=["the_worker_ends_the_coordinator", "the_coordinator_ends_the_worker"]
