@@ -319,7 +319,8 @@ def test_importing_the_checks_does_not_need_scipy():
 
 
 # slow: a real process (8 s). The default suite runs the same fit in-process, failing CI on an edit
-# of the data or code that changes it (test_calibration_cli.py, test_valid_run_writes_...).
+# of the data or code that changes it (test_calibration_cli.py::
+# test_valid_run_writes_what_calibrate_returns).
 @pytest.mark.slow
 def test_rerunning_the_calibration_reproduces_the_shipped_json(shipped, tmp_path):
     """``python -m slamorl_jax.calibration`` writes the package's JSON: what the committed data and

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import slamorl_jax.env as envlib
-from slamorl_jax.env import EnvParams, EnvState
 from slamorl_jax.env.params import with_values
 
 
@@ -83,7 +82,7 @@ def test_host_actions_beyond_int32_are_clipped_not_wrapped_in_step_batch(balance
     step = functools.partial(env.step_batch, reset_slots=2)  # a reset slot for each env
 
     @jax.jit
-    def both(keys: jax.Array, states: EnvState, params: EnvParams) -> tuple:
+    def both(keys: jax.Array, states: envlib.EnvState, params: envlib.EnvParams) -> tuple:
         # The host actions stay host values (constants of the program), as step_batch gets them.
         huge = step(keys, states, np.full(2, 2**32 + 5), params)[1]
         return huge, *step(keys, states, [env.num_actions - 1] * 2, params)[1:3]  # a list, too

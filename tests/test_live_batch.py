@@ -360,14 +360,10 @@ def test_a_caller_may_name_its_jobs(policy: object) -> None:
         recommend_many(policy, [EXAMPLE, EXAMPLE], names=["line 3"])
 
 
-@pytest.mark.slow  # two real processes (about 9 s); the cache's own checks: test_compilation_cache.py
-def test_a_new_recommend_process_reads_its_programs_back_from_the_compilation_cache(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.slow  # two real processes (about 9 s); the refusals in-process: the test below
+def test_a_new_recommend_process_reads_its_programs_back_from_the_compilation_cache(tmp_path: Path) -> None:
     """A platform that runs ``recommend`` once per job and epoch: the first process fills
-    ``--compilation_cache_dir`` with every program it compiled, a second answers the same from them;
-    a cache folder given that cannot be one is refused, and a default one that cannot be written is
-    passed over (the call answers without a cache)."""
+    ``--compilation_cache_dir`` with every program it compiled, a second answers the same from them."""
     cache = tmp_path / "cache"
     command = [sys.executable, "-m", "slamorl_jax.recommend", "--job=docs/example_job.json"]
     command.append(f"--compilation_cache_dir={cache}")
@@ -380,14 +376,23 @@ def test_a_new_recommend_process_reads_its_programs_back_from_the_compilation_ca
             filled = sorted(cache.iterdir())
             assert len(filled) >= 10, filled  # the small programs too, not only those over a second
     assert answers[0] == answers[1] and sorted(cache.iterdir()) == filled
-    (tmp_path / "a_file").write_text("")
+
+
+def test_recommend_refuses_a_cache_folder_that_is_a_file_and_passes_over_an_unwritable_default(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cache folder given that cannot be one is refused, and a default one that cannot be written
+    is passed over: the call answers without a cache, as it does with none asked for."""
     job = f"--job={ROOT / 'docs' / 'example_job.json'}"
+    uncached = call(lambda: recommend_cli.main([job, "--compilation_cache_dir="]), capsys, tmp_path)
+    assert uncached.code == 0, uncached.report()
+    (tmp_path / "a_file").write_text("")
     argv = [job, f"--compilation_cache_dir={tmp_path / 'a_file'}"]
     assert_refused(call(lambda: recommend_cli.main(argv), capsys, tmp_path), "is a file, not a directory")
     unwritable = str(tmp_path / "a_file" / "cache")
     monkeypatch.setattr(compilation_cache, "DEFAULT_CACHE_DIR", unwritable)
     outcome = call(lambda: recommend_cli.main([job]), capsys, tmp_path)
-    assert outcome.code == 0 and json.loads(outcome.stdout)["gpus"] == answers[0]["gpus"], outcome.report()
+    assert outcome.code == 0 and json.loads(outcome.stdout) == json.loads(uncached.stdout), outcome.report()
 
 
 @pytest.mark.parametrize("argv", [["--serve"], ["--job=-"], ["--jobs=-"]], ids=["serve", "job", "jobs"])

@@ -3,7 +3,8 @@
 A fake device count must be set before JAX starts, so the sharded runs are subprocesses
 (``sharded_worker.py``) that train ``TINY`` and print their parameters; this process trains the same
 config with plain ``jax.jit`` (the compilation the other learner tests share). The multi-process
-runs (two processes on localhost joined by ``jax.distributed``) are slow tests.
+training runs (two processes on localhost joined by ``jax.distributed``) are slow tests; the
+refusal tests join two real processes in the default suite.
 """
 
 from __future__ import annotations
@@ -368,9 +369,7 @@ def test_two_processes_train_together_and_agree(endless_pair: list[Worker]) -> N
 
 # slow: kept out of the default suite's time budget (run with -m slow)
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "victim", [1, 0], ids=["the_worker_ends_the_coordinator", "the_coordinator_ends_the_worker"]
-)
+@pytest.mark.parametrize("victim", [1, 0], ids=["killing_the_worker", "killing_the_coordinator"])
 def test_killing_one_process_ends_the_other_with_an_error(endless_pair: list[Worker], victim: int) -> None:
     """A process killed mid-run: its peer exits with an error within the heartbeat window instead
     of hanging."""
