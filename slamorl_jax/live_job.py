@@ -22,7 +22,8 @@ example job (``docs/example_job.json``, whose history holds its ten epochs)::
 A job that has run no epoch yet (``epochs_done`` 0) may leave out ``elapsed_s`` and ``cost_usd`` (0:
 or what its probes spent) and the last epoch's readings (``last_epoch_time_s`` to
 ``price_per_hour``, :data:`READINGS`): it has measured none, and each left out is the profile's
-forecast at its allocation, as the env's reset sets them; once it has run an epoch they are required.
+forecast at its allocation, as the env's reset sets them; once it has run an epoch they are required
+(and ``cost_usd`` above 0 where ``price_per_hour`` is).
 
 Optional: ``min_throughput``, ``max_memory_gib``, ``min_gpu_util`` and ``min_cpu_util`` (no limit when
 left out); ``preference`` (``time``, ``cost``, ``balanced`` or three weights: time, cost, sla;
@@ -359,6 +360,17 @@ def _check_elapsed(job: LiveJob) -> None:
         )
 
 
+def _check_spend(job: LiveJob) -> None:
+    """A job that has run an epoch at a price above 0 has spent something: ``cost_usd`` 0 (a new
+    job's filled 0 kept by ``dataclasses.replace(job, epochs_done=5)``, say) read as a job with its
+    whole budget left."""
+    if job.epochs_done > 0 and job.cost_usd == 0 and job.price_per_hour:
+        raise ValueError(
+            f"cost_usd is 0 but the job has run {job.epochs_done} epoch(s) at ${job.price_per_hour:g}/h: "
+            "cost_usd is the job's spend so far"
+        )
+
+
 def _check(job: LiveJob) -> None:
     """Ranges of every field; ``ValueError`` naming the first bad one."""
     _check_magnitudes(job)
@@ -416,6 +428,7 @@ def _check(job: LiveJob) -> None:
                 raise ValueError(f"{field}[{i}] needs gpus, cpus >= 1 and epoch_time_s >= {MIN_POSITIVE:g}")
     _check_last_epoch(job)
     _check_elapsed(job)
+    _check_spend(job)
     if job.multipliers is not None and not all(0 <= m < math.inf for m in job.multipliers):
         raise ValueError(f"multipliers must be finite and >= 0, got {list(job.multipliers)}")
     preference_vector(job.preference)  # raises for a bad preference

@@ -195,6 +195,22 @@ def test_a_running_job_must_report_its_time_and_spend_so_far() -> None:
     assert LiveJob(**{**job, "epochs_done": 0}).cost_usd == 0.0
 
 
+def test_a_job_that_has_run_at_a_price_has_spent_something() -> None:
+    """A new job's filled 0 spend kept by ``dataclasses.replace(new_job, epochs_done=5, ...)`` read
+    as a job with its whole budget left; at a price of 0 (hardware already paid for) 0 stays."""
+    job = typical_job()
+    new_job = LiveJob(**{**dataclasses.asdict(job), "epochs_done": 0, "cost_usd": None, "history": None})
+    assert new_job.cost_usd == 0.0
+    with pytest.raises(ValueError, match=r"cost_usd is 0 but the job has run 10 epoch\(s\) at \$[0-9.]+/h"):
+        dataclasses.replace(new_job, epochs_done=job.epochs_done)
+    with pytest.raises(ValueError, match="cost_usd is 0"):
+        LiveJob.from_dict({**dataclasses.asdict(job), "history": None, "cost_usd": 0})
+    assert dataclasses.replace(new_job, epochs_done=job.epochs_done, price_per_hour=0.0).cost_usd == 0.0
+    assert dataclasses.replace(
+        new_job, epochs_done=job.epochs_done, cost_usd=job.cost_usd
+    ) == dataclasses.replace(job, history=None)
+
+
 def test_the_epoch_time_range_seen_in_training_widens_with_the_deviation_limit() -> None:
     """Jobs drawn within +-8 spreads (``deviation_limit_sd``) reach epoch times the default's
     4-spread range called extrapolation."""

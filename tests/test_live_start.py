@@ -116,7 +116,7 @@ def test_a_new_job_that_has_spent_time_where_it_is_pays_the_pause_to_move(params
     running = LiveJob.from_dict({**NEW_JOB, "elapsed_s": 100, "cost_usd": 0.1})
     probed = LiveJob.from_dict({**NEW_JOB, "probes": [{"gpus": 4, "cpus": 32, "epoch_time_s": 1550.0}]})
     assert [has_launched(job) for job in (fresh, running, probed)] == [False, True, True]
-    assert has_launched(LiveJob.from_dict({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}))
+    assert has_launched(LiveJob.from_dict({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550, "cost_usd": 1.4}))
 
 
 def test_a_new_job_given_less_elapsed_time_than_its_probes_ran_is_refused() -> None:
@@ -287,9 +287,9 @@ def test_a_job_with_no_slas_yet_gets_its_probe_plan_then_suggested_slas(
 @pytest.mark.parametrize(
     ("job", "ask", "phrase"),
     [
-        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}, "plan", "no epoch yet"),
-        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}, "history", "no epoch yet"),
-        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}, "forecast", "no epoch yet"),
+        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550, "cost_usd": 1.4}, "plan", "no epoch yet"),
+        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550, "cost_usd": 1.4}, "history", "no epoch yet"),
+        ({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550, "cost_usd": 1.4}, "forecast", "no epoch yet"),
         ({**NEW_JOB, "probes": [{"gpus": 99, "cpus": 8, "epoch_time_s": 9.0}]}, "plan", "probes[0]"),
     ],
 )
@@ -356,7 +356,12 @@ def test_an_unusable_history_is_refused_whether_or_not_the_job_has_run(
     (workdir / "bad.json").write_text('{"records": [{"workload": 1}]}')
     save_records([STORE[0], dataclasses.replace(STORE[1], best_gpus=40)], workdir / "outside.json")
     (workdir / "store.txt").write_text((workdir / "store.json").read_text())
-    job = {**NEW_JOB, "epochs_done": epochs_done, "elapsed_s": 1550 * epochs_done}
+    job = {
+        **NEW_JOB,
+        "epochs_done": epochs_done,
+        "elapsed_s": 1550 * epochs_done,
+        "cost_usd": 1.4 * epochs_done,
+    }
     assert_refused(call(_recommend(job, f"--history={store}"), capsys, workdir), "--history", store)
 
 
@@ -417,7 +422,9 @@ def test_probes_move_the_suggested_slas(params: object) -> None:
 
 def test_bad_sla_suggestions_are_refused(params: object) -> None:
     with pytest.raises(ValueError, match="no epoch yet"):
-        suggested_slas(LiveJob.from_dict({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550}), params)
+        suggested_slas(
+            LiveJob.from_dict({**NEW_JOB, "epochs_done": 1, "elapsed_s": 1550, "cost_usd": 1.4}), params
+        )
     with pytest.raises(ValueError, match="can be suggested"):
         suggested_slas(LiveJob.from_dict(NEW_JOB), params, ("max_memory_gib",))
 
