@@ -23,7 +23,7 @@ A job that has run no epoch yet (``epochs_done`` 0) may leave out ``elapsed_s`` 
 or what its probes spent) and the last epoch's readings (``last_epoch_time_s`` to
 ``price_per_hour``, :data:`READINGS`): it has measured none, and each left out is the profile's
 forecast at its allocation, as the env's reset sets them; once it has run an epoch they are required
-(and ``cost_usd`` above 0 where ``price_per_hour`` is).
+(and ``cost_usd`` above 0 where its time at ``price_per_hour`` comes to a dollar or more).
 
 Optional: ``min_throughput``, ``max_memory_gib``, ``min_gpu_util`` and ``min_cpu_util`` (no limit when
 left out); ``preference`` (``time``, ``cost``, ``balanced`` or three weights: time, cost, sla;
@@ -360,14 +360,22 @@ def _check_elapsed(job: LiveJob) -> None:
         )
 
 
+# A running job reporting $0 spent is refused once its time so far at its current price comes to
+# this much: far above a spend rounded to cents (an epoch of 7 s at $0.63/h is $0.001) and above
+# what a price that rose since its earlier epochs could make of one.
+ZERO_SPEND_CHECKED_FROM_USD = 1.0
+
+
 def _check_spend(job: LiveJob) -> None:
-    """A job that has run an epoch at a price above 0 has spent something: ``cost_usd`` 0 (a new
+    """A job that has run epochs at a price above 0 has spent something: ``cost_usd`` 0 (a new
     job's filled 0 kept by ``dataclasses.replace(job, epochs_done=5)``, say) read as a job with its
-    whole budget left."""
-    if job.epochs_done > 0 and job.cost_usd == 0 and job.price_per_hour:
+    whole budget left. Refused where its ``elapsed_s`` at its ``price_per_hour`` comes to
+    :data:`ZERO_SPEND_CHECKED_FROM_USD` or more."""
+    at_the_price = job.elapsed_s * (job.price_per_hour or 0.0) / 3600.0
+    if job.epochs_done > 0 and job.cost_usd == 0 and at_the_price >= ZERO_SPEND_CHECKED_FROM_USD:
         raise ValueError(
-            f"cost_usd is 0 but the job has run {job.epochs_done} epoch(s) at ${job.price_per_hour:g}/h: "
-            "cost_usd is the job's spend so far"
+            f"cost_usd is 0 but the job has run {job.epochs_done} epoch(s) over {job.elapsed_s:g} s at "
+            f"${job.price_per_hour:g}/h: cost_usd is the job's spend so far"
         )
 
 

@@ -201,11 +201,16 @@ def test_a_job_that_has_run_at_a_price_has_spent_something() -> None:
     job = typical_job()
     new_job = LiveJob(**{**dataclasses.asdict(job), "epochs_done": 0, "cost_usd": None, "history": None})
     assert new_job.cost_usd == 0.0
-    with pytest.raises(ValueError, match=r"cost_usd is 0 but the job has run 10 epoch\(s\) at \$[0-9.]+/h"):
+    with pytest.raises(
+        ValueError, match=r"cost_usd is 0 but the job has run 10 epoch\(s\) over [0-9.]+ s at \$"
+    ):
         dataclasses.replace(new_job, epochs_done=job.epochs_done)
     with pytest.raises(ValueError, match="cost_usd is 0"):
         LiveJob.from_dict({**dataclasses.asdict(job), "history": None, "cost_usd": 0})
     assert dataclasses.replace(new_job, epochs_done=job.epochs_done, price_per_hour=0.0).cost_usd == 0.0
+    # A spend rounded to cents may read 0 after a few cheap seconds (under a dollar at the price).
+    short = dataclasses.replace(new_job, epochs_done=1, elapsed_s=60.0, last_epoch_time_s=60.0)
+    assert short.cost_usd == 0.0 and short.elapsed_s * short.price_per_hour / 3600 < 1.0
     assert dataclasses.replace(
         new_job, epochs_done=job.epochs_done, cost_usd=job.cost_usd
     ) == dataclasses.replace(job, history=None)

@@ -351,9 +351,9 @@ def endless_pair(tmp_path: Path) -> Iterator[list[Worker]]:
                 worker.process.wait()
 
 
-# slow: two training processes compiling beside the suite (22 s on the 2-core machine). The default
-# suite joins two real processes in the refusal tests below and checks sharded training on 8
-# devices (test_eight_devices_match_one_and_num_envs_must_divide).
+# slow: two training processes compiling beside the suite, then a heartbeat window (22-28 s on the
+# 2-core machine). The default suite joins two real processes in the refusal tests below and
+# checks sharded training on 8 devices (test_eight_devices_match_one_and_num_envs_must_divide).
 @pytest.mark.slow
 def test_two_processes_agree_then_killing_the_worker_ends_the_coordinator(endless_pair: list[Worker]) -> None:
     """Two processes on localhost train together: after the first chunk both hold the same
@@ -373,6 +373,8 @@ def test_two_processes_agree_then_killing_the_worker_ends_the_coordinator(endles
 # slow: kept out of the default suite's time budget (run with -m slow)
 @pytest.mark.slow
 def test_killing_the_coordinator_ends_the_worker_with_an_error(endless_pair: list[Worker]) -> None:
+    """A killed coordinator: the worker exits with an error within the heartbeat window instead of
+    hanging."""
     first_records(endless_pair)
     kill_and_expect_the_survivor_to_fail(victim=endless_pair[0], survivor=endless_pair[1])
 
