@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from slamorl_jax.env.job_model import billed_usd
 from slamorl_jax.env.objectives import SLA_NAMES, preference_vector
 from slamorl_jax.env.probes import PROBE_FRACTION
 from slamorl_jax.env.suggested_slas import NO_LIMIT  # an upper limit never reached (max_memory_gib)
@@ -371,7 +372,7 @@ def _check_spend(job: LiveJob) -> None:
     job's filled 0 kept by ``dataclasses.replace(job, epochs_done=5)``, say) read as a job with its
     whole budget left. Refused where its ``elapsed_s`` at its ``price_per_hour`` comes to
     :data:`ZERO_SPEND_CHECKED_FROM_USD` or more."""
-    at_the_price = job.elapsed_s * (job.price_per_hour or 0.0) / 3600.0
+    at_the_price = billed_usd(job.elapsed_s, job.price_per_hour or 0.0)
     if job.epochs_done > 0 and job.cost_usd == 0 and at_the_price >= ZERO_SPEND_CHECKED_FROM_USD:
         raise ValueError(
             f"cost_usd is 0 but the job has run {job.epochs_done} epoch(s) over {job.elapsed_s:g} s at "

@@ -17,12 +17,12 @@ import pytest
 from slamorl_jax.agent.config import TrainConfig
 from slamorl_jax.agent.trainer import env_params_from_config
 from slamorl_jax.env.catalog import gpu_type_index, workload_index
-from slamorl_jax.env.job_model import epoch_metrics, job_constants_table
+from slamorl_jax.env.job_model import billed_usd, epoch_metrics, job_constants_table
 from slamorl_jax.env.params import with_values
 from slamorl_jax.env.shifts import NUM_SHIFT_KINDS
 from slamorl_jax.live import check_recommendable
 from slamorl_jax.live_checks import outside_training
-from slamorl_jax.live_job import LiveJob
+from slamorl_jax.live_job import ZERO_SPEND_CHECKED_FROM_USD, LiveJob
 
 PARAMS = env_params_from_config(TrainConfig())
 
@@ -210,7 +210,10 @@ def test_a_job_that_has_run_at_a_price_has_spent_something() -> None:
     assert dataclasses.replace(new_job, epochs_done=job.epochs_done, price_per_hour=0.0).cost_usd == 0.0
     # A spend rounded to cents may read 0 after a few cheap seconds (under a dollar at the price).
     short = dataclasses.replace(new_job, epochs_done=1, elapsed_s=60.0, last_epoch_time_s=60.0)
-    assert short.cost_usd == 0.0 and short.elapsed_s * short.price_per_hour / 3600 < 1.0
+    assert (
+        short.cost_usd == 0.0
+        and billed_usd(short.elapsed_s, short.price_per_hour) < ZERO_SPEND_CHECKED_FROM_USD
+    )
     assert dataclasses.replace(
         new_job, epochs_done=job.epochs_done, cost_usd=job.cost_usd
     ) == dataclasses.replace(job, history=None)
